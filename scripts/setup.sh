@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs to build and test, idempotently: Debian packages via apt, Python via pip.
+set -euo pipefail
+
+APT_PACKAGES=(
+  cmake ninja-build g++ ccache pkg-config python3 python3-pip
+  libprotobuf-dev protobuf-compiler
+  libflatbuffers-dev flatbuffers-compiler
+  libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
+)
+# The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
+PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+need_pip=0
+$PY - <<'PYEOF' || need_pip=1
+import importlib.metadata as m, sys
+want = {"onnx": "1.22.0"}
+for name, ver in want.items():
+    if m.version(name) != ver:
+        sys.exit(1)
+import numpy, pytest  # noqa: F401
+PYEOF
+if ((need_pip)); then
+  echo "setup: installing ${PIP_PACKAGES[*]}"
+  # Debian's own interpreter refuses pip installs (PEP 668) unless told; a pyenv one does not.
+  $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
+fi

@@ -1,0 +1,25 @@
+#pragma once
+// The kiln command's subcommands. Each returns the process exit code (0 ok, 1 failure, 2 usage).
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> inputs;         // name=path.pb
+  std::map<std::string, int64_t> dims;     // symbolic dim name -> value for random inputs
+  uint64_t seed = 0;
+  int repeat = 1;
+  bool profile = false;
+};
+int run_command(const RunOptions& options);
+
+struct InspectOptions {
+  std::string model;
+  bool print_graph = false;
+};
+int inspect_command(const InspectOptions& options);
+
+}  // namespace kiln::cli

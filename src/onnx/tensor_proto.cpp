@@ -1,0 +1,257 @@
+#include <filesystem>
+#include <fstream>
+
+#include <onnx/onnx-data.pb.h>
+#include <onnx/onnx-ml.pb.h>
+
+#include "onnx/onnx_io.hpp"
+
+namespace kiln::onnx_io {
+namespace fs = std::filesystem;
+namespace {
+
+// Opens `location` relative to base_dir, refusing paths that leave it (absolute, "..", or a
+// symlink pointing outside).
+std::string read_external(const std::string& base_dir, const std::string& location, int64_t offset,
+                          int64_t length, std::string_view context) {
+  KILN_CHECK_ARG(!base_dir.empty(), "{}: external data '{}' but the model was not read from a file",
+                 context, location);
+  fs::path rel(location);
+  KILN_CHECK_ARG(!rel.empty() && rel.is_relative(),
+                 "{}: external data location '{}' must be a relative path", context, location);
+  for (const auto& part : rel) {
+    KILN_CHECK_ARG(part != "..", "{}: external data location '{}' leaves the model directory",
+                   context, location);
+  }
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::path(base_dir), ec);
+  fs::path full = fs::weakly_canonical(base / rel, ec);
+  KILN_CHECK(!ec && fs::exists(full), ErrorCode::NotFound,
+             "{}: external data file '{}' not found", context, location);
+  auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+  KILN_CHECK_ARG(b == base.end(), "{}: external data location '{}' resolves outside '{}'", context,
+                 location, base.string());
+  std::ifstream in(full, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "{}: cannot open external data '{}'", context,
+             full.string());
+  in.seekg(0, std::ios::end);
+  int64_t size = static_cast<int64_t>(in.tellg());
+  KILN_CHECK_ARG(offset >= 0 && offset <= size, "{}: offset {} is past the end of '{}' ({} bytes)",
+                 context, offset, location, size);
+  if (length < 0) length = size - offset;
+  KILN_CHECK_ARG(length <= size - offset, "{}: {} bytes at offset {} run past the end of '{}'",
+                 context, length, offset, location);
+  std::string data(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(data.data(), length);
+  return data;
+}
+
+template <typename T, typename Field>
+void copy_field(Tensor& t, const Field& field, std::string_view context, const char* field_name) {
+  KILN_CHECK_ARG(static_cast<int64_t>(field.size()) == t.numel(),
+                 "{}: {} holds {} values for {} elements", context, field_name, field.size(),
+                 t.numel());
+  T* out = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+      out[i] = T::from_bits(static_cast<uint16_t>(field[static_cast<int>(i)]));
+    } else {
+      out[i] = static_cast<T>(field[static_cast<int>(i)]);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
+                         std::string_view context_in) {
+  std::string context = p.name().empty() ? std::string(context_in)
+                                         : fmt::format("{} '{}'", context_in, p.name());
+  KILN_CHECK(!p.has_segment(), ErrorCode::Unsupported, "{}: segmented tensors are not supported",
+             context);
+  DataType dtype = dtype_from_onnx(p.data_type(), context);
+  dtype_require_supported(dtype, context);
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims) KILN_CHECK_ARG(d >= 0, "{}: negative dimension {}", context, d);
+  Tensor t(dtype, dims);
+
+  const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  if (external || p.has_raw_data()) {
+    KILN_CHECK_ARG(dtype != DataType::String, "{}: string tensors cannot use raw_data", context);
+    std::string ext;
+    const std::string* bytes = &p.raw_data();
+    if (external) {
+      std::string location;
+      int64_t offset = 0, length = -1;
+      for (const auto& kv : p.external_data()) {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset" || kv.key() == "length") {
+          int64_t v = 0;
+          try {
+            v = std::stoll(kv.value());
+          } catch (const std::exception&) {
+            fail(ErrorCode::InvalidArgument, "{}: external data {} '{}' is not a number", context,
+                 kv.key(), kv.value());
+          }
+          (kv.key() == "offset" ? offset : length) = v;
+        }
+      }
+      ext = read_external(base_dir, location, offset, length, context);
+      bytes = &ext;
+    }
+    KILN_CHECK_ARG(bytes->size() == t.nbytes(), "{}: {} bytes of data for {} ({} bytes expected)",
+                   context, bytes->size(), t.describe(), t.nbytes());
+    if (t.nbytes()) std::memcpy(t.raw_data(), bytes->data(), t.nbytes());
+    if (dtype == DataType::Bool) {  // normalize to 0/1 so kernels can trust bool bytes
+      auto* b = static_cast<uint8_t*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i) b[i] = b[i] != 0;
+    }
+    return t;
+  }
+  if (t.numel() == 0) return t;
+  switch (dtype) {
+    case DataType::Float32: copy_field<float>(t, p.float_data(), context, "float_data"); break;
+    case DataType::Float64: copy_field<double>(t, p.double_data(), context, "double_data"); break;
+    case DataType::Int64: copy_field<int64_t>(t, p.int64_data(), context, "int64_data"); break;
+    case DataType::UInt32: copy_field<uint32_t>(t, p.uint64_data(), context, "uint64_data"); break;
+    case DataType::UInt64: copy_field<uint64_t>(t, p.uint64_data(), context, "uint64_data"); break;
+    case DataType::Int32: copy_field<int32_t>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::Int16: copy_field<int16_t>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::Int8: copy_field<int8_t>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::UInt16: copy_field<uint16_t>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::UInt8: copy_field<uint8_t>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::Bool: copy_field<bool>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::Float16: copy_field<Float16>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::BFloat16: copy_field<BFloat16>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::String: {
+      KILN_CHECK_ARG(p.string_data_size() == t.numel(), "{}: {} strings for {} elements", context,
+                     p.string_data_size(), t.numel());
+      std::string* out = t.data<std::string>();
+      for (int64_t i = 0; i < t.numel(); ++i) out[i] = p.string_data(static_cast<int>(i));
+      break;
+    }
+    default:
+      fail(ErrorCode::Unsupported, "{}: element type {} is not supported", context,
+           dtype_name(dtype));
+  }
+  return t;
+}
+
+onnx::TensorProto tensor_to_proto(const Tensor& t, const std::string& name) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) p.add_dims(d);
+  if (t.dtype() == DataType::String) {
+    for (const std::string& s : t.values<std::string>()) p.add_string_data(s);
+  } else {
+    p.set_raw_data(t.raw_data(), t.nbytes());
+  }
+  return p;
+}
+
+TypeInfo type_from_proto(const onnx::TypeProto& p, std::string_view context) {
+  switch (p.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      const auto& tt = p.tensor_type();
+      DataType dtype = tt.elem_type() == 0 ? DataType::Undefined
+                                           : dtype_from_onnx(tt.elem_type(), context);
+      if (!tt.has_shape()) return TypeInfo::tensor(dtype);
+      std::vector<Dim> dims;
+      for (const auto& d : tt.shape().dim()) {
+        if (d.has_dim_value()) {
+          KILN_CHECK_ARG(d.dim_value() >= 0, "{}: negative dimension {}", context, d.dim_value());
+          dims.emplace_back(d.dim_value());
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+          dims.push_back(Dim::symbol(d.dim_param()));
+        } else {
+          dims.emplace_back();
+        }
+      }
+      return TypeInfo::tensor(dtype, Shape(std::move(dims)));
+    }
+    case onnx::TypeProto::kSequenceType:
+      return TypeInfo::wrap(TypeInfo::Kind::Sequence,
+                            p.sequence_type().has_elem_type()
+                                ? type_from_proto(p.sequence_type().elem_type(), context)
+                                : TypeInfo{});
+    case onnx::TypeProto::kOptionalType:
+      return TypeInfo::wrap(TypeInfo::Kind::Optional,
+                            p.optional_type().has_elem_type()
+                                ? type_from_proto(p.optional_type().elem_type(), context)
+                                : TypeInfo{});
+    case onnx::TypeProto::kMapType:
+      fail(ErrorCode::Unsupported, "{}: map types are not supported", context);
+    case onnx::TypeProto::kSparseTensorType:
+      fail(ErrorCode::Unsupported, "{}: sparse tensor types are not supported", context);
+    default:
+      return {};
+  }
+}
+
+void type_to_proto(const TypeInfo& type, onnx::TypeProto* p) {
+  switch (type.kind) {
+    case TypeInfo::Kind::Tensor: {
+      auto* tt = p->mutable_tensor_type();
+      tt->set_elem_type(static_cast<int32_t>(type.dtype));
+      if (type.shape) {
+        auto* shape = tt->mutable_shape();
+        for (const Dim& d : type.shape->dims()) {
+          auto* dim = shape->add_dim();
+          if (d.is_static()) dim->set_dim_value(d.value());
+          else if (d.is_symbolic()) dim->set_dim_param(d.symbol_name());
+        }
+      }
+      break;
+    }
+    case TypeInfo::Kind::Sequence:
+      type_to_proto(type.elem ? *type.elem : TypeInfo{}, p->mutable_sequence_type()->mutable_elem_type());
+      break;
+    case TypeInfo::Kind::Optional:
+      type_to_proto(type.elem ? *type.elem : TypeInfo{}, p->mutable_optional_type()->mutable_elem_type());
+      break;
+    case TypeInfo::Kind::Unknown:
+      break;
+  }
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "cannot open '{}'", path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+RtValue value_from_sequence(const onnx::SequenceProto& s, const std::string& path) {
+  KILN_CHECK(s.elem_type() == onnx::SequenceProto::TENSOR || s.tensor_values_size() > 0 ||
+                 s.elem_type() == onnx::SequenceProto::UNDEFINED,
+             ErrorCode::Unsupported, "'{}': only sequences of tensors are supported", path);
+  std::vector<Tensor> items;
+  for (const auto& t : s.tensor_values()) items.push_back(tensor_from_proto(t, "", path));
+  return RtValue::sequence(std::move(items));
+}
+
+}  // namespace
+
+RtValue read_value_file(const std::string& path, const TypeInfo& expected) {
+  std::string bytes = read_file(path);
+  if (expected.kind == TypeInfo::Kind::Sequence) {
+    onnx::SequenceProto s;
+    KILN_CHECK_ARG(s.ParseFromString(bytes), "'{}' is not a SequenceProto", path);
+    return value_from_sequence(s, path);
+  }
+  if (expected.kind == TypeInfo::Kind::Optional) {
+    onnx::OptionalProto o;
+    KILN_CHECK_ARG(o.ParseFromString(bytes), "'{}' is not an OptionalProto", path);
+    if (o.has_tensor_value()) return tensor_from_proto(o.tensor_value(), "", path);
+    if (o.has_sequence_value()) return value_from_sequence(o.sequence_value(), path);
+    return RtValue();
+  }
+  onnx::TensorProto t;
+  KILN_CHECK_ARG(t.ParseFromString(bytes), "'{}' is not a TensorProto", path);
+  return tensor_from_proto(t, "", path);
+}
+
+}  // namespace kiln::onnx_io

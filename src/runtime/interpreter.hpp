@@ -1,0 +1,62 @@
+#pragma once
+// Runs a graph node by node on the reference kernels. This is the oracle every faster path is
+// checked against, so it favours clarity: values live in a map keyed by IR value and are freed
+// after their last use.
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/rt_value.hpp"
+#include "ir/graph.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::runtime {
+
+struct NodeTiming {
+  const ir::Node* node;
+  double microseconds;
+};
+
+class Interpreter {
+ public:
+  // Resolves a kernel for every node, subgraphs included; throws Unsupported naming the first
+  // node that has none.
+  explicit Interpreter(std::shared_ptr<const ir::Graph> graph);
+
+  // Inputs in the graph's input order; an input left None falls back to its initializer.
+  std::vector<RtValue> run(const std::vector<RtValue>& inputs);
+  // Inputs by name; outputs by name.
+  std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& inputs);
+
+  const ir::Graph& graph() const { return *graph_; }
+  // Per-node wall time of the last run when profiling is on.
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::vector<NodeTiming>& last_profile() const { return profile_; }
+
+ private:
+  struct GraphPlan {
+    std::vector<const ir::Node*> nodes;
+    std::vector<const ops::OpDef*> defs;
+    // Values whose last reader is node i (freed after it runs).
+    std::vector<std::vector<const ir::Value*>> release_after;
+  };
+  class Scope;
+  class BodyRunner;
+
+  void plan(const ir::Graph& g);
+  std::vector<RtValue> execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
+                               const Scope* outer);
+
+  std::shared_ptr<const ir::Graph> graph_;
+  std::unordered_map<const ir::Graph*, GraphPlan> plans_;
+  bool profiling_ = false;
+  std::vector<NodeTiming> profile_;
+};
+
+// Checks a runtime value against a declared type (element type, rank, static dims); throws
+// InvalidArgument naming `what`.
+void check_value_matches(const RtValue& value, const TypeInfo& type, const std::string& what);
+
+}  // namespace kiln::runtime

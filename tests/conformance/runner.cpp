@@ -1,0 +1,220 @@
+// Runs the ONNX backend node tests through import and the reference interpreter, compares with
+// the test's outputs and checks the result against expected_failures.txt.
+//
+//   kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] [--filter REGEX] [-v]
+//
+// Each test runs in a forked child, so a crash or a hang is one failed test, not a lost run.
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "onnx/onnx_io.hpp"
+#include "runtime/compare.hpp"
+#include "runtime/interpreter.hpp"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+constexpr int kTimeoutSeconds = 60;
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '#', ' ');
+  if (s.size() > 300) s = s.substr(0, 297) + "...";
+  return s;
+}
+
+// Empty string on success, else the reason.
+std::string run_test(const fs::path& dir) {
+  ir::Model model = onnx_io::import_model_file((dir / "model.onnx").string());
+  runtime::Interpreter interp(model.graph);
+  std::vector<const ir::Value*> feeds;
+  for (const ir::Value* v : model.graph->inputs()) {
+    if (!v->is_constant()) feeds.push_back(v);
+  }
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) {
+      sets.push_back(e.path());
+    }
+  }
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return "no test data sets";
+  for (const fs::path& set : sets) {
+    std::vector<RtValue> inputs(model.graph->inputs().size());
+    size_t fed = 0;
+    for (size_t i = 0; i < model.graph->inputs().size(); ++i) {
+      const ir::Value* v = model.graph->inputs()[i];
+      if (v->is_constant()) continue;
+      fs::path file = set / fmt::format("input_{}.pb", fed++);
+      if (!fs::exists(file)) continue;  // optional input left out
+      inputs[i] = onnx_io::read_value_file(file.string(), v->type());
+    }
+    std::vector<RtValue> outputs = interp.run(inputs);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      fs::path file = set / fmt::format("output_{}.pb", i);
+      if (!fs::exists(file)) continue;
+      RtValue expected = onnx_io::read_value_file(file.string(), model.graph->outputs()[i]->type());
+      if (auto diff = runtime::compare_values(outputs[i], expected, {})) {
+        return fmt::format("output {} '{}' mismatch: {}", i, model.graph->outputs()[i]->name(), *diff);
+      }
+    }
+  }
+  return "";
+}
+
+std::string run_isolated(const fs::path& dir) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string result;
+    try {
+      result = run_test(dir);
+    } catch (const std::exception& e) {
+      result = e.what();
+      if (result.empty()) result = "exception";
+    }
+    (void)!write(fds[1], result.data(), result.size());
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string result;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeoutSeconds);
+  bool timed_out = false;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r <= 0) continue;
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    result.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) return fmt::format("timed out after {} s", kTimeoutSeconds);
+  if (WIFSIGNALED(status)) return fmt::format("crashed with signal {}", WTERMSIG(status));
+  return result;
+}
+
+std::map<std::string, std::string> read_expected(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto hash = line.find('#');
+    std::string name = line.substr(0, hash);
+    name.erase(name.find_last_not_of(" \t\r") + 1);
+    name.erase(0, name.find_first_not_of(" \t"));
+    if (name.empty()) continue;
+    out[name] = hash == std::string::npos ? "" : line.substr(hash + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data, expected_path, write_path, filter = ".*";
+  bool verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--data") data = next();
+    else if (a == "--expected") expected_path = next();
+    else if (a == "--write-expected") write_path = next();
+    else if (a == "--filter") filter = next();
+    else if (a == "-v" || a == "--verbose") verbose = true;
+    else {
+      std::cerr << "usage: kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] "
+                   "[--filter REGEX] [-v]\n";
+      return 2;
+    }
+  }
+  if (data.empty() || !fs::is_directory(data)) {
+    std::cerr << "conformance: test data directory '" << data << "' not found\n";
+    return 2;
+  }
+  std::regex re(filter);
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::directory_iterator(data)) {
+    if (e.is_directory() && std::regex_search(e.path().filename().string(), re)) tests.push_back(e.path());
+  }
+  std::sort(tests.begin(), tests.end());
+
+  std::map<std::string, std::string> failures;
+  size_t passed = 0;
+  for (const fs::path& t : tests) {
+    std::string name = t.filename().string();
+    std::string reason = run_isolated(t);
+    // Paths make the list machine-specific: keep the reason, drop the data directory.
+    for (size_t pos; (pos = reason.find(t.string() + "/")) != std::string::npos;) {
+      reason.erase(pos, t.string().size() + 1);
+    }
+    if (reason.empty()) {
+      ++passed;
+      if (verbose) std::cout << "PASS " << name << "\n";
+    } else {
+      failures[name] = one_line(reason);
+      if (verbose) std::cout << "FAIL " << name << ": " << failures[name] << "\n";
+    }
+  }
+  std::cout << fmt::format("conformance: {} passed, {} failed", passed, failures.size()) << std::endl;
+
+  if (!write_path.empty()) {
+    std::ofstream out(write_path);
+    out << "# ONNX backend node tests that Kiln fails today, each with its reason.\n"
+           "# Regenerate: make conformance-update. CI fails on any change in either direction.\n";
+    for (const auto& [name, reason] : failures) out << name << "  # " << reason << "\n";
+  }
+  if (expected_path.empty()) return 0;
+  auto expected = read_expected(expected_path);
+  int problems = 0;
+  for (const auto& [name, reason] : failures) {
+    if (!expected.count(name)) {
+      std::cout << "UNEXPECTED FAILURE " << name << ": " << reason << "\n";
+      ++problems;
+    }
+  }
+  std::set<std::string> ran;
+  for (const fs::path& t : tests) ran.insert(t.filename().string());
+  for (const auto& [name, reason] : expected) {
+    if (ran.count(name) && !failures.count(name)) {
+      std::cout << "UNEXPECTED PASS " << name << " (remove it from " << expected_path << ")\n";
+      ++problems;
+    }
+  }
+  if (problems) {
+    std::cout << "conformance: " << problems << " tests disagree with " << expected_path << "\n";
+    return 1;
+  }
+  return 0;
+}
