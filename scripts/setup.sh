@@ -11,6 +11,11 @@ APT_PACKAGES=(
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
 PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest)
 
+# `setup.sh --fuzz` adds clang and its sanitizer runtime for `make fuzz`.
+if [ "${1:-}" = "--fuzz" ]; then
+  APT_PACKAGES+=(clang libclang-rt-14-dev)
+fi
+
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

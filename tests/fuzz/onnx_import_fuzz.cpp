@@ -1,0 +1,26 @@
+// libFuzzer target: arbitrary bytes through the ONNX importer (parse, functions, subgraphs,
+// shape inference, validation), then the printer and the exporter. Any crash, leak or sanitizer
+// report is a bug; a kiln::Error is the expected outcome for bad input.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "onnx/onnx_io.hpp"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Keep absurd declared sizes from exhausting the fuzzer's memory limit.
+  kiln::Tensor::set_max_bytes(size_t{64} << 20);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    kiln::onnx_io::ImportOptions options;  // no base_dir: external data is refused
+    kiln::ir::Model model = kiln::onnx_io::import_model_bytes(
+        std::string_view(reinterpret_cast<const char*>(data), size), options);
+    (void)kiln::ir::print_graph(*model.graph);
+    (void)kiln::onnx_io::export_model(model);
+  } catch (const kiln::Error&) {
+  }
+  return 0;
+}
