@@ -16,8 +16,8 @@ namespace {
 Tensor random_tensor(const ir::Value& v, const std::map<std::string, int64_t>& dims,
                      std::mt19937_64& rng) {
   const TypeInfo& t = v.type();
-  KILN_CHECK_ARG(t.is_tensor() && t.shape, "input '{}' has type {}: give it with --input",
-                 v.name(), t.to_string());
+  KILN_CHECK_ARG(t.is_tensor() && t.shape, "input '{}' has type {}: give it with --input", v.name(),
+                 t.to_string());
   std::vector<int64_t> shape;
   for (const Dim& d : t.shape->dims()) {
     if (d.is_static()) {
@@ -58,7 +58,8 @@ std::string summarize(const Tensor& t) {
     hi = std::max(hi, x);
     sum += x;
   }
-  s += fmt::format("  min {:.6g} max {:.6g} mean {:.6g}  [", lo, hi, sum / static_cast<double>(t.numel()));
+  s += fmt::format("  min {:.6g} max {:.6g} mean {:.6g}  [", lo, hi,
+                   sum / static_cast<double>(t.numel()));
   for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 6); ++i) {
     s += fmt::format("{}{:.6g}", i ? ", " : "", t.double_at(i));
   }
@@ -87,8 +88,10 @@ int run_command(const RunOptions& o) {
       feeds[v->name()] = random_tensor(*v, o.dims, rng);
     }
   }
-  KILN_CHECK(given.empty(), ErrorCode::NotFound, "the model has no input named '{}'", given.begin()->first);
-  for (const auto& [name, v] : feeds) std::cout << "input  " << name << ": " << v.describe() << "\n";
+  KILN_CHECK(given.empty(), ErrorCode::NotFound, "the model has no input named '{}'",
+             given.begin()->first);
+  for (const auto& [name, v] : feeds)
+    std::cout << "input  " << name << ": " << v.describe() << "\n";
 
   interp.set_profiling(o.profile);
   std::vector<double> times;
@@ -96,14 +99,18 @@ int run_command(const RunOptions& o) {
   for (int r = 0; r < o.repeat; ++r) {
     auto start = std::chrono::steady_clock::now();
     outputs = interp.run(feeds);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   for (const ir::Value* v : model.graph->outputs()) {
     const RtValue& r = outputs.at(v->name());
-    std::cout << "output " << v->name() << ": " << (r.is_tensor() ? summarize(r.tensor()) : r.describe()) << "\n";
+    std::cout << "output " << v->name() << ": "
+              << (r.is_tensor() ? summarize(r.tensor()) : r.describe()) << "\n";
   }
   std::sort(times.begin(), times.end());
-  std::cout << fmt::format("time: {:.3f} ms (median of {})\n", times[times.size() / 2], times.size());
+  std::cout << fmt::format("time: {:.3f} ms (median of {})\n", times[times.size() / 2],
+                           times.size());
   if (o.profile) {
     std::map<std::string, double> per_op;
     for (const auto& t : interp.last_profile()) per_op[t.node->op_type()] += t.microseconds;
@@ -118,8 +125,8 @@ int run_command(const RunOptions& o) {
 int inspect_command(const InspectOptions& o) {
   ir::Model model = onnx_io::import_model_file(o.model);
   const ir::Graph& g = *model.graph;
-  std::cout << fmt::format("model: {} (ir_version {}, producer '{}' {})\n", o.model, model.ir_version,
-                           model.producer_name, model.producer_version);
+  std::cout << fmt::format("model: {} (ir_version {}, producer '{}' {})\n", o.model,
+                           model.ir_version, model.producer_name, model.producer_version);
   std::cout << "opsets:";
   for (const auto& [d, v] : g.opsets()) std::cout << " " << (d.empty() ? "ai.onnx" : d) << "=" << v;
   std::cout << "\ninputs:\n";
@@ -127,7 +134,8 @@ int inspect_command(const InspectOptions& o) {
     if (!v->is_constant()) std::cout << "  " << v->name() << ": " << v->type().to_string() << "\n";
   }
   std::cout << "outputs:\n";
-  for (const ir::Value* v : g.outputs()) std::cout << "  " << v->name() << ": " << v->type().to_string() << "\n";
+  for (const ir::Value* v : g.outputs())
+    std::cout << "  " << v->name() << ": " << v->type().to_string() << "\n";
   int64_t params = 0, bytes = 0;
   for (const auto& v : g.values()) {
     if (v->is_constant()) {
@@ -135,7 +143,8 @@ int inspect_command(const InspectOptions& o) {
       bytes += static_cast<int64_t>(v->constant().nbytes());
     }
   }
-  std::cout << fmt::format("parameters: {} ({:.2f} MiB)\n", params, static_cast<double>(bytes) / (1 << 20));
+  std::cout << fmt::format("parameters: {} ({:.2f} MiB)\n", params,
+                           static_cast<double>(bytes) / (1 << 20));
   auto hist = ir::op_histogram(g);
   size_t total = 0;
   for (const auto& [op, n] : hist) total += n;

@@ -8,8 +8,8 @@ namespace kiln::cli {
 
 struct RunOptions {
   std::string model;
-  std::vector<std::string> inputs;         // name=path.pb
-  std::map<std::string, int64_t> dims;     // symbolic dim name -> value for random inputs
+  std::vector<std::string> inputs;      // name=path.pb
+  std::map<std::string, int64_t> dims;  // symbolic dim name -> value for random inputs
   uint64_t seed = 0;
   int repeat = 1;
   bool profile = false;

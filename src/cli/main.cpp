@@ -12,10 +12,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   kiln::cli::RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Run a model on the reference interpreter and print its outputs");
+  auto* run_cmd =
+      app.add_subcommand("run", "Run a model on the reference interpreter and print its outputs");
   run_cmd->add_option("model", run.model, "ONNX model file")->required()->check(CLI::ExistingFile);
-  run_cmd->add_option("-i,--input", run.inputs, "Input NAME=FILE.pb (TensorProto); others are random");
-  run_cmd->add_option("-d,--dim", run.dims, "Value of a symbolic dim for random inputs, NAME=N (default 1)")
+  run_cmd->add_option("-i,--input", run.inputs,
+                      "Input NAME=FILE.pb (TensorProto); others are random");
+  run_cmd
+      ->add_option("-d,--dim", run.dims,
+                   "Value of a symbolic dim for random inputs, NAME=N (default 1)")
       ->delimiter(',');
   run_cmd->add_option("--seed", run.seed, "Seed of the random inputs");
   run_cmd->add_option("--repeat", run.repeat, "Run this many times and report the median time")
@@ -23,8 +27,11 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--profile", run.profile, "Print time per op type");
 
   kiln::cli::InspectOptions inspect;
-  auto* inspect_cmd = app.add_subcommand("inspect", "Show a model's inputs, outputs, ops and parameters");
-  inspect_cmd->add_option("model", inspect.model, "ONNX model file")->required()->check(CLI::ExistingFile);
+  auto* inspect_cmd =
+      app.add_subcommand("inspect", "Show a model's inputs, outputs, ops and parameters");
+  inspect_cmd->add_option("model", inspect.model, "ONNX model file")
+      ->required()
+      ->check(CLI::ExistingFile);
   inspect_cmd->add_flag("--graph", inspect.print_graph, "Print the whole graph as text");
 
   try {

@@ -4,50 +4,93 @@ namespace kiln {
 
 std::string_view dtype_name(DataType type) {
   switch (type) {
-    case DataType::Undefined: return "undefined";
-    case DataType::Float32: return "float";
-    case DataType::UInt8: return "uint8";
-    case DataType::Int8: return "int8";
-    case DataType::UInt16: return "uint16";
-    case DataType::Int16: return "int16";
-    case DataType::Int32: return "int32";
-    case DataType::Int64: return "int64";
-    case DataType::String: return "string";
-    case DataType::Bool: return "bool";
-    case DataType::Float16: return "float16";
-    case DataType::Float64: return "double";
-    case DataType::UInt32: return "uint32";
-    case DataType::UInt64: return "uint64";
-    case DataType::Complex64: return "complex64";
-    case DataType::Complex128: return "complex128";
-    case DataType::BFloat16: return "bfloat16";
-    case DataType::Float8E4M3FN: return "float8e4m3fn";
-    case DataType::Float8E4M3FNUZ: return "float8e4m3fnuz";
-    case DataType::Float8E5M2: return "float8e5m2";
-    case DataType::Float8E5M2FNUZ: return "float8e5m2fnuz";
-    case DataType::UInt4: return "uint4";
-    case DataType::Int4: return "int4";
-    case DataType::Float4E2M1: return "float4e2m1";
-    case DataType::Float8E8M0: return "float8e8m0";
-    case DataType::UInt2: return "uint2";
-    case DataType::Int2: return "int2";
+    case DataType::Undefined:
+      return "undefined";
+    case DataType::Float32:
+      return "float";
+    case DataType::UInt8:
+      return "uint8";
+    case DataType::Int8:
+      return "int8";
+    case DataType::UInt16:
+      return "uint16";
+    case DataType::Int16:
+      return "int16";
+    case DataType::Int32:
+      return "int32";
+    case DataType::Int64:
+      return "int64";
+    case DataType::String:
+      return "string";
+    case DataType::Bool:
+      return "bool";
+    case DataType::Float16:
+      return "float16";
+    case DataType::Float64:
+      return "double";
+    case DataType::UInt32:
+      return "uint32";
+    case DataType::UInt64:
+      return "uint64";
+    case DataType::Complex64:
+      return "complex64";
+    case DataType::Complex128:
+      return "complex128";
+    case DataType::BFloat16:
+      return "bfloat16";
+    case DataType::Float8E4M3FN:
+      return "float8e4m3fn";
+    case DataType::Float8E4M3FNUZ:
+      return "float8e4m3fnuz";
+    case DataType::Float8E5M2:
+      return "float8e5m2";
+    case DataType::Float8E5M2FNUZ:
+      return "float8e5m2fnuz";
+    case DataType::UInt4:
+      return "uint4";
+    case DataType::Int4:
+      return "int4";
+    case DataType::Float4E2M1:
+      return "float4e2m1";
+    case DataType::Float8E8M0:
+      return "float8e8m0";
+    case DataType::UInt2:
+      return "uint2";
+    case DataType::Int2:
+      return "int2";
   }
   return "unknown";
 }
 
 size_t dtype_size(DataType type) {
   switch (type) {
-    case DataType::Float32: case DataType::Int32: case DataType::UInt32: return 4;
-    case DataType::Float64: case DataType::Int64: case DataType::UInt64: return 8;
-    case DataType::Float16: case DataType::BFloat16: case DataType::Int16: case DataType::UInt16:
+    case DataType::Float32:
+    case DataType::Int32:
+    case DataType::UInt32:
+      return 4;
+    case DataType::Float64:
+    case DataType::Int64:
+    case DataType::UInt64:
+      return 8;
+    case DataType::Float16:
+    case DataType::BFloat16:
+    case DataType::Int16:
+    case DataType::UInt16:
       return 2;
-    case DataType::Int8: case DataType::UInt8: case DataType::Bool: return 1;
-    case DataType::String: return sizeof(std::string);
-    default: return 0;
+    case DataType::Int8:
+    case DataType::UInt8:
+    case DataType::Bool:
+      return 1;
+    case DataType::String:
+      return sizeof(std::string);
+    default:
+      return 0;
   }
 }
 
-bool dtype_is_supported(DataType type) { return dtype_size(type) != 0; }
+bool dtype_is_supported(DataType type) {
+  return dtype_size(type) != 0;
+}
 
 bool dtype_is_float(DataType type) {
   return type == DataType::Float32 || type == DataType::Float64 || type == DataType::Float16 ||
@@ -56,10 +99,17 @@ bool dtype_is_float(DataType type) {
 
 bool dtype_is_integer(DataType type) {
   switch (type) {
-    case DataType::Int8: case DataType::Int16: case DataType::Int32: case DataType::Int64:
-    case DataType::UInt8: case DataType::UInt16: case DataType::UInt32: case DataType::UInt64:
+    case DataType::Int8:
+    case DataType::Int16:
+    case DataType::Int32:
+    case DataType::Int64:
+    case DataType::UInt8:
+    case DataType::UInt16:
+    case DataType::UInt32:
+    case DataType::UInt64:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -57,9 +57,9 @@ void dtype_require_supported(DataType type, std::string_view context);
 
 template <typename T>
 struct DTypeOf;
-#define KILN_DTYPE_OF(cpp, tag) \
-  template <>                   \
-  struct DTypeOf<cpp> {         \
+#define KILN_DTYPE_OF(cpp, tag)                      \
+  template <>                                        \
+  struct DTypeOf<cpp> {                              \
     static constexpr DataType value = DataType::tag; \
   };
 KILN_DTYPE_OF(float, Float32)

@@ -32,11 +32,11 @@ template <typename... Args>
 }  // namespace kiln
 
 // Checks an internal or input invariant; the message names what broke.
-#define KILN_CHECK(cond, code, ...)      \
-  do {                                   \
-    if (!(cond)) {                       \
-      ::kiln::fail(code, __VA_ARGS__);   \
-    }                                    \
+#define KILN_CHECK(cond, code, ...)    \
+  do {                                 \
+    if (!(cond)) {                     \
+      ::kiln::fail(code, __VA_ARGS__); \
+    }                                  \
   } while (0)
 
 #define KILN_CHECK_ARG(cond, ...) KILN_CHECK(cond, ::kiln::ErrorCode::InvalidArgument, __VA_ARGS__)

@@ -11,7 +11,7 @@ namespace kiln {
 
 class Dim {
  public:
-  Dim() = default;  // unknown and unnamed
+  Dim() = default;                       // unknown and unnamed
   Dim(int64_t value) : value_(value) {}  // NOLINT: a number is a static dim
   static Dim symbol(std::string name, int64_t min = 0,
                     int64_t max = std::numeric_limits<int64_t>::max());

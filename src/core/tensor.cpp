@@ -17,8 +17,8 @@ std::shared_ptr<void> allocate(DataType dtype, int64_t numel) {
                  "tensor of {} elements overflows size_t", numel);
   KILN_CHECK_ARG(bytes <= g_max_bytes.load(), "tensor of {} bytes exceeds the limit of {} bytes",
                  bytes, g_max_bytes.load());
-  size_t rounded = (std::max<size_t>(bytes, 1) + kTensorAlignment - 1) / kTensorAlignment *
-                   kTensorAlignment;
+  size_t rounded =
+      (std::max<size_t>(bytes, 1) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   void* p = std::aligned_alloc(kTensorAlignment, rounded);
   if (!p) fail(ErrorCode::Unavailable, "out of memory allocating {} bytes", bytes);
   if (dtype == DataType::String) {
@@ -36,8 +36,12 @@ std::shared_ptr<void> allocate(DataType dtype, int64_t numel) {
 
 }  // namespace
 
-void Tensor::set_max_bytes(size_t bytes) { g_max_bytes.store(bytes); }
-size_t Tensor::max_bytes() { return g_max_bytes.load(); }
+void Tensor::set_max_bytes(size_t bytes) {
+  g_max_bytes.store(bytes);
+}
+size_t Tensor::max_bytes() {
+  return g_max_bytes.load();
+}
 
 Tensor::Tensor(DataType dtype, std::vector<int64_t> dims)
     : dtype_(dtype), dims_(std::move(dims)), numel_(shape_numel(dims_)) {

@@ -15,7 +15,19 @@ namespace kiln::ir {
 class Graph;
 using GraphPtr = std::shared_ptr<Graph>;
 
-enum class AttrKind { Float, Int, String, Tensor, Graph, Type, Floats, Ints, Strings, Tensors, Graphs };
+enum class AttrKind {
+  Float,
+  Int,
+  String,
+  Tensor,
+  Graph,
+  Type,
+  Floats,
+  Ints,
+  Strings,
+  Tensors,
+  Graphs
+};
 std::string_view attr_kind_name(AttrKind kind);
 
 class Attribute {

@@ -5,8 +5,8 @@
 namespace kiln::ir {
 
 std::string_view attr_kind_name(AttrKind kind) {
-  static constexpr std::string_view names[] = {"float",  "int",     "string", "tensor",
-                                               "graph",  "type",    "floats", "ints",
+  static constexpr std::string_view names[] = {"float",   "int",     "string", "tensor",
+                                               "graph",   "type",    "floats", "ints",
                                                "strings", "tensors", "graphs"};
   return names[static_cast<size_t>(kind)];
 }
@@ -65,8 +65,8 @@ Node* Graph::add_node(std::string op_type, std::string domain, std::string name,
   n->index_ = nodes_.size();
   for (Value* out : n->outputs_) {
     if (!out) continue;
-    KILN_CHECK_ARG(out->owner_ == this, "node {}: output '{}' belongs to another graph",
-                   n->label(), out->name_);
+    KILN_CHECK_ARG(out->owner_ == this, "node {}: output '{}' belongs to another graph", n->label(),
+                   out->name_);
     KILN_CHECK_ARG(out->producer_ == nullptr && !out->is_constant(),
                    "node {}: output '{}' is already defined", n->label(), out->name_);
     out->producer_ = n.get();

@@ -6,7 +6,9 @@
 namespace kiln::ir {
 namespace {
 
-std::string value_ref(const Value* v) { return v ? "%" + v->name() : "<none>"; }
+std::string value_ref(const Value* v) {
+  return v ? "%" + v->name() : "<none>";
+}
 
 void print_into(const Graph& g, int indent, std::string& out);
 
@@ -50,8 +52,10 @@ namespace {
 void print_into(const Graph& g, int indent, std::string& out) {
   std::string pad(static_cast<size_t>(indent), ' ');
   out += fmt::format("{}graph {} (\n", pad, g.name());
-  for (const Value* v : g.inputs()) out += fmt::format("{}  in  %{}: {}\n", pad, v->name(), v->type().to_string());
-  for (const Value* v : g.initializers()) out += fmt::format("{}  init %{}: {}\n", pad, v->name(), v->type().to_string());
+  for (const Value* v : g.inputs())
+    out += fmt::format("{}  in  %{}: {}\n", pad, v->name(), v->type().to_string());
+  for (const Value* v : g.initializers())
+    out += fmt::format("{}  init %{}: {}\n", pad, v->name(), v->type().to_string());
   out += pad + ") {\n";
   for (const Node* n : g.nodes()) {
     std::vector<std::string> outs, ins;

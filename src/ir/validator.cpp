@@ -8,8 +8,8 @@ namespace {
 void validate(const Graph& g, std::set<const Value*>& visible) {
   std::set<const Value*> local;
   auto define = [&](const Value* v, const std::string& where) {
-    KILN_CHECK_ARG(v->owner() == &g, "graph '{}': {} defines '{}' owned by another graph",
-                   g.name(), where, v->name());
+    KILN_CHECK_ARG(v->owner() == &g, "graph '{}': {} defines '{}' owned by another graph", g.name(),
+                   where, v->name());
     KILN_CHECK_ARG(local.insert(v).second, "graph '{}': '{}' is defined twice ({})", g.name(),
                    v->name(), where);
     visible.insert(v);
@@ -18,7 +18,8 @@ void validate(const Graph& g, std::set<const Value*>& visible) {
     define(v, "graph input");
   }
   for (const Value* v : g.initializers()) {
-    KILN_CHECK_ARG(v->is_constant(), "graph '{}': initializer '{}' has no data", g.name(), v->name());
+    KILN_CHECK_ARG(v->is_constant(), "graph '{}': initializer '{}' has no data", g.name(),
+                   v->name());
     if (!local.count(v)) define(v, "initializer");
   }
   for (const Node* n : g.nodes()) {

@@ -2,6 +2,7 @@
 // subgraphs capture outer values and inlined function bodies get private names.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <unordered_map>
 
 #include <onnx/onnx-ml.pb.h>
@@ -66,7 +67,8 @@ class Importer {
     auto opsets = read_opsets(model_.opset_import(), "model");
     if (!opsets.count("") && model_.ir_version() < 3) opsets[""] = 1;
     KILN_CHECK_ARG(opsets.count(""), "the model does not import the default ONNX opset");
-    m.graph = std::make_shared<ir::Graph>(model_.graph().name().empty() ? "main" : model_.graph().name());
+    m.graph =
+        std::make_shared<ir::Graph>(model_.graph().name().empty() ? "main" : model_.graph().name());
     m.graph->opsets() = opsets;
     NameScope scope;
     import_graph(model_.graph(), *m.graph, scope, opsets, 0);
@@ -77,17 +79,19 @@ class Importer {
  private:
   using Opsets = std::map<std::string, int>;
 
-  static Opsets read_opsets(const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& list,
-                            std::string_view where) {
+  static Opsets read_opsets(
+      const google::protobuf::RepeatedPtrField<onnx::OperatorSetIdProto>& list,
+      std::string_view where) {
     Opsets opsets;
     for (const auto& o : list) {
       std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
       KILN_CHECK_ARG(o.version() > 0 && o.version() < (1 << 20),
-                     "{} imports domain '{}' at invalid version {}", where, o.domain(), o.version());
+                     "{} imports domain '{}' at invalid version {}", where, o.domain(),
+                     o.version());
       if (domain.empty()) {
         KILN_CHECK(o.version() <= ops::kMaxOnnxOpset, ErrorCode::Unsupported,
-                   "{} imports ai.onnx opset {}; Kiln supports opsets up to {}", where,
-                   o.version(), ops::kMaxOnnxOpset);
+                   "{} imports ai.onnx opset {}; Kiln supports opsets up to {}", where, o.version(),
+                   ops::kMaxOnnxOpset);
       }
       opsets[domain] = static_cast<int>(o.version());
     }
@@ -108,7 +112,8 @@ class Importer {
     for (const auto& in : gp.input()) {
       std::string ctx = fmt::format("graph '{}' input '{}'", g.name(), in.name());
       KILN_CHECK_ARG(!in.name().empty(), "graph '{}': an input has no name", g.name());
-      ir::Value* v = g.add_input(in.name(), in.has_type() ? type_from_proto(in.type(), ctx) : TypeInfo{});
+      ir::Value* v =
+          g.add_input(in.name(), in.has_type() ? type_from_proto(in.type(), ctx) : TypeInfo{});
       auto it = inits.find(in.name());
       if (it != inits.end()) {  // an initializer that callers may override
         v->set_constant(tensor_from_proto(*it->second, options_.base_dir, "initializer"));
@@ -118,7 +123,8 @@ class Importer {
     }
     for (const auto& t : gp.initializer()) {
       if (!inits.count(t.name())) continue;
-      ir::Value* v = g.add_initializer(t.name(), tensor_from_proto(t, options_.base_dir, "initializer"));
+      ir::Value* v =
+          g.add_initializer(t.name(), tensor_from_proto(t, options_.base_dir, "initializer"));
       scope.names[t.name()] = v;
     }
     for (const auto& vi : gp.value_info()) {
@@ -127,17 +133,87 @@ class Importer {
             type_from_proto(vi.type(), fmt::format("value_info '{}'", vi.name()));
       }
     }
-    for (const auto& n : gp.node()) import_node(n, g, scope, opsets, {}, "", depth, 0);
+    for (int i : topological_order(gp)) import_node(gp.node(i), g, scope, opsets, {}, "", depth, 0);
     for (const auto& out : gp.output()) {
       ir::Value* v = scope.find(out.name());
       KILN_CHECK_ARG(v, "graph '{}': output '{}' is not produced by any node, input or initializer",
                      g.name(), out.name());
       if (out.has_type()) {
-        TypeInfo declared = type_from_proto(out.type(), fmt::format("graph output '{}'", out.name()));
-        v->set_type(merge_declared_type(v->type(), declared, fmt::format("graph output '{}'", out.name())));
+        TypeInfo declared =
+            type_from_proto(out.type(), fmt::format("graph output '{}'", out.name()));
+        v->set_type(
+            merge_declared_type(v->type(), declared, fmt::format("graph output '{}'", out.name())));
       }
       g.add_output(v);
     }
+  }
+
+  // Names a node reads: its inputs and, recursively, whatever its subgraphs read.
+  static void collect_reads(const onnx::NodeProto& n, std::vector<const std::string*>& out,
+                            int depth) {
+    KILN_CHECK_ARG(depth <= kMaxGraphDepth, "subgraphs nest deeper than {} levels", kMaxGraphDepth);
+    for (const std::string& in : n.input()) out.push_back(&in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) {
+        for (const auto& inner : a.g().node()) collect_reads(inner, out, depth + 1);
+      }
+      for (const auto& g : a.graphs()) {
+        for (const auto& inner : g.node()) collect_reads(inner, out, depth + 1);
+      }
+    }
+  }
+
+  // ONNX requires nodes in topological order, but some exporters do not comply; this keeps the
+  // given order where it is valid and otherwise sorts (stably), refusing cycles.
+  static std::vector<int> topological_order(const onnx::GraphProto& gp) {
+    const int n = gp.node_size();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < n; ++i) {
+      for (const std::string& out : gp.node(i).output()) {
+        if (!out.empty()) producer.emplace(out, i);
+      }
+    }
+    std::vector<std::vector<int>> users(static_cast<size_t>(n));
+    std::vector<int> pending(static_cast<size_t>(n), 0);
+    bool sorted = true;
+    for (int i = 0; i < n; ++i) {
+      std::vector<const std::string*> reads;
+      collect_reads(gp.node(i), reads, 0);
+      std::set<int> deps;
+      for (const std::string* name : reads) {
+        auto it = producer.find(*name);
+        if (it != producer.end() && it->second != i) deps.insert(it->second);
+      }
+      for (int d : deps) {
+        users[static_cast<size_t>(d)].push_back(i);
+        ++pending[static_cast<size_t>(i)];
+        if (d > i) sorted = false;
+      }
+    }
+    std::vector<int> order;
+    order.reserve(static_cast<size_t>(n));
+    if (sorted) {
+      for (int i = 0; i < n; ++i) order.push_back(i);
+      return order;
+    }
+    std::set<int> ready;
+    for (int i = 0; i < n; ++i) {
+      if (pending[static_cast<size_t>(i)] == 0) ready.insert(i);
+    }
+    while (!ready.empty()) {
+      int i = *ready.begin();
+      ready.erase(ready.begin());
+      order.push_back(i);
+      for (int u : users[static_cast<size_t>(i)]) {
+        if (--pending[static_cast<size_t>(u)] == 0) ready.insert(u);
+      }
+    }
+    for (int i = 0; i < n && static_cast<int>(order.size()) < n; ++i) {
+      KILN_CHECK_ARG(pending[static_cast<size_t>(i)] == 0,
+                     "graph '{}': node {} ('{}') is part of a cycle", gp.name(),
+                     gp.node(i).op_type(), gp.node(i).name());
+    }
+    return order;
   }
 
   // Converts one attribute; `bindings` resolves ref_attr_name inside function bodies.
@@ -156,37 +232,58 @@ class Importer {
     using AP = onnx::AttributeProto;
     AP::AttributeType type = a.type();
     if (type == AP::UNDEFINED) {  // very old models leave the discriminator out
-      if (a.has_f()) type = AP::FLOAT;
-      else if (a.has_i()) type = AP::INT;
-      else if (a.has_s()) type = AP::STRING;
-      else if (a.has_t()) type = AP::TENSOR;
-      else if (a.has_g()) type = AP::GRAPH;
-      else if (a.floats_size()) type = AP::FLOATS;
-      else if (a.ints_size()) type = AP::INTS;
-      else if (a.strings_size()) type = AP::STRINGS;
-      else if (a.tensors_size()) type = AP::TENSORS;
-      else if (a.graphs_size()) type = AP::GRAPHS;
-      else fail(ErrorCode::InvalidArgument, "{} has no type and no value", ctx);
+      if (a.has_f())
+        type = AP::FLOAT;
+      else if (a.has_i())
+        type = AP::INT;
+      else if (a.has_s())
+        type = AP::STRING;
+      else if (a.has_t())
+        type = AP::TENSOR;
+      else if (a.has_g())
+        type = AP::GRAPH;
+      else if (a.floats_size())
+        type = AP::FLOATS;
+      else if (a.ints_size())
+        type = AP::INTS;
+      else if (a.strings_size())
+        type = AP::STRINGS;
+      else if (a.tensors_size())
+        type = AP::TENSORS;
+      else if (a.graphs_size())
+        type = AP::GRAPHS;
+      else
+        fail(ErrorCode::InvalidArgument, "{} has no type and no value", ctx);
     }
     switch (type) {
-      case AP::FLOAT: return ir::Attribute(a.f());
-      case AP::INT: return ir::Attribute(static_cast<int64_t>(a.i()));
-      case AP::STRING: return ir::Attribute(a.s());
-      case AP::TENSOR: return ir::Attribute(tensor_from_proto(a.t(), options_.base_dir, ctx));
-      case AP::GRAPH: return ir::Attribute(import_subgraph(a.g(), g, scope, opsets, depth));
-      case AP::TYPE_PROTO: return ir::Attribute(type_from_proto(a.tp(), ctx));
-      case AP::FLOATS: return ir::Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
-      case AP::INTS: return ir::Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+      case AP::FLOAT:
+        return ir::Attribute(a.f());
+      case AP::INT:
+        return ir::Attribute(static_cast<int64_t>(a.i()));
+      case AP::STRING:
+        return ir::Attribute(a.s());
+      case AP::TENSOR:
+        return ir::Attribute(tensor_from_proto(a.t(), options_.base_dir, ctx));
+      case AP::GRAPH:
+        return ir::Attribute(import_subgraph(a.g(), g, scope, opsets, depth));
+      case AP::TYPE_PROTO:
+        return ir::Attribute(type_from_proto(a.tp(), ctx));
+      case AP::FLOATS:
+        return ir::Attribute(std::vector<float>(a.floats().begin(), a.floats().end()));
+      case AP::INTS:
+        return ir::Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
       case AP::STRINGS:
         return ir::Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
       case AP::TENSORS: {
         std::vector<Tensor> ts;
-        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, options_.base_dir, ctx));
+        for (const auto& t : a.tensors())
+          ts.push_back(tensor_from_proto(t, options_.base_dir, ctx));
         return ir::Attribute(std::move(ts));
       }
       case AP::GRAPHS: {
         std::vector<ir::GraphPtr> gs;
-        for (const auto& sg : a.graphs()) gs.push_back(import_subgraph(sg, g, scope, opsets, depth));
+        for (const auto& sg : a.graphs())
+          gs.push_back(import_subgraph(sg, g, scope, opsets, depth));
         return ir::Attribute(std::move(gs));
       }
       case AP::SPARSE_TENSOR:
@@ -211,7 +308,8 @@ class Importer {
   void import_node(const onnx::NodeProto& n, ir::Graph& g, NameScope& scope, const Opsets& opsets,
                    const AttrBindings& bindings, const std::string& prefix, int depth,
                    int inline_depth) {
-    std::string label = n.name().empty() ? n.op_type() : fmt::format("{} '{}'", n.op_type(), n.name());
+    std::string label =
+        n.name().empty() ? n.op_type() : fmt::format("{} '{}'", n.op_type(), n.name());
     KILN_CHECK_ARG(!n.op_type().empty(), "graph '{}': a node has no op_type", g.name());
     std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
 
@@ -222,8 +320,10 @@ class Importer {
         continue;
       }
       ir::Value* v = scope.find(name);
-      KILN_CHECK_ARG(v, "node {}: input '{}' is not defined by any earlier node, graph input or "
-                        "initializer", label, name);
+      KILN_CHECK_ARG(v,
+                     "node {}: input '{}' is not defined by any earlier node, graph input or "
+                     "initializer",
+                     label, name);
       inputs.push_back(v);
     }
 
@@ -290,7 +390,8 @@ class Importer {
 
     NameScope body;  // function bodies see only their formal parameters
     for (int i = 0; i < f.input_size(); ++i) {
-      body.names[f.input(i)] = static_cast<size_t>(i) < inputs.size() ? inputs[static_cast<size_t>(i)] : nullptr;
+      body.names[f.input(i)] =
+          static_cast<size_t>(i) < inputs.size() ? inputs[static_cast<size_t>(i)] : nullptr;
     }
     std::string prefix = fmt::format("{}/{}/", f.name(), ++inline_counter_);
     for (const auto& n : f.node()) {
@@ -307,7 +408,8 @@ class Importer {
     for (int i = 0; i < call.output_size(); ++i) {
       if (call.output(i).empty()) continue;
       ir::Value* produced = body.find(f.output(i));
-      KILN_CHECK_ARG(produced, "function '{}': output '{}' is never produced", f.name(), f.output(i));
+      KILN_CHECK_ARG(produced, "function '{}': output '{}' is never produced", f.name(),
+                     f.output(i));
       ir::Value* out = g.add_value(prefix.empty() ? call.output(i) : g.unique_name(call.output(i)));
       ir::Node* id = g.add_node("Identity", "", "", {produced}, {out});
       id->set_opset(g.opsets().count("") ? g.opsets().at("") : ops::kMaxOnnxOpset);

@@ -4,7 +4,8 @@
 
 namespace kiln::onnx_io {
 
-TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared, const std::string& what) {
+TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared,
+                             const std::string& what) {
   if (known.kind == TypeInfo::Kind::Unknown) return declared;
   if (declared.kind == TypeInfo::Kind::Unknown) return known;
   KILN_CHECK_ARG(known.kind == declared.kind, "{}: declared {} but computed {}", what,
@@ -13,7 +14,8 @@ TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared, co
   TypeInfo out = known;
   if (declared.dtype != DataType::Undefined) {
     KILN_CHECK_ARG(known.dtype == DataType::Undefined || known.dtype == declared.dtype,
-                   "{}: declared {} but computed {}", what, declared.to_string(), known.to_string());
+                   "{}: declared {} but computed {}", what, declared.to_string(),
+                   known.to_string());
     out.dtype = declared.dtype;
   }
   if (!declared.shape) return out;
@@ -39,7 +41,8 @@ TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared, co
 }
 
 void infer_node(ir::Node& node, const std::unordered_map<std::string, TypeInfo>& declared) {
-  const ops::OpDef* def = ops::OpRegistry::instance().find(node.domain(), node.op_type(), node.opset());
+  const ops::OpDef* def =
+      ops::OpRegistry::instance().find(node.domain(), node.op_type(), node.opset());
   std::vector<TypeInfo> computed(node.outputs().size());
   if (def && def->infer) {
     ops::InferContext ctx(node);

@@ -13,6 +13,7 @@ namespace kiln::onnx_io {
 // node and value.
 void infer_node(ir::Node& node, const std::unordered_map<std::string, TypeInfo>& declared);
 // Merges a declared type into a known one; throws InvalidArgument naming `what` on conflict.
-TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared, const std::string& what);
+TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared,
+                             const std::string& what);
 
 }  // namespace kiln::onnx_io

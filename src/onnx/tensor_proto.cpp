@@ -26,8 +26,8 @@ std::string read_external(const std::string& base_dir, const std::string& locati
   std::error_code ec;
   fs::path base = fs::weakly_canonical(fs::path(base_dir), ec);
   fs::path full = fs::weakly_canonical(base / rel, ec);
-  KILN_CHECK(!ec && fs::exists(full), ErrorCode::NotFound,
-             "{}: external data file '{}' not found", context, location);
+  KILN_CHECK(!ec && fs::exists(full), ErrorCode::NotFound, "{}: external data file '{}' not found",
+             context, location);
   auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   KILN_CHECK_ARG(b == base.end(), "{}: external data location '{}' resolves outside '{}'", context,
                  location, base.string());
@@ -66,8 +66,8 @@ void copy_field(Tensor& t, const Field& field, std::string_view context, const c
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
                          std::string_view context_in) {
-  std::string context = p.name().empty() ? std::string(context_in)
-                                         : fmt::format("{} '{}'", context_in, p.name());
+  std::string context =
+      p.name().empty() ? std::string(context_in) : fmt::format("{} '{}'", context_in, p.name());
   KILN_CHECK(!p.has_segment(), ErrorCode::Unsupported, "{}: segmented tensors are not supported",
              context);
   DataType dtype = dtype_from_onnx(p.data_type(), context);
@@ -85,7 +85,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       std::string location;
       int64_t offset = 0, length = -1;
       for (const auto& kv : p.external_data()) {
-        if (kv.key() == "location") location = kv.value();
+        if (kv.key() == "location")
+          location = kv.value();
         else if (kv.key() == "offset" || kv.key() == "length") {
           int64_t v = 0;
           try {
@@ -111,19 +112,45 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   }
   if (t.numel() == 0) return t;
   switch (dtype) {
-    case DataType::Float32: copy_field<float>(t, p.float_data(), context, "float_data"); break;
-    case DataType::Float64: copy_field<double>(t, p.double_data(), context, "double_data"); break;
-    case DataType::Int64: copy_field<int64_t>(t, p.int64_data(), context, "int64_data"); break;
-    case DataType::UInt32: copy_field<uint32_t>(t, p.uint64_data(), context, "uint64_data"); break;
-    case DataType::UInt64: copy_field<uint64_t>(t, p.uint64_data(), context, "uint64_data"); break;
-    case DataType::Int32: copy_field<int32_t>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::Int16: copy_field<int16_t>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::Int8: copy_field<int8_t>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::UInt16: copy_field<uint16_t>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::UInt8: copy_field<uint8_t>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::Bool: copy_field<bool>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::Float16: copy_field<Float16>(t, p.int32_data(), context, "int32_data"); break;
-    case DataType::BFloat16: copy_field<BFloat16>(t, p.int32_data(), context, "int32_data"); break;
+    case DataType::Float32:
+      copy_field<float>(t, p.float_data(), context, "float_data");
+      break;
+    case DataType::Float64:
+      copy_field<double>(t, p.double_data(), context, "double_data");
+      break;
+    case DataType::Int64:
+      copy_field<int64_t>(t, p.int64_data(), context, "int64_data");
+      break;
+    case DataType::UInt32:
+      copy_field<uint32_t>(t, p.uint64_data(), context, "uint64_data");
+      break;
+    case DataType::UInt64:
+      copy_field<uint64_t>(t, p.uint64_data(), context, "uint64_data");
+      break;
+    case DataType::Int32:
+      copy_field<int32_t>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::Int16:
+      copy_field<int16_t>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::Int8:
+      copy_field<int8_t>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::UInt16:
+      copy_field<uint16_t>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::UInt8:
+      copy_field<uint8_t>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::Bool:
+      copy_field<bool>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::Float16:
+      copy_field<Float16>(t, p.int32_data(), context, "int32_data");
+      break;
+    case DataType::BFloat16:
+      copy_field<BFloat16>(t, p.int32_data(), context, "int32_data");
+      break;
     case DataType::String: {
       KILN_CHECK_ARG(p.string_data_size() == t.numel(), "{}: {} strings for {} elements", context,
                      p.string_data_size(), t.numel());
@@ -155,8 +182,8 @@ TypeInfo type_from_proto(const onnx::TypeProto& p, std::string_view context) {
   switch (p.value_case()) {
     case onnx::TypeProto::kTensorType: {
       const auto& tt = p.tensor_type();
-      DataType dtype = tt.elem_type() == 0 ? DataType::Undefined
-                                           : dtype_from_onnx(tt.elem_type(), context);
+      DataType dtype =
+          tt.elem_type() == 0 ? DataType::Undefined : dtype_from_onnx(tt.elem_type(), context);
       if (!tt.has_shape()) return TypeInfo::tensor(dtype);
       std::vector<Dim> dims;
       for (const auto& d : tt.shape().dim()) {
@@ -199,17 +226,21 @@ void type_to_proto(const TypeInfo& type, onnx::TypeProto* p) {
         auto* shape = tt->mutable_shape();
         for (const Dim& d : type.shape->dims()) {
           auto* dim = shape->add_dim();
-          if (d.is_static()) dim->set_dim_value(d.value());
-          else if (d.is_symbolic()) dim->set_dim_param(d.symbol_name());
+          if (d.is_static())
+            dim->set_dim_value(d.value());
+          else if (d.is_symbolic())
+            dim->set_dim_param(d.symbol_name());
         }
       }
       break;
     }
     case TypeInfo::Kind::Sequence:
-      type_to_proto(type.elem ? *type.elem : TypeInfo{}, p->mutable_sequence_type()->mutable_elem_type());
+      type_to_proto(type.elem ? *type.elem : TypeInfo{},
+                    p->mutable_sequence_type()->mutable_elem_type());
       break;
     case TypeInfo::Kind::Optional:
-      type_to_proto(type.elem ? *type.elem : TypeInfo{}, p->mutable_optional_type()->mutable_elem_type());
+      type_to_proto(type.elem ? *type.elem : TypeInfo{},
+                    p->mutable_optional_type()->mutable_elem_type());
       break;
     case TypeInfo::Kind::Unknown:
       break;

@@ -12,10 +12,12 @@ void arithmetic(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   ctx.check(a.dtype() == b.dtype(), "operand types differ: {} vs {}", dtype_name(a.dtype()),
             dtype_name(b.dtype()));
-  ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), ctx.node().op_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return broadcast_binary<T, T, T>(ctx, a, b, [&](T x, T y) { return Op::template apply<T>(ctx, x, y); });
-  }));
+  ctx.set_output(0,
+                 dispatch_dtype<DTypeSet::Numeric>(a.dtype(), ctx.node().op_type(), [&](auto tag) {
+                   using T = typename decltype(tag)::type;
+                   return broadcast_binary<T, T, T>(
+                       ctx, a, b, [&](T x, T y) { return Op::template apply<T>(ctx, x, y); });
+                 }));
 }
 
 struct AddOp {

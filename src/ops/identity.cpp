@@ -6,7 +6,9 @@
 namespace kiln::ops {
 namespace {
 
-void identity(KernelContext& ctx) { ctx.set_output(0, ctx.input_value(0)); }
+void identity(KernelContext& ctx) {
+  ctx.set_output(0, ctx.input_value(0));
+}
 
 // Constant holds exactly one of: value (tensor), value_float(s), value_int(s), value_string(s).
 Tensor constant_value(const AttrReader& ctx) {
@@ -33,7 +35,9 @@ Tensor constant_value(const AttrReader& ctx) {
   ctx.fail("unknown attribute '{}'", name);
 }
 
-void constant(KernelContext& ctx) { ctx.set_output(0, constant_value(ctx)); }
+void constant(KernelContext& ctx) {
+  ctx.set_output(0, constant_value(ctx));
+}
 
 void infer_constant(InferContext& ctx) {
   Tensor t = constant_value(ctx);

@@ -55,7 +55,11 @@ void infer_broadcast_as(InferContext& ctx, std::optional<DataType> dtype) {
 }
 }  // namespace
 
-void infer_broadcast(InferContext& ctx) { infer_broadcast_as(ctx, std::nullopt); }
-void infer_broadcast_bool(InferContext& ctx) { infer_broadcast_as(ctx, DataType::Bool); }
+void infer_broadcast(InferContext& ctx) {
+  infer_broadcast_as(ctx, std::nullopt);
+}
+void infer_broadcast_bool(InferContext& ctx) {
+  infer_broadcast_as(ctx, DataType::Bool);
+}
 
 }  // namespace kiln::ops

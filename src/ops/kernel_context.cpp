@@ -80,7 +80,8 @@ const TypeInfo& AttrReader::attr_type(const std::string& name) const {
 
 const Tensor& KernelContext::input(size_t i) const {
   if (!has_input(i)) fail("input {} is required but missing", i);
-  if (!inputs_[i]->is_tensor()) fail("input {} must be a tensor, got {}", i, inputs_[i]->describe());
+  if (!inputs_[i]->is_tensor())
+    fail("input {} must be a tensor, got {}", i, inputs_[i]->describe());
   return inputs_[i]->tensor();
 }
 

@@ -46,7 +46,8 @@ class AttrReader {
   }
   template <typename... Args>
   void check(bool cond, fmt::format_string<Args...> format, Args&&... args) const {
-    if (!cond) fail_with(ErrorCode::InvalidArgument, fmt::format(format, std::forward<Args>(args)...));
+    if (!cond)
+      fail_with(ErrorCode::InvalidArgument, fmt::format(format, std::forward<Args>(args)...));
   }
   [[noreturn]] void fail_with(ErrorCode code, const std::string& message) const;
 
@@ -73,7 +74,9 @@ class KernelContext : public AttrReader {
   // Declared input slots, including trailing optional ones the node left empty.
   size_t input_count() const { return inputs_.size(); }
   // True when slot i was given and holds a value (not an empty optional).
-  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] && !inputs_[i]->is_none(); }
+  bool has_input(size_t i) const {
+    return i < inputs_.size() && inputs_[i] && !inputs_[i]->is_none();
+  }
   // The tensor in slot i; InvalidArgument naming the node when absent or not a tensor.
   const Tensor& input(size_t i) const;
   // Whatever slot i holds (None when absent).
@@ -84,7 +87,8 @@ class KernelContext : public AttrReader {
   bool wants_output(size_t i) const { return i < outputs_.size() && node().output(i) != nullptr; }
   void set_output(size_t i, RtValue value);
 
-  std::vector<RtValue> run_subgraph(const ir::Graph& body, const std::vector<RtValue>& inputs) const;
+  std::vector<RtValue> run_subgraph(const ir::Graph& body,
+                                    const std::vector<RtValue>& inputs) const;
 
  private:
   std::span<const RtValue* const> inputs_;

@@ -48,6 +48,6 @@ struct OpRegistrar {
 #define KILN_OP_CONCAT_(a, b) a##b
 #define KILN_OP_CONCAT(a, b) KILN_OP_CONCAT_(a, b)
 // KILN_REGISTER_OP({.op_type = "Relu", .kernel = relu, .infer = infer_same_as_input});
-#define KILN_REGISTER_OP(...)                                                     \
-  static const ::kiln::ops::OpRegistrar KILN_OP_CONCAT(kiln_op_registrar_, __LINE__)( \
-      ::kiln::ops::OpDef __VA_ARGS__)
+#define KILN_REGISTER_OP(...)                                              \
+  static const ::kiln::ops::OpRegistrar KILN_OP_CONCAT(kiln_op_registrar_, \
+                                                       __LINE__)(::kiln::ops::OpDef __VA_ARGS__)

@@ -7,10 +7,12 @@ namespace {
 
 std::optional<std::string> compare_tensors(const Tensor& a, const Tensor& e, Tolerance tol) {
   if (a.dtype() != e.dtype()) {
-    return fmt::format("element type {} != expected {}", dtype_name(a.dtype()), dtype_name(e.dtype()));
+    return fmt::format("element type {} != expected {}", dtype_name(a.dtype()),
+                       dtype_name(e.dtype()));
   }
   if (a.dims() != e.dims()) {
-    return fmt::format("shape {} != expected {}", dims_to_string(a.dims()), dims_to_string(e.dims()));
+    return fmt::format("shape {} != expected {}", dims_to_string(a.dims()),
+                       dims_to_string(e.dims()));
   }
   if (a.dtype() == DataType::String) {
     for (int64_t i = 0; i < a.numel(); ++i) {
@@ -31,17 +33,17 @@ std::optional<std::string> compare_tensors(const Tensor& a, const Tensor& e, Tol
     }
     if (bad) {
       Difference d = tensor_difference(a, e);
-      return fmt::format("{} of {} elements differ (first at {}: {} vs expected {}); max abs {:.3g}, "
-                         "max rel {:.3g}",
-                         bad, a.numel(), first, a.double_at(first), e.double_at(first), d.max_abs,
-                         d.max_rel);
+      return fmt::format(
+          "{} of {} elements differ (first at {}: {} vs expected {}); max abs {:.3g}, "
+          "max rel {:.3g}",
+          bad, a.numel(), first, a.double_at(first), e.double_at(first), d.max_abs, d.max_rel);
     }
     return std::nullopt;
   }
   for (int64_t i = 0; i < a.numel(); ++i) {
     if (a.int_at(i) != e.int_at(i)) {
-      if (a.dtype() == DataType::UInt64 &&
-          static_cast<const uint64_t*>(a.raw_data())[i] == static_cast<const uint64_t*>(e.raw_data())[i]) {
+      if (a.dtype() == DataType::UInt64 && static_cast<const uint64_t*>(a.raw_data())[i] ==
+                                               static_cast<const uint64_t*>(e.raw_data())[i]) {
         continue;
       }
       return fmt::format("element {} is {}, expected {}", i, a.int_at(i), e.int_at(i));
@@ -78,7 +80,8 @@ std::optional<std::string> compare_values(const RtValue& actual, const RtValue& 
       return fmt::format("sequence of {} tensors, expected {}", a.size(), e.size());
     }
     for (size_t i = 0; i < a.size(); ++i) {
-      if (auto m = compare_tensors(a[i], e[i], tol)) return fmt::format("sequence item {}: {}", i, *m);
+      if (auto m = compare_tensors(a[i], e[i], tol))
+        return fmt::format("sequence item {}: {}", i, *m);
     }
   }
   return std::nullopt;

@@ -119,8 +119,8 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
                                           const Scope* outer) {
   const GraphPlan& p = plans_.at(&g);
   Scope scope(outer);
-  KILN_CHECK_ARG(inputs.size() <= g.inputs().size(), "graph '{}' takes {} inputs, got {}",
-                 g.name(), g.inputs().size(), inputs.size());
+  KILN_CHECK_ARG(inputs.size() <= g.inputs().size(), "graph '{}' takes {} inputs, got {}", g.name(),
+                 g.inputs().size(), inputs.size());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ir::Value* v = g.inputs()[i];
     if (i < inputs.size() && !inputs[i].is_none()) {
@@ -129,8 +129,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
     } else if (v->is_constant()) {
       scope.set(v, v->constant());
     } else if (v->type().kind != TypeInfo::Kind::Optional) {
-      fail(ErrorCode::InvalidArgument, "graph '{}': input '{}' was not given", g.name(),
-           v->name());
+      fail(ErrorCode::InvalidArgument, "graph '{}': input '{}' was not given", g.name(), v->name());
     }
   }
   auto lookup = [&](const ir::Value* v) -> const RtValue* {
@@ -169,7 +168,9 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
       fail(ErrorCode::Internal, "node {}: {}", n.label(), e.what());
     }
     if (profiling_ && &g == graph_.get()) {
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
       profile_.push_back({&n, us});
     }
     for (size_t k = 0; k < outs.size(); ++k) {

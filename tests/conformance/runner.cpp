@@ -68,7 +68,8 @@ std::string run_test(const fs::path& dir) {
       if (!fs::exists(file)) continue;
       RtValue expected = onnx_io::read_value_file(file.string(), model.graph->outputs()[i]->type());
       if (auto diff = runtime::compare_values(outputs[i], expected, {})) {
-        return fmt::format("output {} '{}' mismatch: {}", i, model.graph->outputs()[i]->name(), *diff);
+        return fmt::format("output {} '{}' mismatch: {}", i, model.graph->outputs()[i]->name(),
+                           *diff);
       }
     }
   }
@@ -98,7 +99,8 @@ std::string run_isolated(const fs::path& dir) {
   bool timed_out = false;
   char buf[4096];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -148,11 +150,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--data") data = next();
-    else if (a == "--expected") expected_path = next();
-    else if (a == "--write-expected") write_path = next();
-    else if (a == "--filter") filter = next();
-    else if (a == "-v" || a == "--verbose") verbose = true;
+    if (a == "--data")
+      data = next();
+    else if (a == "--expected")
+      expected_path = next();
+    else if (a == "--write-expected")
+      write_path = next();
+    else if (a == "--filter")
+      filter = next();
+    else if (a == "-v" || a == "--verbose")
+      verbose = true;
     else {
       std::cerr << "usage: kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] "
                    "[--filter REGEX] [-v]\n";
@@ -166,7 +173,8 @@ int main(int argc, char** argv) {
   std::regex re(filter);
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(data)) {
-    if (e.is_directory() && std::regex_search(e.path().filename().string(), re)) tests.push_back(e.path());
+    if (e.is_directory() && std::regex_search(e.path().filename().string(), re))
+      tests.push_back(e.path());
   }
   std::sort(tests.begin(), tests.end());
 
@@ -187,7 +195,8 @@ int main(int argc, char** argv) {
       if (verbose) std::cout << "FAIL " << name << ": " << failures[name] << "\n";
     }
   }
-  std::cout << fmt::format("conformance: {} passed, {} failed", passed, failures.size()) << std::endl;
+  std::cout << fmt::format("conformance: {} passed, {} failed", passed, failures.size())
+            << std::endl;
 
   if (!write_path.empty()) {
     std::ofstream out(write_path);

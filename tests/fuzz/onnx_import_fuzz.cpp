@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <onnx/onnx-ml.pb.h>
+
 #include "onnx/onnx_io.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -12,7 +12,7 @@ TEST(Half, RoundTripsExactValuesAndRoundsToNearestEven) {
     EXPECT_EQ(static_cast<float>(Float16(f)), f) << f;
   }
   EXPECT_EQ(Float16(1.0f + 1.0f / 2048).bits, Float16(1.0f).bits);  // tie rounds to even
-  EXPECT_EQ(Float16(1.0f + 3.0f / 2048).bits, 0x3c02);               // tie rounds up to even
+  EXPECT_EQ(Float16(1.0f + 3.0f / 2048).bits, 0x3c02);              // tie rounds up to even
   EXPECT_TRUE(std::isinf(static_cast<float>(Float16(1e6f))));
   EXPECT_TRUE(std::isnan(static_cast<float>(Float16(NAN))));
   EXPECT_EQ(static_cast<float>(BFloat16(1.0f)), 1.0f);

@@ -21,8 +21,10 @@ void add_tensor_io(onnx::ValueInfoProto* vi, const std::string& name, std::vecto
   auto* shape = tt->mutable_shape();
   for (size_t i = 0; i < dims.size(); ++i) {
     auto* d = shape->add_dim();
-    if (i == 0 && !symbol.empty()) d->set_dim_param(symbol);
-    else d->set_dim_value(dims[i]);
+    if (i == 0 && !symbol.empty())
+      d->set_dim_param(symbol);
+    else
+      d->set_dim_value(dims[i]);
   }
 }
 
@@ -51,7 +53,9 @@ onnx::ModelProto add_model() {
   return m;
 }
 
-std::string bytes_of(const onnx::ModelProto& m) { return m.SerializeAsString(); }
+std::string bytes_of(const onnx::ModelProto& m) {
+  return m.SerializeAsString();
+}
 
 TEST(OnnxImport, ImportsRunsAndInfersSymbolicShapes) {
   ir::Model model = onnx_io::import_model_proto(add_model(), {});
@@ -134,7 +138,8 @@ TEST(OnnxImport, AttributeOfWrongTypeNamesNodeAndAttribute) {
 
 TEST(OnnxImport, ShapeContradictingTheGraphIsRefused) {
   onnx::ModelProto m = add_model();
-  auto* dims = m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  auto* dims =
+      m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
   dims->mutable_dim(1)->set_dim_value(4);  // Add of [batch,3] and [3] cannot give [batch,4]
   expect_error([&] { onnx_io::import_model_proto(m, {}); }, ErrorCode::InvalidArgument,
                "graph output 'y': declared float[batch,4] but computed float[batch,3]");
@@ -249,12 +254,40 @@ TEST(OnnxImport, ModelLocalFunctionsAreInlinedWithAttributeDefaults) {
 TEST(Interpreter, WrongInputShapeOrTypeIsAClearError) {
   ir::Model model = onnx_io::import_model_proto(add_model(), {});
   runtime::Interpreter interp(model.graph);
-  expect_error([&] { interp.run(std::vector<RtValue>{Tensor::from_vector<float>({2, 4}, std::vector<float>(8))}); },
-               ErrorCode::InvalidArgument, "input 'x': expected shape [batch,3], got [2,4]");
-  expect_error([&] { interp.run(std::vector<RtValue>{Tensor::from_vector<int64_t>({1, 3}, {1, 2, 3})}); },
-               ErrorCode::InvalidArgument, "expected element type float, got int64");
+  expect_error(
+      [&] {
+        interp.run(std::vector<RtValue>{Tensor::from_vector<float>({2, 4}, std::vector<float>(8))});
+      },
+      ErrorCode::InvalidArgument, "input 'x': expected shape [batch,3], got [2,4]");
+  expect_error(
+      [&] {
+        interp.run(std::vector<RtValue>{Tensor::from_vector<int64_t>({1, 3}, {1, 2, 3})});
+      },
+      ErrorCode::InvalidArgument, "expected element type float, got int64");
   expect_error([&] { interp.run(std::vector<RtValue>{}); }, ErrorCode::InvalidArgument,
                "input 'x' was not given");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(OnnxImport, UnsortedNodesAreSortedAndCyclesRefused) {
+  onnx::ModelProto m = add_model();
+  auto* g = m.mutable_graph();
+  g->mutable_node(0)->set_output(0, "t");  // Add -> t, then Identity t -> y, stored reversed
+  auto* id = g->add_node();
+  id->set_op_type("Identity");
+  id->add_input("t");
+  id->add_output("y");
+  g->mutable_node()->SwapElements(0, 1);
+  ir::Model model = onnx_io::import_model_proto(m, {});
+  EXPECT_EQ(model.graph->nodes()[0]->op_type(), "Add");
+  g->mutable_node(1)->set_input(0, "y");  // Add reads y, Identity reads t: a cycle
+  expect_error([&] { onnx_io::import_model_proto(m, {}); }, ErrorCode::InvalidArgument,
+               "is part of a cycle");
 }
 
 }  // namespace
