@@ -1,5 +1,7 @@
 #include "ir/graph.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace kiln::ir {
@@ -74,6 +76,130 @@ Node* Graph::add_node(std::string op_type, std::string domain, std::string name,
   Node* raw = n.get();
   nodes_.push_back(std::move(n));
   return raw;
+}
+
+Node* Graph::insert_node_before(const Node* position, std::string op_type, std::string domain,
+                                std::string name, std::vector<Value*> inputs,
+                                std::vector<Value*> outputs) {
+  Node* n = add_node(std::move(op_type), std::move(domain), std::move(name), std::move(inputs),
+                     std::move(outputs));
+  auto pos = std::find_if(nodes_.begin(), nodes_.end(),
+                          [&](const std::unique_ptr<Node>& p) { return p.get() == position; });
+  KILN_CHECK(pos != nodes_.end(), ErrorCode::Internal, "insert_node_before: node not in graph '{}'",
+             name_);
+  std::rotate(pos, nodes_.end() - 1, nodes_.end());
+  return n;
+}
+
+void Graph::remove_node(Node* node) {
+  auto it = std::find_if(nodes_.begin(), nodes_.end(),
+                         [&](const std::unique_ptr<Node>& p) { return p.get() == node; });
+  KILN_CHECK(it != nodes_.end(), ErrorCode::Internal, "remove_node: node not in graph '{}'", name_);
+  std::vector<Value*> outs = node->outputs_;
+  nodes_.erase(it);
+  for (Value* v : outs) {
+    if (v) remove_value(v);
+  }
+}
+
+void Graph::replace_node_with_constants(Node* node, std::vector<Tensor> values) {
+  KILN_CHECK(values.size() == node->outputs_.size(), ErrorCode::Internal,
+             "replace_node_with_constants: {} values for {} outputs of {}", values.size(),
+             node->outputs_.size(), node->label());
+  std::vector<Value*> outs = node->outputs_;
+  node->outputs_.clear();
+  remove_node(node);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i]) continue;
+    outs[i]->producer_ = nullptr;
+    outs[i]->type_ = TypeInfo::tensor(values[i].dtype(), Shape::from_values(values[i].dims()));
+    outs[i]->constant_ = std::move(values[i]);
+    initializers_.push_back(outs[i]);
+  }
+}
+
+void Graph::remove_value(Value* value) {
+  KILN_CHECK(!is_output(value), ErrorCode::Internal, "remove_value: '{}' is a graph output",
+             value->name());
+  std::erase(initializers_, value);
+  std::erase(inputs_, value);
+  by_name_.erase(value->name_);
+  std::erase_if(values_, [&](const std::unique_ptr<Value>& p) { return p.get() == value; });
+}
+
+void Graph::rename_value(Value* value, const std::string& name) {
+  KILN_CHECK_ARG(!by_name_.count(name), "graph '{}': value '{}' already exists", name_, name);
+  by_name_.erase(value->name_);
+  value->name_ = name;
+  by_name_[name] = value;
+}
+
+bool Graph::is_output(const Value* v) const {
+  return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
+}
+
+namespace {
+void replace_reads(const Graph& g, Value* from, Value* to) {
+  for (Node* n : g.nodes()) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      if (n->input(i) == from) n->set_input(i, to);
+    }
+    for (const auto& [name, a] : n->attributes()) {
+      if (auto* sg = std::get_if<GraphPtr>(&a.storage())) replace_reads(**sg, from, to);
+      if (auto* gs = std::get_if<std::vector<GraphPtr>>(&a.storage())) {
+        for (const auto& s : *gs) replace_reads(*s, from, to);
+      }
+    }
+  }
+}
+}  // namespace
+
+bool Graph::replace_uses(Value* from, Value* to) {
+  if (is_output(from)) {
+    if (to->owner_ != this || !to->producer_ || is_output(to)) return false;
+    std::string name = from->name_;
+    rename_value(from, unique_name(name + "_replaced"));
+    rename_value(to, name);
+    std::replace(outputs_.begin(), outputs_.end(), from, to);
+  }
+  replace_reads(*this, from, to);
+  // Subgraph outputs may name the value directly.
+  for (Node* n : nodes()) {
+    for (const auto& [name, a] : n->attributes()) {
+      if (auto* sg = std::get_if<GraphPtr>(&a.storage())) {
+        std::replace((*sg)->outputs_.begin(), (*sg)->outputs_.end(), from, to);
+      }
+    }
+  }
+  return true;
+}
+
+namespace {
+void collect_uses(const Graph& g, Node* holder, std::map<const Value*, std::vector<Node*>>& uses) {
+  for (Node* n : g.nodes()) {
+    Node* reader = holder ? holder : n;
+    for (const Value* v : n->inputs()) {
+      if (v) uses[v].push_back(reader);
+    }
+    for (const auto& [name, a] : n->attributes()) {
+      std::vector<const Graph*> subs;
+      if (auto* sg = std::get_if<GraphPtr>(&a.storage())) subs.push_back(sg->get());
+      if (auto* gs = std::get_if<std::vector<GraphPtr>>(&a.storage())) {
+        for (const auto& s : *gs) subs.push_back(s.get());
+      }
+      for (const Graph* s : subs) {
+        collect_uses(*s, reader, uses);
+        for (const Value* v : s->outputs()) uses[v].push_back(reader);
+      }
+    }
+  }
+}
+}  // namespace
+
+std::map<const Value*, std::vector<Node*>> Graph::compute_uses() const {
+  std::map<const Value*, std::vector<Node*>> uses;
+  collect_uses(*this, nullptr, uses);
+  return uses;
 }
 
 Value* Graph::find_local_value(const std::string& name) const {

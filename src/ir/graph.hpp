@@ -86,6 +86,27 @@ class Graph {
   Node* add_node(std::string op_type, std::string domain, std::string name,
                  std::vector<Value*> inputs, std::vector<Value*> outputs);
 
+  // Like add_node, but placed just before `position` in the node order.
+  Node* insert_node_before(const Node* position, std::string op_type, std::string domain,
+                           std::string name, std::vector<Value*> inputs,
+                           std::vector<Value*> outputs);
+  // Removes a node and its output values; the caller makes sure nothing reads them any more.
+  void remove_node(Node* node);
+  // Removes an unused value (an initializer nothing reads, a dead node's output).
+  void remove_value(Value* value);
+  void rename_value(Value* value, const std::string& name);
+  // Constant folding: removes `node` but keeps its outputs, which become initializers holding
+  // `values` (one per output slot; optional outputs the node leaves empty are skipped).
+  void replace_node_with_constants(Node* node, std::vector<Tensor> values);
+  // Makes every reader of `from` (nodes here and in nested subgraphs) read `to`. When `from` is a
+  // graph output its name must survive: `to` takes that name if it is a node output of this graph
+  // that is not itself a graph output; otherwise nothing changes and this returns false.
+  bool replace_uses(Value* from, Value* to);
+  // Readers of every value read in this graph; a subgraph's reads count as reads by the node
+  // holding it. Graph outputs are not included.
+  std::map<const Value*, std::vector<Node*>> compute_uses() const;
+  bool is_output(const Value* v) const;
+
   // Finds a value by name here, then in enclosing graphs; nullptr when absent.
   Value* find_value(const std::string& name) const;
   Value* find_local_value(const std::string& name) const;

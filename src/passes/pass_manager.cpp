@@ -1,0 +1,87 @@
+#include "passes/pass_manager.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "passes/passes.hpp"
+
+namespace kiln::passes {
+
+PassManagerOptions PassManagerOptions::from_env() {
+  PassManagerOptions o;
+  if (const char* env = std::getenv("KILN_DISABLE_PASSES")) {
+    std::stringstream ss(env);
+    for (std::string name; std::getline(ss, name, ',');) {
+      if (!name.empty()) o.disabled.insert(name);
+    }
+  }
+  return o;
+}
+
+PassManager& PassManager::add(Pass pass) {
+  passes_.push_back(std::move(pass));
+  return *this;
+}
+
+std::vector<PassStat> PassManager::run(ir::Graph& graph) const {
+  std::set<std::string> known;
+  for (const Pass& p : passes_) known.insert(std::string(p.name()));
+  for (const std::string& name : options_.disabled) {
+    KILN_CHECK_ARG(known.count(name), "cannot disable unknown pass '{}'", name);
+  }
+  KILN_CHECK_ARG(options_.dump_after.empty() || known.count(options_.dump_after),
+                 "cannot dump after unknown pass '{}'", options_.dump_after);
+
+  std::vector<PassStat> stats(passes_.size());
+  for (int iteration = 0; iteration < options_.max_iterations; ++iteration) {
+    bool changed_any = false;
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      const Pass& pass = passes_[i];
+      PassStat& stat = stats[i];
+      stat.name = std::string(pass.name());
+      if (options_.disabled.count(stat.name)) continue;
+      auto start = std::chrono::steady_clock::now();
+      bool changed = false;
+      try {
+        changed = pass.apply(graph);
+        if (options_.validate) ir::validate_graph(graph);
+      } catch (const Error& e) {
+        std::string dump = (std::filesystem::temp_directory_path() /
+                            fmt::format("kiln_pass_{}_failed.txt", stat.name))
+                               .string();
+        std::ofstream(dump) << ir::print_graph(graph);
+        throw Error(e.code(), fmt::format("pass '{}' failed: {} (graph dumped to {})", stat.name,
+                                          e.message(), dump));
+      }
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      ++stat.runs;
+      stat.changes += changed;
+      stat.milliseconds += ms;
+      changed_any |= changed;
+      if (options_.trace) {
+        *options_.trace << fmt::format("pass {:<28} iteration {} {:>8.2f} ms {}\n", stat.name,
+                                       iteration, ms, changed ? "changed" : "");
+      }
+      if (options_.dump && stat.name == options_.dump_after && iteration == 0) {
+        *options_.dump << "# graph after " << stat.name << "\n" << ir::print_graph(graph);
+      }
+    }
+    if (!changed_any) break;
+  }
+  return stats;
+}
+
+PassManager& add_default_passes(PassManager& pm) {
+  return pm.add(EliminateIdentity{})
+      .add(FoldConstants{})
+      .add(EliminateCommonSubexpressions{})
+      .add(EliminateDeadCode{});
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,47 @@
+#pragma once
+// Runs a pipeline of passes to a fixed point: validates the graph after every pass, times and
+// optionally traces each one, skips passes disabled by name (KILN_DISABLE_PASSES=a,b), and when a
+// pass throws, rethrows with the pass named and the graph dumped to a file.
+#include <iosfwd>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/pass.hpp"
+
+namespace kiln::passes {
+
+struct PassManagerOptions {
+  bool validate = true;
+  std::ostream* trace = nullptr;   // one line per pass run
+  std::set<std::string> disabled;  // pass names to skip
+  std::string dump_after;          // print the graph after this pass...
+  std::ostream* dump = nullptr;    // ...to this stream
+  int max_iterations = 4;          // pipeline repeats while something changes
+  // Reads KILN_DISABLE_PASSES (comma-separated names) into `disabled`.
+  static PassManagerOptions from_env();
+};
+
+struct PassStat {
+  std::string name;
+  int runs = 0;
+  int changes = 0;
+  double milliseconds = 0;
+};
+
+class PassManager {
+ public:
+  explicit PassManager(PassManagerOptions options = {}) : options_(std::move(options)) {}
+  PassManager& add(Pass pass);
+  // Throws InvalidArgument when a disabled or dump-after name matches no pass in the pipeline.
+  std::vector<PassStat> run(ir::Graph& graph) const;
+
+ private:
+  PassManagerOptions options_;
+  std::vector<Pass> passes_;
+};
+
+// The standard inference pipeline (cleanup and constant folding; fusions join it later).
+PassManager& add_default_passes(PassManager& pm);
+
+}  // namespace kiln::passes

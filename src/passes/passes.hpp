@@ -1,0 +1,45 @@
+#pragma once
+// The graph passes. Each is a small value type; its file holds the one job it does.
+#include <cstddef>
+#include <string_view>
+
+#include "ir/graph.hpp"
+
+namespace kiln::passes {
+
+// Removes nodes whose outputs nothing reads (graph outputs and subgraph captures count as reads)
+// and initializers nothing reads.
+struct EliminateDeadCode {
+  std::string_view name() const { return "eliminate_dead_code"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Removes nodes that pass their input through unchanged: Identity, Dropout in inference,
+// Cast to the same type, Reshape / Expand to the same static shape, Transpose by the identity
+// permutation.
+struct EliminateIdentity {
+  std::string_view name() const { return "eliminate_identity"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Evaluates nodes whose inputs are all constants with their reference kernels and replaces them
+// by initializers; also resolves Shape and Size of statically-shaped values. Skips random ops,
+// nodes with subgraphs and results larger than `max_bytes`.
+struct FoldConstants {
+  size_t max_bytes = size_t{16} << 20;
+  std::string_view name() const { return "fold_constants"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Merges nodes that compute the same op with the same attributes on the same inputs, and
+// initializers holding identical data.
+struct EliminateCommonSubexpressions {
+  std::string_view name() const { return "eliminate_common_subexpressions"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// True for ops whose outputs are not a function of their inputs (random generators); passes
+// must neither fold nor merge them.
+bool is_nondeterministic(const ir::Node& node);
+
+}  // namespace kiln::passes

@@ -1,0 +1,137 @@
+// Graph passes: each test builds a graph, runs one pass, and checks the graph and its results.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "passes/pass_manager.hpp"
+#include "passes/passes.hpp"
+#include "runtime/interpreter.hpp"
+
+namespace kiln {
+namespace {
+
+TypeInfo f32(std::vector<int64_t> dims) {
+  return TypeInfo::tensor(DataType::Float32, Shape::from_values(dims));
+}
+
+ir::Node* add_node(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in,
+                   const std::string& out_name, TypeInfo type = f32({3})) {
+  ir::Value* out = g.add_value(out_name, std::move(type));
+  ir::Node* n = g.add_node(op, "", "", std::move(in), {out});
+  n->set_opset(17);
+  return n;
+}
+
+std::vector<float> run_graph(std::shared_ptr<ir::Graph> g, std::vector<float> x) {
+  runtime::Interpreter interp(g);
+  auto out = interp.run(std::vector<RtValue>{Tensor::from_vector<float>({3}, x)});
+  auto v = out[0].tensor().values<float>();
+  return {v.begin(), v.end()};
+}
+
+TEST(Passes, DeadCodeIsRemovedAndOutputsKept) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Value* unused_w = g->add_initializer("w", Tensor::from_vector<float>({3}, {1, 2, 3}));
+  ir::Node* dead = add_node(*g, "Add", {x, unused_w}, "dead");
+  add_node(*g, "Identity", {dead->output(0)}, "dead2");
+  ir::Node* live = add_node(*g, "Add", {x, x}, "y");
+  g->add_output(live->output(0));
+  EXPECT_TRUE(passes::EliminateDeadCode{}.apply(*g));
+  ASSERT_EQ(g->node_count(), 1u);
+  EXPECT_EQ(g->nodes()[0], live);
+  EXPECT_TRUE(g->initializers().empty());
+  EXPECT_FALSE(passes::EliminateDeadCode{}.apply(*g));
+  EXPECT_EQ(run_graph(g, {1, 2, 3}), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(Passes, IdentityRemovalKeepsTheGraphOutputName) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Node* a = add_node(*g, "Add", {x, x}, "t");
+  ir::Node* id = add_node(*g, "Identity", {a->output(0)}, "y");
+  g->add_output(id->output(0));
+  EXPECT_TRUE(passes::EliminateIdentity{}.apply(*g));
+  ASSERT_EQ(g->node_count(), 1u);
+  EXPECT_EQ(g->outputs()[0]->name(), "y");
+  EXPECT_EQ(g->outputs()[0]->producer()->op_type(), "Add");
+  ir::validate_graph(*g);
+  EXPECT_EQ(run_graph(g, {1, 2, 3}), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(Passes, IdentityFromInputToOutputIsKept) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Node* id = add_node(*g, "Identity", {x}, "y");
+  g->add_output(id->output(0));
+  EXPECT_FALSE(passes::EliminateIdentity{}.apply(*g));
+  EXPECT_EQ(g->node_count(), 1u);
+}
+
+TEST(Passes, ConstantsFoldThroughTheReferenceKernels) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Value* a = g->add_initializer("a", Tensor::from_vector<float>({3}, {1, 2, 3}));
+  ir::Value* b = g->add_initializer("b", Tensor::from_vector<float>({3}, {10, 20, 30}));
+  ir::Node* ab = add_node(*g, "Add", {a, b}, "ab");
+  ir::Node* y = add_node(*g, "Mul", {x, ab->output(0)}, "y");
+  g->add_output(y->output(0));
+  EXPECT_TRUE(passes::FoldConstants{}.apply(*g));
+  EXPECT_EQ(g->node_count(), 1u);
+  const ir::Value* folded = g->find_value("ab");
+  ASSERT_TRUE(folded && folded->is_constant());
+  EXPECT_EQ(folded->constant().data<float>()[2], 33.0f);
+  EXPECT_EQ(run_graph(g, {1, 1, 2}), (std::vector<float>{11, 22, 66}));
+}
+
+TEST(Passes, FoldingSkipsResultsOverTheSizeLimit) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* a = g->add_initializer("a", Tensor(DataType::Float32, {1024}));
+  ir::Node* n = add_node(*g, "Add", {a, a}, "y", f32({1024}));
+  g->add_output(n->output(0));
+  EXPECT_FALSE((passes::FoldConstants{.max_bytes = 1000}.apply(*g)));
+  EXPECT_TRUE((passes::FoldConstants{.max_bytes = 4096}.apply(*g)));
+}
+
+TEST(Passes, CommonSubexpressionsAndEqualInitializersMerge) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Value* c1 = g->add_initializer("c1", Tensor::from_vector<float>({3}, {1, 1, 1}));
+  ir::Value* c2 = g->add_initializer("c2", Tensor::from_vector<float>({3}, {1, 1, 1}));
+  ir::Node* p = add_node(*g, "Add", {x, c1}, "p");
+  ir::Node* q = add_node(*g, "Add", {x, c2}, "q");
+  ir::Node* y = add_node(*g, "Mul", {p->output(0), q->output(0)}, "y");
+  g->add_output(y->output(0));
+  EXPECT_TRUE(passes::EliminateCommonSubexpressions{}.apply(*g));
+  EXPECT_EQ(g->initializers().size(), 1u);
+  EXPECT_EQ(g->node_count(), 2u);
+  EXPECT_EQ(y->input(0), y->input(1));
+  EXPECT_EQ(run_graph(g, {0, 1, 2}), (std::vector<float>{1, 4, 9}));
+}
+
+TEST(PassManager, TracesDisablesByNameAndRefusesUnknownNames) {
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Node* a = add_node(*g, "Add", {x, x}, "t");
+  ir::Node* id = add_node(*g, "Identity", {a->output(0)}, "y");
+  g->add_output(id->output(0));
+
+  std::ostringstream trace;
+  passes::PassManagerOptions options;
+  options.trace = &trace;
+  options.disabled = {"eliminate_identity"};
+  passes::PassManager pm(options);
+  passes::add_default_passes(pm);
+  auto stats = pm.run(*g);
+  EXPECT_EQ(g->node_count(), 2u);  // the Identity survives: its pass is disabled
+  EXPECT_NE(trace.str().find("pass fold_constants"), std::string::npos);
+  EXPECT_EQ(trace.str().find("pass eliminate_identity"), std::string::npos);
+
+  options.disabled = {"no_such_pass"};
+  passes::PassManager bad(options);
+  passes::add_default_passes(bad);
+  EXPECT_THROW(bad.run(*g), Error);
+}
+
+}  // namespace
+}  // namespace kiln
