@@ -86,6 +86,17 @@ std::string float_to_string(T v) {
   return s;
 }
 
+// Float -> integer is undefined out of range. Truncate to int64 (saturating, NaN -> 0), then
+// wrap into the target like numpy and x86 conversions do, so negative floats cast to unsigned
+// types agree with the ONNX reference.
+template <typename To>
+To float_to_int(double d) {
+  if constexpr (std::is_same_v<To, uint64_t>) {
+    if (d >= 0) return saturate_to_int<uint64_t>(d);
+  }
+  return static_cast<To>(saturate_to_int<int64_t>(d));
+}
+
 template <typename To, typename From>
 To convert(const AttrReader& ctx, const From& v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -121,7 +132,7 @@ To convert(const AttrReader& ctx, const From& v) {
         return to_double(v);
       }
     } else {
-      return saturate_to_int<To>(to_double(v));  // out of range is undefined: saturate
+      return float_to_int<To>(to_double(v));
     }
   } else {
     // From integer or bool.
