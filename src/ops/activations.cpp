@@ -50,8 +50,10 @@ void elu_op(KernelContext& ctx) {
 }
 
 void selu_op(KernelContext& ctx) {
-  const double alpha = ctx.attr_float("alpha", 1.67326319217681884765625f);
-  const double gamma = ctx.attr_float("gamma", 1.05070102214813232421875f);
+  // Selu-1 had rounder defaults than Selu-6.
+  const bool v1 = ctx.opset() < 6;
+  const double alpha = ctx.attr_float("alpha", v1 ? 1.6732f : 1.67326319217681884765625f);
+  const double gamma = ctx.attr_float("gamma", v1 ? 1.0507f : 1.05070102214813232421875f);
   ctx.set_output(0, map_float(ctx.input(0), "Selu", [&](double x) {
                    return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
                  }));
@@ -185,8 +187,15 @@ void prelu_op(KernelContext& ctx) {
 void clip_op(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (ctx.opset() < 11) {
-    const double lo = ctx.attr_float("min", std::numeric_limits<float>::lowest());
-    const double hi = ctx.attr_float("max", std::numeric_limits<float>::max());
+    // Clip-6 defaults to the float range; Clip-1 had no defaults, i.e. no bound.
+    const double inf = std::numeric_limits<double>::infinity();
+    const bool v1 = ctx.opset() < 6;
+    const double lo = ctx.has_attr("min") ? ctx.attr_float("min")
+                      : v1                ? -inf
+                                          : std::numeric_limits<float>::lowest();
+    const double hi = ctx.has_attr("max") ? ctx.attr_float("max")
+                      : v1                ? inf
+                                          : std::numeric_limits<float>::max();
     ctx.set_output(0, map_float(x, "Clip", [&](double v) {
                      if (std::isnan(v)) return v;
                      return std::min(std::max(v, lo), hi);
