@@ -1,4 +1,5 @@
 // Add, Sub, Mul, Div: numpy-broadcasting arithmetic over every numeric type.
+#include "ops/elementwise_utils.hpp"
 #include "ops/infer_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
@@ -9,7 +10,8 @@ namespace {
 template <typename Op>
 void arithmetic(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
+  // Opset < 7 models may use the "broadcast"/"axis" attributes instead of numpy broadcasting.
+  const Tensor b = legacy_broadcast_operand(ctx, a, ctx.input(1));
   ctx.check(a.dtype() == b.dtype(), "operand types differ: {} vs {}", dtype_name(a.dtype()),
             dtype_name(b.dtype()));
   ctx.set_output(0,
@@ -46,8 +48,8 @@ struct MulOp {
   template <typename T>
   static T apply(const KernelContext&, T x, T y) {
     if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+      // uint64 product: narrower unsigned types would promote to int and could overflow (UB).
+      return static_cast<T>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
     } else {
       return T(x * y);
     }
@@ -68,10 +70,18 @@ struct DivOp {
   }
 };
 
-KILN_REGISTER_OP({.op_type = "Add", .kernel = arithmetic<AddOp>, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Sub", .kernel = arithmetic<SubOp>, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Mul", .kernel = arithmetic<MulOp>, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Div", .kernel = arithmetic<DivOp>, .infer = infer_broadcast});
+KILN_REGISTER_OP({.op_type = "Add",
+                  .kernel = arithmetic<AddOp>,
+                  .infer = infer_binary_legacy_same});
+KILN_REGISTER_OP({.op_type = "Sub",
+                  .kernel = arithmetic<SubOp>,
+                  .infer = infer_binary_legacy_same});
+KILN_REGISTER_OP({.op_type = "Mul",
+                  .kernel = arithmetic<MulOp>,
+                  .infer = infer_binary_legacy_same});
+KILN_REGISTER_OP({.op_type = "Div",
+                  .kernel = arithmetic<DivOp>,
+                  .infer = infer_binary_legacy_same});
 
 }  // namespace
 }  // namespace kiln::ops
