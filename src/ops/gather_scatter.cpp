@@ -182,9 +182,11 @@ void infer_gather_nd(InferContext& ctx) {
   if (!d) return;
   std::optional<Shape> out;
   if (d->shape && i && i->shape && i->shape->rank() >= 1 && i->shape->dims().back().is_static()) {
-    size_t batch = static_cast<size_t>(ctx.attr_int("batch_dims", 0));
+    int64_t batch_dims = ctx.attr_int("batch_dims", 0);
+    ctx.check(batch_dims >= 0, "batch_dims {} is negative", batch_dims);
+    size_t batch = static_cast<size_t>(batch_dims);
     size_t last = static_cast<size_t>(i->shape->dims().back().value());
-    if (batch + last <= d->shape->rank()) {
+    if (batch <= d->shape->rank() && last <= d->shape->rank() - batch) {
       std::vector<Dim> dims(i->shape->dims().begin(), i->shape->dims().end() - 1);
       dims.insert(dims.end(), d->shape->dims().begin() + batch + last, d->shape->dims().end());
       out = Shape(std::move(dims));

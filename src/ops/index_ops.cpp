@@ -209,7 +209,8 @@ void infer_onehot(InferContext& ctx) {
 
 int64_t block_size(const AttrReader& ctx) {
   int64_t b = ctx.attr_int("blocksize");
-  ctx.check(b >= 1, "blocksize must be positive, got {}", b);
+  // The bound keeps b * b and b * dim of any real tensor within int64.
+  ctx.check(b >= 1 && b <= (int64_t{1} << 20), "blocksize {} is out of range", b);
   return b;
 }
 
@@ -225,6 +226,7 @@ void depth_to_space_kernel(KernelContext& ctx) {
   const int64_t b = block_size(ctx);
   const bool crd = depth_to_space_crd(ctx);
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  ctx.check(mul_dims(h, b) && mul_dims(w, b), "output dims overflow");
   ctx.check(c % (b * b) == 0, "channels {} are not divisible by blocksize^2 = {}", c, b * b);
   const int64_t oc = c / (b * b);
   std::vector<int64_t> out_dims = {n, oc, h * b, w * b};
@@ -241,6 +243,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
   ctx.check(x.rank() == 4, "input must be 4-D NCHW, got {}", x.describe());
   const int64_t b = block_size(ctx);
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  ctx.check(mul_dims(c, b * b).has_value(), "output channels overflow");
   ctx.check(h % b == 0 && w % b == 0, "spatial dims {}x{} are not divisible by blocksize {}", h, w,
             b);
   std::vector<int64_t> out_dims = {n, c * b * b, h / b, w / b};
@@ -263,7 +266,10 @@ void infer_block(InferContext& ctx, bool to_space) {
     const Shape& s = *t->shape;
     auto scale = [&](const Dim& d, bool up, int64_t f) {
       if (!d.is_static()) return Dim();
-      if (up) return Dim(d.value() * f);
+      if (up) {
+        auto v = mul_dims(d.value(), f);
+        return v ? Dim(*v) : Dim();
+      }
       ctx.check(d.value() % f == 0, "dimension {} is not divisible by {}", d.value(), f);
       return Dim(d.value() / f);
     };
@@ -348,6 +354,7 @@ void infer_compress(InferContext& ctx) {
   if (ctx.has_attr("axis")) {
     out = std::nullopt;
     if (t->shape) {
+      ctx.check(t->shape->rank() >= 1, "input must have rank >= 1 when axis is given");
       out = *t->shape;
       size_t axis = static_cast<size_t>(
           normalize_axis(ctx, ctx.attr_int("axis"), static_cast<int64_t>(out->rank())));

@@ -52,7 +52,11 @@ std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_
 std::optional<int64_t> static_length(const InferContext& ctx, size_t i) {
   const TypeInfo* t = tensor_input(ctx, i);
   if (!t || !t->shape || t->shape->rank() != 1 || !(*t->shape)[0].is_static()) return std::nullopt;
-  return (*t->shape)[0].value();
+  // Used as a rank: a length beyond any sensible rank is treated as unknown rather than
+  // materialized as that many dims.
+  int64_t n = (*t->shape)[0].value();
+  if (n > 4096) return std::nullopt;
+  return n;
 }
 
 Shape unknown_dims(size_t rank) {

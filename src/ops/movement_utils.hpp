@@ -93,6 +93,18 @@ inline int64_t flat_offset(const std::vector<int64_t>& index, const std::vector<
   return off;
 }
 
+// Dim arithmetic that reports int64 overflow as nullopt (dims come from untrusted models).
+inline std::optional<int64_t> mul_dims(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+inline std::optional<int64_t> add_dims(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
 // Element count with overflow / negative checks that name the node.
 int64_t checked_numel(const AttrReader& ctx, const std::vector<int64_t>& dims);
 

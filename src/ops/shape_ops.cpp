@@ -113,7 +113,9 @@ Dim infer_minus_one(const Shape& in, const std::vector<Dim>& out) {
   int64_t in_static = 1;
   for (const Dim& d : in.dims()) {
     if (d.is_static()) {
-      in_static *= d.value();
+      auto p = mul_dims(in_static, d.value());
+      if (!p) return Dim();
+      in_static = *p;
     } else if (d.is_symbolic()) {
       ++symbols[d.symbol_name()];
     } else {
@@ -123,7 +125,9 @@ Dim infer_minus_one(const Shape& in, const std::vector<Dim>& out) {
   int64_t out_static = 1;
   for (const Dim& d : out) {
     if (d.is_static()) {
-      out_static *= d.value();
+      auto p = mul_dims(out_static, d.value());
+      if (!p) return Dim();
+      out_static = *p;
     } else if (d.is_symbolic() && symbols[d.symbol_name()] > 0) {
       --symbols[d.symbol_name()];
     } else {
@@ -193,7 +197,9 @@ Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
   std::optional<Dim> lone;
   for (size_t i = begin; i < end; ++i) {
     if (dims[i].is_static()) {
-      p *= dims[i].value();
+      auto q = mul_dims(p, dims[i].value());
+      if (!q) return Dim();
+      p = *q;
     } else if (lone) {
       return Dim();
     } else {
@@ -425,6 +431,7 @@ void infer_expand(InferContext& ctx) {
 // Repeats per axis: the `repeats` input (opset 6+) or, for opset 1, `tiles` copies along `axis`.
 std::vector<int64_t> tile_repeats(const KernelContext& ctx, size_t rank) {
   if (ctx.opset() < 6) {
+    ctx.check(rank >= 1, "input must have rank >= 1");
     std::vector<int64_t> reps(rank, 1);
     const Tensor& tiles = ctx.input(1);
     const Tensor& axis = ctx.input(2);
@@ -472,7 +479,7 @@ void infer_tile(InferContext& ctx) {
         if ((*reps)[i] == 1) {
           (*out)[i] = d;
         } else if (d.is_static() && (*reps)[i] >= 0) {
-          (*out)[i] = Dim(d.value() * (*reps)[i]);
+          if (auto v = mul_dims(d.value(), (*reps)[i])) (*out)[i] = Dim(*v);
         }
       }
     }

@@ -36,7 +36,9 @@ void concat_kernel(KernelContext& ctx) {
       ctx.check(i == axis || t.dim(i) == first.dim(i), "input {} has shape {}, input 0 has {}", k,
                 dims_to_string(t.dims()), dims_to_string(first.dims()));
     }
-    out_dims[axis] += t.dim(axis);
+    auto sum = add_dims(out_dims[axis], t.dim(axis));
+    ctx.check(sum.has_value(), "concatenated dimension overflows");
+    out_dims[axis] = *sum;
   }
   Tensor out(first.dtype(), out_dims);
   std::vector<int64_t> out_strides = row_major_strides(out_dims);
@@ -63,6 +65,7 @@ void infer_concat(InferContext& ctx) {
     }
   }
   if (out) {
+    ctx.check(out->rank() >= 1, "inputs must have rank >= 1");
     const size_t axis = static_cast<size_t>(
         normalize_axis(ctx, concat_axis_attr(ctx), static_cast<int64_t>(out->rank())));
     int64_t sum = 0;
@@ -78,7 +81,7 @@ void infer_concat(InferContext& ctx) {
       for (size_t i = 0; i < out->rank(); ++i) {
         const Dim& d = (*t->shape)[i];
         if (i == axis) {
-          if (d.is_static()) {
+          if (d.is_static() && add_dims(sum, d.value())) {
             sum += d.value();
           } else {
             known = false;
@@ -143,7 +146,8 @@ void split_kernel(KernelContext& ctx) {
               ctx.output_count());
     int64_t sum = 0;
     for (int64_t s : sizes) {
-      ctx.check(s >= 0, "negative split size {}", s);
+      ctx.check(s >= 0 && s <= dim - sum, "split sizes {} do not fit axis {} of size {}",
+                dims_to_string(sizes), axis, dim);
       sum += s;
     }
     ctx.check(sum == dim, "split sizes sum to {}, but axis {} has size {}", sum, axis, dim);
@@ -424,11 +428,16 @@ void pad_kernel(KernelContext& ctx) {
   std::vector<int64_t> lo(x.rank()), len(x.rank()), before(x.rank()), out_dims(x.rank());
   for (size_t i = 0; i < x.rank(); ++i) {
     int64_t b = full[i], e = full[i + x.rank()];
+    ctx.check(b >= -x.dim(i) && e >= -x.dim(i), "pads {} crop more than axis {} holds",
+              dims_to_string(pads), i);
     lo[i] = std::max<int64_t>(0, -b);
     len[i] = x.dim(i) - lo[i] - std::max<int64_t>(0, -e);
     ctx.check(len[i] >= 0, "pads {} crop more than axis {} holds", dims_to_string(pads), i);
     before[i] = std::max<int64_t>(0, b);
-    out_dims[i] = len[i] + before[i] + std::max<int64_t>(0, e);
+    auto grown = add_dims(len[i], before[i]);
+    if (grown) grown = add_dims(*grown, std::max<int64_t>(0, e));
+    ctx.check(grown.has_value(), "padded axis {} overflows", i);
+    out_dims[i] = *grown;
     if (mode != PadMode::Constant && out_dims[i] > len[i]) {
       ctx.check(len[i] > 0, "cannot pad an empty axis {} in this mode", i);
     }
@@ -475,9 +484,11 @@ void infer_pad(InferContext& ctx) {
   } else {
     std::vector<int64_t> full = expand_pads(ctx, *pads, *axes, rank);
     for (size_t i = 0; i < out.rank(); ++i) {
-      int64_t delta = full[i] + full[i + out.rank()];
-      if (delta == 0) continue;
-      out[i] = out[i].is_static() ? Dim(out[i].value() + delta) : Dim();
+      if (full[i] == 0 && full[i + out.rank()] == 0) continue;
+      std::optional<int64_t> v;
+      if (out[i].is_static()) v = add_dims(out[i].value(), full[i]);
+      if (v) v = add_dims(*v, full[i + out.rank()]);
+      out[i] = v && *v >= 0 ? Dim(*v) : Dim();
     }
   }
   ctx.set_output_type(0, TypeInfo::tensor(t->dtype, out));

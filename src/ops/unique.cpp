@@ -119,6 +119,7 @@ void infer_unique(InferContext& ctx) {
   if (ctx.has_attr("axis")) {
     y = std::nullopt;
     if (t->shape) {
+      ctx.check(t->shape->rank() >= 1, "input must have rank >= 1 when axis is given");
       y = *t->shape;
       size_t axis = static_cast<size_t>(
           normalize_axis(ctx, ctx.attr_int("axis"), static_cast<int64_t>(y->rank())));
@@ -127,8 +128,13 @@ void infer_unique(InferContext& ctx) {
     }
   } else if (t->shape && t->shape->is_static()) {
     int64_t count = 1;
-    for (const Dim& d : t->shape->dims()) count *= d.value();
-    n = Dim(count);
+    bool ok = true;
+    for (const Dim& d : t->shape->dims()) {
+      auto v = mul_dims(count, d.value());
+      ok = ok && v.has_value();
+      if (ok) count = *v;
+    }
+    if (ok) n = Dim(count);
   }
   ctx.set_output_type(0, TypeInfo::tensor(t->dtype, y));
   for (size_t i = 1; i < ctx.output_count() && i < 4; ++i) {
