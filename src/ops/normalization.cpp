@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <random>
 
 #include "ops/infer_utils.hpp"
 #include "ops/op_utils.hpp"
@@ -350,6 +351,26 @@ void lrn(KernelContext& ctx) {
   ctx.set_output(0, float_tensor(x.dtype(), x.dims(), y, "LRN"));
 }
 
+// Draws the keep mask from MT19937 seeded with `seed` and 53-bit uniform doubles, the
+// generator numpy's RandomState(seed).uniform uses, so seeded results match the ONNX reference.
+void random_dropout(KernelContext& ctx, const Tensor& x, double ratio, int64_t seed) {
+  ctx.check(seed >= 0 && seed <= 0xffffffffLL, "seed {} must fit in 32 unsigned bits", seed);
+  std::mt19937 gen(static_cast<uint32_t>(seed));
+  const std::vector<double> xv = float_values(x, "Dropout");
+  std::vector<double> y(xv.size());
+  Tensor mask(DataType::Bool, x.dims());
+  bool* pm = mask.data<bool>();
+  const double scale = 1.0 / (1.0 - ratio);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const uint32_t a = gen() >> 5, b = gen() >> 6;
+    const double u = (a * 67108864.0 + b) / 9007199254740992.0;
+    pm[i] = u >= ratio;
+    y[i] = pm[i] ? xv[i] * scale : 0.0;
+  }
+  ctx.set_output(0, float_tensor(x.dtype(), x.dims(), y, "Dropout"));
+  if (ctx.wants_output(1)) ctx.set_output(1, mask);
+}
+
 void dropout(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   dispatch_dtype<DTypeSet::Float>(x.dtype(), "Dropout", [](auto) { return 0; });
@@ -365,8 +386,12 @@ void dropout(KernelContext& ctx) {
       ratio = ctx.input(1).double_at(0);
     }
     ctx.check(ratio >= 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
-    // Random dropping has no reproducible answer; only the ratio-0 case is deterministic.
-    if (training && ratio != 0) ctx.unsupported("training-mode Dropout with ratio {} (random)", ratio);
+    if (training && ratio != 0) {
+      // Without a seed any random mask is right, but there is no reproducible answer to give.
+      if (!ctx.has_attr("seed")) ctx.unsupported("training-mode Dropout without a seed (random)");
+      random_dropout(ctx, x, ratio, ctx.attr_int("seed"));
+      return;
+    }
   }
   ctx.set_output(0, x);
   if (!ctx.wants_output(1)) return;
