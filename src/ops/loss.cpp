@@ -69,8 +69,8 @@ void check_scores(const KernelContext& ctx, const Tensor& x, const Tensor& targe
   ctx.check(target.rank() + 1 == x.rank() && target.dim(0) == x.dim(0),
             "target {} does not match input {}", target.describe(), x.describe());
   for (size_t i = 1; i < target.rank(); ++i) {
-    ctx.check(target.dim(i) == x.dim(i + 1), "target {} does not match input {}",
-              target.describe(), x.describe());
+    ctx.check(target.dim(i) == x.dim(i + 1), "target {} does not match input {}", target.describe(),
+              x.describe());
   }
 }
 
@@ -79,8 +79,8 @@ void nll_loss(KernelContext& ctx) {
   const Tensor& target = ctx.input(1);
   check_scores(ctx, x, target);
   const int64_t n = x.dim(0), c = x.dim(1), d = dims_product(x.dims(), 2, x.rank());
-  ctx.set_output(0, pick_loss(ctx, float_values(x, "NegativeLogLikelihoodLoss"), x.dtype(), n, c,
-                              d, target, 2));
+  ctx.set_output(0, pick_loss(ctx, float_values(x, "NegativeLogLikelihoodLoss"), x.dtype(), n, c, d,
+                              target, 2));
 }
 
 void softmax_cross_entropy(KernelContext& ctx) {
@@ -92,9 +92,11 @@ void softmax_cross_entropy(KernelContext& ctx) {
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t i = 0; i < d; ++i) {
       double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t k = 0; k < c; ++k) mx = std::max(mx, lp[static_cast<size_t>((b * c + k) * d + i)]);
+      for (int64_t k = 0; k < c; ++k)
+        mx = std::max(mx, lp[static_cast<size_t>((b * c + k) * d + i)]);
       double sum = 0;
-      for (int64_t k = 0; k < c; ++k) sum += std::exp(lp[static_cast<size_t>((b * c + k) * d + i)] - mx);
+      for (int64_t k = 0; k < c; ++k)
+        sum += std::exp(lp[static_cast<size_t>((b * c + k) * d + i)] - mx);
       const double lse = mx + std::log(sum);
       for (int64_t k = 0; k < c; ++k) lp[static_cast<size_t>((b * c + k) * d + i)] -= lse;
     }
@@ -120,8 +122,9 @@ void infer_loss(InferContext& ctx) {
 }
 
 KILN_REGISTER_OP({.op_type = "NegativeLogLikelihoodLoss", .kernel = nll_loss, .infer = infer_loss});
-KILN_REGISTER_OP(
-    {.op_type = "SoftmaxCrossEntropyLoss", .kernel = softmax_cross_entropy, .infer = infer_loss});
+KILN_REGISTER_OP({.op_type = "SoftmaxCrossEntropyLoss",
+                  .kernel = softmax_cross_entropy,
+                  .infer = infer_loss});
 
 }  // namespace
 }  // namespace kiln::ops

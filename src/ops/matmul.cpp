@@ -58,26 +58,28 @@ void matmul(KernelContext& ctx) {
   std::array<std::vector<int64_t>, 2> strides = {broadcast_strides(a_batch, batch),
                                                  broadcast_strides(b_batch, batch)};
   ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "MatMul", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(a.dtype(), out_dims);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
-    if (out.numel() == 0) return out;
-    for_each_broadcast<2>(batch, strides, [&](int64_t bi, const std::array<int64_t, 2>& off) {
-      const T* ma = pa + off[0] * m * k;
-      const T* mb = pb + off[1] * k * n;
-      T* mo = po + bi * m * n;
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          DotAcc<T> acc{};
-          for (int64_t p = 0; p < k; ++p) acc += acc_of(ma[i * k + p]) * acc_of(mb[p * n + j]);
-          mo[i * n + j] = acc_to<T>(acc);
-        }
-      }
-    });
-    return out;
-  }));
+                   using T = typename decltype(tag)::type;
+                   Tensor out(a.dtype(), out_dims);
+                   const T* pa = a.data<T>();
+                   const T* pb = b.data<T>();
+                   T* po = out.data<T>();
+                   if (out.numel() == 0) return out;
+                   for_each_broadcast<2>(
+                       batch, strides, [&](int64_t bi, const std::array<int64_t, 2>& off) {
+                         const T* ma = pa + off[0] * m * k;
+                         const T* mb = pb + off[1] * k * n;
+                         T* mo = po + bi * m * n;
+                         for (int64_t i = 0; i < m; ++i) {
+                           for (int64_t j = 0; j < n; ++j) {
+                             DotAcc<T> acc{};
+                             for (int64_t p = 0; p < k; ++p)
+                               acc += acc_of(ma[i * k + p]) * acc_of(mb[p * n + j]);
+                             mo[i * n + j] = acc_to<T>(acc);
+                           }
+                         }
+                       });
+                   return out;
+                 }));
 }
 
 void infer_matmul(InferContext& ctx) {
@@ -129,45 +131,46 @@ void gemm(KernelContext& ctx) {
               dtype_name(a.dtype()));
     ctx.check(c.rank() <= 2, "C must have rank <= 2, got {}", c.describe());
     std::vector<int64_t> out = broadcast_dims(ctx, {c.dims(), {m, n}});
-    ctx.check(out == std::vector<int64_t>{m, n}, "C {} does not broadcast to [{},{}]",
-              c.describe(), m, n);
+    ctx.check(out == std::vector<int64_t>{m, n}, "C {} does not broadcast to [{},{}]", c.describe(),
+              m, n);
     c_strides = broadcast_strides(c.dims(), {m, n});
   }
   ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "Gemm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(a.dtype(), {m, n});
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
-    T* po = out.data<T>();
-    const bool exact_int = std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        DotAcc<T> acc{};
-        for (int64_t p = 0; p < k; ++p) {
-          const T& av = ta ? pa[p * m + i] : pa[i * k + p];
-          const T& bv = tb ? pb[j * k + p] : pb[p * n + j];
-          acc += acc_of(av) * acc_of(bv);
-        }
-        const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
-        if constexpr (std::is_integral_v<T>) {
-          if (exact_int) {
-            if (cv) acc += acc_of(*cv);
-            po[i * n + j] = acc_to<T>(acc);
-            continue;
-          }
-          double r = alpha * static_cast<double>(static_cast<T>(acc));
-          if (cv) r += beta * static_cast<double>(*cv);
-          po[i * n + j] = from_double<T>(r);
-        } else {
-          double r = alpha * acc;
-          if (cv) r += beta * to_double(*cv);
-          po[i * n + j] = from_double<T>(r);
-        }
-      }
-    }
-    return out;
-  }));
+                   using T = typename decltype(tag)::type;
+                   Tensor out(a.dtype(), {m, n});
+                   const T* pa = a.data<T>();
+                   const T* pb = b.data<T>();
+                   const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
+                   T* po = out.data<T>();
+                   const bool exact_int =
+                       std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
+                   for (int64_t i = 0; i < m; ++i) {
+                     for (int64_t j = 0; j < n; ++j) {
+                       DotAcc<T> acc{};
+                       for (int64_t p = 0; p < k; ++p) {
+                         const T& av = ta ? pa[p * m + i] : pa[i * k + p];
+                         const T& bv = tb ? pb[j * k + p] : pb[p * n + j];
+                         acc += acc_of(av) * acc_of(bv);
+                       }
+                       const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
+                       if constexpr (std::is_integral_v<T>) {
+                         if (exact_int) {
+                           if (cv) acc += acc_of(*cv);
+                           po[i * n + j] = acc_to<T>(acc);
+                           continue;
+                         }
+                         double r = alpha * static_cast<double>(static_cast<T>(acc));
+                         if (cv) r += beta * static_cast<double>(*cv);
+                         po[i * n + j] = from_double<T>(r);
+                       } else {
+                         double r = alpha * acc;
+                         if (cv) r += beta * to_double(*cv);
+                         po[i * n + j] = from_double<T>(r);
+                       }
+                     }
+                   }
+                   return out;
+                 }));
 }
 
 void infer_gemm(InferContext& ctx) {
@@ -240,7 +243,8 @@ void einsum(KernelContext& ctx) {
   for (size_t i = 0; i < n_in; ++i) {
     const Tensor& x = ctx.input(i);
     ctx.check(x.dtype() == dtype, "inputs have different types");
-    int64_t letters = static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0);
+    int64_t letters =
+        static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0);
     int64_t rank = static_cast<int64_t>(x.rank());
     ctx.check(terms[i].has_ellipsis ? rank >= letters : rank == letters,
               "term {} does not match input {} of shape {}", i, i, x.describe());
@@ -251,8 +255,8 @@ void einsum(KernelContext& ctx) {
   std::vector<std::vector<int>> dim_labels(n_in);
   for (size_t i = 0; i < n_in; ++i) {
     const Tensor& x = ctx.input(i);
-    int64_t e = static_cast<int64_t>(x.rank()) - (static_cast<int64_t>(terms[i].labels.size()) -
-                                                  (terms[i].has_ellipsis ? 1 : 0));
+    int64_t e = static_cast<int64_t>(x.rank()) -
+                (static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0));
     for (int l : terms[i].labels) {
       if (l >= 0) {
         dim_labels[i].push_back(l);
@@ -262,14 +266,10 @@ void einsum(KernelContext& ctx) {
         dim_labels[i].push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - e + j));
       }
     }
-    std::vector<int> seen;
     for (size_t d = 0; d < dim_labels[i].size(); ++d) {
       int l = dim_labels[i][d];
       int64_t n = x.dim(d);
-      if (std::find(seen.begin(), seen.end(), l) == seen.end()) {
-        ++count[l];
-        seen.push_back(l);
-      }
+      ++count[l];  // a label repeated within one term ('ii') is summed over, like numpy
       auto it = size.find(l);
       if (it == size.end()) {
         size[l] = n;
@@ -286,7 +286,8 @@ void einsum(KernelContext& ctx) {
     EinsumTerm o = parse_term(ctx, rhs);
     for (int l : o.labels) {
       if (l < 0) {
-        for (int64_t j = 0; j < ellipsis_rank; ++j) out_labels.push_back(kEllipsisBase + static_cast<int>(j));
+        for (int64_t j = 0; j < ellipsis_rank; ++j)
+          out_labels.push_back(kEllipsisBase + static_cast<int>(j));
         continue;
       }
       ctx.check(size.count(l) > 0, "output subscript does not appear in the inputs");
@@ -296,7 +297,8 @@ void einsum(KernelContext& ctx) {
     }
   } else {
     // Implicit output: the ellipsis dims, then labels used once in ASCII order (upper first).
-    for (int64_t j = 0; j < ellipsis_rank; ++j) out_labels.push_back(kEllipsisBase + static_cast<int>(j));
+    for (int64_t j = 0; j < ellipsis_rank; ++j)
+      out_labels.push_back(kEllipsisBase + static_cast<int>(j));
     for (int l = 26; l < 52; ++l) {
       if (count.count(l) && count[l] == 1) out_labels.push_back(l);
     }
@@ -317,38 +319,41 @@ void einsum(KernelContext& ctx) {
     std::vector<int64_t> rs = row_major_strides(ctx.input(i).dims());
     for (size_t d = 0; d < dim_labels[i].size(); ++d) {
       if (ctx.input(i).dim(d) == 1) continue;
-      size_t j = static_cast<size_t>(std::find(all.begin(), all.end(), dim_labels[i][d]) - all.begin());
+      size_t j =
+          static_cast<size_t>(std::find(all.begin(), all.end(), dim_labels[i][d]) - all.begin());
       strides[i][j] += rs[d];
     }
   }
   ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(dtype, "Einsum", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(dtype, out_dims);
-    T* po = out.data<T>();
-    const int64_t out_n = out.numel();
-    std::vector<DotAcc<T>> acc(static_cast<size_t>(out_n), DotAcc<T>{});
-    int64_t total = 1;
-    for (int64_t d : all_dims) total *= d;
-    std::vector<const T*> ptr(n_in);
-    for (size_t i = 0; i < n_in; ++i) ptr[i] = ctx.input(i).data<T>();
-    std::vector<int64_t> index(all.size(), 0), off(n_in, 0);
-    const int64_t inner = total == 0 ? 0 : total / std::max<int64_t>(out_n, 1);
-    for (int64_t it = 0; it < total; ++it) {
-      DotAcc<T> prod = acc_of(ptr[0][off[0]]);
-      for (size_t i = 1; i < n_in; ++i) prod *= acc_of(ptr[i][off[i]]);
-      acc[static_cast<size_t>(it / inner)] += prod;
-      for (size_t ax = all.size(); ax-- > 0;) {
-        if (++index[ax] < all_dims[ax]) {
-          for (size_t i = 0; i < n_in; ++i) off[i] += strides[i][ax];
-          break;
-        }
-        for (size_t i = 0; i < n_in; ++i) off[i] -= strides[i][ax] * (all_dims[ax] - 1);
-        index[ax] = 0;
-      }
-    }
-    for (int64_t o = 0; o < out_n; ++o) po[o] = acc_to<T>(acc[static_cast<size_t>(o)]);
-    return out;
-  }));
+                   using T = typename decltype(tag)::type;
+                   Tensor out(dtype, out_dims);
+                   T* po = out.data<T>();
+                   const int64_t out_n = out.numel();
+                   std::vector<DotAcc<T>> acc(static_cast<size_t>(out_n), DotAcc<T>{});
+                   int64_t total = 1;
+                   for (int64_t d : all_dims) total *= d;
+                   std::vector<const T*> ptr(n_in);
+                   for (size_t i = 0; i < n_in; ++i) ptr[i] = ctx.input(i).data<T>();
+                   std::vector<int64_t> index(all.size(), 0), off(n_in, 0);
+                   const int64_t inner = total == 0 ? 0 : total / std::max<int64_t>(out_n, 1);
+                   for (int64_t it = 0; it < total; ++it) {
+                     DotAcc<T> prod = acc_of(ptr[0][off[0]]);
+                     for (size_t i = 1; i < n_in; ++i) prod *= acc_of(ptr[i][off[i]]);
+                     acc[static_cast<size_t>(it / inner)] += prod;
+                     for (size_t ax = all.size(); ax-- > 0;) {
+                       if (++index[ax] < all_dims[ax]) {
+                         for (size_t i = 0; i < n_in; ++i) off[i] += strides[i][ax];
+                         break;
+                       }
+                       for (size_t i = 0; i < n_in; ++i)
+                         off[i] -= strides[i][ax] * (all_dims[ax] - 1);
+                       index[ax] = 0;
+                     }
+                   }
+                   for (int64_t o = 0; o < out_n; ++o)
+                     po[o] = acc_to<T>(acc[static_cast<size_t>(o)]);
+                   return out;
+                 }));
 }
 
 void infer_einsum(InferContext& ctx) {
@@ -364,37 +369,38 @@ void det(KernelContext& ctx) {
   const int64_t m = x.dim(x.rank() - 1);
   std::vector<int64_t> out_dims(x.dims().begin(), x.dims().end() - 2);
   ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(x.dtype(), "Det", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(x.dtype(), out_dims);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    std::vector<double> lu(static_cast<size_t>(m * m));
-    for (int64_t b = 0; b < out.numel(); ++b) {
-      for (int64_t i = 0; i < m * m; ++i) lu[static_cast<size_t>(i)] = to_double(px[b * m * m + i]);
-      double d = 1;
-      for (int64_t c = 0; c < m && d != 0; ++c) {
-        int64_t piv = c;
-        for (int64_t r = c + 1; r < m; ++r) {
-          if (std::fabs(lu[r * m + c]) > std::fabs(lu[piv * m + c])) piv = r;
-        }
-        if (lu[piv * m + c] == 0) {
-          d = 0;
-          break;
-        }
-        if (piv != c) {
-          for (int64_t j = 0; j < m; ++j) std::swap(lu[c * m + j], lu[piv * m + j]);
-          d = -d;
-        }
-        d *= lu[c * m + c];
-        for (int64_t r = c + 1; r < m; ++r) {
-          double f = lu[r * m + c] / lu[c * m + c];
-          for (int64_t j = c; j < m; ++j) lu[r * m + j] -= f * lu[c * m + j];
-        }
-      }
-      po[b] = from_double<T>(d);
-    }
-    return out;
-  }));
+                   using T = typename decltype(tag)::type;
+                   Tensor out(x.dtype(), out_dims);
+                   const T* px = x.data<T>();
+                   T* po = out.data<T>();
+                   std::vector<double> lu(static_cast<size_t>(m * m));
+                   for (int64_t b = 0; b < out.numel(); ++b) {
+                     for (int64_t i = 0; i < m * m; ++i)
+                       lu[static_cast<size_t>(i)] = to_double(px[b * m * m + i]);
+                     double d = 1;
+                     for (int64_t c = 0; c < m && d != 0; ++c) {
+                       int64_t piv = c;
+                       for (int64_t r = c + 1; r < m; ++r) {
+                         if (std::fabs(lu[r * m + c]) > std::fabs(lu[piv * m + c])) piv = r;
+                       }
+                       if (lu[piv * m + c] == 0) {
+                         d = 0;
+                         break;
+                       }
+                       if (piv != c) {
+                         for (int64_t j = 0; j < m; ++j) std::swap(lu[c * m + j], lu[piv * m + j]);
+                         d = -d;
+                       }
+                       d *= lu[c * m + c];
+                       for (int64_t r = c + 1; r < m; ++r) {
+                         double f = lu[r * m + c] / lu[c * m + c];
+                         for (int64_t j = c; j < m; ++j) lu[r * m + j] -= f * lu[c * m + j];
+                       }
+                     }
+                     po[b] = from_double<T>(d);
+                   }
+                   return out;
+                 }));
 }
 
 void infer_det(InferContext& ctx) {

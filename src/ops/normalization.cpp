@@ -21,7 +21,8 @@ std::vector<double> broadcast_param(const KernelContext& ctx, const Tensor& p,
   ctx.check(p.rank() <= dims.size(), "{} {} does not broadcast to {}", name, p.describe(),
             dims_to_string(dims));
   std::vector<int64_t> out = broadcast_dims(ctx, {p.dims(), dims});
-  ctx.check(out == dims, "{} {} does not broadcast to {}", name, p.describe(), dims_to_string(dims));
+  ctx.check(out == dims, "{} {} does not broadcast to {}", name, p.describe(),
+            dims_to_string(dims));
   std::vector<double> r(static_cast<size_t>(shape_numel(dims)));
   std::array<std::vector<int64_t>, 1> strides = {broadcast_strides(p.dims(), dims)};
   for_each_broadcast<1>(dims, strides, [&](int64_t i, const std::array<int64_t, 1>& off) {
@@ -38,9 +39,14 @@ std::vector<double> channel_param(const KernelContext& ctx, size_t input, int64_
   return float_values(t, ctx.node().op_type());
 }
 
-DataType stash_dtype(const AttrReader& ctx, DataType x) {
-  // stash_type 1 (float) is the default; other values keep the input's precision.
-  return ctx.attr_int("stash_type", 1) == 1 ? DataType::Float32 : x;
+// stash_type is an ONNX element type code naming the type of Mean/InvStdDev (float by default).
+// Statistics are computed in double whatever it says.
+DataType stash_dtype(const AttrReader& ctx) {
+  const int64_t code = ctx.attr_int("stash_type", 1);
+  ctx.check(code > 0 && code < 1000, "stash_type {} is not an element type", code);
+  DataType t = dtype_from_onnx(static_cast<int32_t>(code), "stash_type");
+  ctx.check(dtype_is_float(t), "stash_type must be a float type, got {}", dtype_name(t));
+  return t;
 }
 
 void layer_norm(KernelContext& ctx) {
@@ -55,7 +61,8 @@ void layer_norm(KernelContext& ctx) {
   if (ctx.has_input(2)) bias = broadcast_param(ctx, ctx.input(2), x.dims(), "B");
   const int64_t outer = dims_product(x.dims(), 0, axis);
   const int64_t inner = dims_product(x.dims(), axis, x.rank());
-  std::vector<double> y(xv.size()), mean(static_cast<size_t>(outer)), inv(static_cast<size_t>(outer));
+  std::vector<double> y(xv.size()), mean(static_cast<size_t>(outer)),
+      inv(static_cast<size_t>(outer));
   for (int64_t o = 0; o < outer; ++o) {
     const size_t base = static_cast<size_t>(o * inner);
     double s = 0;
@@ -75,9 +82,11 @@ void layer_norm(KernelContext& ctx) {
   ctx.set_output(0, float_tensor(x.dtype(), x.dims(), y, "LayerNormalization"));
   std::vector<int64_t> stat_dims = x.dims();
   for (size_t i = axis; i < stat_dims.size(); ++i) stat_dims[i] = 1;
-  const DataType st = stash_dtype(ctx, x.dtype());
-  if (ctx.wants_output(1)) ctx.set_output(1, float_tensor(st, stat_dims, mean, "LayerNormalization"));
-  if (ctx.wants_output(2)) ctx.set_output(2, float_tensor(st, stat_dims, inv, "LayerNormalization"));
+  const DataType st = stash_dtype(ctx);
+  if (ctx.wants_output(1))
+    ctx.set_output(1, float_tensor(st, stat_dims, mean, "LayerNormalization"));
+  if (ctx.wants_output(2))
+    ctx.set_output(2, float_tensor(st, stat_dims, inv, "LayerNormalization"));
 }
 
 void infer_layer_norm(InferContext& ctx) {
@@ -92,7 +101,7 @@ void infer_layer_norm(InferContext& ctx) {
     for (size_t i = axis; i < dims.size(); ++i) dims[i] = Dim(1);
     stat = Shape(std::move(dims));
   }
-  const DataType st = stash_dtype(ctx, t->dtype);
+  const DataType st = stash_dtype(ctx);
   for (size_t i = 1; i < std::min<size_t>(ctx.output_count(), 3); ++i) {
     ctx.set_output_type(i, TypeInfo::tensor(st, stat));
   }
@@ -116,15 +125,9 @@ void rms_norm(KernelContext& ctx) {
     const double r = 1.0 / std::sqrt(s / static_cast<double>(inner) + eps);
     for (int64_t i = 0; i < inner; ++i) y[base + i] = xv[base + i] * r * scale[base + i];
   }
-  // Y takes the scale's element type (V), which may differ from X's.
-  ctx.set_output(0, float_tensor(ctx.input(1).dtype(), x.dims(), y, "RMSNormalization"));
-}
-
-void infer_rms_norm(InferContext& ctx) {
-  const TypeInfo* t = ctx.input_type(0);
-  const TypeInfo* s = ctx.input_type(1);
-  if (!t || !t->is_tensor() || !s || !s->is_tensor()) return;
-  ctx.set_output_type(0, TypeInfo::tensor(s->dtype, t->shape));
+  // The schema types Y as V (the scale's type), but ONNX shape inference and the reference both
+  // give Y the type of X; models carry the latter in their value_info, so follow it.
+  ctx.set_output(0, float_tensor(x.dtype(), x.dims(), y, "RMSNormalization"));
 }
 
 // ---- BatchNormalization -------------------------------------------------------------------
@@ -160,7 +163,8 @@ void batch_norm(KernelContext& ctx) {
     for (int64_t ch = 0; ch < c; ++ch) {
       double s = 0, sq = 0;
       for (int64_t b = 0; b < n; ++b) {
-        for (int64_t i = 0; i < spatial; ++i) s += xv[static_cast<size_t>((b * c + ch) * spatial + i)];
+        for (int64_t i = 0; i < spatial; ++i)
+          s += xv[static_cast<size_t>((b * c + ch) * spatial + i)];
       }
       const double m = s / count;
       for (int64_t b = 0; b < n; ++b) {
@@ -218,6 +222,7 @@ std::vector<double> group_normalize(const std::vector<double>& xv, int64_t n, in
                                     const std::vector<double>& scale,
                                     const std::vector<double>& bias, bool per_group) {
   std::vector<double> y(xv.size());
+  if (groups == 0) return y;  // no channels
   const int64_t cpg = c / groups;
   const int64_t block = cpg * spatial;
   for (int64_t b = 0; b < n; ++b) {
@@ -319,7 +324,8 @@ void mvn(KernelContext& ctx) {
   std::vector<double> y(xv.size());
   for_each_reduced(x.dims(), reduced, [&](int64_t i, int64_t o) {
     double sd = std::sqrt(var[static_cast<size_t>(o)] / static_cast<double>(count));
-    y[static_cast<size_t>(i)] = (xv[static_cast<size_t>(i)] - mean[static_cast<size_t>(o)]) / (sd + 1e-9);
+    y[static_cast<size_t>(i)] =
+        (xv[static_cast<size_t>(i)] - mean[static_cast<size_t>(o)]) / (sd + 1e-9);
   });
   ctx.set_output(0, float_tensor(x.dtype(), x.dims(), y, "MeanVarianceNormalization"));
 }
@@ -375,14 +381,15 @@ void dropout(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   dispatch_dtype<DTypeSet::Float>(x.dtype(), "Dropout", [](auto) { return 0; });
   if (ctx.opset() >= 12) {
-    const bool training = ctx.has_input(2) && ctx.input(2).numel() == 1 && ctx.input(2).int_at(0) != 0;
     if (ctx.has_input(2)) {
       ctx.check(ctx.input(2).dtype() == DataType::Bool && ctx.input(2).numel() == 1,
                 "training_mode must be a bool scalar, got {}", ctx.input(2).describe());
     }
+    const bool training = ctx.has_input(2) && ctx.input(2).int_at(0) != 0;
     double ratio = 0.5;
     if (ctx.has_input(1)) {
-      ctx.check(ctx.input(1).numel() == 1, "ratio must be a scalar, got {}", ctx.input(1).describe());
+      ctx.check(ctx.input(1).numel() == 1, "ratio must be a scalar, got {}",
+                ctx.input(1).describe());
       ratio = ctx.input(1).double_at(0);
     }
     ctx.check(ratio >= 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
@@ -410,19 +417,30 @@ void infer_dropout(InferContext& ctx) {
   if (!t || !t->is_tensor()) return;
   ctx.set_output_type(0, *t);
   if (ctx.output_count() > 1) {
-    ctx.set_output_type(1, TypeInfo::tensor(ctx.opset() >= 10 ? DataType::Bool : t->dtype, t->shape));
+    ctx.set_output_type(1,
+                        TypeInfo::tensor(ctx.opset() >= 10 ? DataType::Bool : t->dtype, t->shape));
   }
 }
 
-KILN_REGISTER_OP({.op_type = "LayerNormalization", .kernel = layer_norm, .infer = infer_layer_norm});
-KILN_REGISTER_OP({.op_type = "RMSNormalization", .kernel = rms_norm, .infer = infer_rms_norm});
-KILN_REGISTER_OP({.op_type = "BatchNormalization", .kernel = batch_norm, .infer = infer_batch_norm});
-KILN_REGISTER_OP(
-    {.op_type = "InstanceNormalization", .kernel = instance_norm, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "GroupNormalization", .kernel = group_norm, .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "LayerNormalization",
+                  .kernel = layer_norm,
+                  .infer = infer_layer_norm});
+KILN_REGISTER_OP({.op_type = "RMSNormalization",
+                  .kernel = rms_norm,
+                  .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "BatchNormalization",
+                  .kernel = batch_norm,
+                  .infer = infer_batch_norm});
+KILN_REGISTER_OP({.op_type = "InstanceNormalization",
+                  .kernel = instance_norm,
+                  .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "GroupNormalization",
+                  .kernel = group_norm,
+                  .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "LpNormalization", .kernel = lp_norm, .infer = infer_same_as_input0});
-KILN_REGISTER_OP(
-    {.op_type = "MeanVarianceNormalization", .kernel = mvn, .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "MeanVarianceNormalization",
+                  .kernel = mvn,
+                  .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "LRN", .kernel = lrn, .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "Dropout", .kernel = dropout, .infer = infer_dropout});
 

@@ -15,7 +15,9 @@ namespace {
 enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
 
 // The opset from which the op reads axes from input 1 instead of the `axes` attribute.
-int axes_input_since(const std::string& op_type) { return op_type == "ReduceSum" ? 13 : 18; }
+int axes_input_since(const std::string& op_type) {
+  return op_type == "ReduceSum" ? 13 : 18;
+}
 
 // Which axes a Reduce node reduces. `axes` is nullopt when it is only known at run time.
 struct ReduceAxes {
@@ -40,8 +42,10 @@ ReduceAxes resolve_axes(const AttrReader& ctx, size_t rank, const std::vector<in
 std::vector<int64_t> reduced_dims(const std::vector<int64_t>& dims, const ReduceAxes& r) {
   std::vector<int64_t> out;
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (!r.reduced[i]) out.push_back(dims[i]);
-    else if (r.keepdims) out.push_back(1);
+    if (!r.reduced[i])
+      out.push_back(dims[i]);
+    else if (r.keepdims)
+      out.push_back(1);
   }
   return out;
 }
@@ -62,10 +66,10 @@ ReduceAxes kernel_axes(const KernelContext& ctx, size_t rank) {
 
 // Integers sum and multiply exactly with wrap-around; everything else goes through double.
 template <typename T, Kind K>
-using ReduceAcc = std::conditional_t<std::is_integral_v<T> && (K == Kind::Sum || K == Kind::Prod ||
-                                                               K == Kind::L1 || K == Kind::SumSquare),
-                                     std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>,
-                                     double>;
+using ReduceAcc =
+    std::conditional_t<std::is_integral_v<T> && (K == Kind::Sum || K == Kind::Prod ||
+                                                 K == Kind::L1 || K == Kind::SumSquare),
+                       std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, double>;
 
 template <typename T, Kind K>
 Tensor reduce_typed(const KernelContext& ctx, const Tensor& x, const ReduceAxes& r) {
@@ -187,13 +191,13 @@ void reduce(KernelContext& ctx) {
     if (!with_bool || ctx.opset() < 20) ctx.unsupported("{} does not take bool input", op);
   }
   ctx.set_output(0, dispatch_dtype<DTypeSet::NumericBool>(x.dtype(), op, [&](auto tag) -> Tensor {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, bool> && !with_bool) {
-      ctx.unsupported("{} does not take bool input", op);
-    } else {
-      return reduce_typed<T, K>(ctx, x, r);
-    }
-  }));
+                   using T = typename decltype(tag)::type;
+                   if constexpr (std::is_same_v<T, bool> && !with_bool) {
+                     ctx.unsupported("{} does not take bool input", op);
+                   } else {
+                     return reduce_typed<T, K>(ctx, x, r);
+                   }
+                 }));
 }
 
 // Output type of a Reduce node: same element type; shape when the axes are known statically.
@@ -235,14 +239,20 @@ void infer_reduce_impl(InferContext& ctx, DataType out_type) {
   }
   std::vector<Dim> dims;
   for (size_t i = 0; i < rank; ++i) {
-    if (!r->reduced[i]) dims.push_back((*t->shape)[i]);
-    else if (r->keepdims) dims.push_back(Dim(1));
+    if (!r->reduced[i])
+      dims.push_back((*t->shape)[i]);
+    else if (r->keepdims)
+      dims.push_back(Dim(1));
   }
   ctx.set_output_type(0, TypeInfo::tensor(dtype, Shape(std::move(dims))));
 }
 
-void infer_reduce(InferContext& ctx) { infer_reduce_impl(ctx, DataType::Undefined); }
-void infer_arg_reduce(InferContext& ctx) { infer_reduce_impl(ctx, DataType::Int64); }
+void infer_reduce(InferContext& ctx) {
+  infer_reduce_impl(ctx, DataType::Undefined);
+}
+void infer_arg_reduce(InferContext& ctx) {
+  infer_reduce_impl(ctx, DataType::Int64);
+}
 
 template <bool IsMax>
 void arg_reduce(KernelContext& ctx) {
@@ -255,8 +265,10 @@ void arg_reduce(KernelContext& ctx) {
   AxisSplit s = split_at_axis(x.dims(), axis);
   ctx.check(s.length > 0 || s.outer * s.inner == 0, "cannot reduce over the empty axis {}", axis);
   std::vector<int64_t> out_dims = x.dims();
-  if (keepdims) out_dims[axis] = 1;
-  else out_dims.erase(out_dims.begin() + static_cast<int64_t>(axis));
+  if (keepdims)
+    out_dims[axis] = 1;
+  else
+    out_dims.erase(out_dims.begin() + static_cast<int64_t>(axis));
   Tensor out(DataType::Int64, out_dims);
   int64_t* po = out.data<int64_t>();
   dispatch_dtype<DTypeSet::NumericBool>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
@@ -295,11 +307,15 @@ KILN_REGISTER_OP({.op_type = "ReduceMin", .kernel = reduce<Kind::Min>, .infer = 
 KILN_REGISTER_OP({.op_type = "ReduceProd", .kernel = reduce<Kind::Prod>, .infer = infer_reduce});
 KILN_REGISTER_OP({.op_type = "ReduceL1", .kernel = reduce<Kind::L1>, .infer = infer_reduce});
 KILN_REGISTER_OP({.op_type = "ReduceL2", .kernel = reduce<Kind::L2>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceLogSum", .kernel = reduce<Kind::LogSum>, .infer = infer_reduce});
-KILN_REGISTER_OP(
-    {.op_type = "ReduceLogSumExp", .kernel = reduce<Kind::LogSumExp>, .infer = infer_reduce});
-KILN_REGISTER_OP(
-    {.op_type = "ReduceSumSquare", .kernel = reduce<Kind::SumSquare>, .infer = infer_reduce});
+KILN_REGISTER_OP({.op_type = "ReduceLogSum",
+                  .kernel = reduce<Kind::LogSum>,
+                  .infer = infer_reduce});
+KILN_REGISTER_OP({.op_type = "ReduceLogSumExp",
+                  .kernel = reduce<Kind::LogSumExp>,
+                  .infer = infer_reduce});
+KILN_REGISTER_OP({.op_type = "ReduceSumSquare",
+                  .kernel = reduce<Kind::SumSquare>,
+                  .infer = infer_reduce});
 KILN_REGISTER_OP({.op_type = "ArgMax", .kernel = arg_reduce<true>, .infer = infer_arg_reduce});
 KILN_REGISTER_OP({.op_type = "ArgMin", .kernel = arg_reduce<false>, .infer = infer_arg_reduce});
 

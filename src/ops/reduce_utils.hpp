@@ -20,8 +20,8 @@ using AccumOf = std::conditional_t<std::is_floating_point_v<T> || std::is_same_v
                                    double, T>;
 
 template <typename T>
-inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
-                                     std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsFloatLike =
+    std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 template <typename T>
 double to_double(const T& v) {
@@ -44,8 +44,10 @@ T from_double(double v) {
     return v != 0;
   } else {
     if (std::isnan(v)) return T(0);
-    if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (v <= static_cast<double>(std::numeric_limits<T>::min()))
+      return std::numeric_limits<T>::min();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
     return static_cast<T>(v);
   }
 }
@@ -53,8 +55,7 @@ T from_double(double v) {
 // Calls fn(in_offset, out_offset) for every element of a tensor with `dims`, where out_offset
 // is the row-major offset into the tensor with the `reduced` axes collapsed to size 1.
 template <typename Fn>
-void for_each_reduced(const std::vector<int64_t>& dims, const std::vector<bool>& reduced,
-                      Fn&& fn) {
+void for_each_reduced(const std::vector<int64_t>& dims, const std::vector<bool>& reduced, Fn&& fn) {
   std::vector<int64_t> out_dims = dims;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (reduced[i]) out_dims[i] = 1;
@@ -91,9 +92,12 @@ struct AxisSplit {
 inline AxisSplit split_at_axis(const std::vector<int64_t>& dims, size_t axis) {
   AxisSplit s;
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (i < axis) s.outer *= dims[i];
-    else if (i == axis) s.length = dims[i];
-    else s.inner *= dims[i];
+    if (i < axis)
+      s.outer *= dims[i];
+    else if (i == axis)
+      s.length = dims[i];
+    else
+      s.inner *= dims[i];
   }
   return s;
 }

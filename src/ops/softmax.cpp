@@ -38,40 +38,42 @@ void softmax(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   AxisSplit s = softmax_split(ctx, x);
   ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    Tensor out(x.dtype(), x.dims());
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    std::vector<double> row(static_cast<size_t>(s.length));
-    for (int64_t o = 0; o < s.outer; ++o) {
-      for (int64_t in = 0; in < s.inner; ++in) {
-        const int64_t base = o * s.length * s.inner + in;
-        double mx = -std::numeric_limits<double>::infinity();
-        int64_t arg = 0;
-        for (int64_t k = 0; k < s.length; ++k) {
-          double v = to_double(px[base + k * s.inner]);
-          row[static_cast<size_t>(k)] = v;
-          if (v > mx || (std::isnan(v) && !std::isnan(mx))) {
-            mx = v;
-            arg = k;
-          }
-        }
-        if constexpr (K == SoftKind::Hardmax) {
-          for (int64_t k = 0; k < s.length; ++k) po[base + k * s.inner] = T(k == arg ? 1.0f : 0.0f);
-          continue;
-        }
-        // An all -inf row would give -inf - -inf = NaN; numpy does the same, so keep it.
-        double sum = 0;
-        for (double v : row) sum += std::exp(v - mx);
-        for (int64_t k = 0; k < s.length; ++k) {
-          double d = row[static_cast<size_t>(k)] - mx;
-          double r = K == SoftKind::Softmax ? std::exp(d) / sum : d - std::log(sum);
-          po[base + k * s.inner] = from_double<T>(r);
-        }
-      }
-    }
-    return out;
-  }));
+                   using T = typename decltype(tag)::type;
+                   Tensor out(x.dtype(), x.dims());
+                   const T* px = x.data<T>();
+                   T* po = out.data<T>();
+                   std::vector<double> row(static_cast<size_t>(s.length));
+                   for (int64_t o = 0; o < s.outer; ++o) {
+                     for (int64_t in = 0; in < s.inner; ++in) {
+                       const int64_t base = o * s.length * s.inner + in;
+                       double mx = -std::numeric_limits<double>::infinity();
+                       int64_t arg = 0;
+                       for (int64_t k = 0; k < s.length; ++k) {
+                         double v = to_double(px[base + k * s.inner]);
+                         row[static_cast<size_t>(k)] = v;
+                         if (v > mx || (std::isnan(v) && !std::isnan(mx))) {
+                           mx = v;
+                           arg = k;
+                         }
+                       }
+                       if constexpr (K == SoftKind::Hardmax) {
+                         for (int64_t k = 0; k < s.length; ++k)
+                           po[base + k * s.inner] = T(k == arg ? 1.0f : 0.0f);
+                         continue;
+                       }
+                       // An all -inf row would give -inf - -inf = NaN; numpy does the same, so keep
+                       // it.
+                       double sum = 0;
+                       for (double v : row) sum += std::exp(v - mx);
+                       for (int64_t k = 0; k < s.length; ++k) {
+                         double d = row[static_cast<size_t>(k)] - mx;
+                         double r = K == SoftKind::Softmax ? std::exp(d) / sum : d - std::log(sum);
+                         po[base + k * s.inner] = from_double<T>(r);
+                       }
+                     }
+                   }
+                   return out;
+                 }));
 }
 
 template <bool IsProd>
@@ -88,33 +90,38 @@ void cumulative(KernelContext& ctx) {
   const bool exclusive = ctx.attr_int("exclusive", 0) != 0;
   const bool reverse = ctx.attr_int("reverse", 0) != 0;
   AxisSplit s = split_at_axis(x.dims(), axis);
-  ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // Integers wrap like hardware; floats accumulate in double and round once per element.
-    using Acc = std::conditional_t<std::is_integral_v<T>,
-                                   std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>,
-                                   double>;
-    Tensor out(x.dtype(), x.dims());
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    for (int64_t o = 0; o < s.outer; ++o) {
-      for (int64_t in = 0; in < s.inner; ++in) {
-        Acc acc = IsProd ? Acc(1) : Acc(0);
-        for (int64_t j = 0; j < s.length; ++j) {
-          int64_t k = reverse ? s.length - 1 - j : j;
-          int64_t idx = (o * s.length + k) * s.inner + in;
-          Acc v;
-          if constexpr (std::is_integral_v<T>) v = static_cast<Acc>(px[idx]);
-          else v = to_double(px[idx]);
-          if (!exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
-          if constexpr (std::is_integral_v<T>) po[idx] = static_cast<T>(acc);
-          else po[idx] = from_double<T>(acc);
-          if (exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
+  ctx.set_output(
+      0, dispatch_dtype<DTypeSet::Numeric>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        // Integers wrap like hardware; floats accumulate in double and round once per element.
+        using Acc = std::conditional_t<
+            std::is_integral_v<T>,
+            std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, double>;
+        Tensor out(x.dtype(), x.dims());
+        const T* px = x.data<T>();
+        T* po = out.data<T>();
+        for (int64_t o = 0; o < s.outer; ++o) {
+          for (int64_t in = 0; in < s.inner; ++in) {
+            Acc acc = IsProd ? Acc(1) : Acc(0);
+            for (int64_t j = 0; j < s.length; ++j) {
+              int64_t k = reverse ? s.length - 1 - j : j;
+              int64_t idx = (o * s.length + k) * s.inner + in;
+              Acc v;
+              if constexpr (std::is_integral_v<T>)
+                v = static_cast<Acc>(px[idx]);
+              else
+                v = to_double(px[idx]);
+              if (!exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
+              if constexpr (std::is_integral_v<T>)
+                po[idx] = static_cast<T>(acc);
+              else
+                po[idx] = from_double<T>(acc);
+              if (exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
+            }
+          }
         }
-      }
-    }
-    return out;
-  }));
+        return out;
+      }));
 }
 
 void topk(KernelContext& ctx) {
@@ -196,10 +203,15 @@ void infer_topk(InferContext& ctx) {
   if (ctx.output_count() > 1) ctx.set_output_type(1, TypeInfo::tensor(DataType::Int64, shape));
 }
 
-KILN_REGISTER_OP({.op_type = "Softmax", .kernel = softmax<SoftKind::Softmax>, .infer = infer_same_as_input0});
-KILN_REGISTER_OP(
-    {.op_type = "LogSoftmax", .kernel = softmax<SoftKind::LogSoftmax>, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Hardmax", .kernel = softmax<SoftKind::Hardmax>, .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "Softmax",
+                  .kernel = softmax<SoftKind::Softmax>,
+                  .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "LogSoftmax",
+                  .kernel = softmax<SoftKind::LogSoftmax>,
+                  .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "Hardmax",
+                  .kernel = softmax<SoftKind::Hardmax>,
+                  .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "CumSum", .kernel = cumulative<false>, .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "CumProd", .kernel = cumulative<true>, .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "TopK", .kernel = topk, .infer = infer_topk});
