@@ -331,7 +331,11 @@ void einsum(KernelContext& ctx) {
                    const int64_t out_n = out.numel();
                    std::vector<DotAcc<T>> acc(static_cast<size_t>(out_n), DotAcc<T>{});
                    int64_t total = 1;
-                   for (int64_t d : all_dims) total *= d;
+                   for (int64_t d : all_dims) {
+                     if (__builtin_mul_overflow(total, d, &total)) {
+                       ctx.unsupported("the einsum iteration space overflows int64");
+                     }
+                   }
                    std::vector<const T*> ptr(n_in);
                    for (size_t i = 0; i < n_in; ++i) ptr[i] = ctx.input(i).data<T>();
                    std::vector<int64_t> index(all.size(), 0), off(n_in, 0);

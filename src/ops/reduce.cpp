@@ -52,6 +52,8 @@ std::vector<int64_t> reduced_dims(const std::vector<int64_t>& dims, const Reduce
 
 ReduceAxes kernel_axes(const KernelContext& ctx, size_t rank) {
   if (ctx.opset() >= axes_input_since(ctx.node().op_type())) {
+    ctx.check(!ctx.has_attr("axes"), "axes is an input since opset {}, not an attribute",
+              axes_input_since(ctx.node().op_type()));
     std::vector<int64_t> axes;
     if (ctx.has_input(1)) {
       const Tensor& t = ctx.input(1);

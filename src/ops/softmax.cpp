@@ -94,9 +94,8 @@ void cumulative(KernelContext& ctx) {
       0, dispatch_dtype<DTypeSet::Numeric>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         // Integers wrap like hardware; floats accumulate in double and round once per element.
-        using Acc = std::conditional_t<
-            std::is_integral_v<T>,
-            std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, double>;
+        // (uint64 rather than T's own unsigned type: uint16 would promote to int and overflow.)
+        using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
         Tensor out(x.dtype(), x.dims());
         const T* px = x.data<T>();
         T* po = out.data<T>();
