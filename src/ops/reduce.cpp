@@ -19,7 +19,7 @@ int axes_input_since(const std::string& op_type) {
   return op_type == "ReduceSum" ? 13 : 18;
 }
 
-// Which axes a Reduce node reduces. `axes` is nullopt when it is only known at run time.
+// Which axes a Reduce node reduces (none reduced: every output is its single input element).
 struct ReduceAxes {
   std::vector<bool> reduced;
   bool keepdims = true;
