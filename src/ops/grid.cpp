@@ -108,7 +108,9 @@ void grid_sample(KernelContext& ctx) {
               double xf = align ? (norm + 1) / 2 * (len - 1) : ((norm + 1) * len - 1) / 2;
               if (interp == Interp::Nearest) xf = std::nearbyint(xf);
               const double lo = align ? 0.0 : -0.5, hi = align ? len - 1 : len - 0.5;
-              if (xf < lo || xf > hi) {
+              // Cubic applies the padding rule to each tap only (as PyTorch and ONNX Runtime do);
+              // nearest and linear first move the sampling point itself.
+              if (interp != Interp::Cubic && (xf < lo || xf > hi)) {
                 if (padding == Padding::Border)
                   xf = std::clamp(xf, 0.0, len - 1);
                 else if (padding == Padding::Reflection)
