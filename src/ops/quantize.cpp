@@ -1,0 +1,424 @@
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and QLinearMatMul.
+// Integer quantized types only (int8/uint8/int16/uint16, int32 where allowed); float8 and
+// 4-/2-bit types are refused as Unsupported.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/conv_utils.hpp"
+#include "ops/infer_utils.hpp"
+#include "ops/op_utils.hpp"
+#include "ops/registry.hpp"
+
+namespace kiln::ops {
+namespace {
+
+bool is_quant_int(DataType t) {
+  return t == DataType::UInt8 || t == DataType::Int8 || t == DataType::UInt16 ||
+         t == DataType::Int16;
+}
+
+std::pair<double, double> int_range(DataType t) {
+  switch (t) {
+    case DataType::UInt8:
+      return {0, 255};
+    case DataType::Int8:
+      return {-128, 127};
+    case DataType::UInt16:
+      return {0, 65535};
+    case DataType::Int16:
+      return {-32768, 32767};
+    case DataType::Int32:
+      return {-2147483648.0, 2147483647.0};
+    default:
+      return {0, 0};
+  }
+}
+
+void require_quant_type(const AttrReader& ctx, DataType t, bool allow_int32) {
+  if (is_quant_int(t) || (allow_int32 && t == DataType::Int32)) return;
+  ctx.unsupported("quantized element type {} is not supported (only int8/uint8/int16/uint16{})",
+                  dtype_name(t), allow_int32 ? "/int32" : "");
+}
+
+// For every element of x (dims), the index of its scale / zero point: per tensor, per axis, or
+// per block along `axis`.
+std::vector<int64_t> param_index(const AttrReader& ctx, const std::vector<int64_t>& dims,
+                                 const Tensor& scale) {
+  const int64_t numel = shape_numel(dims);
+  if (scale.numel() == 1 && scale.rank() <= 1) return std::vector<int64_t>(numel, 0);
+  ctx.check(ctx.opset() >= 13, "per-axis scales need opset 13, model imports opset {}",
+            ctx.opset());
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 1), rank);
+  const int64_t block = ctx.attr_int("block_size", 0);
+  ctx.check(block >= 0, "block_size must be >= 0, got {}", block);
+  std::vector<int64_t> out(static_cast<size_t>(numel));
+  const int64_t inner = shape_numel(std::vector<int64_t>(dims.begin() + axis + 1, dims.end()));
+  if (block == 0) {
+    ctx.check(scale.rank() == 1 && scale.dim(0) == dims[axis],
+              "per-axis scale must be 1-D with {} elements (axis {}), got {}", dims[axis], axis,
+              scale.describe());
+    for (int64_t i = 0; i < numel; ++i) out[i] = (i / inner) % dims[axis];
+    return out;
+  }
+  ctx.check(scale.rank() == dims.size(), "blocked scale {} must have the rank of the input",
+            scale.describe());
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t want = d == axis ? (dims[d] + block - 1) / block : dims[d];
+    ctx.check(scale.dim(d) == want, "blocked scale {} does not match input {} with block_size {}",
+              scale.describe(), dims_to_string(dims), block);
+  }
+  // Index over x's dims, where the block axis maps to axis / block.
+  const int64_t outer = numel / std::max<int64_t>(1, dims[axis] * inner);
+  const int64_t nblocks = scale.dim(axis);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < dims[axis]; ++a)
+      for (int64_t i = 0; i < inner; ++i)
+        out[(o * dims[axis] + a) * inner + i] = (o * nblocks + a / block) * inner + i;
+  return out;
+}
+
+// Zero points as int64 per parameter index (0 when absent); checks they pair with the scale.
+std::vector<int64_t> zero_point_values(const KernelContext& ctx, size_t slot, const Tensor& scale,
+                                       DataType want) {
+  if (!ctx.has_input(slot)) return std::vector<int64_t>(static_cast<size_t>(scale.numel()), 0);
+  const Tensor& zp = ctx.input(slot);
+  ctx.check(zp.dtype() == want, "zero point type {} must be {}", dtype_name(zp.dtype()),
+            dtype_name(want));
+  ctx.check(zp.dims() == scale.dims() || (zp.numel() == 1 && scale.numel() == 1),
+            "zero point {} must have the shape of the scale {}", zp.describe(), scale.describe());
+  return zp.to_int64_vector();
+}
+
+// Scales as doubles; they must be positive floats (float/float16/bfloat16).
+std::vector<double> read_scale(const KernelContext& ctx, const Tensor& scale) {
+  return dispatch_dtype<DTypeSet::Float>(scale.dtype(), "scale", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<double> v(static_cast<size_t>(scale.numel()));
+    const T* p = scale.data<T>();
+    for (int64_t i = 0; i < scale.numel(); ++i)
+      v[i] = static_cast<double>(static_cast<float>(p[i]));
+    if constexpr (std::is_same_v<T, double>) {
+      for (int64_t i = 0; i < scale.numel(); ++i) v[i] = p[i];
+    }
+    (void)ctx;
+    return v;
+  });
+}
+
+DataType quantize_output_type(const AttrReader& ctx, const DataType* zp_type) {
+  if (zp_type) return *zp_type;
+  int64_t code = ctx.attr_int("output_dtype", 0);
+  if (code == 0) return DataType::UInt8;
+  return static_cast<DataType>(code);
+}
+
+template <typename Q>
+void store_quantized(Tensor& y, const std::vector<double>& v) {
+  Q* p = y.data<Q>();
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<Q>(v[i]);
+}
+
+Tensor make_quantized(DataType t, const std::vector<int64_t>& dims, const std::vector<double>& v) {
+  Tensor y(t, dims);
+  dispatch_dtype<DTypeSet::Integer>(t, "quantized output", [&](auto tag) {
+    using Q = typename decltype(tag)::type;
+    store_quantized<Q>(y, v);
+  });
+  return y;
+}
+
+void quantize_linear(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  DataType zt = ctx.has_input(2) ? ctx.input(2).dtype() : DataType::Undefined;
+  DataType yt = quantize_output_type(ctx, ctx.has_input(2) ? &zt : nullptr);
+  require_quant_type(ctx, yt, false);
+  if (ctx.has_input(2) && ctx.attr_int("output_dtype", 0) != 0)
+    ctx.check(static_cast<DataType>(ctx.attr_int("output_dtype")) == yt,
+              "output_dtype disagrees with the zero point type {}", dtype_name(yt));
+  std::vector<int64_t> idx = param_index(ctx, x.dims(), scale);
+  std::vector<double> s = read_scale(ctx, scale);
+  std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, yt);
+  auto [lo, hi] = int_range(yt);
+  std::vector<double> out(static_cast<size_t>(x.numel()));
+  dispatch_dtype<DTypeSet::Numeric>(x.dtype(), "QuantizeLinear", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!(std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
+                    std::is_same_v<T, BFloat16> || std::is_same_v<T, int32_t>)) {
+      ctx.fail("x must be float, float16, bfloat16 or int32, got {}", dtype_name(x.dtype()));
+    } else {
+      const T* px = x.data<T>();
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        // Divide in float like the reference so rounding ties land identically.
+        const float q = static_cast<float>(px[i]) / static_cast<float>(s[idx[i]]);
+        out[i] = std::clamp(round_half_even(q) + static_cast<double>(zp[idx[i]]), lo, hi);
+      }
+    }
+  });
+  ctx.set_output(0, make_quantized(yt, x.dims(), out));
+}
+
+void infer_quantize_linear(InferContext& ctx) {
+  const TypeInfo* x = ctx.input_type(0);
+  if (!x || !x->is_tensor()) return;
+  const TypeInfo* zp = ctx.has_input(2) ? ctx.input_type(2) : nullptr;
+  if (zp && (!zp->is_tensor() || zp->dtype == DataType::Undefined)) return;
+  DataType yt = quantize_output_type(ctx, zp ? &zp->dtype : nullptr);
+  ctx.set_output_type(0, TypeInfo::tensor(yt, x->shape));
+}
+
+DataType dequantize_output_type(const AttrReader& ctx, DataType scale_type) {
+  int64_t code = ctx.attr_int("output_dtype", 0);
+  return code == 0 ? scale_type : static_cast<DataType>(code);
+}
+
+void dequantize_linear(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  require_quant_type(ctx, x.dtype(), true);
+  DataType yt = dequantize_output_type(ctx, scale.dtype());
+  std::vector<int64_t> idx = param_index(ctx, x.dims(), scale);
+  std::vector<double> s = read_scale(ctx, scale);
+  std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, x.dtype());
+  if (x.dtype() == DataType::Int32) {
+    for (int64_t z : zp) ctx.check(z == 0, "int32 input needs a zero point of 0, got {}", z);
+  }
+  ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(yt, "DequantizeLinear", [&](auto tag) {
+                   using T = typename decltype(tag)::type;
+                   Tensor y(yt, x.dims());
+                   T* py = y.data<T>();
+                   for (int64_t i = 0; i < x.numel(); ++i) {
+                     // Multiply in float like the reference (double for double outputs).
+                     const double v = static_cast<double>(x.int_at(i) - zp[idx[i]]);
+                     if constexpr (std::is_same_v<T, double>) {
+                       py[i] = v * s[idx[i]];
+                     } else {
+                       py[i] =
+                           static_cast<T>(static_cast<float>(v) * static_cast<float>(s[idx[i]]));
+                     }
+                   }
+                   return y;
+                 }));
+}
+
+void infer_dequantize_linear(InferContext& ctx) {
+  const TypeInfo* x = ctx.input_type(0);
+  const TypeInfo* s = ctx.input_type(1);
+  if (!x || !x->is_tensor() || !s || !s->is_tensor()) return;
+  ctx.set_output_type(0, TypeInfo::tensor(dequantize_output_type(ctx, s->dtype), x->shape));
+}
+
+void dynamic_quantize_linear(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ctx.check(x.dtype() == DataType::Float32, "x must be float, got {}", dtype_name(x.dtype()));
+  const float* px = x.data<float>();
+  float lo = 0, hi = 0;  // the range always includes 0 so that 0 is exactly representable
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    lo = std::min(lo, px[i]);
+    hi = std::max(hi, px[i]);
+  }
+  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const float zp = static_cast<float>(round_half_even(std::clamp(0.0f - lo / scale, 0.0f, 255.0f)));
+  Tensor y(DataType::UInt8, x.dims());
+  uint8_t* py = y.data<uint8_t>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float q = px[i] / scale;
+    py[i] = static_cast<uint8_t>(std::clamp(round_half_even(q) + zp, 0.0, 255.0));
+  }
+  ctx.set_output(0, y);
+  ctx.set_output(1, Tensor::scalar(scale));
+  ctx.set_output(2, Tensor::scalar(static_cast<uint8_t>(zp)));
+}
+
+void infer_dynamic_quantize_linear(InferContext& ctx) {
+  const TypeInfo* x = ctx.input_type(0);
+  if (!x || !x->is_tensor()) return;
+  ctx.set_output_type(0, TypeInfo::tensor(DataType::UInt8, x->shape));
+  ctx.set_output_type(1, TypeInfo::tensor(DataType::Float32, Shape()));
+  ctx.set_output_type(2, TypeInfo::tensor(DataType::UInt8, Shape()));
+}
+
+// numpy matmul of (a - a_zp) and (b - b_zp) over int64: a_zp per tensor or per row of A (M),
+// b_zp per tensor or per column of B (N). Returns output dims and values.
+struct IntMatMul {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> values;
+  int64_t m = 0, n = 0;  // matrix dims (after promoting 1-D operands)
+};
+
+IntMatMul int_matmul(const KernelContext& ctx, const Tensor& a, const Tensor& b,
+                     const std::vector<int64_t>& a_zp, const std::vector<int64_t>& b_zp) {
+  ctx.check(a.rank() >= 1 && b.rank() >= 1, "operands must have rank >= 1: {} and {}", a.describe(),
+            b.describe());
+  std::vector<int64_t> ad = a.dims(), bd = b.dims();
+  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) ad.insert(ad.begin(), 1);
+  if (b_vec) bd.push_back(1);
+  const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
+  ctx.check(bd[bd.size() - 2] == k, "inner dims differ: {} and {}", a.describe(), b.describe());
+  ctx.check(a_zp.size() == 1 || static_cast<int64_t>(a_zp.size()) == m,
+            "a zero point must be a scalar or have {} (rows) elements", m);
+  ctx.check(b_zp.size() == 1 || static_cast<int64_t>(b_zp.size()) == n,
+            "b zero point must be a scalar or have {} (columns) elements", n);
+  std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
+  std::vector<int64_t> batch = broadcast_dims(ctx, {a_batch, b_batch});
+  IntMatMul r;
+  r.m = m;
+  r.n = n;
+  r.dims = batch;
+  if (!a_vec) r.dims.push_back(m);
+  if (!b_vec) r.dims.push_back(n);
+  const int64_t batches = shape_numel(batch);
+  r.values.assign(static_cast<size_t>(batches * m * n), 0);
+  std::array<std::vector<int64_t>, 2> strides = {broadcast_strides(a_batch, batch),
+                                                 broadcast_strides(b_batch, batch)};
+  std::vector<int64_t> av = a.to_int64_vector(), bv = b.to_int64_vector();
+  auto mat = [&](int64_t i, const std::array<int64_t, 2>& off) {
+    const int64_t* pa = av.data() + off[0] * m * k;
+    const int64_t* pb = bv.data() + off[1] * k * n;
+    int64_t* po = r.values.data() + i * m * n;
+    for (int64_t row = 0; row < m; ++row) {
+      const int64_t za = a_zp[a_zp.size() == 1 ? 0 : row];
+      for (int64_t col = 0; col < n; ++col) {
+        const int64_t zb = b_zp[b_zp.size() == 1 ? 0 : col];
+        int64_t acc = 0;
+        for (int64_t t = 0; t < k; ++t) acc += (pa[row * k + t] - za) * (pb[t * n + col] - zb);
+        po[row * n + col] = acc;
+      }
+    }
+  };
+  if (batch.empty()) {
+    mat(0, {0, 0});
+  } else {
+    for_each_broadcast<2>(batch, strides, mat);
+  }
+  return r;
+}
+
+void check_int8ish(const KernelContext& ctx, const Tensor& t, const char* what) {
+  ctx.check(t.dtype() == DataType::UInt8 || t.dtype() == DataType::Int8,
+            "{} must be int8 or uint8, got {}", what, dtype_name(t.dtype()));
+}
+
+std::vector<int64_t> mm_zero_point(const KernelContext& ctx, size_t slot, const Tensor& q) {
+  if (!ctx.has_input(slot)) return {0};
+  const Tensor& zp = ctx.input(slot);
+  ctx.check(zp.dtype() == q.dtype(), "zero point type {} differs from its tensor's {}",
+            dtype_name(zp.dtype()), dtype_name(q.dtype()));
+  ctx.check(zp.rank() <= 1, "zero point must be a scalar or 1-D, got {}", zp.describe());
+  return zp.to_int64_vector();
+}
+
+void matmul_integer(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  check_int8ish(ctx, a, "A");
+  check_int8ish(ctx, b, "B");
+  IntMatMul r = int_matmul(ctx, a, b, mm_zero_point(ctx, 2, a), mm_zero_point(ctx, 3, b));
+  Tensor y(DataType::Int32, r.dims);
+  int32_t* py = y.data<int32_t>();
+  for (size_t i = 0; i < r.values.size(); ++i) py[i] = static_cast<int32_t>(r.values[i]);
+  ctx.set_output(0, y);
+}
+
+// Output shape of numpy matmul, for inference.
+std::optional<Shape> matmul_shape(const AttrReader& ctx, const TypeInfo* a, const TypeInfo* b) {
+  if (!a || !b || !a->shape || !b->shape) return std::nullopt;
+  Shape as = *a->shape, bs = *b->shape;
+  if (as.rank() == 0 || bs.rank() == 0) return std::nullopt;
+  std::vector<Dim> ab(as.dims().begin(), as.dims().end() - std::min<size_t>(2, as.rank()));
+  std::vector<Dim> bb(bs.dims().begin(), bs.dims().end() - std::min<size_t>(2, bs.rank()));
+  std::optional<Shape> batch = broadcast_shapes(ctx, Shape(ab), Shape(bb));
+  if (!batch) return std::nullopt;
+  std::vector<Dim> dims = batch->dims();
+  if (as.rank() >= 2) dims.push_back(as[as.rank() - 2]);
+  if (bs.rank() >= 2) dims.push_back(bs[bs.rank() - 1]);
+  return Shape(dims);
+}
+
+void infer_matmul_integer(InferContext& ctx) {
+  ctx.set_output_type(0, TypeInfo::tensor(DataType::Int32,
+                                          matmul_shape(ctx, ctx.input_type(0), ctx.input_type(1))));
+}
+
+// Scale of a QLinearMatMul operand: per tensor or per row/column; keeps the storage type so
+// the combined scale rounds like the reference.
+struct QScale {
+  DataType type;
+  std::vector<float> values;
+};
+
+QScale qscale(const KernelContext& ctx, size_t slot) {
+  const Tensor& t = ctx.input(slot);
+  ctx.check(t.rank() <= 1, "scale must be a scalar or 1-D, got {}", t.describe());
+  QScale s{t.dtype(), {}};
+  for (double v : read_scale(ctx, t)) s.values.push_back(static_cast<float>(v));
+  return s;
+}
+
+// Rounds a float to the precision of a scale type (float16/bfloat16 arithmetic rounds per op).
+float round_to(DataType t, float v) {
+  if (t == DataType::Float16) return static_cast<float>(Float16(v));
+  if (t == DataType::BFloat16) return static_cast<float>(BFloat16(v));
+  return v;
+}
+
+void qlinear_matmul(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  check_int8ish(ctx, a, "a");
+  check_int8ish(ctx, b, "b");
+  QScale as = qscale(ctx, 1), bs = qscale(ctx, 4), ys = qscale(ctx, 6);
+  ctx.check(ys.values.size() == 1, "y_scale must be a scalar");
+  DataType yt = ctx.has_input(7) ? ctx.input(7).dtype() : a.dtype();
+  check_int8ish(ctx, ctx.has_input(7) ? ctx.input(7) : a, "y_zero_point");
+  int64_t y_zp = 0;
+  if (ctx.has_input(7)) {
+    ctx.check(ctx.input(7).numel() == 1, "y_zero_point must be a scalar");
+    y_zp = ctx.input(7).int_at(0);
+  }
+  IntMatMul r = int_matmul(ctx, a, b, mm_zero_point(ctx, 2, a), mm_zero_point(ctx, 5, b));
+  ctx.check(as.values.size() == 1 || static_cast<int64_t>(as.values.size()) == r.m,
+            "a_scale must be a scalar or have {} elements", r.m);
+  ctx.check(bs.values.size() == 1 || static_cast<int64_t>(bs.values.size()) == r.n,
+            "b_scale must be a scalar or have {} elements", r.n);
+  auto [lo, hi] = int_range(yt);
+  std::vector<double> out(r.values.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t row = (static_cast<int64_t>(i) / r.n) % r.m, col = static_cast<int64_t>(i) % r.n;
+    const float sa = as.values[as.values.size() == 1 ? 0 : row];
+    const float sb = bs.values[bs.values.size() == 1 ? 0 : col];
+    const float scale = round_to(as.type, round_to(as.type, sa * sb) / ys.values[0]);
+    const double v = static_cast<double>(r.values[i]) * scale + static_cast<double>(y_zp);
+    out[i] = std::clamp(round_half_even(v), lo, hi);
+  }
+  ctx.set_output(0, make_quantized(yt, r.dims, out));
+}
+
+void infer_qlinear_matmul(InferContext& ctx) {
+  const TypeInfo* zp = ctx.has_input(7) ? ctx.input_type(7) : ctx.input_type(0);
+  if (!zp || !zp->is_tensor()) return;
+  ctx.set_output_type(
+      0, TypeInfo::tensor(zp->dtype, matmul_shape(ctx, ctx.input_type(0), ctx.input_type(3))));
+}
+
+KILN_REGISTER_OP({.op_type = "QuantizeLinear",
+                  .kernel = quantize_linear,
+                  .infer = infer_quantize_linear});
+KILN_REGISTER_OP({.op_type = "DequantizeLinear",
+                  .kernel = dequantize_linear,
+                  .infer = infer_dequantize_linear});
+KILN_REGISTER_OP({.op_type = "DynamicQuantizeLinear",
+                  .kernel = dynamic_quantize_linear,
+                  .infer = infer_dynamic_quantize_linear});
+KILN_REGISTER_OP({.op_type = "MatMulInteger",
+                  .kernel = matmul_integer,
+                  .infer = infer_matmul_integer});
+KILN_REGISTER_OP({.op_type = "QLinearMatMul",
+                  .kernel = qlinear_matmul,
+                  .infer = infer_qlinear_matmul});
+
+}  // namespace
+}  // namespace kiln::ops
