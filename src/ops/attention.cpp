@@ -86,6 +86,7 @@ void attention(KernelContext& ctx) {
   ctx.check(k_new.dim == q.dim, "Q head size {} differs from K head size {}", q.dim, k_new.dim);
   ctx.check(k_new.heads == v_new.heads && k_new.seq == v_new.seq,
             "K and V must agree on heads and sequence length");
+  ctx.check(q.heads > 0 && k_new.heads > 0, "head counts must be positive");
   ctx.check(q.heads % k_new.heads == 0, "q heads {} not a multiple of kv heads {}", q.heads,
             k_new.heads);
   ctx.check(ctx.has_input(4) == ctx.has_input(5), "past_key and past_value go together");

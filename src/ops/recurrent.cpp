@@ -186,6 +186,7 @@ void recurrent(KernelContext& ctx, Cell cell) {
   std::vector<double> hprev(static_cast<size_t>(hidden)), cprev(static_cast<size_t>(hidden));
   std::vector<double> xw(static_cast<size_t>(gh)), hr(static_cast<size_t>(gh));
   std::vector<double> hnew(static_cast<size_t>(hidden)), cnew(static_cast<size_t>(hidden));
+  std::vector<double> reset(static_cast<size_t>(hidden));
   for (int64_t d = 0; d < dirs; ++d) {
     const bool reverse = direction == "reverse" || d == 1;
     const Activation& f = acts[static_cast<size_t>(d) * per_dir];
@@ -212,21 +213,25 @@ void recurrent(KernelContext& ctx, Cell cell) {
           for (int64_t k = 0; k < hidden; ++k) s2 += hprev[k] * rd[j * hidden + k];
           hr[j] = s2;
         }
+        if (cell == Cell::Gru) {
+          for (int64_t h = 0; h < hidden; ++h) {
+            reset[h] = f(clipped(xw[hidden + h] + hr[hidden + h]));
+          }
+        }
         for (int64_t h = 0; h < hidden; ++h) {
           if (cell == Cell::Rnn) {
             hnew[h] = f(clipped(xw[h] + hr[h]));
           } else if (cell == Cell::Gru) {
             const double z = f(clipped(xw[h] + hr[h]));
-            const double rr = f(clipped(xw[hidden + h] + hr[hidden + h]));
+            const double rr = reset[h];
             double pre;
             if (lbr) {
               pre = xw[2 * hidden + h] + rr * hr[2 * hidden + h];
             } else {
-              // (r * h_prev) R_h + Rb_h: recompute the recurrent product with the reset applied.
+              // (r * h_prev) R_h + Rb_h: the reset applies before the recurrent product.
               double s = rb[2 * hidden + h];
               for (int64_t k = 0; k < hidden; ++k) {
-                double rk = f(clipped(xw[hidden + k] + hr[hidden + k]));
-                s += rk * hprev[k] * rd[(2 * hidden + h) * hidden + k];
+                s += reset[k] * hprev[k] * rd[(2 * hidden + h) * hidden + k];
               }
               pre = xw[2 * hidden + h] + s;
             }

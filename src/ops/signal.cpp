@@ -226,7 +226,8 @@ void mel_weight_matrix(KernelContext& ctx) {
   ctx.check(mels > 0 && dft_len > 0 && rate > 0,
             "num_mel_bins, dft_length and sample_rate must "
             "be positive");
-  ctx.check(lo >= 0 && hi >= lo, "edge frequencies must satisfy 0 <= lower <= upper");
+  ctx.check(std::isfinite(lo) && std::isfinite(hi) && lo >= 0 && hi >= lo,
+            "edge frequencies must be finite with 0 <= lower <= upper, got {} and {}", lo, hi);
   const int64_t spec_bins = dft_len / 2 + 1;
   const double lo_mel = 2595 * std::log10(1 + lo / 700), hi_mel = 2595 * std::log10(1 + hi / 700);
   const double step = (hi_mel - lo_mel) / static_cast<double>(mels + 2);

@@ -159,12 +159,16 @@ void infer_string_normalizer(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(DataType::String, s));
 }
 
+constexpr size_t kMaxRegexInput = 4096;
+
 void regex_full_match(KernelContext& ctx) {
   const Tensor& x = string_input(ctx, 0);
   const std::string pattern = ctx.attr_string("pattern");
   // RE2-only syntax std::regex would misread rather than reject.
-  for (const char* bad : {"(?P<", "(?i", "(?s", "(?m", "(?U", "\\p{", "\\P{", "[[:", "\\z", "\\A",
-                          "\\C", "\\Q", "(?<"}) {
+  // Lookarounds and backreferences are not RE2 at all: RE2 rejects such patterns.
+  for (const char* bad :
+       {"(?P<", "(?i", "(?s", "(?m", "(?U", "\\p{", "\\P{", "[[:", "\\z", "\\A", "\\C", "\\Q",
+        "(?<",  "(?=", "(?!", "\\1", "\\2", "\\3",  "\\4",  "\\5", "\\6", "\\7", "\\8", "\\9"}) {
     if (pattern.find(bad) != std::string::npos) {
       ctx.unsupported("regex syntax '{}' in pattern '{}'", bad, pattern);
     }
@@ -178,7 +182,17 @@ void regex_full_match(KernelContext& ctx) {
   Tensor out(DataType::Bool, x.dims());
   bool* po = out.data<bool>();
   const std::string* px = x.data<std::string>();
-  for (int64_t i = 0; i < x.numel(); ++i) po[i] = std::regex_match(px[i], re);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    // RE2 matches UTF-8 code points where std::regex sees bytes; and std::regex recurses per
+    // input character, so very long inputs could exhaust the stack.
+    if (has_non_ascii(px[i]) || has_non_ascii(pattern)) {
+      ctx.unsupported("regex matching of non-ASCII text");
+    }
+    if (px[i].size() > kMaxRegexInput) {
+      ctx.unsupported("regex input of {} bytes (limit {})", px[i].size(), kMaxRegexInput);
+    }
+    po[i] = std::regex_match(px[i], re);
+  }
   ctx.set_output(0, out);
 }
 
