@@ -1,6 +1,7 @@
 // Index-driven reads and writes: Gather, GatherElements, GatherND, ScatterElements, Scatter,
 // ScatterND, TensorScatter.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
@@ -230,32 +231,33 @@ T reduce_pair(Reduction r, T a, T b) {
         return b;
     }
   } else {
-    float fa = static_cast<float>(a), fb = static_cast<float>(b);
-    if constexpr (std::is_same_v<T, double>) {
-      switch (r) {
-        case Reduction::Add:
-          return a + b;
-        case Reduction::Mul:
-          return a * b;
-        case Reduction::Max:
-          return std::max(a, b);
-        case Reduction::Min:
-          return std::min(a, b);
-        default:
-          return b;
-      }
+    // Floats compute in double (exact for float and half operands before the final rounding);
+    // max/min propagate NaN like numpy's maximum/minimum.
+    double x = static_cast<double>(a), y = static_cast<double>(b), z = y;
+    if constexpr (!std::is_same_v<T, double>) {
+      x = static_cast<double>(static_cast<float>(a));
+      y = static_cast<double>(static_cast<float>(b));
     }
     switch (r) {
       case Reduction::Add:
-        return T(fa + fb);
+        z = x + y;
+        break;
       case Reduction::Mul:
-        return T(fa * fb);
+        z = x * y;
+        break;
       case Reduction::Max:
-        return T(std::max(fa, fb));
+        z = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::max(x, y);
+        break;
       case Reduction::Min:
-        return T(std::min(fa, fb));
+        z = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::min(x, y);
+        break;
       default:
-        return b;
+        break;
+    }
+    if constexpr (std::is_same_v<T, double>) {
+      return z;
+    } else {
+      return T(static_cast<float>(z));
     }
   }
 }

@@ -166,7 +166,9 @@ void onehot_kernel(KernelContext& ctx) {
   std::vector<int64_t> idx(static_cast<size_t>(indices.numel()));
   for (int64_t i = 0; i < indices.numel(); ++i) {
     int64_t v = any_to_int(ctx, indices, i, "index");
-    idx[static_cast<size_t>(i)] = v < 0 ? v + depth : v;  // still out of range -> all off
+    // Opset 11 wraps negative indices; before that they are out of range. Anything still out
+    // of range yields an all-off row.
+    idx[static_cast<size_t>(i)] = v < 0 && ctx.opset() >= 11 ? v + depth : v;
   }
   std::vector<int64_t> out_dims = indices.dims();
   out_dims.insert(out_dims.begin() + axis, depth);
@@ -194,10 +196,7 @@ void infer_onehot(InferContext& ctx) {
     ctx.check(axis >= 0 && axis <= r, "axis is out of range for output rank {}", r + 1);
     std::vector<Dim> dims = i->shape->dims();
     Dim depth;
-    if (const Tensor* c = ctx.input_constant(1);
-        c && c->numel() == 1 && dtype_is_integer(c->dtype())) {
-      depth = Dim(c->int_at(0));
-    }
+    if (auto c = constant_ints(ctx, 1); c && c->size() == 1 && (*c)[0] >= 1) depth = Dim((*c)[0]);
     dims.insert(dims.begin() + axis, depth);
     out = Shape(std::move(dims));
   }

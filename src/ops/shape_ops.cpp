@@ -267,7 +267,9 @@ void squeeze_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   std::vector<bool> drop(x.rank(), false);
-  if (auto axes = squeeze_axes(ctx)) {
+  auto axes = squeeze_axes(ctx);
+  if (ctx.opset() < 13 && axes && axes->empty()) axes.reset();  // empty attribute: squeeze all
+  if (axes) {
     for (int64_t a : normalize_axes(ctx, *axes, rank)) {
       ctx.check(x.dim(static_cast<size_t>(a)) == 1, "cannot squeeze axis {} of size {}", a,
                 x.dim(static_cast<size_t>(a)));
@@ -288,6 +290,7 @@ void infer_squeeze(InferContext& ctx) {
   if (!t) return;
   bool known = true;
   auto axes = infer_axes(ctx, &known);
+  if (ctx.opset() < 13 && axes && axes->empty()) axes.reset();
   if (!t->shape || !known) {
     ctx.set_output_type(0, TypeInfo::tensor(t->dtype));
     return;
