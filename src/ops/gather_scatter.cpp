@@ -389,11 +389,13 @@ void tensor_scatter_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(out));
 }
 
-KILN_REGISTER_OP({.op_type = "Gather", .kernel = gather_kernel, .infer = infer_gather});
+KILN_REGISTER_OP({.op_type = "Gather", .kernel = gather_kernel, .infer = lenient<infer_gather>});
 KILN_REGISTER_OP({.op_type = "GatherElements",
                   .kernel = gather_elements_kernel,
-                  .infer = infer_gather_elements});
-KILN_REGISTER_OP({.op_type = "GatherND", .kernel = gather_nd_kernel, .infer = infer_gather_nd});
+                  .infer = lenient<infer_gather_elements>});
+KILN_REGISTER_OP({.op_type = "GatherND",
+                  .kernel = gather_nd_kernel,
+                  .infer = lenient<infer_gather_nd>});
 KILN_REGISTER_OP({.op_type = "ScatterElements",
                   .kernel = scatter_elements_kernel,
                   .infer = infer_same_as_input0});

@@ -406,21 +406,23 @@ void infer_nonzero(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(DataType::Int64, Shape({rank, Dim()})));
 }
 
-KILN_REGISTER_OP({.op_type = "Range", .kernel = range_kernel, .infer = infer_range});
-KILN_REGISTER_OP({.op_type = "EyeLike", .kernel = eyelike_kernel, .infer = infer_eyelike});
+KILN_REGISTER_OP({.op_type = "Range", .kernel = range_kernel, .infer = lenient<infer_range>});
+KILN_REGISTER_OP({.op_type = "EyeLike", .kernel = eyelike_kernel, .infer = lenient<infer_eyelike>});
 KILN_REGISTER_OP({.op_type = "Trilu", .kernel = trilu_kernel, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "OneHot", .kernel = onehot_kernel, .infer = infer_onehot});
+KILN_REGISTER_OP({.op_type = "OneHot", .kernel = onehot_kernel, .infer = lenient<infer_onehot>});
 KILN_REGISTER_OP({.op_type = "DepthToSpace",
                   .kernel = depth_to_space_kernel,
-                  .infer = infer_depth_to_space});
+                  .infer = lenient<infer_depth_to_space>});
 KILN_REGISTER_OP({.op_type = "SpaceToDepth",
                   .kernel = space_to_depth_kernel,
-                  .infer = infer_space_to_depth});
+                  .infer = lenient<infer_space_to_depth>});
 KILN_REGISTER_OP({.op_type = "ReverseSequence",
                   .kernel = reverse_sequence_kernel,
                   .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Compress", .kernel = compress_kernel, .infer = infer_compress});
-KILN_REGISTER_OP({.op_type = "NonZero", .kernel = nonzero_kernel, .infer = infer_nonzero});
+KILN_REGISTER_OP({.op_type = "Compress",
+                  .kernel = compress_kernel,
+                  .infer = lenient<infer_compress>});
+KILN_REGISTER_OP({.op_type = "NonZero", .kernel = nonzero_kernel, .infer = lenient<infer_nonzero>});
 
 }  // namespace
 }  // namespace kiln::ops

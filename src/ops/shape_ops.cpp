@@ -520,18 +520,22 @@ void infer_constant_of_shape(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Shape", .kernel = shape_kernel, .infer = infer_shape});
-KILN_REGISTER_OP({.op_type = "Size", .kernel = size_kernel, .infer = infer_size});
-KILN_REGISTER_OP({.op_type = "Reshape", .kernel = reshape_kernel, .infer = infer_reshape});
-KILN_REGISTER_OP({.op_type = "Flatten", .kernel = flatten_kernel, .infer = infer_flatten});
-KILN_REGISTER_OP({.op_type = "Squeeze", .kernel = squeeze_kernel, .infer = infer_squeeze});
-KILN_REGISTER_OP({.op_type = "Unsqueeze", .kernel = unsqueeze_kernel, .infer = infer_unsqueeze});
-KILN_REGISTER_OP({.op_type = "Transpose", .kernel = transpose_kernel, .infer = infer_transpose});
-KILN_REGISTER_OP({.op_type = "Expand", .kernel = expand_kernel, .infer = infer_expand});
-KILN_REGISTER_OP({.op_type = "Tile", .kernel = tile_kernel, .infer = infer_tile});
+KILN_REGISTER_OP({.op_type = "Shape", .kernel = shape_kernel, .infer = lenient<infer_shape>});
+KILN_REGISTER_OP({.op_type = "Size", .kernel = size_kernel, .infer = lenient<infer_size>});
+KILN_REGISTER_OP({.op_type = "Reshape", .kernel = reshape_kernel, .infer = lenient<infer_reshape>});
+KILN_REGISTER_OP({.op_type = "Flatten", .kernel = flatten_kernel, .infer = lenient<infer_flatten>});
+KILN_REGISTER_OP({.op_type = "Squeeze", .kernel = squeeze_kernel, .infer = lenient<infer_squeeze>});
+KILN_REGISTER_OP({.op_type = "Unsqueeze",
+                  .kernel = unsqueeze_kernel,
+                  .infer = lenient<infer_unsqueeze>});
+KILN_REGISTER_OP({.op_type = "Transpose",
+                  .kernel = transpose_kernel,
+                  .infer = lenient<infer_transpose>});
+KILN_REGISTER_OP({.op_type = "Expand", .kernel = expand_kernel, .infer = lenient<infer_expand>});
+KILN_REGISTER_OP({.op_type = "Tile", .kernel = tile_kernel, .infer = lenient<infer_tile>});
 KILN_REGISTER_OP({.op_type = "ConstantOfShape",
                   .kernel = constant_of_shape_kernel,
-                  .infer = infer_constant_of_shape});
+                  .infer = lenient<infer_constant_of_shape>});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -544,13 +544,13 @@ void infer_center_crop_pad(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(t->dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Concat", .kernel = concat_kernel, .infer = infer_concat});
-KILN_REGISTER_OP({.op_type = "Split", .kernel = split_kernel, .infer = infer_split});
-KILN_REGISTER_OP({.op_type = "Slice", .kernel = slice_kernel, .infer = infer_slice});
-KILN_REGISTER_OP({.op_type = "Pad", .kernel = pad_kernel, .infer = infer_pad});
+KILN_REGISTER_OP({.op_type = "Concat", .kernel = concat_kernel, .infer = lenient<infer_concat>});
+KILN_REGISTER_OP({.op_type = "Split", .kernel = split_kernel, .infer = lenient<infer_split>});
+KILN_REGISTER_OP({.op_type = "Slice", .kernel = slice_kernel, .infer = lenient<infer_slice>});
+KILN_REGISTER_OP({.op_type = "Pad", .kernel = pad_kernel, .infer = lenient<infer_pad>});
 KILN_REGISTER_OP({.op_type = "CenterCropPad",
                   .kernel = center_crop_pad_kernel,
-                  .infer = infer_center_crop_pad});
+                  .infer = lenient<infer_center_crop_pad>});
 
 }  // namespace
 }  // namespace kiln::ops
