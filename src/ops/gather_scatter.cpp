@@ -30,11 +30,17 @@ void gather_kernel(KernelContext& ctx) {
   const int64_t r = static_cast<int64_t>(data.rank());
   ctx.check(r >= 1, "data must have rank >= 1");
   const size_t axis = static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis", 0), r));
-  std::vector<int64_t> idx = checked_indices(ctx, indices, data.dim(axis));
   const size_t q = indices.rank();
   std::vector<int64_t> out_dims(data.dims().begin(), data.dims().begin() + axis);
   out_dims.insert(out_dims.end(), indices.dims().begin(), indices.dims().end());
   out_dims.insert(out_dims.end(), data.dims().begin() + axis + 1, data.dims().end());
+  // An empty output reads nothing (numpy's take accepts any index then), so only check indices
+  // that are actually used.
+  if (checked_numel(ctx, out_dims) == 0) {
+    ctx.set_output(0, Tensor(data.dtype(), out_dims));
+    return;
+  }
+  std::vector<int64_t> idx = checked_indices(ctx, indices, data.dim(axis));
   std::vector<int64_t> dstrides = row_major_strides(data.dims());
   std::vector<int64_t> istrides = row_major_strides(indices.dims());
   ctx.set_output(0, remap(data, out_dims, [&](const std::vector<int64_t>& o) {
@@ -373,15 +379,15 @@ void tensor_scatter_kernel(KernelContext& ctx) {
   const bool circular = mode == "circular";
   for (int64_t w : write) {
     ctx.check(w >= 0, "negative write index {}", w);
-    ctx.check(circular || w + update.dim(axis) <= max_seq,
+    ctx.check(circular || w <= max_seq - update.dim(axis),
               "write index {} plus {} updates exceeds the cache length {}", w, update.dim(axis),
               max_seq);
   }
   std::vector<int64_t> strides = row_major_strides(cache.dims());
   Tensor out = cache.clone();
   scatter_into(out, update, [&](const std::vector<int64_t>& u) {
-    int64_t pos = write[static_cast<size_t>(u[0])] + u[axis];
-    if (circular) pos %= max_seq;
+    int64_t w = write[static_cast<size_t>(u[0])];
+    int64_t pos = circular ? (w % max_seq + u[axis]) % max_seq : w + u[axis];
     int64_t off = 0;
     for (size_t i = 0; i < u.size(); ++i) off += (i == axis ? pos : u[i]) * strides[i];
     return off;

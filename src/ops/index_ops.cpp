@@ -1,5 +1,6 @@
 // Generators and index-pattern ops: Range, EyeLike, Trilu, OneHot, DepthToSpace, SpaceToDepth,
 // ReverseSequence, Compress, NonZero.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -113,7 +114,7 @@ void eyelike_kernel(KernelContext& ctx) {
     const int64_t rows = x.dim(0), cols = x.dim(1);
     for (int64_t i = 0; i < rows; ++i) {
       // Compare before adding so a huge k cannot overflow.
-      if (k >= cols || -k > i) continue;
+      if (k >= cols || k < -i) continue;
       int64_t j = i + k;
       if (j >= 0 && j < cols) p[i * cols + j] = convert_element<T>(int64_t{1});
     }
@@ -384,14 +385,16 @@ void nonzero_kernel(KernelContext& ctx) {
   });
   int64_t count = 0;
   for (bool b : nz) count += b ? 1 : 0;
-  const int64_t r = static_cast<int64_t>(x.rank());
+  // A scalar is treated as a 1-element vector (numpy's atleast_1d), giving indices of shape
+  // [1, count].
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(x.rank()), 1);
   Tensor out(DataType::Int64, {r, count});
   int64_t* po = out.data<int64_t>();
   std::vector<int64_t> index(x.rank(), 0);
   int64_t col = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (nz[static_cast<size_t>(i)]) {
-      for (int64_t a = 0; a < r; ++a) po[a * count + col] = index[static_cast<size_t>(a)];
+      for (size_t a = 0; a < index.size(); ++a) po[static_cast<int64_t>(a) * count + col] = index[a];
       ++col;
     }
     detail::next_index(index, x.dims());
@@ -402,7 +405,7 @@ void nonzero_kernel(KernelContext& ctx) {
 void infer_nonzero(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   Dim rank;
-  if (t && t->shape) rank = Dim(static_cast<int64_t>(t->shape->rank()));
+  if (t && t->shape) rank = Dim(std::max<int64_t>(static_cast<int64_t>(t->shape->rank()), 1));
   ctx.set_output_type(0, TypeInfo::tensor(DataType::Int64, Shape({rank, Dim()})));
 }
 

@@ -108,18 +108,21 @@ std::optional<std::vector<int64_t>> split_sizes_given(const KernelContext& ctx) 
   return std::nullopt;
 }
 
-// Equal parts; with num_outputs (opset 18) the last part may be smaller.
+// Equal parts. With num_outputs (opset 18) parts are ceil(dim / n) long and the tail takes what
+// is left, which can be nothing when n > dim (as numpy slicing past the end gives).
 std::vector<int64_t> split_equal(const AttrReader& ctx, int64_t dim, int64_t parts) {
   ctx.check(parts >= 1, "cannot split into {} parts", parts);
   if (dim % parts == 0) return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
   ctx.check(ctx.has_attr("num_outputs"),
             "dimension {} does not split evenly into {} outputs and no sizes are given", dim,
             parts);
-  int64_t chunk = dim / parts + 1;
-  std::vector<int64_t> sizes(static_cast<size_t>(parts), chunk);
-  sizes.back() = dim - chunk * (parts - 1);
-  ctx.check(sizes.back() >= 0, "dimension {} cannot be split into {} parts of {}", dim, parts,
-            chunk);
+  const int64_t chunk = dim / parts + 1;
+  std::vector<int64_t> sizes(static_cast<size_t>(parts));
+  int64_t left = dim;
+  for (int64_t& s : sizes) {
+    s = std::min(chunk, left);
+    left -= s;
+  }
   return sizes;
 }
 
