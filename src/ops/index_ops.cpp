@@ -70,7 +70,9 @@ void range_kernel(KernelContext& ctx) {
       Tensor t(dtype_of<T>, {static_cast<int64_t>(n)});
       T* p = t.data<T>();
       constexpr bool half = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-      if (half && ctx.attr_int("stash_type", 1) != 11) {
+      const int64_t stash = ctx.attr_int("stash_type", 1);
+      if (half && stash != 1 && stash != 11) ctx.unsupported("stash_type {}", stash);
+      if (half && stash == 1) {
         // Accumulate in float like numpy's float32 arange: the step is re-derived from the
         // first two elements.
         float fs = static_cast<float>(start);
@@ -255,7 +257,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
                  }));
 }
 
-// Spatial dims scale by `mul` and channels by `cmul` (or divide when `divide`).
+// Output of DepthToSpace (to_space) or SpaceToDepth for a possibly symbolic NCHW shape.
 void infer_block(InferContext& ctx, bool to_space) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
@@ -394,7 +396,8 @@ void nonzero_kernel(KernelContext& ctx) {
   int64_t col = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (nz[static_cast<size_t>(i)]) {
-      for (size_t a = 0; a < index.size(); ++a) po[static_cast<int64_t>(a) * count + col] = index[a];
+      for (size_t a = 0; a < index.size(); ++a)
+        po[static_cast<int64_t>(a) * count + col] = index[a];
       ++col;
     }
     detail::next_index(index, x.dims());

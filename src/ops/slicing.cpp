@@ -81,8 +81,9 @@ void infer_concat(InferContext& ctx) {
       for (size_t i = 0; i < out->rank(); ++i) {
         const Dim& d = (*t->shape)[i];
         if (i == axis) {
-          if (d.is_static() && add_dims(sum, d.value())) {
-            sum += d.value();
+          auto next = d.is_static() ? add_dims(sum, d.value()) : std::nullopt;
+          if (next) {
+            sum = *next;
           } else {
             known = false;
           }
