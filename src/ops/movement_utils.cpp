@@ -1,5 +1,7 @@
 #include "ops/movement_utils.hpp"
 
+#include "ops/shape_values.hpp"
+
 #include <algorithm>
 #include <limits>
 
@@ -42,32 +44,20 @@ const TypeInfo* tensor_input(const InferContext& ctx, size_t i) {
   return t && t->is_tensor() ? t : nullptr;
 }
 
-namespace {
-// Integer data of a value produced by an ai.onnx Constant node (exporters emit shapes, axes and
-// pads that way rather than as initializers); nullopt for anything else.
-std::optional<std::vector<int64_t>> constant_node_ints(const ir::Value* v) {
-  const ir::Node* p = v ? v->producer() : nullptr;
-  if (!p || !p->domain().empty() || p->op_type() != "Constant" || p->attributes().size() != 1) {
-    return std::nullopt;
-  }
-  AttrReader r(*p);
-  if (r.has_attr("value")) {
-    const Tensor& t = r.attr_tensor("value");
-    if (!dtype_is_integer(t.dtype())) return std::nullopt;
-    return t.to_int64_vector();
-  }
-  if (r.has_attr("value_ints")) return r.attr_ints("value_ints");
-  if (r.has_attr("value_int")) return std::vector<int64_t>{r.attr_int("value_int")};
-  return std::nullopt;
-}
-}  // namespace
-
 std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_t i) {
   if (!ctx.has_input(i)) return std::nullopt;
-  const Tensor* t = ctx.input_constant(i);
-  if (!t) return constant_node_ints(ctx.node().input(i));
-  if (!(dtype_is_integer(t->dtype()) || t->dtype() == DataType::Bool)) return std::nullopt;
-  return t->to_int64_vector();
+  if (const Tensor* t = ctx.input_constant(i)) {
+    if (!(dtype_is_integer(t->dtype()) || t->dtype() == DataType::Bool)) return std::nullopt;
+    return t->to_int64_vector();
+  }
+  auto values = input_sym_values(ctx, i);
+  if (!values) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const SymValue& v : *values) {
+    if (!v.number) return std::nullopt;
+    out.push_back(*v.number);
+  }
+  return out;
 }
 
 std::optional<int64_t> static_length(const InferContext& ctx, size_t i) {
