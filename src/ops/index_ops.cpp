@@ -8,6 +8,7 @@
 #include "ops/movement_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/shape_values.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -93,7 +94,25 @@ void range_kernel(KernelContext& ctx) {
 void infer_range(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
-  ctx.set_output_type(0, TypeInfo::tensor(t->dtype, unknown_dims(1)));
+  Dim length;
+  if (dtype_is_integer(t->dtype)) {
+    auto start = input_sym_values(ctx, 0);
+    auto limit = input_sym_values(ctx, 1);
+    auto delta = input_sym_values(ctx, 2);
+    if (start && limit && delta && start->size() == 1 && limit->size() == 1 && delta->size() == 1) {
+      const SymValue &s = (*start)[0], &l = (*limit)[0], &d = (*delta)[0];
+      if (s.number && l.number && d.number && *d.number != 0) {
+        __int128 span = static_cast<__int128>(*l.number) - *s.number;
+        __int128 n =
+            span / *d.number + ((span % *d.number != 0) && ((span < 0) == (*d.number < 0)));
+        if (n <= 0) n = 0;
+        if (n <= kMaxRange) length = Dim(static_cast<int64_t>(n));
+      } else if (s.number && *s.number == 0 && d.number && *d.number == 1 && !l.number) {
+        length = l.dim;  // arange(0, n): positions over a symbolic length
+      }
+    }
+  }
+  ctx.set_output_type(0, TypeInfo::tensor(t->dtype, Shape({length})));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -332,7 +332,7 @@ void infer_slice(InferContext& ctx) {
     int64_t s = (*starts)[k], e = (*ends)[k];
     if (d.is_static()) {
       d = Dim(resolve_slice(d.value(), s, e, step).length);
-    } else if (!(step == 1 && s == 0 && e == std::numeric_limits<int64_t>::max())) {
+    } else if (!(step == 1 && s == 0 && e >= std::numeric_limits<int32_t>::max())) {
       d = Dim();  // a full slice keeps a symbolic dim; anything else is unknown
     }
   }
