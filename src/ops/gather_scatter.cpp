@@ -1,6 +1,7 @@
 // Index-driven reads and writes: Gather, GatherElements, GatherND, ScatterElements, Scatter,
 // ScatterND, TensorScatter.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
@@ -29,11 +30,17 @@ void gather_kernel(KernelContext& ctx) {
   const int64_t r = static_cast<int64_t>(data.rank());
   ctx.check(r >= 1, "data must have rank >= 1");
   const size_t axis = static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis", 0), r));
-  std::vector<int64_t> idx = checked_indices(ctx, indices, data.dim(axis));
   const size_t q = indices.rank();
   std::vector<int64_t> out_dims(data.dims().begin(), data.dims().begin() + axis);
   out_dims.insert(out_dims.end(), indices.dims().begin(), indices.dims().end());
   out_dims.insert(out_dims.end(), data.dims().begin() + axis + 1, data.dims().end());
+  // An empty output reads nothing (numpy's take accepts any index then), so only check indices
+  // that are actually used.
+  if (checked_numel(ctx, out_dims) == 0) {
+    ctx.set_output(0, Tensor(data.dtype(), out_dims));
+    return;
+  }
+  std::vector<int64_t> idx = checked_indices(ctx, indices, data.dim(axis));
   std::vector<int64_t> dstrides = row_major_strides(data.dims());
   std::vector<int64_t> istrides = row_major_strides(indices.dims());
   ctx.set_output(0, remap(data, out_dims, [&](const std::vector<int64_t>& o) {
@@ -230,32 +237,33 @@ T reduce_pair(Reduction r, T a, T b) {
         return b;
     }
   } else {
-    float fa = static_cast<float>(a), fb = static_cast<float>(b);
-    if constexpr (std::is_same_v<T, double>) {
-      switch (r) {
-        case Reduction::Add:
-          return a + b;
-        case Reduction::Mul:
-          return a * b;
-        case Reduction::Max:
-          return std::max(a, b);
-        case Reduction::Min:
-          return std::min(a, b);
-        default:
-          return b;
-      }
+    // Floats compute in double (exact for float and half operands before the final rounding);
+    // max/min propagate NaN like numpy's maximum/minimum.
+    double x = static_cast<double>(a), y = static_cast<double>(b), z = y;
+    if constexpr (!std::is_same_v<T, double>) {
+      x = static_cast<double>(static_cast<float>(a));
+      y = static_cast<double>(static_cast<float>(b));
     }
     switch (r) {
       case Reduction::Add:
-        return T(fa + fb);
+        z = x + y;
+        break;
       case Reduction::Mul:
-        return T(fa * fb);
+        z = x * y;
+        break;
       case Reduction::Max:
-        return T(std::max(fa, fb));
+        z = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::max(x, y);
+        break;
       case Reduction::Min:
-        return T(std::min(fa, fb));
+        z = (std::isnan(x) || std::isnan(y)) ? std::nan("") : std::min(x, y);
+        break;
       default:
-        return b;
+        break;
+    }
+    if constexpr (std::is_same_v<T, double>) {
+      return z;
+    } else {
+      return T(static_cast<float>(z));
     }
   }
 }
@@ -371,15 +379,15 @@ void tensor_scatter_kernel(KernelContext& ctx) {
   const bool circular = mode == "circular";
   for (int64_t w : write) {
     ctx.check(w >= 0, "negative write index {}", w);
-    ctx.check(circular || w + update.dim(axis) <= max_seq,
+    ctx.check(circular || w <= max_seq - update.dim(axis),
               "write index {} plus {} updates exceeds the cache length {}", w, update.dim(axis),
               max_seq);
   }
   std::vector<int64_t> strides = row_major_strides(cache.dims());
   Tensor out = cache.clone();
   scatter_into(out, update, [&](const std::vector<int64_t>& u) {
-    int64_t pos = write[static_cast<size_t>(u[0])] + u[axis];
-    if (circular) pos %= max_seq;
+    int64_t w = write[static_cast<size_t>(u[0])];
+    int64_t pos = circular ? (w % max_seq + u[axis]) % max_seq : w + u[axis];
     int64_t off = 0;
     for (size_t i = 0; i < u.size(); ++i) off += (i == axis ? pos : u[i]) * strides[i];
     return off;
@@ -387,11 +395,13 @@ void tensor_scatter_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(out));
 }
 
-KILN_REGISTER_OP({.op_type = "Gather", .kernel = gather_kernel, .infer = infer_gather});
+KILN_REGISTER_OP({.op_type = "Gather", .kernel = gather_kernel, .infer = lenient<infer_gather>});
 KILN_REGISTER_OP({.op_type = "GatherElements",
                   .kernel = gather_elements_kernel,
-                  .infer = infer_gather_elements});
-KILN_REGISTER_OP({.op_type = "GatherND", .kernel = gather_nd_kernel, .infer = infer_gather_nd});
+                  .infer = lenient<infer_gather_elements>});
+KILN_REGISTER_OP({.op_type = "GatherND",
+                  .kernel = gather_nd_kernel,
+                  .infer = lenient<infer_gather_nd>});
 KILN_REGISTER_OP({.op_type = "ScatterElements",
                   .kernel = scatter_elements_kernel,
                   .infer = infer_same_as_input0});

@@ -1,5 +1,6 @@
 // Generators and index-pattern ops: Range, EyeLike, Trilu, OneHot, DepthToSpace, SpaceToDepth,
 // ReverseSequence, Compress, NonZero.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,6 +8,7 @@
 #include "ops/movement_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/shape_values.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -69,7 +71,9 @@ void range_kernel(KernelContext& ctx) {
       Tensor t(dtype_of<T>, {static_cast<int64_t>(n)});
       T* p = t.data<T>();
       constexpr bool half = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-      if (half && ctx.attr_int("stash_type", 1) != 11) {
+      const int64_t stash = ctx.attr_int("stash_type", 1);
+      if (half && stash != 1 && stash != 11) ctx.unsupported("stash_type {}", stash);
+      if (half && stash == 1) {
         // Accumulate in float like numpy's float32 arange: the step is re-derived from the
         // first two elements.
         float fs = static_cast<float>(start);
@@ -90,7 +94,25 @@ void range_kernel(KernelContext& ctx) {
 void infer_range(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
-  ctx.set_output_type(0, TypeInfo::tensor(t->dtype, unknown_dims(1)));
+  Dim length;
+  if (dtype_is_integer(t->dtype)) {
+    auto start = input_sym_values(ctx, 0);
+    auto limit = input_sym_values(ctx, 1);
+    auto delta = input_sym_values(ctx, 2);
+    if (start && limit && delta && start->size() == 1 && limit->size() == 1 && delta->size() == 1) {
+      const SymValue &s = (*start)[0], &l = (*limit)[0], &d = (*delta)[0];
+      if (s.number && l.number && d.number && *d.number != 0) {
+        __int128 span = static_cast<__int128>(*l.number) - *s.number;
+        __int128 n =
+            span / *d.number + ((span % *d.number != 0) && ((span < 0) == (*d.number < 0)));
+        if (n <= 0) n = 0;
+        if (n <= kMaxRange) length = Dim(static_cast<int64_t>(n));
+      } else if (s.number && *s.number == 0 && d.number && *d.number == 1 && !l.number) {
+        length = l.dim;  // arange(0, n): positions over a symbolic length
+      }
+    }
+  }
+  ctx.set_output_type(0, TypeInfo::tensor(t->dtype, Shape({length})));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -113,7 +135,7 @@ void eyelike_kernel(KernelContext& ctx) {
     const int64_t rows = x.dim(0), cols = x.dim(1);
     for (int64_t i = 0; i < rows; ++i) {
       // Compare before adding so a huge k cannot overflow.
-      if (k >= cols || -k > i) continue;
+      if (k >= cols || k < -i) continue;
       int64_t j = i + k;
       if (j >= 0 && j < cols) p[i * cols + j] = convert_element<T>(int64_t{1});
     }
@@ -166,7 +188,9 @@ void onehot_kernel(KernelContext& ctx) {
   std::vector<int64_t> idx(static_cast<size_t>(indices.numel()));
   for (int64_t i = 0; i < indices.numel(); ++i) {
     int64_t v = any_to_int(ctx, indices, i, "index");
-    idx[static_cast<size_t>(i)] = v < 0 ? v + depth : v;  // still out of range -> all off
+    // Opset 11 wraps negative indices; before that they are out of range. Anything still out
+    // of range yields an all-off row.
+    idx[static_cast<size_t>(i)] = v < 0 && ctx.opset() >= 11 ? v + depth : v;
   }
   std::vector<int64_t> out_dims = indices.dims();
   out_dims.insert(out_dims.begin() + axis, depth);
@@ -194,10 +218,7 @@ void infer_onehot(InferContext& ctx) {
     ctx.check(axis >= 0 && axis <= r, "axis is out of range for output rank {}", r + 1);
     std::vector<Dim> dims = i->shape->dims();
     Dim depth;
-    if (const Tensor* c = ctx.input_constant(1);
-        c && c->numel() == 1 && dtype_is_integer(c->dtype())) {
-      depth = Dim(c->int_at(0));
-    }
+    if (auto c = constant_ints(ctx, 1); c && c->size() == 1 && (*c)[0] >= 1) depth = Dim((*c)[0]);
     dims.insert(dims.begin() + axis, depth);
     out = Shape(std::move(dims));
   }
@@ -255,7 +276,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
                  }));
 }
 
-// Spatial dims scale by `mul` and channels by `cmul` (or divide when `divide`).
+// Output of DepthToSpace (to_space) or SpaceToDepth for a possibly symbolic NCHW shape.
 void infer_block(InferContext& ctx, bool to_space) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
@@ -385,14 +406,17 @@ void nonzero_kernel(KernelContext& ctx) {
   });
   int64_t count = 0;
   for (bool b : nz) count += b ? 1 : 0;
-  const int64_t r = static_cast<int64_t>(x.rank());
+  // A scalar is treated as a 1-element vector (numpy's atleast_1d), giving indices of shape
+  // [1, count].
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(x.rank()), 1);
   Tensor out(DataType::Int64, {r, count});
   int64_t* po = out.data<int64_t>();
   std::vector<int64_t> index(x.rank(), 0);
   int64_t col = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (nz[static_cast<size_t>(i)]) {
-      for (int64_t a = 0; a < r; ++a) po[a * count + col] = index[static_cast<size_t>(a)];
+      for (size_t a = 0; a < index.size(); ++a)
+        po[static_cast<int64_t>(a) * count + col] = index[a];
       ++col;
     }
     detail::next_index(index, x.dims());
@@ -403,25 +427,27 @@ void nonzero_kernel(KernelContext& ctx) {
 void infer_nonzero(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   Dim rank;
-  if (t && t->shape) rank = Dim(static_cast<int64_t>(t->shape->rank()));
+  if (t && t->shape) rank = Dim(std::max<int64_t>(static_cast<int64_t>(t->shape->rank()), 1));
   ctx.set_output_type(0, TypeInfo::tensor(DataType::Int64, Shape({rank, Dim()})));
 }
 
-KILN_REGISTER_OP({.op_type = "Range", .kernel = range_kernel, .infer = infer_range});
-KILN_REGISTER_OP({.op_type = "EyeLike", .kernel = eyelike_kernel, .infer = infer_eyelike});
+KILN_REGISTER_OP({.op_type = "Range", .kernel = range_kernel, .infer = lenient<infer_range>});
+KILN_REGISTER_OP({.op_type = "EyeLike", .kernel = eyelike_kernel, .infer = lenient<infer_eyelike>});
 KILN_REGISTER_OP({.op_type = "Trilu", .kernel = trilu_kernel, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "OneHot", .kernel = onehot_kernel, .infer = infer_onehot});
+KILN_REGISTER_OP({.op_type = "OneHot", .kernel = onehot_kernel, .infer = lenient<infer_onehot>});
 KILN_REGISTER_OP({.op_type = "DepthToSpace",
                   .kernel = depth_to_space_kernel,
-                  .infer = infer_depth_to_space});
+                  .infer = lenient<infer_depth_to_space>});
 KILN_REGISTER_OP({.op_type = "SpaceToDepth",
                   .kernel = space_to_depth_kernel,
-                  .infer = infer_space_to_depth});
+                  .infer = lenient<infer_space_to_depth>});
 KILN_REGISTER_OP({.op_type = "ReverseSequence",
                   .kernel = reverse_sequence_kernel,
                   .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Compress", .kernel = compress_kernel, .infer = infer_compress});
-KILN_REGISTER_OP({.op_type = "NonZero", .kernel = nonzero_kernel, .infer = infer_nonzero});
+KILN_REGISTER_OP({.op_type = "Compress",
+                  .kernel = compress_kernel,
+                  .infer = lenient<infer_compress>});
+KILN_REGISTER_OP({.op_type = "NonZero", .kernel = nonzero_kernel, .infer = lenient<infer_nonzero>});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -1,5 +1,7 @@
 #include "ops/movement_utils.hpp"
 
+#include "ops/shape_values.hpp"
+
 #include <algorithm>
 #include <limits>
 
@@ -44,9 +46,18 @@ const TypeInfo* tensor_input(const InferContext& ctx, size_t i) {
 
 std::optional<std::vector<int64_t>> constant_ints(const InferContext& ctx, size_t i) {
   if (!ctx.has_input(i)) return std::nullopt;
-  const Tensor* t = ctx.input_constant(i);
-  if (!t || !(dtype_is_integer(t->dtype()) || t->dtype() == DataType::Bool)) return std::nullopt;
-  return t->to_int64_vector();
+  if (const Tensor* t = ctx.input_constant(i)) {
+    if (!(dtype_is_integer(t->dtype()) || t->dtype() == DataType::Bool)) return std::nullopt;
+    return t->to_int64_vector();
+  }
+  auto values = input_sym_values(ctx, i);
+  if (!values) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const SymValue& v : *values) {
+    if (!v.number) return std::nullopt;
+    out.push_back(*v.number);
+  }
+  return out;
 }
 
 std::optional<int64_t> static_length(const InferContext& ctx, size_t i) {

@@ -115,6 +115,20 @@ std::vector<int64_t> index_values(const AttrReader& ctx, const Tensor& t, const 
 std::vector<int64_t> normalize_axes(const AttrReader& ctx, const std::vector<int64_t>& axes,
                                     int64_t rank);
 
+// Shape inference must not reject a valid model: a branch of an If that is never taken may hold
+// nodes whose shapes contradict each other (AffineGrid's function body splits a 4- or 5-element
+// size in both branches). Shape errors found by inference therefore leave the outputs untyped
+// and the kernel reports the problem if the node ever runs.
+template <void (*Fn)(InferContext&)>
+void lenient(InferContext& ctx) {
+  try {
+    Fn(ctx);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::InvalidArgument) throw;
+    for (size_t i = 0; i < ctx.output_count(); ++i) ctx.set_output_type(i, TypeInfo());
+  }
+}
+
 // Shape-inference helpers.
 // The tensor type of input i, or nullptr when unknown / not a tensor.
 const TypeInfo* tensor_input(const InferContext& ctx, size_t i);

@@ -7,6 +7,7 @@
 #include "ops/movement_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/shape_values.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -141,15 +142,26 @@ Dim infer_minus_one(const Shape& in, const std::vector<Dim>& out) {
   return Dim(in_static / out_static);
 }
 
+// The target shape as import-time values: the opset-1 attribute, or the shape input when it is
+// constant or computed from known dims.
+std::optional<SymValues> reshape_target_values(const InferContext& ctx) {
+  if (ctx.opset() < 5) {
+    SymValues v;
+    for (int64_t x : ctx.attr_ints("shape")) v.push_back(SymValue::of(x));
+    return v;
+  }
+  if (auto numbers = constant_ints(ctx, 1)) {
+    SymValues v;
+    for (int64_t x : *numbers) v.push_back(SymValue::of(x));
+    return v;
+  }
+  return input_sym_values(ctx, 1);
+}
+
 void infer_reshape(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
-  std::optional<std::vector<int64_t>> shape;
-  if (ctx.opset() < 5) {
-    shape = ctx.attr_ints("shape");
-  } else {
-    shape = constant_ints(ctx, 1);
-  }
+  std::optional<SymValues> shape = reshape_target_values(ctx);
   if (!shape) {
     std::optional<int64_t> len = static_length(ctx, 1);
     ctx.set_output_type(
@@ -162,7 +174,12 @@ void infer_reshape(InferContext& ctx) {
   std::vector<Dim> out;
   int64_t infer_at = -1;
   for (size_t i = 0; i < shape->size(); ++i) {
-    int64_t v = (*shape)[i];
+    const SymValue& sv = (*shape)[i];
+    if (!sv.number) {
+      out.push_back(sv.dim);  // a dim read off another tensor's shape
+      continue;
+    }
+    int64_t v = *sv.number;
     if (v == -1) {
       ctx.check(infer_at < 0, "shape has more than one -1");
       infer_at = static_cast<int64_t>(i);
@@ -267,7 +284,9 @@ void squeeze_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   std::vector<bool> drop(x.rank(), false);
-  if (auto axes = squeeze_axes(ctx)) {
+  auto axes = squeeze_axes(ctx);
+  if (ctx.opset() < 13 && axes && axes->empty()) axes.reset();  // empty attribute: squeeze all
+  if (axes) {
     for (int64_t a : normalize_axes(ctx, *axes, rank)) {
       ctx.check(x.dim(static_cast<size_t>(a)) == 1, "cannot squeeze axis {} of size {}", a,
                 x.dim(static_cast<size_t>(a)));
@@ -288,6 +307,7 @@ void infer_squeeze(InferContext& ctx) {
   if (!t) return;
   bool known = true;
   auto axes = infer_axes(ctx, &known);
+  if (ctx.opset() < 13 && axes && axes->empty()) axes.reset();
   if (!t->shape || !known) {
     ctx.set_output_type(0, TypeInfo::tensor(t->dtype));
     return;
@@ -420,8 +440,10 @@ void infer_expand(InferContext& ctx) {
   const TypeInfo* t = tensor_input(ctx, 0);
   if (!t) return;
   std::optional<Shape> out;
-  if (auto shape = constant_ints(ctx, 1)) {
-    out = broadcast_shapes(ctx, t->shape, Shape::from_values(*shape));
+  if (auto shape = input_sym_values(ctx, 1)) {
+    std::vector<Dim> target;
+    for (const SymValue& v : *shape) target.push_back(v.as_dim());
+    out = broadcast_shapes(ctx, t->shape, Shape(std::move(target)));
   } else if (auto len = static_length(ctx, 1); len && t->shape) {
     out = unknown_dims(std::max<size_t>(t->shape->rank(), static_cast<size_t>(*len)));
   }
@@ -509,26 +531,32 @@ void constant_of_shape_kernel(KernelContext& ctx) {
 void infer_constant_of_shape(InferContext& ctx) {
   DataType dtype = constant_of_shape_value(ctx).dtype();
   std::optional<Shape> out;
-  if (auto dims = constant_ints(ctx, 0)) {
-    out = Shape::from_values(*dims);
+  if (auto dims = input_sym_values(ctx, 0)) {
+    std::vector<Dim> shape;
+    for (const SymValue& v : *dims) shape.push_back(v.as_dim());
+    out = Shape(std::move(shape));
   } else if (auto len = static_length(ctx, 0)) {
     out = unknown_dims(static_cast<size_t>(*len));
   }
   ctx.set_output_type(0, TypeInfo::tensor(dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Shape", .kernel = shape_kernel, .infer = infer_shape});
-KILN_REGISTER_OP({.op_type = "Size", .kernel = size_kernel, .infer = infer_size});
-KILN_REGISTER_OP({.op_type = "Reshape", .kernel = reshape_kernel, .infer = infer_reshape});
-KILN_REGISTER_OP({.op_type = "Flatten", .kernel = flatten_kernel, .infer = infer_flatten});
-KILN_REGISTER_OP({.op_type = "Squeeze", .kernel = squeeze_kernel, .infer = infer_squeeze});
-KILN_REGISTER_OP({.op_type = "Unsqueeze", .kernel = unsqueeze_kernel, .infer = infer_unsqueeze});
-KILN_REGISTER_OP({.op_type = "Transpose", .kernel = transpose_kernel, .infer = infer_transpose});
-KILN_REGISTER_OP({.op_type = "Expand", .kernel = expand_kernel, .infer = infer_expand});
-KILN_REGISTER_OP({.op_type = "Tile", .kernel = tile_kernel, .infer = infer_tile});
+KILN_REGISTER_OP({.op_type = "Shape", .kernel = shape_kernel, .infer = lenient<infer_shape>});
+KILN_REGISTER_OP({.op_type = "Size", .kernel = size_kernel, .infer = lenient<infer_size>});
+KILN_REGISTER_OP({.op_type = "Reshape", .kernel = reshape_kernel, .infer = lenient<infer_reshape>});
+KILN_REGISTER_OP({.op_type = "Flatten", .kernel = flatten_kernel, .infer = lenient<infer_flatten>});
+KILN_REGISTER_OP({.op_type = "Squeeze", .kernel = squeeze_kernel, .infer = lenient<infer_squeeze>});
+KILN_REGISTER_OP({.op_type = "Unsqueeze",
+                  .kernel = unsqueeze_kernel,
+                  .infer = lenient<infer_unsqueeze>});
+KILN_REGISTER_OP({.op_type = "Transpose",
+                  .kernel = transpose_kernel,
+                  .infer = lenient<infer_transpose>});
+KILN_REGISTER_OP({.op_type = "Expand", .kernel = expand_kernel, .infer = lenient<infer_expand>});
+KILN_REGISTER_OP({.op_type = "Tile", .kernel = tile_kernel, .infer = lenient<infer_tile>});
 KILN_REGISTER_OP({.op_type = "ConstantOfShape",
                   .kernel = constant_of_shape_kernel,
-                  .infer = infer_constant_of_shape});
+                  .infer = lenient<infer_constant_of_shape>});
 
 }  // namespace
 }  // namespace kiln::ops

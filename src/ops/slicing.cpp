@@ -81,8 +81,9 @@ void infer_concat(InferContext& ctx) {
       for (size_t i = 0; i < out->rank(); ++i) {
         const Dim& d = (*t->shape)[i];
         if (i == axis) {
-          if (d.is_static() && add_dims(sum, d.value())) {
-            sum += d.value();
+          auto next = d.is_static() ? add_dims(sum, d.value()) : std::nullopt;
+          if (next) {
+            sum = *next;
           } else {
             known = false;
           }
@@ -108,18 +109,21 @@ std::optional<std::vector<int64_t>> split_sizes_given(const KernelContext& ctx) 
   return std::nullopt;
 }
 
-// Equal parts; with num_outputs (opset 18) the last part may be smaller.
+// Equal parts. With num_outputs (opset 18) parts are ceil(dim / n) long and the tail takes what
+// is left, which can be nothing when n > dim (as numpy slicing past the end gives).
 std::vector<int64_t> split_equal(const AttrReader& ctx, int64_t dim, int64_t parts) {
   ctx.check(parts >= 1, "cannot split into {} parts", parts);
   if (dim % parts == 0) return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
   ctx.check(ctx.has_attr("num_outputs"),
             "dimension {} does not split evenly into {} outputs and no sizes are given", dim,
             parts);
-  int64_t chunk = dim / parts + 1;
-  std::vector<int64_t> sizes(static_cast<size_t>(parts), chunk);
-  sizes.back() = dim - chunk * (parts - 1);
-  ctx.check(sizes.back() >= 0, "dimension {} cannot be split into {} parts of {}", dim, parts,
-            chunk);
+  const int64_t chunk = dim / parts + 1;
+  std::vector<int64_t> sizes(static_cast<size_t>(parts));
+  int64_t left = dim;
+  for (int64_t& s : sizes) {
+    s = std::min(chunk, left);
+    left -= s;
+  }
   return sizes;
 }
 
@@ -328,7 +332,7 @@ void infer_slice(InferContext& ctx) {
     int64_t s = (*starts)[k], e = (*ends)[k];
     if (d.is_static()) {
       d = Dim(resolve_slice(d.value(), s, e, step).length);
-    } else if (!(step == 1 && s == 0 && e == std::numeric_limits<int64_t>::max())) {
+    } else if (!(step == 1 && s == 0 && e >= std::numeric_limits<int32_t>::max())) {
       d = Dim();  // a full slice keeps a symbolic dim; anything else is unknown
     }
   }
@@ -544,13 +548,13 @@ void infer_center_crop_pad(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(t->dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Concat", .kernel = concat_kernel, .infer = infer_concat});
-KILN_REGISTER_OP({.op_type = "Split", .kernel = split_kernel, .infer = infer_split});
-KILN_REGISTER_OP({.op_type = "Slice", .kernel = slice_kernel, .infer = infer_slice});
-KILN_REGISTER_OP({.op_type = "Pad", .kernel = pad_kernel, .infer = infer_pad});
+KILN_REGISTER_OP({.op_type = "Concat", .kernel = concat_kernel, .infer = lenient<infer_concat>});
+KILN_REGISTER_OP({.op_type = "Split", .kernel = split_kernel, .infer = lenient<infer_split>});
+KILN_REGISTER_OP({.op_type = "Slice", .kernel = slice_kernel, .infer = lenient<infer_slice>});
+KILN_REGISTER_OP({.op_type = "Pad", .kernel = pad_kernel, .infer = lenient<infer_pad>});
 KILN_REGISTER_OP({.op_type = "CenterCropPad",
                   .kernel = center_crop_pad_kernel,
-                  .infer = infer_center_crop_pad});
+                  .infer = lenient<infer_center_crop_pad>});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -142,7 +142,7 @@ void infer_unique(InferContext& ctx) {
   }
 }
 
-KILN_REGISTER_OP({.op_type = "Unique", .kernel = unique_kernel, .infer = infer_unique});
+KILN_REGISTER_OP({.op_type = "Unique", .kernel = unique_kernel, .infer = lenient<infer_unique>});
 
 }  // namespace
 }  // namespace kiln::ops
