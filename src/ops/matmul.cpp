@@ -13,6 +13,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 // Exact wrap-around accumulator for integers, double for floats.
 // (Unsigned 64-bit arithmetic gives the low bits of the signed product too.)
 template <typename T>

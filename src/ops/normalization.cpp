@@ -14,6 +14,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 // `p` broadcast numpy-style to exactly `dims`, expanded to one value per element.
 std::vector<double> broadcast_param(const KernelContext& ctx, const Tensor& p,
                                     const std::vector<int64_t>& dims, const char* name) {
