@@ -305,6 +305,7 @@ void lp_norm(KernelContext& ctx) {
 void mvn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
+  ctx.check(rank >= 1, "input must have rank >= 1");
   std::vector<bool> reduced(x.rank(), false);
   for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) {
     int64_t n = normalize_axis(ctx, a, rank);
