@@ -395,8 +395,9 @@ void dropout(KernelContext& ctx) {
                 ctx.input(1).describe());
       ratio = ctx.input(1).double_at(0);
     }
-    ctx.check(ratio >= 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
     if (training && ratio != 0) {
+      // Outside training the ratio is ignored, so only a ratio that would be used is checked.
+      ctx.check(ratio > 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
       // Without a seed any random mask is right, but there is no reproducible answer to give.
       if (!ctx.has_attr("seed")) ctx.unsupported("training-mode Dropout without a seed (random)");
       random_dropout(ctx, x, ratio, ctx.attr_int("seed"));
