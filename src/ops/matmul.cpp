@@ -38,6 +38,23 @@ T acc_to(DotAcc<T> a) {
   }
 }
 
+// acc[i*n+j] = sum over p of A(i,p) * B(p,j), where A(i,p) = a[i*as0 + p*as1] and
+// B(p,j) = b[p*bs0 + j*bs1]. The (i, p, j) loop order keeps the inner loop streaming over a row;
+// every sum still runs p = 0..k-1 in order.
+template <typename T>
+void matmul_acc(const T* a, int64_t as0, int64_t as1, const T* b, int64_t bs0, int64_t bs1,
+                int64_t m, int64_t k, int64_t n, DotAcc<T>* acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    DotAcc<T>* row = acc + i * n;
+    std::fill_n(row, n, DotAcc<T>{});
+    for (int64_t p = 0; p < k; ++p) {
+      const DotAcc<T> av = acc_of(a[i * as0 + p * as1]);
+      const T* brow = b + p * bs0;
+      for (int64_t j = 0; j < n; ++j) row[j] += av * acc_of(brow[j * bs1]);
+    }
+  }
+}
+
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -66,20 +83,16 @@ void matmul(KernelContext& ctx) {
                    const T* pb = b.data<T>();
                    T* po = out.data<T>();
                    if (out.numel() == 0) return out;
-                   for_each_broadcast<2>(
-                       batch, strides, [&](int64_t bi, const std::array<int64_t, 2>& off) {
-                         const T* ma = pa + off[0] * m * k;
-                         const T* mb = pb + off[1] * k * n;
-                         T* mo = po + bi * m * n;
-                         for (int64_t i = 0; i < m; ++i) {
-                           for (int64_t j = 0; j < n; ++j) {
-                             DotAcc<T> acc{};
-                             for (int64_t p = 0; p < k; ++p)
-                               acc += acc_of(ma[i * k + p]) * acc_of(mb[p * n + j]);
-                             mo[i * n + j] = acc_to<T>(acc);
-                           }
-                         }
-                       });
+                   std::vector<DotAcc<T>> acc(static_cast<size_t>(m * n));
+                   for_each_broadcast<2>(batch, strides,
+                                         [&](int64_t bi, const std::array<int64_t, 2>& off) {
+                                           const T* ma = pa + off[0] * m * k;
+                                           const T* mb = pb + off[1] * k * n;
+                                           T* mo = po + bi * m * n;
+                                           matmul_acc(ma, k, 1, mb, n, 1, m, k, n, acc.data());
+                                           for (int64_t i = 0; i < m * n; ++i)
+                                             mo[i] = acc_to<T>(acc[i]);
+                                         });
                    return out;
                  }));
 }
@@ -137,42 +150,39 @@ void gemm(KernelContext& ctx) {
               m, n);
     c_strides = broadcast_strides(c.dims(), {m, n});
   }
-  ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "Gemm", [&](auto tag) {
-                   using T = typename decltype(tag)::type;
-                   Tensor out(a.dtype(), {m, n});
-                   const T* pa = a.data<T>();
-                   const T* pb = b.data<T>();
-                   const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
-                   T* po = out.data<T>();
-                   const bool exact_int =
-                       std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
-                   for (int64_t i = 0; i < m; ++i) {
-                     for (int64_t j = 0; j < n; ++j) {
-                       DotAcc<T> acc{};
-                       for (int64_t p = 0; p < k; ++p) {
-                         const T& av = ta ? pa[p * m + i] : pa[i * k + p];
-                         const T& bv = tb ? pb[j * k + p] : pb[p * n + j];
-                         acc += acc_of(av) * acc_of(bv);
-                       }
-                       const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
-                       if constexpr (std::is_integral_v<T>) {
-                         if (exact_int) {
-                           if (cv) acc += acc_of(*cv);
-                           po[i * n + j] = acc_to<T>(acc);
-                           continue;
-                         }
-                         double r = alpha * static_cast<double>(static_cast<T>(acc));
-                         if (cv) r += beta * static_cast<double>(*cv);
-                         po[i * n + j] = from_double<T>(r);
-                       } else {
-                         double r = alpha * acc;
-                         if (cv) r += beta * to_double(*cv);
-                         po[i * n + j] = from_double<T>(r);
-                       }
-                     }
-                   }
-                   return out;
-                 }));
+  ctx.set_output(
+      0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "Gemm", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor out(a.dtype(), {m, n});
+        const T* pa = a.data<T>();
+        const T* pb = b.data<T>();
+        const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
+        T* po = out.data<T>();
+        const bool exact_int = std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
+        std::vector<DotAcc<T>> dots(static_cast<size_t>(m * n));
+        matmul_acc(pa, ta ? 1 : k, ta ? m : 1, pb, tb ? 1 : n, tb ? k : 1, m, k, n, dots.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            DotAcc<T> acc = dots[static_cast<size_t>(i * n + j)];
+            const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
+            if constexpr (std::is_integral_v<T>) {
+              if (exact_int) {
+                if (cv) acc += acc_of(*cv);
+                po[i * n + j] = acc_to<T>(acc);
+                continue;
+              }
+              double r = alpha * static_cast<double>(static_cast<T>(acc));
+              if (cv) r += beta * static_cast<double>(*cv);
+              po[i * n + j] = from_double<T>(r);
+            } else {
+              double r = alpha * acc;
+              if (cv) r += beta * to_double(*cv);
+              po[i * n + j] = from_double<T>(r);
+            }
+          }
+        }
+        return out;
+      }));
 }
 
 void infer_gemm(InferContext& ctx) {

@@ -144,10 +144,12 @@ void batch_norm(KernelContext& ctx) {
   if (ctx.opset() >= 14) {
     training = ctx.attr_int("training_mode", 0) != 0;
   } else {
-    for (size_t i = 1; i < ctx.output_count(); ++i) {
-      if (ctx.wants_output(i)) {
-        ctx.unsupported("training-mode outputs before opset 14 (use opset >= 14 training_mode)");
-      }
+    // Before opset 14 asking for more than Y means training mode. Outputs 1 and 2 are the
+    // updated running statistics as from 14 on; saved_mean/saved_var (3, 4) are left out because
+    // runtimes disagree on what saved_var holds (variance or inverse std).
+    training = ctx.wants_output(1) || ctx.wants_output(2);
+    if (ctx.wants_output(3) || ctx.wants_output(4)) {
+      ctx.unsupported("saved_mean/saved_var outputs of pre-opset-14 training mode");
     }
   }
   // Opset 7 spatial=0: every parameter holds one value per (C, D1, ...) position.
@@ -209,7 +211,6 @@ void infer_batch_norm(InferContext& ctx) {
   const TypeInfo* t = ctx.input_type(0);
   if (!t || !t->is_tensor()) return;
   ctx.set_output_type(0, *t);
-  if (ctx.opset() < 14) return;
   const TypeInfo* m = ctx.input_type(3);
   if (!m || !m->is_tensor()) return;
   for (size_t i = 1; i < std::min<size_t>(ctx.output_count(), 3); ++i) {
