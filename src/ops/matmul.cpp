@@ -231,7 +231,14 @@ EinsumTerm parse_term(const AttrReader& ctx, const std::string& s) {
   return t;
 }
 
-void einsum(KernelContext& ctx) {
+// Which label each input dim carries and which labels the output keeps, from the equation and
+// the input ranks alone (so shape inference can use it too).
+struct EinsumPlan {
+  std::vector<std::vector<int>> dim_labels;  // per input, one label per dim
+  std::vector<int> out_labels;
+};
+
+EinsumPlan plan_einsum(const AttrReader& ctx, const std::vector<int64_t>& ranks) {
   std::string eq = ctx.attr_string("equation");
   std::string lhs = eq, rhs;
   const bool explicit_out = eq.find("->") != std::string::npos;
@@ -247,41 +254,78 @@ void einsum(KernelContext& ctx) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  const size_t n_in = ctx.input_count();
+  const size_t n_in = ranks.size();
   ctx.check(terms.size() == n_in, "equation has {} terms for {} inputs", terms.size(), n_in);
-  const DataType dtype = ctx.input(0).dtype();
-  // Expand each term into one label per input dim and find each label's size.
   int64_t ellipsis_rank = 0;
   for (size_t i = 0; i < n_in; ++i) {
-    const Tensor& x = ctx.input(i);
-    ctx.check(x.dtype() == dtype, "inputs have different types");
     int64_t letters =
         static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0);
-    int64_t rank = static_cast<int64_t>(x.rank());
-    ctx.check(terms[i].has_ellipsis ? rank >= letters : rank == letters,
-              "term {} does not match input {} of shape {}", i, i, x.describe());
-    if (terms[i].has_ellipsis) ellipsis_rank = std::max(ellipsis_rank, rank - letters);
+    ctx.check(terms[i].has_ellipsis ? ranks[i] >= letters : ranks[i] == letters,
+              "term {} does not match the rank {} of input {}", i, ranks[i], i);
+    if (terms[i].has_ellipsis) ellipsis_rank = std::max(ellipsis_rank, ranks[i] - letters);
   }
-  std::map<int, int64_t> size;
+  EinsumPlan plan;
+  plan.dim_labels.resize(n_in);
   std::map<int, int> count;
-  std::vector<std::vector<int>> dim_labels(n_in);
   for (size_t i = 0; i < n_in; ++i) {
-    const Tensor& x = ctx.input(i);
-    int64_t e = static_cast<int64_t>(x.rank()) -
-                (static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0));
+    // Ellipsis dims are right-aligned across inputs, numpy-style.
+    int64_t e =
+        ranks[i] - (static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0));
     for (int l : terms[i].labels) {
       if (l >= 0) {
-        dim_labels[i].push_back(l);
+        plan.dim_labels[i].push_back(l);
         continue;
       }
       for (int64_t j = 0; j < e; ++j) {
-        dim_labels[i].push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - e + j));
+        plan.dim_labels[i].push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - e + j));
       }
     }
+    // A label repeated within one term ('ii') counts twice and is summed over, like numpy.
+    for (int l : plan.dim_labels[i]) ++count[l];
+  }
+  std::vector<int>& out = plan.out_labels;
+  if (explicit_out) {
+    EinsumTerm o = parse_term(ctx, rhs);
+    for (int l : o.labels) {
+      if (l < 0) {
+        for (int64_t j = 0; j < ellipsis_rank; ++j)
+          out.push_back(kEllipsisBase + static_cast<int>(j));
+        continue;
+      }
+      ctx.check(count.count(l) > 0, "output subscript does not appear in the inputs");
+      ctx.check(std::find(out.begin(), out.end(), l) == out.end(), "output subscript repeated");
+      out.push_back(l);
+    }
+  } else {
+    // Implicit output: the ellipsis dims, then labels used once in ASCII order (upper first).
+    for (int64_t j = 0; j < ellipsis_rank; ++j) out.push_back(kEllipsisBase + static_cast<int>(j));
+    for (int l = 26; l < 52; ++l) {
+      if (count.count(l) && count[l] == 1) out.push_back(l);
+    }
+    for (int l = 0; l < 26; ++l) {
+      if (count.count(l) && count[l] == 1) out.push_back(l);
+    }
+  }
+  return plan;
+}
+
+void einsum(KernelContext& ctx) {
+  const size_t n_in = ctx.input_count();
+  ctx.check(n_in >= 1, "needs at least one input");
+  const DataType dtype = ctx.input(0).dtype();
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < n_in; ++i) {
+    ctx.check(ctx.input(i).dtype() == dtype, "inputs have different types");
+    ranks.push_back(static_cast<int64_t>(ctx.input(i).rank()));
+  }
+  const EinsumPlan plan = plan_einsum(ctx, ranks);
+  const std::vector<std::vector<int>>& dim_labels = plan.dim_labels;
+  const std::vector<int>& out_labels = plan.out_labels;
+  std::map<int, int64_t> size;
+  for (size_t i = 0; i < n_in; ++i) {
     for (size_t d = 0; d < dim_labels[i].size(); ++d) {
       int l = dim_labels[i][d];
-      int64_t n = x.dim(d);
-      ++count[l];  // a label repeated within one term ('ii') is summed over, like numpy
+      int64_t n = ctx.input(i).dim(d);
       auto it = size.find(l);
       if (it == size.end()) {
         size[l] = n;
@@ -291,31 +335,6 @@ void einsum(KernelContext& ctx) {
                   "size mismatch for a subscript: {} vs {}", it->second, n);
         if (it->second == 1) it->second = n;
       }
-    }
-  }
-  std::vector<int> out_labels;
-  if (explicit_out) {
-    EinsumTerm o = parse_term(ctx, rhs);
-    for (int l : o.labels) {
-      if (l < 0) {
-        for (int64_t j = 0; j < ellipsis_rank; ++j)
-          out_labels.push_back(kEllipsisBase + static_cast<int>(j));
-        continue;
-      }
-      ctx.check(size.count(l) > 0, "output subscript does not appear in the inputs");
-      ctx.check(std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end(),
-                "output subscript repeated");
-      out_labels.push_back(l);
-    }
-  } else {
-    // Implicit output: the ellipsis dims, then labels used once in ASCII order (upper first).
-    for (int64_t j = 0; j < ellipsis_rank; ++j)
-      out_labels.push_back(kEllipsisBase + static_cast<int>(j));
-    for (int l = 26; l < 52; ++l) {
-      if (count.count(l) && count[l] == 1) out_labels.push_back(l);
-    }
-    for (int l = 0; l < 26; ++l) {
-      if (count.count(l) && count[l] == 1) out_labels.push_back(l);
     }
   }
   std::vector<int> all = out_labels;
@@ -372,9 +391,47 @@ void einsum(KernelContext& ctx) {
                  }));
 }
 
+// The dim of a label seen with dims o and n: a static size > 1 wins (1 broadcasts), equal dims
+// stay, anything else is unknown.
+Dim merge_label_dim(const AttrReader& ctx, const Dim& o, const Dim& n) {
+  if (o == n) return o;
+  auto big = [](const Dim& d) { return d.is_static() && d.value() != 1; };
+  auto one = [](const Dim& d) { return d.is_static() && d.value() == 1; };
+  if (big(o) && big(n)) ctx.fail("size mismatch for a subscript: {} vs {}", o.value(), n.value());
+  if (big(o) || one(n)) return o;
+  if (big(n) || one(o)) return n;
+  return Dim();
+}
+
 void infer_einsum(InferContext& ctx) {
   const TypeInfo* a = ctx.input_type(0);
-  if (a && a->is_tensor()) ctx.set_output_type(0, TypeInfo::tensor(a->dtype));
+  if (!a || !a->is_tensor()) return;
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < ctx.input_count(); ++i) {
+    const TypeInfo* t = ctx.input_type(i);
+    if (!t || !t->is_tensor() || !t->shape) {
+      ctx.set_output_type(0, TypeInfo::tensor(a->dtype));
+      return;
+    }
+    ranks.push_back(static_cast<int64_t>(t->shape->rank()));
+  }
+  const EinsumPlan plan = plan_einsum(ctx, ranks);
+  std::map<int, Dim> dim_of;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Shape& shape = *ctx.input_type(i)->shape;
+    for (size_t d = 0; d < plan.dim_labels[i].size(); ++d) {
+      const int l = plan.dim_labels[i][d];
+      auto it = dim_of.find(l);
+      if (it == dim_of.end()) {
+        dim_of[l] = shape[d];
+      } else {
+        it->second = merge_label_dim(ctx, it->second, shape[d]);
+      }
+    }
+  }
+  std::vector<Dim> out;
+  for (int l : plan.out_labels) out.push_back(dim_of[l]);
+  ctx.set_output_type(0, TypeInfo::tensor(a->dtype, Shape(std::move(out))));
 }
 
 // Determinant by LU decomposition with partial pivoting, in double.
