@@ -1,5 +1,6 @@
 // LayerNormalization, RMSNormalization, BatchNormalization, InstanceNormalization,
-// GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout (inference).
+// GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout (inference, and
+// training mode when a seed makes it reproducible).
 // Kernels read floats as double, compute statistics in double, and round once on output.
 #include <algorithm>
 #include <array>
