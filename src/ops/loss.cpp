@@ -13,6 +13,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 enum class Reduction { None, Sum, Mean };
 
 Reduction reduction_of(const AttrReader& ctx) {

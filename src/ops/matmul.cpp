@@ -13,6 +13,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 // Exact wrap-around accumulator for integers, double for floats.
 // (Unsigned 64-bit arithmetic gives the low bits of the signed product too.)
 template <typename T>
@@ -33,6 +35,23 @@ T acc_to(DotAcc<T> a) {
     return static_cast<T>(a);
   } else {
     return from_double<T>(a);
+  }
+}
+
+// acc[i*n+j] = sum over p of A(i,p) * B(p,j), where A(i,p) = a[i*as0 + p*as1] and
+// B(p,j) = b[p*bs0 + j*bs1]. The (i, p, j) loop order keeps the inner loop streaming over a row;
+// every sum still runs p = 0..k-1 in order.
+template <typename T>
+void matmul_acc(const T* a, int64_t as0, int64_t as1, const T* b, int64_t bs0, int64_t bs1,
+                int64_t m, int64_t k, int64_t n, DotAcc<T>* acc) {
+  for (int64_t i = 0; i < m; ++i) {
+    DotAcc<T>* row = acc + i * n;
+    std::fill_n(row, n, DotAcc<T>{});
+    for (int64_t p = 0; p < k; ++p) {
+      const DotAcc<T> av = acc_of(a[i * as0 + p * as1]);
+      const T* brow = b + p * bs0;
+      for (int64_t j = 0; j < n; ++j) row[j] += av * acc_of(brow[j * bs1]);
+    }
   }
 }
 
@@ -64,20 +83,16 @@ void matmul(KernelContext& ctx) {
                    const T* pb = b.data<T>();
                    T* po = out.data<T>();
                    if (out.numel() == 0) return out;
-                   for_each_broadcast<2>(
-                       batch, strides, [&](int64_t bi, const std::array<int64_t, 2>& off) {
-                         const T* ma = pa + off[0] * m * k;
-                         const T* mb = pb + off[1] * k * n;
-                         T* mo = po + bi * m * n;
-                         for (int64_t i = 0; i < m; ++i) {
-                           for (int64_t j = 0; j < n; ++j) {
-                             DotAcc<T> acc{};
-                             for (int64_t p = 0; p < k; ++p)
-                               acc += acc_of(ma[i * k + p]) * acc_of(mb[p * n + j]);
-                             mo[i * n + j] = acc_to<T>(acc);
-                           }
-                         }
-                       });
+                   std::vector<DotAcc<T>> acc(static_cast<size_t>(m * n));
+                   for_each_broadcast<2>(batch, strides,
+                                         [&](int64_t bi, const std::array<int64_t, 2>& off) {
+                                           const T* ma = pa + off[0] * m * k;
+                                           const T* mb = pb + off[1] * k * n;
+                                           T* mo = po + bi * m * n;
+                                           matmul_acc(ma, k, 1, mb, n, 1, m, k, n, acc.data());
+                                           for (int64_t i = 0; i < m * n; ++i)
+                                             mo[i] = acc_to<T>(acc[i]);
+                                         });
                    return out;
                  }));
 }
@@ -135,42 +150,39 @@ void gemm(KernelContext& ctx) {
               m, n);
     c_strides = broadcast_strides(c.dims(), {m, n});
   }
-  ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "Gemm", [&](auto tag) {
-                   using T = typename decltype(tag)::type;
-                   Tensor out(a.dtype(), {m, n});
-                   const T* pa = a.data<T>();
-                   const T* pb = b.data<T>();
-                   const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
-                   T* po = out.data<T>();
-                   const bool exact_int =
-                       std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
-                   for (int64_t i = 0; i < m; ++i) {
-                     for (int64_t j = 0; j < n; ++j) {
-                       DotAcc<T> acc{};
-                       for (int64_t p = 0; p < k; ++p) {
-                         const T& av = ta ? pa[p * m + i] : pa[i * k + p];
-                         const T& bv = tb ? pb[j * k + p] : pb[p * n + j];
-                         acc += acc_of(av) * acc_of(bv);
-                       }
-                       const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
-                       if constexpr (std::is_integral_v<T>) {
-                         if (exact_int) {
-                           if (cv) acc += acc_of(*cv);
-                           po[i * n + j] = acc_to<T>(acc);
-                           continue;
-                         }
-                         double r = alpha * static_cast<double>(static_cast<T>(acc));
-                         if (cv) r += beta * static_cast<double>(*cv);
-                         po[i * n + j] = from_double<T>(r);
-                       } else {
-                         double r = alpha * acc;
-                         if (cv) r += beta * to_double(*cv);
-                         po[i * n + j] = from_double<T>(r);
-                       }
-                     }
-                   }
-                   return out;
-                 }));
+  ctx.set_output(
+      0, dispatch_dtype<DTypeSet::Numeric>(a.dtype(), "Gemm", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor out(a.dtype(), {m, n});
+        const T* pa = a.data<T>();
+        const T* pb = b.data<T>();
+        const T* pc = has_c ? ctx.input(2).data<T>() : nullptr;
+        T* po = out.data<T>();
+        const bool exact_int = std::is_integral_v<T> && alpha == 1.0 && (beta == 1.0 || !has_c);
+        std::vector<DotAcc<T>> dots(static_cast<size_t>(m * n));
+        matmul_acc(pa, ta ? 1 : k, ta ? m : 1, pb, tb ? 1 : n, tb ? k : 1, m, k, n, dots.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            DotAcc<T> acc = dots[static_cast<size_t>(i * n + j)];
+            const T* cv = has_c ? pc + i * c_strides[0] + j * c_strides[1] : nullptr;
+            if constexpr (std::is_integral_v<T>) {
+              if (exact_int) {
+                if (cv) acc += acc_of(*cv);
+                po[i * n + j] = acc_to<T>(acc);
+                continue;
+              }
+              double r = alpha * static_cast<double>(static_cast<T>(acc));
+              if (cv) r += beta * static_cast<double>(*cv);
+              po[i * n + j] = from_double<T>(r);
+            } else {
+              double r = alpha * acc;
+              if (cv) r += beta * to_double(*cv);
+              po[i * n + j] = from_double<T>(r);
+            }
+          }
+        }
+        return out;
+      }));
 }
 
 void infer_gemm(InferContext& ctx) {
@@ -219,7 +231,14 @@ EinsumTerm parse_term(const AttrReader& ctx, const std::string& s) {
   return t;
 }
 
-void einsum(KernelContext& ctx) {
+// Which label each input dim carries and which labels the output keeps, from the equation and
+// the input ranks alone (so shape inference can use it too).
+struct EinsumPlan {
+  std::vector<std::vector<int>> dim_labels;  // per input, one label per dim
+  std::vector<int> out_labels;
+};
+
+EinsumPlan plan_einsum(const AttrReader& ctx, const std::vector<int64_t>& ranks) {
   std::string eq = ctx.attr_string("equation");
   std::string lhs = eq, rhs;
   const bool explicit_out = eq.find("->") != std::string::npos;
@@ -235,41 +254,78 @@ void einsum(KernelContext& ctx) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  const size_t n_in = ctx.input_count();
+  const size_t n_in = ranks.size();
   ctx.check(terms.size() == n_in, "equation has {} terms for {} inputs", terms.size(), n_in);
-  const DataType dtype = ctx.input(0).dtype();
-  // Expand each term into one label per input dim and find each label's size.
   int64_t ellipsis_rank = 0;
   for (size_t i = 0; i < n_in; ++i) {
-    const Tensor& x = ctx.input(i);
-    ctx.check(x.dtype() == dtype, "inputs have different types");
     int64_t letters =
         static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0);
-    int64_t rank = static_cast<int64_t>(x.rank());
-    ctx.check(terms[i].has_ellipsis ? rank >= letters : rank == letters,
-              "term {} does not match input {} of shape {}", i, i, x.describe());
-    if (terms[i].has_ellipsis) ellipsis_rank = std::max(ellipsis_rank, rank - letters);
+    ctx.check(terms[i].has_ellipsis ? ranks[i] >= letters : ranks[i] == letters,
+              "term {} does not match the rank {} of input {}", i, ranks[i], i);
+    if (terms[i].has_ellipsis) ellipsis_rank = std::max(ellipsis_rank, ranks[i] - letters);
   }
-  std::map<int, int64_t> size;
+  EinsumPlan plan;
+  plan.dim_labels.resize(n_in);
   std::map<int, int> count;
-  std::vector<std::vector<int>> dim_labels(n_in);
   for (size_t i = 0; i < n_in; ++i) {
-    const Tensor& x = ctx.input(i);
-    int64_t e = static_cast<int64_t>(x.rank()) -
-                (static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0));
+    // Ellipsis dims are right-aligned across inputs, numpy-style.
+    int64_t e =
+        ranks[i] - (static_cast<int64_t>(terms[i].labels.size()) - (terms[i].has_ellipsis ? 1 : 0));
     for (int l : terms[i].labels) {
       if (l >= 0) {
-        dim_labels[i].push_back(l);
+        plan.dim_labels[i].push_back(l);
         continue;
       }
       for (int64_t j = 0; j < e; ++j) {
-        dim_labels[i].push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - e + j));
+        plan.dim_labels[i].push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - e + j));
       }
     }
+    // A label repeated within one term ('ii') counts twice and is summed over, like numpy.
+    for (int l : plan.dim_labels[i]) ++count[l];
+  }
+  std::vector<int>& out = plan.out_labels;
+  if (explicit_out) {
+    EinsumTerm o = parse_term(ctx, rhs);
+    for (int l : o.labels) {
+      if (l < 0) {
+        for (int64_t j = 0; j < ellipsis_rank; ++j)
+          out.push_back(kEllipsisBase + static_cast<int>(j));
+        continue;
+      }
+      ctx.check(count.count(l) > 0, "output subscript does not appear in the inputs");
+      ctx.check(std::find(out.begin(), out.end(), l) == out.end(), "output subscript repeated");
+      out.push_back(l);
+    }
+  } else {
+    // Implicit output: the ellipsis dims, then labels used once in ASCII order (upper first).
+    for (int64_t j = 0; j < ellipsis_rank; ++j) out.push_back(kEllipsisBase + static_cast<int>(j));
+    for (int l = 26; l < 52; ++l) {
+      if (count.count(l) && count[l] == 1) out.push_back(l);
+    }
+    for (int l = 0; l < 26; ++l) {
+      if (count.count(l) && count[l] == 1) out.push_back(l);
+    }
+  }
+  return plan;
+}
+
+void einsum(KernelContext& ctx) {
+  const size_t n_in = ctx.input_count();
+  ctx.check(n_in >= 1, "needs at least one input");
+  const DataType dtype = ctx.input(0).dtype();
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < n_in; ++i) {
+    ctx.check(ctx.input(i).dtype() == dtype, "inputs have different types");
+    ranks.push_back(static_cast<int64_t>(ctx.input(i).rank()));
+  }
+  const EinsumPlan plan = plan_einsum(ctx, ranks);
+  const std::vector<std::vector<int>>& dim_labels = plan.dim_labels;
+  const std::vector<int>& out_labels = plan.out_labels;
+  std::map<int, int64_t> size;
+  for (size_t i = 0; i < n_in; ++i) {
     for (size_t d = 0; d < dim_labels[i].size(); ++d) {
       int l = dim_labels[i][d];
-      int64_t n = x.dim(d);
-      ++count[l];  // a label repeated within one term ('ii') is summed over, like numpy
+      int64_t n = ctx.input(i).dim(d);
       auto it = size.find(l);
       if (it == size.end()) {
         size[l] = n;
@@ -279,31 +335,6 @@ void einsum(KernelContext& ctx) {
                   "size mismatch for a subscript: {} vs {}", it->second, n);
         if (it->second == 1) it->second = n;
       }
-    }
-  }
-  std::vector<int> out_labels;
-  if (explicit_out) {
-    EinsumTerm o = parse_term(ctx, rhs);
-    for (int l : o.labels) {
-      if (l < 0) {
-        for (int64_t j = 0; j < ellipsis_rank; ++j)
-          out_labels.push_back(kEllipsisBase + static_cast<int>(j));
-        continue;
-      }
-      ctx.check(size.count(l) > 0, "output subscript does not appear in the inputs");
-      ctx.check(std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end(),
-                "output subscript repeated");
-      out_labels.push_back(l);
-    }
-  } else {
-    // Implicit output: the ellipsis dims, then labels used once in ASCII order (upper first).
-    for (int64_t j = 0; j < ellipsis_rank; ++j)
-      out_labels.push_back(kEllipsisBase + static_cast<int>(j));
-    for (int l = 26; l < 52; ++l) {
-      if (count.count(l) && count[l] == 1) out_labels.push_back(l);
-    }
-    for (int l = 0; l < 26; ++l) {
-      if (count.count(l) && count[l] == 1) out_labels.push_back(l);
     }
   }
   std::vector<int> all = out_labels;
@@ -360,9 +391,47 @@ void einsum(KernelContext& ctx) {
                  }));
 }
 
+// The dim of a label seen with dims o and n: a static size > 1 wins (1 broadcasts), equal dims
+// stay, anything else is unknown.
+Dim merge_label_dim(const AttrReader& ctx, const Dim& o, const Dim& n) {
+  if (o == n) return o;
+  auto big = [](const Dim& d) { return d.is_static() && d.value() != 1; };
+  auto one = [](const Dim& d) { return d.is_static() && d.value() == 1; };
+  if (big(o) && big(n)) ctx.fail("size mismatch for a subscript: {} vs {}", o.value(), n.value());
+  if (big(o) || one(n)) return o;
+  if (big(n) || one(o)) return n;
+  return Dim();
+}
+
 void infer_einsum(InferContext& ctx) {
   const TypeInfo* a = ctx.input_type(0);
-  if (a && a->is_tensor()) ctx.set_output_type(0, TypeInfo::tensor(a->dtype));
+  if (!a || !a->is_tensor()) return;
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < ctx.input_count(); ++i) {
+    const TypeInfo* t = ctx.input_type(i);
+    if (!t || !t->is_tensor() || !t->shape) {
+      ctx.set_output_type(0, TypeInfo::tensor(a->dtype));
+      return;
+    }
+    ranks.push_back(static_cast<int64_t>(t->shape->rank()));
+  }
+  const EinsumPlan plan = plan_einsum(ctx, ranks);
+  std::map<int, Dim> dim_of;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Shape& shape = *ctx.input_type(i)->shape;
+    for (size_t d = 0; d < plan.dim_labels[i].size(); ++d) {
+      const int l = plan.dim_labels[i][d];
+      auto it = dim_of.find(l);
+      if (it == dim_of.end()) {
+        dim_of[l] = shape[d];
+      } else {
+        it->second = merge_label_dim(ctx, it->second, shape[d]);
+      }
+    }
+  }
+  std::vector<Dim> out;
+  for (int l : plan.out_labels) out.push_back(dim_of[l]);
+  ctx.set_output_type(0, TypeInfo::tensor(a->dtype, Shape(std::move(out))));
 }
 
 // Determinant by LU decomposition with partial pivoting, in double.

@@ -1,5 +1,6 @@
 // LayerNormalization, RMSNormalization, BatchNormalization, InstanceNormalization,
-// GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout (inference).
+// GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN and Dropout (inference, and
+// training mode when a seed makes it reproducible).
 // Kernels read floats as double, compute statistics in double, and round once on output.
 #include <algorithm>
 #include <array>
@@ -13,6 +14,8 @@
 
 namespace kiln::ops {
 namespace {
+
+using namespace reduction;  // NOLINT: this family's own helpers
 
 // `p` broadcast numpy-style to exactly `dims`, expanded to one value per element.
 std::vector<double> broadcast_param(const KernelContext& ctx, const Tensor& p,
@@ -142,10 +145,12 @@ void batch_norm(KernelContext& ctx) {
   if (ctx.opset() >= 14) {
     training = ctx.attr_int("training_mode", 0) != 0;
   } else {
-    for (size_t i = 1; i < ctx.output_count(); ++i) {
-      if (ctx.wants_output(i)) {
-        ctx.unsupported("training-mode outputs before opset 14 (use opset >= 14 training_mode)");
-      }
+    // Before opset 14 asking for more than Y means training mode. Outputs 1 and 2 are the
+    // updated running statistics as from 14 on; saved_mean/saved_var (3, 4) are left out because
+    // runtimes disagree on what saved_var holds (variance or inverse std).
+    training = ctx.wants_output(1) || ctx.wants_output(2);
+    if (ctx.wants_output(3) || ctx.wants_output(4)) {
+      ctx.unsupported("saved_mean/saved_var outputs of pre-opset-14 training mode");
     }
   }
   // Opset 7 spatial=0: every parameter holds one value per (C, D1, ...) position.
@@ -207,7 +212,6 @@ void infer_batch_norm(InferContext& ctx) {
   const TypeInfo* t = ctx.input_type(0);
   if (!t || !t->is_tensor()) return;
   ctx.set_output_type(0, *t);
-  if (ctx.opset() < 14) return;
   const TypeInfo* m = ctx.input_type(3);
   if (!m || !m->is_tensor()) return;
   for (size_t i = 1; i < std::min<size_t>(ctx.output_count(), 3); ++i) {
@@ -303,6 +307,7 @@ void lp_norm(KernelContext& ctx) {
 void mvn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
+  ctx.check(rank >= 1, "input must have rank >= 1");
   std::vector<bool> reduced(x.rank(), false);
   for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) {
     int64_t n = normalize_axis(ctx, a, rank);
@@ -392,8 +397,9 @@ void dropout(KernelContext& ctx) {
                 ctx.input(1).describe());
       ratio = ctx.input(1).double_at(0);
     }
-    ctx.check(ratio >= 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
     if (training && ratio != 0) {
+      // Outside training the ratio is ignored, so only a ratio that would be used is checked.
+      ctx.check(ratio > 0 && ratio < 1, "ratio must be in [0, 1), got {}", ratio);
       // Without a seed any random mask is right, but there is no reproducible answer to give.
       if (!ctx.has_attr("seed")) ctx.unsupported("training-mode Dropout without a seed (random)");
       random_dropout(ctx, x, ratio, ctx.attr_int("seed"));

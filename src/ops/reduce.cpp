@@ -12,6 +12,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
 
 // The opset from which the op reads axes from input 1 instead of the `axes` attribute.

@@ -10,7 +10,9 @@
 
 #include "ops/op_utils.hpp"
 
-namespace kiln::ops {
+// A nested namespace keeps these inline helpers from colliding (ODR) with same-named helpers
+// other op families may define in their own headers.
+namespace kiln::ops::reduction {
 
 // The type reference kernels accumulate floating-point values in: double for every float type,
 // so float and float16 sums do not lose precision against the (double-ish numpy) references.
@@ -132,4 +134,4 @@ inline Tensor float_tensor(DataType dtype, const std::vector<int64_t>& dims,
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::reduction

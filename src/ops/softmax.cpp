@@ -12,6 +12,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace reduction;  // NOLINT: this family's own helpers
+
 enum class SoftKind { Softmax, LogSoftmax, Hardmax };
 
 // Before opset 13 the input is viewed as [prod(dims[:axis]), prod(dims[axis:])] and each row is
@@ -90,37 +92,38 @@ void cumulative(KernelContext& ctx) {
   const bool exclusive = ctx.attr_int("exclusive", 0) != 0;
   const bool reverse = ctx.attr_int("reverse", 0) != 0;
   AxisSplit s = split_at_axis(x.dims(), axis);
-  ctx.set_output(
-      0, dispatch_dtype<DTypeSet::Numeric>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        // Integers wrap like hardware; floats accumulate in double and round once per element.
-        // (uint64 rather than T's own unsigned type: uint16 would promote to int and overflow.)
-        using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
-        Tensor out(x.dtype(), x.dims());
-        const T* px = x.data<T>();
-        T* po = out.data<T>();
-        for (int64_t o = 0; o < s.outer; ++o) {
-          for (int64_t in = 0; in < s.inner; ++in) {
-            Acc acc = IsProd ? Acc(1) : Acc(0);
-            for (int64_t j = 0; j < s.length; ++j) {
-              int64_t k = reverse ? s.length - 1 - j : j;
-              int64_t idx = (o * s.length + k) * s.inner + in;
-              Acc v;
-              if constexpr (std::is_integral_v<T>)
-                v = static_cast<Acc>(px[idx]);
-              else
-                v = to_double(px[idx]);
-              if (!exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
-              if constexpr (std::is_integral_v<T>)
-                po[idx] = static_cast<T>(acc);
-              else
-                po[idx] = from_double<T>(acc);
-              if (exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
-            }
-          }
-        }
-        return out;
-      }));
+  ctx.set_output(0,
+                 dispatch_dtype<DTypeSet::Numeric>(x.dtype(), ctx.node().op_type(), [&](auto tag) {
+                   using T = typename decltype(tag)::type;
+                   // Integers wrap like hardware; floats accumulate in double and round once per
+                   // element. (uint64 rather than T's own unsigned type: uint16 would promote to
+                   // int and overflow.)
+                   using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+                   Tensor out(x.dtype(), x.dims());
+                   const T* px = x.data<T>();
+                   T* po = out.data<T>();
+                   for (int64_t o = 0; o < s.outer; ++o) {
+                     for (int64_t in = 0; in < s.inner; ++in) {
+                       Acc acc = IsProd ? Acc(1) : Acc(0);
+                       for (int64_t j = 0; j < s.length; ++j) {
+                         int64_t k = reverse ? s.length - 1 - j : j;
+                         int64_t idx = (o * s.length + k) * s.inner + in;
+                         Acc v;
+                         if constexpr (std::is_integral_v<T>)
+                           v = static_cast<Acc>(px[idx]);
+                         else
+                           v = to_double(px[idx]);
+                         if (!exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
+                         if constexpr (std::is_integral_v<T>)
+                           po[idx] = static_cast<T>(acc);
+                         else
+                           po[idx] = from_double<T>(acc);
+                         if (exclusive) acc = IsProd ? Acc(acc * v) : Acc(acc + v);
+                       }
+                     }
+                   }
+                   return out;
+                 }));
 }
 
 void topk(KernelContext& ctx) {
