@@ -314,9 +314,8 @@ void qlinear_conv(KernelContext& ctx) {
   std::vector<int64_t> q(static_cast<size_t>(y.numel()));
   integer_conv(ctx, x, w, x_zp, w_zp, s, g, [&](int64_t b, int64_t m, int64_t o, int64_t acc) {
     const float scale = x_scale * w_scale[m] / y_scale;
-    double v =
-        round_half_even(static_cast<float>(acc + bias[m]) * scale) + static_cast<double>(y_zp);
-    q[(b * s.m + m) * out_size + o] = static_cast<int64_t>(std::clamp<double>(v, lo, hi));
+    const double v = static_cast<double>(acc + bias[m]) * scale + static_cast<double>(y_zp);
+    q[(b * s.m + m) * out_size + o] = static_cast<int64_t>(saturate_round(v, lo, hi));
   });
   if (yt == DataType::UInt8) {
     std::copy(q.begin(), q.end(), y.data<uint8_t>());
@@ -333,7 +332,10 @@ WindowGeometry transpose_geometry(const AttrReader& ctx, const std::vector<int64
   g.nsp = kernel.size();
   g.in = in;
   g.kernel = kernel;
-  for (int64_t k : kernel) ctx.check(k > 0, "kernel dims must be positive, got {}", k);
+  for (int64_t k : kernel) {
+    ctx.check(k > 0 && k <= kMaxWindowValue, "kernel dims must be in [1, {}], got {}",
+              kMaxWindowValue, k);
+  }
   g.strides = spatial_ints(ctx, "strides", g.nsp, 1, 1);
   g.dilations = spatial_ints(ctx, "dilations", g.nsp, 1, 1);
   std::vector<int64_t> out_pad = spatial_ints(ctx, "output_padding", g.nsp, 0, 0);
@@ -348,6 +350,9 @@ WindowGeometry transpose_geometry(const AttrReader& ctx, const std::vector<int64
     if (out_shape.size() == g.nsp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
     ctx.check(out_shape.size() == g.nsp, "output_shape has {} spatial dims, expected {}",
               out_shape.size(), g.nsp);
+    for (int64_t v : out_shape) {
+      ctx.check(v >= 0 && v <= kMaxWindowValue, "output_shape entry {} is out of range", v);
+    }
   }
   g.pads.assign(2 * g.nsp, 0);
   if (auto_pad == "NOTSET" && out_shape.empty())

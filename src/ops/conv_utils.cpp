@@ -11,6 +11,8 @@ std::vector<int64_t> spatial_ints(const AttrReader& ctx, const std::string& name
   ctx.check(v.size() == n, "attribute '{}' has {} entries, expected {}", name, v.size(), n);
   for (int64_t x : v) {
     ctx.check(x >= min_value, "attribute '{}' entry {} must be >= {}", name, x, min_value);
+    // Keeps window arithmetic (products of kernel, dilation, stride, pads) far from overflow.
+    ctx.check(x <= kMaxWindowValue, "attribute '{}' entry {} is too large", name, x);
   }
   return v;
 }
@@ -24,7 +26,10 @@ WindowGeometry forward_geometry(const AttrReader& ctx, const std::vector<int64_t
             in.size());
   g.in = in;
   g.kernel = kernel;
-  for (int64_t k : kernel) ctx.check(k > 0, "kernel dims must be positive, got {}", k);
+  for (int64_t k : kernel) {
+    ctx.check(k > 0 && k <= kMaxWindowValue, "kernel dims must be in [1, {}], got {}",
+              kMaxWindowValue, k);
+  }
   g.strides = spatial_ints(ctx, "strides", g.nsp, 1, 1);
   g.dilations = allow_dilations ? spatial_ints(ctx, "dilations", g.nsp, 1, 1)
                                 : std::vector<int64_t>(g.nsp, 1);

@@ -2,6 +2,7 @@
 // Sliding-window geometry shared by Conv, ConvTranspose, the pooling ops and their integer
 // variants: attribute parsing (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
 // and output-size rules, plus an odometer over N-D index spaces.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -12,6 +13,9 @@
 #include "ops/kernel_context.hpp"
 
 namespace kiln::ops {
+
+// Upper bound for kernel dims, strides, dilations and pads: keeps their products in int64.
+inline constexpr int64_t kMaxWindowValue = int64_t{1} << 30;
 
 // Window parameters for `nsp` spatial dims. pads = [begin_0.., end_0..] as in ONNX.
 struct WindowGeometry {
@@ -79,6 +83,13 @@ using acc_float_t = std::conditional_t<std::is_same_v<T, double>, double, float>
 // Rounds half to even, as ONNX quantization does.
 inline double round_half_even(double v) {
   return std::nearbyint(v);
+}
+
+// Rounds half to even and clamps into [lo, hi] (a saturating conversion to an integer type);
+// NaN maps to 0 so the later integer cast is always defined.
+inline double saturate_round(double v, double lo, double hi) {
+  if (std::isnan(v)) return std::clamp(0.0, lo, hi);
+  return std::clamp(std::nearbyint(v), lo, hi);
 }
 
 }  // namespace kiln::ops

@@ -93,20 +93,22 @@ void deform_conv(KernelContext& ctx) {
                 // Bilinear (multilinear) interpolation; corners outside the input read zero.
                 std::fill(corner.begin(), corner.end(), 0);
                 taps.clear();
-                do {
-                  double wt = mk;
-                  int64_t off = 0;
-                  bool inside = true;
-                  for (size_t d = 0; d < nsp; ++d) {
-                    const double fl = std::floor(pos[d]);
-                    const int64_t i = static_cast<int64_t>(fl) + corner[d];
-                    const double frac = pos[d] - fl;
-                    wt *= corner[d] ? frac : 1 - frac;
-                    inside = inside && i >= 0 && i < in[d];
-                    off += i * in_strides[d];
-                  }
-                  if (inside && wt != 0) taps.emplace_back(off, wt);
-                } while (next_index(corner, two));
+                bool finite = true;  // non-finite or absurd offsets sample nothing
+                for (size_t d = 0; d < nsp; ++d) finite = finite && std::fabs(pos[d]) < 1e15;
+                if (finite) do {
+                    double wt = mk;
+                    int64_t off = 0;
+                    bool inside = true;
+                    for (size_t d = 0; d < nsp; ++d) {
+                      const double fl = std::floor(pos[d]);
+                      const int64_t i = static_cast<int64_t>(fl) + corner[d];
+                      const double frac = pos[d] - fl;
+                      wt *= corner[d] ? frac : 1 - frac;
+                      inside = inside && i >= 0 && i < in[d];
+                      off += i * in_strides[d];
+                    }
+                    if (inside && wt != 0) taps.emplace_back(off, wt);
+                  } while (next_index(corner, two));
                 for (int64_t cc = og * c_per_og; cc < (og + 1) * c_per_og; ++cc) {
                   const double* plane = xv.data() + (b * c + cc) * in_size;
                   double v = 0;
@@ -161,6 +163,8 @@ void col2im(KernelContext& ctx) {
   ctx.check(k_size > 0 && x.dim(1) % k_size == 0, "input channels {} not divisible by {}", x.dim(1),
             k_size);
   ctx.check(x.dim(2) == l_size, "input has {} blocks, the geometry gives {}", x.dim(2), l_size);
+  ctx.check(x.dim(1) >= k_size, "input has {} channels, fewer than one block of {}", x.dim(1),
+            k_size);
   const int64_t n = x.dim(0), c = x.dim(1) / k_size;
   const size_t nsp = image.size();
   std::vector<int64_t> out_dims = {n, c};

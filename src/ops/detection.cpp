@@ -19,7 +19,8 @@ struct Sample {
 
 Sample bilinear_sample(double y, double x, int64_t height, int64_t width) {
   Sample s;
-  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width))
+  if (!(y >= -1.0 && y <= static_cast<double>(height) && x >= -1.0 &&
+        x <= static_cast<double>(width)))  // also rejects NaN
     return s;
   y = std::max(y, 0.0);
   x = std::max(x, 0.0);
@@ -99,12 +100,21 @@ void roi_align(KernelContext& ctx) {
             rh = std::max(rh, 1.0);
           }
           const double bh = rh / static_cast<double>(ph_n), bw = rw / static_cast<double>(pw_n);
-          const int64_t gh = sampling > 0
-                                 ? sampling
-                                 : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph_n)));
-          const int64_t gw = sampling > 0
-                                 ? sampling
-                                 : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw_n)));
+          ctx.check(std::isfinite(rh) && std::isfinite(rw), "roi {} has non-finite coordinates", r);
+          ctx.check(sampling > 0 || (rh / static_cast<double>(ph_n) < 1e6 &&
+                                     rw / static_cast<double>(pw_n) < 1e6),
+                    "roi {} is too large for adaptive sampling", r);
+          // A negative extent (half_pixel mode allows it) samples nothing.
+          const int64_t gh = std::max<int64_t>(
+              0, sampling > 0 ? sampling
+                              : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph_n))));
+          const int64_t gw = std::max<int64_t>(
+              0, sampling > 0 ? sampling
+                              : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw_n))));
+          ctx.check(static_cast<double>(gh) * static_cast<double>(gw) * static_cast<double>(ph_n) *
+                            static_cast<double>(pw_n) <=
+                        1e8,
+                    "roi {} needs too many samples", r);
           const int64_t count = std::max<int64_t>(gh * gw, 1);
           samples.clear();
           for (int64_t ph = 0; ph < ph_n; ++ph)

@@ -106,6 +106,9 @@ void grid_sample(KernelContext& ctx) {
               const double len = static_cast<double>(in[d]);
               const double norm = gp[nsp - 1 - d];  // the grid lists coordinates innermost-first
               double xf = align ? (norm + 1) / 2 * (len - 1) : ((norm + 1) * len - 1) / 2;
+              // Far outside is far outside: bounding keeps integer casts defined (NaN reads as
+              // outside).
+              xf = std::isnan(xf) ? -1e15 : std::clamp(xf, -1e15, 1e15);
               if (interp == Interp::Nearest) xf = std::nearbyint(xf);
               const double lo = align ? 0.0 : -0.5, hi = align ? len - 1 : len - 0.5;
               // Cubic applies the padding rule to each tap only (as PyTorch and ONNX Runtime do);

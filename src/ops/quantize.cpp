@@ -142,6 +142,19 @@ void quantize_linear(KernelContext& ctx) {
   std::vector<double> s = read_scale(ctx, scale);
   std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, yt);
   auto [lo, hi] = int_range(yt);
+  // The division runs at `precision` (default: the scale's type); 16-bit float precisions
+  // round operands and quotient the way arithmetic in that type does.
+  DataType prec = static_cast<DataType>(ctx.attr_int("precision", 0));
+  if (prec == DataType::Undefined) prec = scale.dtype();
+  if (prec != DataType::Float32 && prec != DataType::Float16 && prec != DataType::BFloat16 &&
+      prec != DataType::Float64) {
+    ctx.unsupported("quantization precision {} is not supported", dtype_name(prec));
+  }
+  auto narrow = [prec](float v) {
+    if (prec == DataType::Float16) return static_cast<float>(Float16(v));
+    if (prec == DataType::BFloat16) return static_cast<float>(BFloat16(v));
+    return v;
+  };
   std::vector<double> out(static_cast<size_t>(x.numel()));
   dispatch_dtype<DTypeSet::Numeric>(x.dtype(), "QuantizeLinear", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -151,9 +164,14 @@ void quantize_linear(KernelContext& ctx) {
     } else {
       const T* px = x.data<T>();
       for (int64_t i = 0; i < x.numel(); ++i) {
-        // Divide in float like the reference so rounding ties land identically.
-        const float q = static_cast<float>(px[i]) / static_cast<float>(s[idx[i]]);
-        out[i] = std::clamp(round_half_even(q) + static_cast<double>(zp[idx[i]]), lo, hi);
+        double q;
+        if (prec == DataType::Float64 || std::is_same_v<T, int32_t>) {  // int32 / float: double
+          q = static_cast<double>(px[i]) / s[idx[i]];
+        } else {
+          // Float division (not double) so rounding ties land where the reference's do.
+          q = narrow(narrow(static_cast<float>(px[i])) / narrow(static_cast<float>(s[idx[i]])));
+        }
+        out[i] = saturate_round(round_half_even(q) + static_cast<double>(zp[idx[i]]), lo, hi);
       }
     }
   });
@@ -220,12 +238,12 @@ void dynamic_quantize_linear(KernelContext& ctx) {
     hi = std::max(hi, px[i]);
   }
   const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
-  const float zp = static_cast<float>(round_half_even(std::clamp(0.0f - lo / scale, 0.0f, 255.0f)));
+  const float zp = static_cast<float>(saturate_round(0.0f - lo / scale, 0.0, 255.0));
   Tensor y(DataType::UInt8, x.dims());
   uint8_t* py = y.data<uint8_t>();
   for (int64_t i = 0; i < x.numel(); ++i) {
     const float q = px[i] / scale;
-    py[i] = static_cast<uint8_t>(std::clamp(round_half_even(q) + zp, 0.0, 255.0));
+    py[i] = static_cast<uint8_t>(saturate_round(round_half_even(q) + zp, 0.0, 255.0));
   }
   ctx.set_output(0, y);
   ctx.set_output(1, Tensor::scalar(scale));
@@ -392,7 +410,7 @@ void qlinear_matmul(KernelContext& ctx) {
     const float sb = bs.values[bs.values.size() == 1 ? 0 : col];
     const float scale = round_to(as.type, round_to(as.type, sa * sb) / ys.values[0]);
     const double v = static_cast<double>(r.values[i]) * scale + static_cast<double>(y_zp);
-    out[i] = std::clamp(round_half_even(v), lo, hi);
+    out[i] = saturate_round(v, lo, hi);
   }
   ctx.set_output(0, make_quantized(yt, r.dims, out));
 }

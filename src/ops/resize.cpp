@@ -83,10 +83,18 @@ double cubic_weight(double x, double a) {
 // Fills the taps of `p` (in, out, scale, roi set) for the given attributes.
 void plan_axis(const AttrReader& ctx, const ResizeAttrs& a, AxisPlan& p) {
   ctx.check(p.in > 0 || p.out == 0, "cannot resize an empty axis to {} elements", p.out);
+  ctx.check(std::isfinite(p.roi_start) && std::isfinite(p.roi_end), "roi values must be finite");
+  if (p.out == 0) return;
   const double in = static_cast<double>(p.in);
   const double out_f = p.scale * in;  // the (possibly fractional) resized length
   // Antialiasing widens the filter by 1/scale when shrinking.
   const double fscale = a.antialias ? std::min(p.scale, 1.0) : 1.0;
+  if (a.mode != Mode::Nearest) {
+    // An antialiasing filter spans about 2/scale taps (4/scale for cubic) per output.
+    const double width = (a.mode == Mode::Linear ? 2.0 : 4.0) / fscale + 2.0;
+    ctx.check(width * static_cast<double>(p.out) <= 1e9,
+              "interpolation filter of {} taps for {} outputs is too large", width, p.out);
+  }
   int64_t start = 0;
   if (a.mode == Mode::Nearest) {
     p.taps = 1;
@@ -122,6 +130,7 @@ void plan_axis(const AttrReader& ctx, const ResizeAttrs& a, AxisPlan& p) {
       x += p.roi_start * (in - 1);
       if (x < 0 || x > in - 1) p.extrapolate[y] = 1;
     }
+    x = std::clamp(x, -9.0e15, 9.0e15);  // indices get clamped anyway; keeps the cast defined
     int64_t* idx = &p.index[y * p.taps];
     double* w = &p.weight[y * p.taps];
     // An integral coordinate counts as ratio 1 from the index below it, so the tap window is
@@ -249,7 +258,8 @@ ResizePlan make_plan(const AttrReader& ctx, const ResizeAttrs& a, const std::vec
   plan.axes = resolve_axes(ctx, dims, axes, scales_in, sizes_in, roi);
   plan.order = axes;
   for (AxisPlan& p : plan.axes) plan.out_dims.push_back(p.out);
-  (void)shape_numel(plan.out_dims);  // rejects overflowing sizes before planning taps
+  ctx.check(shape_numel(plan.out_dims) <= static_cast<int64_t>(Tensor::max_bytes()),
+            "output {} is too large", dims_to_string(plan.out_dims));
   for (AxisPlan& p : plan.axes) {
     p.identity =
         near(p.scale, 1.0) && p.out == p.in && near(p.roi_start, 0.0) && near(p.roi_end, 1.0);
