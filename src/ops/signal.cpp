@@ -28,7 +28,16 @@ Tensor doubles_as(const KernelContext& ctx, DataType dtype, std::vector<int64_t>
   dispatch_dtype<DTypeSet::Numeric>(dtype, ctx.node().op_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = convert_element<T>(v[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double x = v[static_cast<size_t>(i)];
+      // Integer outputs truncate; going through float first keeps 0.99999999999 (a 1 in exact
+      // arithmetic) at 1 as single-precision implementations do.
+      if constexpr (std::is_integral_v<T>) {
+        p[i] = convert_element<T>(static_cast<double>(static_cast<float>(x)));
+      } else {
+        p[i] = convert_element<T>(x);
+      }
+    }
   });
   return out;
 }
