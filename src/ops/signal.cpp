@@ -4,13 +4,16 @@
 #include <complex>
 #include <numbers>
 
+#include "ops/control_real_io.hpp"
 #include "ops/control_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
-#include "ops/tensor_math.hpp"
 
 namespace kiln::ops {
 namespace {
+
+using ctl::from_doubles;
+using ctl::to_doubles;
 
 using cd = std::complex<double>;
 
