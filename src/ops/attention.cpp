@@ -3,12 +3,15 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/control_real_io.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
-#include "ops/tensor_math.hpp"
 
 namespace kiln::ops {
 namespace {
+
+using ctl::from_doubles;
+using ctl::to_doubles;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 

@@ -197,6 +197,7 @@ void scan9_kernel(KernelContext& ctx) {
   for (size_t j = 0; j < static_cast<size_t>(m); ++j) inputs.push_back(ctx.input(n + j));
   std::vector<int64_t> in_axes = per_item_attr(ctx, "scan_input_axes", inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {
+    ctx.check(inputs[j].rank() >= 1, "scan input {} is a scalar", j);
     in_axes[j] = normalize_axis(ctx, in_axes[j], static_cast<int64_t>(inputs[j].rank()));
   }
   std::vector<int64_t> in_dirs = per_item_attr(ctx, "scan_input_directions", inputs.size());

@@ -4,12 +4,15 @@
 #include <cctype>
 #include <cmath>
 
+#include "ops/control_real_io.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
-#include "ops/tensor_math.hpp"
 
 namespace kiln::ops {
 namespace {
+
+using ctl::from_doubles;
+using ctl::to_doubles;
 
 enum class Cell { Rnn, Gru, Lstm };
 

@@ -4,13 +4,16 @@
 #include <complex>
 #include <numbers>
 
+#include "ops/control_real_io.hpp"
 #include "ops/control_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
-#include "ops/tensor_math.hpp"
 
 namespace kiln::ops {
 namespace {
+
+using ctl::from_doubles;
+using ctl::to_doubles;
 
 using cd = std::complex<double>;
 
@@ -28,7 +31,16 @@ Tensor doubles_as(const KernelContext& ctx, DataType dtype, std::vector<int64_t>
   dispatch_dtype<DTypeSet::Numeric>(dtype, ctx.node().op_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = convert_element<T>(v[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const double x = v[static_cast<size_t>(i)];
+      // Integer outputs truncate; going through float first keeps 0.99999999999 (a 1 in exact
+      // arithmetic) at 1 as single-precision implementations do.
+      if constexpr (std::is_integral_v<T>) {
+        p[i] = convert_element<T>(static_cast<double>(static_cast<float>(x)));
+      } else {
+        p[i] = convert_element<T>(x);
+      }
+    }
   });
   return out;
 }
@@ -36,6 +48,16 @@ Tensor doubles_as(const KernelContext& ctx, DataType dtype, std::vector<int64_t>
 DataType output_datatype(const AttrReader& ctx) {
   return dtype_from_onnx(static_cast<int32_t>(ctx.attr_int("output_datatype", 1)),
                          "output_datatype");
+}
+
+// The transforms here are direct O(n^2) sums: refuse sizes that would run for minutes rather
+// than appear to hang.
+void check_work(const KernelContext& ctx, std::initializer_list<int64_t> factors) {
+  constexpr double kMaxWork = 1e10;
+  double work = 1;
+  for (int64_t f : factors) work *= static_cast<double>(f);
+  if (work > kMaxWork)
+    ctx.unsupported("a transform of {:.3g} terms is too large for the reference DFT", work);
 }
 
 // ---- windows ----
@@ -97,6 +119,7 @@ void dft_kernel(KernelContext& ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.dim(static_cast<size_t>(i));
   for (int64_t i = axis + 1; i < rank - 1; ++i) inner *= x.dim(static_cast<size_t>(i));
+  check_work(ctx, {outer, inner, n, n});
   const std::vector<double> in = to_doubles(x);
   auto at = [&](int64_t o, int64_t k, int64_t j) -> cd {
     const int64_t base = ((o * in_len + k) * inner + j) * comps;
@@ -186,6 +209,7 @@ void stft_kernel(KernelContext& ctx) {
   ctx.check(!(onesided && comps == 2), "onesided output needs a real signal");
   const int64_t frames = 1 + (len - frame) / step;
   const int64_t bins = onesided ? frame / 2 + 1 : frame;
+  check_work(ctx, {batch, frames, bins, frame});
   const std::vector<double> in = to_doubles(x);
   std::vector<double> out(static_cast<size_t>(batch * frames * bins * 2), 0.0);
   for (int64_t b = 0; b < batch; ++b) {

@@ -5,7 +5,7 @@
 
 #include "ops/op_utils.hpp"
 
-namespace kiln::ops {
+namespace kiln::ops::ctl {
 
 inline std::vector<double> to_doubles(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
@@ -27,4 +27,4 @@ inline Tensor from_doubles(DataType dtype, std::vector<int64_t> dims,
   return out;
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::ctl
