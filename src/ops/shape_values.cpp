@@ -43,7 +43,11 @@ class Evaluator {
     if (op == "Concat") return concat(*p, attrs);
     if (op == "Gather") return gather(*p, attrs);
     if (op == "Slice") return slice(*p, attrs);
-    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return arithmetic(*p, op);
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
+      return arithmetic(*p, op);
+    }
+    if (op == "Where") return where(*p);
+    if (op == "ConstantOfShape") return constant_of_shape(*p, attrs);
     return std::nullopt;
   }
 
@@ -174,7 +178,45 @@ class Evaluator {
     return out;
   }
 
+  // Exporters build Expand shapes as Where(Equal(s, -1), ones, s): a dim is never negative, so
+  // comparing one with a negative number is known even when the dim is symbolic.
+  std::optional<SymValues> where(const ir::Node& p) {
+    auto c = eval(p.input(0));
+    auto x = eval(p.input(1));
+    auto y = eval(p.input(2));
+    if (!c || !x || !y) return std::nullopt;
+    const size_t n = std::max({c->size(), x->size(), y->size()});
+    for (size_t k : {c->size(), x->size(), y->size()}) {
+      if (k != n && k != 1) return std::nullopt;
+    }
+    SymValues out;
+    for (size_t i = 0; i < n; ++i) {
+      const SymValue& ci = (*c)[c->size() == 1 ? 0 : i];
+      if (!ci.number) return std::nullopt;
+      const SymValues& pick = *ci.number ? *x : *y;
+      out.push_back(pick[pick.size() == 1 ? 0 : i]);
+    }
+    return out;
+  }
+
+  std::optional<SymValues> constant_of_shape(const ir::Node& p, const AttrReader& attrs) {
+    auto shape = eval(p.input(0));
+    if (!shape || shape->size() != 1 || !(*shape)[0].number) return std::nullopt;
+    const int64_t n = *(*shape)[0].number;
+    if (n < 0 || static_cast<size_t>(n) > kMaxValues) return std::nullopt;
+    if (!attrs.has_attr("value")) return std::nullopt;  // the default fill is float
+    const Tensor& v = attrs.attr_tensor("value");
+    if (v.numel() != 1 || !dtype_is_integer(v.dtype())) return std::nullopt;
+    return SymValues(static_cast<size_t>(n), SymValue::of(v.int_at(0)));
+  }
+
   static SymValue combine(const std::string& op, const SymValue& x, const SymValue& y) {
+    if (op == "Equal") {
+      if (x.number && y.number) return SymValue::of(*x.number == *y.number ? 1 : 0);
+      if ((x.number && *x.number < 0) || (y.number && *y.number < 0)) return SymValue::of(0);
+      if (!x.number && !y.number && x.dim.is_symbolic() && x.dim == y.dim) return SymValue::of(1);
+      return {};
+    }
     if (x.number && y.number) {
       int64_t r = 0;
       bool overflow = false;
