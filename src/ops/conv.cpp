@@ -71,7 +71,7 @@ std::vector<Acc> channels_last(const std::vector<Acc>& x, int64_t n, int64_t c, 
   std::vector<Acc> out(x.size());
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
-      const Acc* src = &x[static_cast<size_t>((b * c + ch) * s)];
+      const Acc* src = x.data() + (b * c + ch) * s;
       for (int64_t i = 0; i < s; ++i) out[(b * s + i) * c + ch] = src[i] - zero;
     }
   }
