@@ -69,10 +69,14 @@ bool pool_ceil_mode(const AttrReader& ctx) {
 }
 
 double lp_p(const AttrReader& ctx) {
-  // LpPool-1 / GlobalLpPool-1 declare p as a float; later versions as an int.
-  double p =
-      ctx.opset() < 2 ? ctx.attr_float("p", 2.0f) : static_cast<double>(ctx.attr_int("p", 2));
-  ctx.check(p > 0, "p must be positive, got {}", p);
+  // LpPool-1 / GlobalLpPool-1 declare p as a float, later versions as an int; accept either.
+  const ir::Attribute* attr = ctx.node().attribute("p");
+  double p = 2.0;
+  if (attr) {
+    p = attr->kind() == ir::AttrKind::Float ? static_cast<double>(ctx.attr_float("p"))
+                                            : static_cast<double>(ctx.attr_int("p"));
+  }
+  ctx.check(p > 0 && std::isfinite(p), "p must be positive, got {}", p);
   return p;
 }
 
