@@ -44,7 +44,8 @@ ConvShape conv_shape(const KernelContext& ctx, const Tensor& x, const Tensor& w,
   s.n = x.dim(0);
   s.c = x.dim(1);
   s.group = ctx.attr_int("group", 1);
-  ctx.check(s.group >= 1, "group must be >= 1, got {}", s.group);
+  ctx.check(s.group >= 1 && s.group <= kMaxWindowValue, "group must be in [1, {}], got {}",
+            kMaxWindowValue, s.group);
   ctx.check(s.c % s.group == 0, "input channels {} not divisible by group {}", s.c, s.group);
   if (transposed) {
     ctx.check(w.dim(0) == s.c, "W {} must have {} input channels", w.describe(), s.c);
@@ -476,7 +477,9 @@ void infer_conv_transpose(InferContext& ctx) {
   }
   ctx.check(x->shape->rank() >= 3, "X must have rank >= 3, got {}", x->shape->rank());
   Dim m;
-  int64_t group = ctx.attr_int("group", 1);
+  const int64_t group = ctx.attr_int("group", 1);
+  ctx.check(group >= 1 && group <= kMaxWindowValue, "group must be in [1, {}], got {}",
+            kMaxWindowValue, group);
   if (w && w->is_tensor() && w->shape && w->shape->rank() >= 2 && (*w->shape)[1].is_static())
     m = Dim((*w->shape)[1].value() * group);
   std::vector<Dim> dims = {(*x->shape)[0], m};

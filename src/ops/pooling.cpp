@@ -129,7 +129,7 @@ void pool(KernelContext& ctx) {
                            pi[o] = best_i < 0 ? -1 : plane * in_size + offs[best_i];
                          }
                        } else if constexpr (Kind == PoolKind::Average) {
-                         using Acc = acc_float_t<T>;
+                         using Acc = double;
                          Acc sum = 0;
                          for (int64_t off : taps.real) sum += static_cast<Acc>(xp[off]);
                          const int64_t n =
