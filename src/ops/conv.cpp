@@ -44,7 +44,8 @@ ConvShape conv_shape(const KernelContext& ctx, const Tensor& x, const Tensor& w,
   s.n = x.dim(0);
   s.c = x.dim(1);
   s.group = ctx.attr_int("group", 1);
-  ctx.check(s.group >= 1, "group must be >= 1, got {}", s.group);
+  ctx.check(s.group >= 1 && s.group <= kMaxWindowValue, "group must be in [1, {}], got {}",
+            kMaxWindowValue, s.group);
   ctx.check(s.c % s.group == 0, "input channels {} not divisible by group {}", s.c, s.group);
   if (transposed) {
     ctx.check(w.dim(0) == s.c, "W {} must have {} input channels", w.describe(), s.c);
@@ -71,7 +72,7 @@ std::vector<Acc> channels_last(const std::vector<Acc>& x, int64_t n, int64_t c, 
   std::vector<Acc> out(x.size());
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
-      const Acc* src = &x[static_cast<size_t>((b * c + ch) * s)];
+      const Acc* src = x.data() + (b * c + ch) * s;
       for (int64_t i = 0; i < s; ++i) out[(b * s + i) * c + ch] = src[i] - zero;
     }
   }
@@ -476,7 +477,9 @@ void infer_conv_transpose(InferContext& ctx) {
   }
   ctx.check(x->shape->rank() >= 3, "X must have rank >= 3, got {}", x->shape->rank());
   Dim m;
-  int64_t group = ctx.attr_int("group", 1);
+  const int64_t group = ctx.attr_int("group", 1);
+  ctx.check(group >= 1 && group <= kMaxWindowValue, "group must be in [1, {}], got {}",
+            kMaxWindowValue, group);
   if (w && w->is_tensor() && w->shape && w->shape->rank() >= 2 && (*w->shape)[1].is_static())
     m = Dim((*w->shape)[1].value() * group);
   std::vector<Dim> dims = {(*x->shape)[0], m};

@@ -31,7 +31,8 @@ void deform_conv(KernelContext& ctx) {
   const size_t nsp = x.rank() - 2;
   const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
   const int64_t group = ctx.attr_int("group", 1), og_n = ctx.attr_int("offset_group", 1);
-  ctx.check(group >= 1 && og_n >= 1, "group and offset_group must be >= 1");
+  ctx.check(group >= 1 && og_n >= 1 && group <= kMaxWindowValue && og_n <= kMaxWindowValue,
+            "group and offset_group must be in [1, {}]", kMaxWindowValue);
   ctx.check(c % group == 0 && m % group == 0 && w.dim(1) * group == c,
             "W {} does not match {} input channels in {} groups", w.describe(), c, group);
   ctx.check(c % og_n == 0, "input channels {} not divisible by offset_group {}", c, og_n);

@@ -120,7 +120,7 @@ void grid_sample(KernelContext& ctx) {
                   xf = reflect(xf, lo, hi);
               }
               int64_t first;
-              double* w = &tap_w[d * ntaps];
+              double* w = tap_w.data() + d * ntaps;
               if (interp == Interp::Nearest) {
                 first =
                     static_cast<int64_t>(xf);  // integral already (truncates like the spec's cast)

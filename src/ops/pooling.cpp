@@ -69,10 +69,14 @@ bool pool_ceil_mode(const AttrReader& ctx) {
 }
 
 double lp_p(const AttrReader& ctx) {
-  // LpPool-1 / GlobalLpPool-1 declare p as a float; later versions as an int.
-  double p =
-      ctx.opset() < 2 ? ctx.attr_float("p", 2.0f) : static_cast<double>(ctx.attr_int("p", 2));
-  ctx.check(p > 0, "p must be positive, got {}", p);
+  // LpPool-1 / GlobalLpPool-1 declare p as a float, later versions as an int; accept either.
+  const ir::Attribute* attr = ctx.node().attribute("p");
+  double p = 2.0;
+  if (attr) {
+    p = attr->kind() == ir::AttrKind::Float ? static_cast<double>(ctx.attr_float("p"))
+                                            : static_cast<double>(ctx.attr_int("p"));
+  }
+  ctx.check(p > 0 && std::isfinite(p), "p must be positive, got {}", p);
   return p;
 }
 
@@ -125,7 +129,7 @@ void pool(KernelContext& ctx) {
                            pi[o] = best_i < 0 ? -1 : plane * in_size + offs[best_i];
                          }
                        } else if constexpr (Kind == PoolKind::Average) {
-                         using Acc = acc_float_t<T>;
+                         using Acc = double;
                          Acc sum = 0;
                          for (int64_t off : taps.real) sum += static_cast<Acc>(xp[off]);
                          const int64_t n =

@@ -184,6 +184,7 @@ void infer_quantize_linear(InferContext& ctx) {
   const TypeInfo* zp = ctx.has_input(2) ? ctx.input_type(2) : nullptr;
   if (zp && (!zp->is_tensor() || zp->dtype == DataType::Undefined)) return;
   DataType yt = quantize_output_type(ctx, zp ? &zp->dtype : nullptr);
+  if (!is_quant_int(yt)) return;  // the kernel reports unsupported types with a clear message
   ctx.set_output_type(0, TypeInfo::tensor(yt, x->shape));
 }
 
@@ -225,7 +226,9 @@ void infer_dequantize_linear(InferContext& ctx) {
   const TypeInfo* x = ctx.input_type(0);
   const TypeInfo* s = ctx.input_type(1);
   if (!x || !x->is_tensor() || !s || !s->is_tensor()) return;
-  ctx.set_output_type(0, TypeInfo::tensor(dequantize_output_type(ctx, s->dtype), x->shape));
+  const DataType yt = dequantize_output_type(ctx, s->dtype);
+  if (!dtype_is_float(yt)) return;  // the kernel reports it
+  ctx.set_output_type(0, TypeInfo::tensor(yt, x->shape));
 }
 
 void dynamic_quantize_linear(KernelContext& ctx) {

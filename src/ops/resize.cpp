@@ -131,8 +131,8 @@ void plan_axis(const AttrReader& ctx, const ResizeAttrs& a, AxisPlan& p) {
       if (x < 0 || x > in - 1) p.extrapolate[y] = 1;
     }
     x = std::clamp(x, -9.0e15, 9.0e15);  // indices get clamped anyway; keeps the cast defined
-    int64_t* idx = &p.index[y * p.taps];
-    double* w = &p.weight[y * p.taps];
+    int64_t* idx = p.index.data() + y * p.taps;
+    double* w = p.weight.data() + y * p.taps;
     // An integral coordinate counts as ratio 1 from the index below it, so the tap window is
     // placed the same way for every coordinate.
     const double fl = std::floor(x);
