@@ -11,6 +11,11 @@ OpRegistry& OpRegistry::instance() {
 
 void OpRegistry::add(OpDef def) {
   auto& list = defs_[{def.domain, def.op_type}];
+  for (const OpDef& d : list) {
+    if (def.since_opset <= d.until_opset && d.since_opset <= def.until_opset) {
+      duplicates_.push_back(fmt::format("{}.{}@{}", def.domain, def.op_type, def.since_opset));
+    }
+  }
   list.push_back(std::move(def));
   std::sort(list.begin(), list.end(),
             [](const OpDef& a, const OpDef& b) { return a.since_opset < b.since_opset; });

@@ -34,9 +34,13 @@ class OpRegistry {
   // Like find, but throws Unsupported naming the op, domain and opset.
   const OpDef& get(const std::string& domain, const std::string& op_type, int opset) const;
   std::vector<std::string> op_names() const;
+  // Registrations whose opset ranges overlap an earlier one for the same op ("domain.Op@since").
+  // Static initializers cannot throw usefully, so this is checked by a unit test instead.
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<OpDef>> defs_;
+  std::vector<std::string> duplicates_;
 };
 
 struct OpRegistrar {
