@@ -292,7 +292,9 @@ IntMatMul int_matmul(const KernelContext& ctx, const Tensor& a, const Tensor& b,
   if (!a_vec) r.dims.push_back(m);
   if (!b_vec) r.dims.push_back(n);
   const int64_t batches = shape_numel(batch);
-  r.values.assign(static_cast<size_t>(batches * m * n), 0);
+  const int64_t count = shape_numel({batches, m, n});
+  check_scratch(ctx, count, sizeof(int64_t));
+  r.values.assign(static_cast<size_t>(count), 0);
   std::array<std::vector<int64_t>, 2> strides = {broadcast_strides(a_batch, batch),
                                                  broadcast_strides(b_batch, batch)};
   std::vector<int64_t> av = a.to_int64_vector(), bv = b.to_int64_vector();

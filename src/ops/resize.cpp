@@ -105,6 +105,7 @@ void plan_axis(const AttrReader& ctx, const ResizeAttrs& a, AxisPlan& p) {
     start = static_cast<int64_t>(std::floor(-2.0 / fscale)) + 1;
     p.taps = 2 - 2 * start;
   }
+  check_scratch(ctx, p.out * p.taps, sizeof(int64_t) + sizeof(double));
   p.index.assign(static_cast<size_t>(p.out * p.taps), 0);
   p.weight.assign(static_cast<size_t>(p.out * p.taps), 0.0);
   p.extrapolate.assign(static_cast<size_t>(p.out), 0);
@@ -332,7 +333,9 @@ Tensor resize_interpolate(const AttrReader& ctx, const Tensor& x, const ResizePl
     if (p.identity) continue;
     const int64_t outer = product(std::vector<int64_t>(dims.begin(), dims.begin() + ax));
     const int64_t inner = product(std::vector<int64_t>(dims.begin() + ax + 1, dims.end()));
-    std::vector<double> next(static_cast<size_t>(outer * p.out * inner));
+    const int64_t next_count = product({outer, p.out, inner});
+    check_scratch(ctx, next_count, sizeof(double));
+    std::vector<double> next(static_cast<size_t>(next_count));
     for (int64_t o = 0; o < outer; ++o) {
       const double* src = cur.data() + o * p.in * inner;
       double* dst = next.data() + o * p.out * inner;
@@ -372,7 +375,6 @@ Tensor resize_interpolate(const AttrReader& ctx, const Tensor& x, const ResizePl
       }
     }
   });
-  (void)ctx;
   return y;
 }
 
