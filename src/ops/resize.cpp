@@ -422,7 +422,6 @@ void resize(KernelContext& ctx) {
     if (ctx.has_input(2)) scales = doubles_of(ctx.input(2));
     if (ctx.has_input(3)) sizes = ctx.input(3).to_int64_vector();
     ctx.check(scales.empty() != sizes.empty(), "exactly one of scales and sizes must be given");
-    if (a.coord == "tf_crop_and_resize" && roi.empty()) roi.clear();
   }
   ResizePlan plan = make_plan(ctx, a, x.dims(), axes, scales, sizes, roi);
   ctx.set_output(0, run_resize(ctx, x, a, plan));
