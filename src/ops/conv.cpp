@@ -12,6 +12,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 // Every element of a numeric tensor converted to Acc.
 template <typename Acc>
 std::vector<Acc> read_as(const Tensor& t, std::string_view what) {

@@ -14,7 +14,8 @@
 #include "core/tensor.hpp"
 #include "ops/kernel_context.hpp"
 
-namespace kiln::ops {
+// In their own namespace so other op families can define similarly named helpers.
+namespace kiln::ops::window {
 
 // Upper bound for kernel dims, strides, dilations and pads: keeps their products in int64.
 inline constexpr int64_t kMaxWindowValue = int64_t{1} << 30;
@@ -99,4 +100,4 @@ inline double saturate_round(double v, double lo, double hi) {
   return std::clamp(std::nearbyint(v), lo, hi);
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::window

@@ -10,6 +10,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 template <typename T>
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));

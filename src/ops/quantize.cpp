@@ -13,6 +13,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 bool is_quant_int(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8 || t == DataType::UInt16 ||
          t == DataType::Int16;

@@ -14,6 +14,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 enum class Mode { Nearest, Linear, Cubic };
 
 struct ResizeAttrs {
