@@ -12,6 +12,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 // Every element of a numeric tensor converted to Acc.
 template <typename Acc>
 std::vector<Acc> read_as(const Tensor& t, std::string_view what) {
@@ -416,7 +418,9 @@ void conv_transpose(KernelContext& ctx) {
                          w_r[(((grp * mg + m) * k_size) + t) * cg + cc] =
                              wv[(c * mg + m) * k_size + t];
                    }
-                   std::vector<Acc> acc(static_cast<size_t>(s.n * s.m * out_size), Acc(0));
+                   const int64_t y_count = product({s.n, s.m, out_size});
+                   check_scratch(ctx, y_count, sizeof(Acc));
+                   std::vector<Acc> acc(static_cast<size_t>(y_count), Acc(0));
                    const std::vector<int64_t> out_strides = row_major_strides(g.out);
                    std::vector<int64_t> tap_delta(static_cast<size_t>(k_size) * nsp);
                    {

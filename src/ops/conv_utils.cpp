@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kiln::ops {
+namespace kiln::ops::window {
 
 std::vector<int64_t> spatial_ints(const AttrReader& ctx, const std::string& name, size_t n,
                                   int64_t fallback, int64_t min_value) {
@@ -89,4 +89,4 @@ std::optional<Shape> window_output_shape(const AttrReader& ctx, const std::optio
   return Shape(dims);
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::window

@@ -10,9 +10,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/shape.hpp"
+#include "core/tensor.hpp"
 #include "ops/kernel_context.hpp"
 
-namespace kiln::ops {
+// In their own namespace so other op families can define similarly named helpers.
+namespace kiln::ops::window {
 
 // Upper bound for kernel dims, strides, dilations and pads: keeps their products in int64.
 inline constexpr int64_t kMaxWindowValue = int64_t{1} << 30;
@@ -62,11 +65,16 @@ inline bool next_index(std::vector<int64_t>& index, const std::vector<int64_t>& 
   return false;
 }
 
-// Product of dims (element counts of small spatial shapes).
+// Product of dims; InvalidArgument on overflow (sizes can come from attributes).
 inline int64_t product(const std::vector<int64_t>& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
+  return shape_numel(dims);
+}
+
+// Refuses scratch buffers of `count` elements of `elem_size` bytes beyond the tensor size
+// limit, so absurd attributes fail cleanly instead of exhausting memory.
+inline void check_scratch(const AttrReader& ctx, int64_t count, size_t elem_size) {
+  ctx.check(count >= 0 && static_cast<uint64_t>(count) <= Tensor::max_bytes() / elem_size,
+            "a working buffer of {} elements of {} bytes exceeds the size limit", count, elem_size);
 }
 
 // Floor division for possibly negative numerators.
@@ -92,4 +100,4 @@ inline double saturate_round(double v, double lo, double hi) {
   return std::clamp(std::nearbyint(v), lo, hi);
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::window

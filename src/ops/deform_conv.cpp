@@ -10,6 +10,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 template <typename T>
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
@@ -191,7 +193,9 @@ void col2im(KernelContext& ctx) {
                    using T = typename decltype(tag)::type;
                    using Acc = std::conditional_t<std::is_integral_v<T>, T, acc_float_t<T>>;
                    const T* px = x.data<T>();
-                   std::vector<Acc> acc(static_cast<size_t>(n * c * img_size), Acc(0));
+                   const int64_t y_count = product({n, c, img_size});
+                   check_scratch(ctx, y_count, sizeof(Acc));
+                   std::vector<Acc> acc(static_cast<size_t>(y_count), Acc(0));
                    for (int64_t b = 0; b < n; ++b)
                      for (int64_t ch = 0; ch < c; ++ch) {
                        Acc* dst = acc.data() + (b * c + ch) * img_size;

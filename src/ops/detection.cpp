@@ -11,6 +11,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 // One bilinear sample: four corner offsets and weights (all zero outside the feature map).
 struct Sample {
   int64_t pos[4] = {0, 0, 0, 0};

@@ -10,6 +10,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 enum class Interp { Nearest, Linear, Cubic };
 enum class Padding { Zeros, Border, Reflection };
 

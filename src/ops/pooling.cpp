@@ -11,6 +11,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 enum class PoolKind { Max, Average, Lp };
 
 // Spatial taps of one window, classified once per output position and shared by all planes.

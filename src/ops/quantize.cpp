@@ -13,6 +13,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 bool is_quant_int(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8 || t == DataType::UInt16 ||
          t == DataType::Int16;
@@ -261,28 +263,25 @@ void infer_dynamic_quantize_linear(InferContext& ctx) {
   ctx.set_output_type(2, TypeInfo::tensor(DataType::UInt8, Shape()));
 }
 
-// numpy matmul of (a - a_zp) and (b - b_zp) over int64: a_zp per tensor or per row of A (M),
-// b_zp per tensor or per column of B (N). Returns output dims and values.
+// numpy matmul of two int64 operands (already shifted by their zero points).
 struct IntMatMul {
   std::vector<int64_t> dims;
   std::vector<int64_t> values;
   int64_t m = 0, n = 0;  // matrix dims (after promoting 1-D operands)
 };
 
-IntMatMul int_matmul(const KernelContext& ctx, const Tensor& a, const Tensor& b,
-                     const std::vector<int64_t>& a_zp, const std::vector<int64_t>& b_zp) {
-  ctx.check(a.rank() >= 1 && b.rank() >= 1, "operands must have rank >= 1: {} and {}", a.describe(),
-            b.describe());
-  std::vector<int64_t> ad = a.dims(), bd = b.dims();
+IntMatMul int_matmul(const KernelContext& ctx, const std::vector<int64_t>& a_dims,
+                     const std::vector<int64_t>& av, const std::vector<int64_t>& b_dims,
+                     const std::vector<int64_t>& bv) {
+  ctx.check(!a_dims.empty() && !b_dims.empty(), "operands must have rank >= 1: {} and {}",
+            dims_to_string(a_dims), dims_to_string(b_dims));
+  std::vector<int64_t> ad = a_dims, bd = b_dims;
   const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
   if (a_vec) ad.insert(ad.begin(), 1);
   if (b_vec) bd.push_back(1);
   const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
-  ctx.check(bd[bd.size() - 2] == k, "inner dims differ: {} and {}", a.describe(), b.describe());
-  ctx.check(a_zp.size() == 1 || static_cast<int64_t>(a_zp.size()) == m,
-            "a zero point must be a scalar or have {} (rows) elements", m);
-  ctx.check(b_zp.size() == 1 || static_cast<int64_t>(b_zp.size()) == n,
-            "b zero point must be a scalar or have {} (columns) elements", n);
+  ctx.check(bd[bd.size() - 2] == k, "inner dims differ: {} and {}", dims_to_string(a_dims),
+            dims_to_string(b_dims));
   std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
   std::vector<int64_t> batch = broadcast_dims(ctx, {a_batch, b_batch});
   IntMatMul r;
@@ -292,20 +291,19 @@ IntMatMul int_matmul(const KernelContext& ctx, const Tensor& a, const Tensor& b,
   if (!a_vec) r.dims.push_back(m);
   if (!b_vec) r.dims.push_back(n);
   const int64_t batches = shape_numel(batch);
-  r.values.assign(static_cast<size_t>(batches * m * n), 0);
+  const int64_t count = shape_numel({batches, m, n});
+  check_scratch(ctx, count, sizeof(int64_t));
+  r.values.assign(static_cast<size_t>(count), 0);
   std::array<std::vector<int64_t>, 2> strides = {broadcast_strides(a_batch, batch),
                                                  broadcast_strides(b_batch, batch)};
-  std::vector<int64_t> av = a.to_int64_vector(), bv = b.to_int64_vector();
   auto mat = [&](int64_t i, const std::array<int64_t, 2>& off) {
     const int64_t* pa = av.data() + off[0] * m * k;
     const int64_t* pb = bv.data() + off[1] * k * n;
     int64_t* po = r.values.data() + i * m * n;
     for (int64_t row = 0; row < m; ++row) {
-      const int64_t za = a_zp[a_zp.size() == 1 ? 0 : row];
       for (int64_t col = 0; col < n; ++col) {
-        const int64_t zb = b_zp[b_zp.size() == 1 ? 0 : col];
         int64_t acc = 0;
-        for (int64_t t = 0; t < k; ++t) acc += (pa[row * k + t] - za) * (pb[t * n + col] - zb);
+        for (int64_t t = 0; t < k; ++t) acc += pa[row * k + t] * pb[t * n + col];
         po[row * n + col] = acc;
       }
     }
@@ -323,13 +321,31 @@ void check_int8ish(const KernelContext& ctx, const Tensor& t, const char* what) 
             "{} must be int8 or uint8, got {}", what, dtype_name(t.dtype()));
 }
 
-std::vector<int64_t> mm_zero_point(const KernelContext& ctx, size_t slot, const Tensor& q) {
-  if (!ctx.has_input(slot)) return {0};
-  const Tensor& zp = ctx.input(slot);
+// The values of a MatMul operand minus its zero point. The zero point is a scalar, a vector
+// per row of A ([M]) / per column of B ([N]), or an N-D tensor that broadcasts to the operand
+// ([..., M, 1] for A, [..., 1, N] for B).
+std::vector<int64_t> centered(const KernelContext& ctx, size_t zp_slot, const Tensor& q,
+                              bool is_a) {
+  std::vector<int64_t> v = q.to_int64_vector();
+  if (!ctx.has_input(zp_slot)) return v;
+  const Tensor& zp = ctx.input(zp_slot);
   ctx.check(zp.dtype() == q.dtype(), "zero point type {} differs from its tensor's {}",
             dtype_name(zp.dtype()), dtype_name(q.dtype()));
-  ctx.check(zp.rank() <= 1, "zero point must be a scalar or 1-D, got {}", zp.describe());
-  return zp.to_int64_vector();
+  std::vector<int64_t> z = zp.to_int64_vector();
+  if (z.size() == 1) {
+    for (int64_t& x : v) x -= z[0];
+    return v;
+  }
+  std::vector<int64_t> zd = zp.dims();
+  if (zd.size() == 1 && q.rank() >= 2)
+    zd = is_a ? std::vector<int64_t>{zd[0], 1} : std::vector<int64_t>{1, zd[0]};
+  ctx.check(zd.size() <= q.rank() && broadcast_dims(ctx, {q.dims(), zd}) == q.dims(),
+            "zero point {} does not fit operand {} (per-{} quantization)", zp.describe(),
+            q.describe(), is_a ? "row" : "column");
+  std::array<std::vector<int64_t>, 1> strides = {broadcast_strides(zd, q.dims())};
+  for_each_broadcast<1>(q.dims(), strides,
+                        [&](int64_t i, const std::array<int64_t, 1>& off) { v[i] -= z[off[0]]; });
+  return v;
 }
 
 void matmul_integer(KernelContext& ctx) {
@@ -337,7 +353,8 @@ void matmul_integer(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   check_int8ish(ctx, a, "A");
   check_int8ish(ctx, b, "B");
-  IntMatMul r = int_matmul(ctx, a, b, mm_zero_point(ctx, 2, a), mm_zero_point(ctx, 3, b));
+  IntMatMul r =
+      int_matmul(ctx, a.dims(), centered(ctx, 2, a, true), b.dims(), centered(ctx, 3, b, false));
   Tensor y(DataType::Int32, r.dims);
   int32_t* py = y.data<int32_t>();
   for (size_t i = 0; i < r.values.size(); ++i) py[i] = static_cast<int32_t>(r.values[i]);
@@ -400,7 +417,8 @@ void qlinear_matmul(KernelContext& ctx) {
     ctx.check(ctx.input(7).numel() == 1, "y_zero_point must be a scalar");
     y_zp = ctx.input(7).int_at(0);
   }
-  IntMatMul r = int_matmul(ctx, a, b, mm_zero_point(ctx, 2, a), mm_zero_point(ctx, 5, b));
+  IntMatMul r =
+      int_matmul(ctx, a.dims(), centered(ctx, 2, a, true), b.dims(), centered(ctx, 5, b, false));
   ctx.check(as.values.size() == 1 || static_cast<int64_t>(as.values.size()) == r.m,
             "a_scale must be a scalar or have {} elements", r.m);
   ctx.check(bs.values.size() == 1 || static_cast<int64_t>(bs.values.size()) == r.n,

@@ -14,6 +14,8 @@
 namespace kiln::ops {
 namespace {
 
+using namespace window;  // NOLINT: shared window/quantization helpers
+
 enum class Mode { Nearest, Linear, Cubic };
 
 struct ResizeAttrs {
@@ -105,6 +107,7 @@ void plan_axis(const AttrReader& ctx, const ResizeAttrs& a, AxisPlan& p) {
     start = static_cast<int64_t>(std::floor(-2.0 / fscale)) + 1;
     p.taps = 2 - 2 * start;
   }
+  check_scratch(ctx, p.out * p.taps, sizeof(int64_t) + sizeof(double));
   p.index.assign(static_cast<size_t>(p.out * p.taps), 0);
   p.weight.assign(static_cast<size_t>(p.out * p.taps), 0.0);
   p.extrapolate.assign(static_cast<size_t>(p.out), 0);
@@ -332,7 +335,9 @@ Tensor resize_interpolate(const AttrReader& ctx, const Tensor& x, const ResizePl
     if (p.identity) continue;
     const int64_t outer = product(std::vector<int64_t>(dims.begin(), dims.begin() + ax));
     const int64_t inner = product(std::vector<int64_t>(dims.begin() + ax + 1, dims.end()));
-    std::vector<double> next(static_cast<size_t>(outer * p.out * inner));
+    const int64_t next_count = product({outer, p.out, inner});
+    check_scratch(ctx, next_count, sizeof(double));
+    std::vector<double> next(static_cast<size_t>(next_count));
     for (int64_t o = 0; o < outer; ++o) {
       const double* src = cur.data() + o * p.in * inner;
       double* dst = next.data() + o * p.out * inner;
@@ -372,7 +377,6 @@ Tensor resize_interpolate(const AttrReader& ctx, const Tensor& x, const ResizePl
       }
     }
   });
-  (void)ctx;
   return y;
 }
 
@@ -420,7 +424,6 @@ void resize(KernelContext& ctx) {
     if (ctx.has_input(2)) scales = doubles_of(ctx.input(2));
     if (ctx.has_input(3)) sizes = ctx.input(3).to_int64_vector();
     ctx.check(scales.empty() != sizes.empty(), "exactly one of scales and sizes must be given");
-    if (a.coord == "tf_crop_and_resize" && roi.empty()) roi.clear();
   }
   ResizePlan plan = make_plan(ctx, a, x.dims(), axes, scales, sizes, roi);
   ctx.set_output(0, run_resize(ctx, x, a, plan));
