@@ -108,7 +108,15 @@ struct TypeTag {
 // Families: all numeric types, floats only, integers only, or everything including bool/string.
 // The low-precision types (low_precision.hpp) are in no family but the opt-in LowPrecision (only
 // them) and AllWithLowPrecision (All plus them), so ordinary kernels never see them.
-enum class DTypeSet { Numeric, Float, Integer, NumericBool, All, LowPrecision, AllWithLowPrecision };
+enum class DTypeSet {
+  Numeric,
+  Float,
+  Integer,
+  NumericBool,
+  All,
+  LowPrecision,
+  AllWithLowPrecision
+};
 
 template <DTypeSet Set = DTypeSet::All, typename Fn>
 decltype(auto) dispatch_dtype(DataType type, std::string_view context, Fn&& fn) {
