@@ -81,6 +81,17 @@ size_t dtype_size(DataType type) {
     case DataType::UInt8:
     case DataType::Bool:
       return 1;
+    case DataType::Float8E4M3FN:
+    case DataType::Float8E4M3FNUZ:
+    case DataType::Float8E5M2:
+    case DataType::Float8E5M2FNUZ:
+    case DataType::Float8E8M0:
+    case DataType::Float4E2M1:
+    case DataType::Int4:
+    case DataType::UInt4:
+    case DataType::Int2:
+    case DataType::UInt2:
+      return 1;  // unpacked: see low_precision.hpp
     case DataType::String:
       return sizeof(std::string);
     default:
@@ -116,6 +127,38 @@ bool dtype_is_integer(DataType type) {
 bool dtype_is_signed(DataType type) {
   return dtype_is_float(type) || type == DataType::Int8 || type == DataType::Int16 ||
          type == DataType::Int32 || type == DataType::Int64;
+}
+
+bool dtype_is_low_precision(DataType type) {
+  switch (type) {
+    case DataType::Float8E4M3FN:
+    case DataType::Float8E4M3FNUZ:
+    case DataType::Float8E5M2:
+    case DataType::Float8E5M2FNUZ:
+    case DataType::Float8E8M0:
+    case DataType::Float4E2M1:
+    case DataType::Int4:
+    case DataType::UInt4:
+    case DataType::Int2:
+    case DataType::UInt2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int dtype_packed_bits(DataType type) {
+  switch (type) {
+    case DataType::Int4:
+    case DataType::UInt4:
+    case DataType::Float4E2M1:
+      return 4;
+    case DataType::Int2:
+    case DataType::UInt2:
+      return 2;
+    default:
+      return static_cast<int>(8 * dtype_size(type));
+  }
 }
 
 DataType dtype_from_onnx(int32_t code, std::string_view context) {

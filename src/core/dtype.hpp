@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/low_precision.hpp"
 
 namespace kiln {
 
@@ -49,8 +50,15 @@ bool dtype_is_supported(DataType type);
 bool dtype_is_float(DataType type);
 bool dtype_is_integer(DataType type);
 bool dtype_is_signed(DataType type);
+// The ONNX low-precision types (float8, float4, 4- and 2-bit integers). Tensors hold them one
+// byte per element; only kernels that opt in (DTypeSet::LowPrecision / AllWithLowPrecision)
+// accept them, and dtype_is_float / dtype_is_integer are false for them.
+bool dtype_is_low_precision(DataType type);
+// Bits per element in a TensorProto's raw_data / int32_data: 4 for int4/uint4/float4e2m1, 2 for
+// int2/uint2, 8 * dtype_size otherwise (in memory every element takes dtype_size bytes).
+int dtype_packed_bits(DataType type);
 // Converts an ONNX TensorProto.DataType code, refusing unknown codes and, with a clear
-// Unsupported error, known types Kiln does not compute with yet (complex, 8-, 4- and 2-bit).
+// Unsupported error, known types Kiln does not compute with yet (complex).
 DataType dtype_from_onnx(int32_t code, std::string_view context);
 // Throws Unsupported naming `context` when `type` cannot be computed with.
 void dtype_require_supported(DataType type, std::string_view context);
@@ -76,6 +84,16 @@ KILN_DTYPE_OF(uint32_t, UInt32)
 KILN_DTYPE_OF(uint64_t, UInt64)
 KILN_DTYPE_OF(bool, Bool)
 KILN_DTYPE_OF(std::string, String)
+KILN_DTYPE_OF(Float8E4M3FN, Float8E4M3FN)
+KILN_DTYPE_OF(Float8E4M3FNUZ, Float8E4M3FNUZ)
+KILN_DTYPE_OF(Float8E5M2, Float8E5M2)
+KILN_DTYPE_OF(Float8E5M2FNUZ, Float8E5M2FNUZ)
+KILN_DTYPE_OF(Float8E8M0, Float8E8M0)
+KILN_DTYPE_OF(Float4E2M1, Float4E2M1)
+KILN_DTYPE_OF(Int4, Int4)
+KILN_DTYPE_OF(UInt4, UInt4)
+KILN_DTYPE_OF(Int2, Int2)
+KILN_DTYPE_OF(UInt2, UInt2)
 #undef KILN_DTYPE_OF
 
 template <typename T>
@@ -88,14 +106,27 @@ struct TypeTag {
 
 // Calls fn(TypeTag<T>{}) for the C++ type of `type`, restricted to the listed family.
 // Families: all numeric types, floats only, integers only, or everything including bool/string.
-enum class DTypeSet { Numeric, Float, Integer, NumericBool, All };
+// The low-precision types (low_precision.hpp) are in no family but the opt-in LowPrecision (only
+// them) and AllWithLowPrecision (All plus them), so ordinary kernels never see them.
+enum class DTypeSet {
+  Numeric,
+  Float,
+  Integer,
+  NumericBool,
+  All,
+  LowPrecision,
+  AllWithLowPrecision
+};
 
 template <DTypeSet Set = DTypeSet::All, typename Fn>
 decltype(auto) dispatch_dtype(DataType type, std::string_view context, Fn&& fn) {
-  constexpr bool floats = Set != DTypeSet::Integer;
-  constexpr bool ints = Set != DTypeSet::Float;
-  constexpr bool bools = Set == DTypeSet::NumericBool || Set == DTypeSet::All;
-  constexpr bool strings = Set == DTypeSet::All;
+  constexpr bool only_low = Set == DTypeSet::LowPrecision;
+  constexpr bool all = Set == DTypeSet::All || Set == DTypeSet::AllWithLowPrecision;
+  constexpr bool floats = !only_low && Set != DTypeSet::Integer;
+  constexpr bool ints = !only_low && Set != DTypeSet::Float;
+  constexpr bool bools = Set == DTypeSet::NumericBool || all;
+  constexpr bool strings = all;
+  constexpr bool low = only_low || Set == DTypeSet::AllWithLowPrecision;
   switch (type) {
     case DataType::Float32:
       if constexpr (floats) return fn(TypeTag<float>{});
@@ -138,6 +169,36 @@ decltype(auto) dispatch_dtype(DataType type, std::string_view context, Fn&& fn) 
       break;
     case DataType::String:
       if constexpr (strings) return fn(TypeTag<std::string>{});
+      break;
+    case DataType::Float8E4M3FN:
+      if constexpr (low) return fn(TypeTag<Float8E4M3FN>{});
+      break;
+    case DataType::Float8E4M3FNUZ:
+      if constexpr (low) return fn(TypeTag<Float8E4M3FNUZ>{});
+      break;
+    case DataType::Float8E5M2:
+      if constexpr (low) return fn(TypeTag<Float8E5M2>{});
+      break;
+    case DataType::Float8E5M2FNUZ:
+      if constexpr (low) return fn(TypeTag<Float8E5M2FNUZ>{});
+      break;
+    case DataType::Float8E8M0:
+      if constexpr (low) return fn(TypeTag<Float8E8M0>{});
+      break;
+    case DataType::Float4E2M1:
+      if constexpr (low) return fn(TypeTag<Float4E2M1>{});
+      break;
+    case DataType::Int4:
+      if constexpr (low) return fn(TypeTag<Int4>{});
+      break;
+    case DataType::UInt4:
+      if constexpr (low) return fn(TypeTag<UInt4>{});
+      break;
+    case DataType::Int2:
+      if constexpr (low) return fn(TypeTag<Int2>{});
+      break;
+    case DataType::UInt2:
+      if constexpr (low) return fn(TypeTag<UInt2>{});
       break;
     default:
       break;

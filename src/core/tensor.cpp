@@ -85,6 +85,16 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 int64_t Tensor::int_at(int64_t i) const {
   KILN_CHECK(i >= 0 && i < numel_, ErrorCode::Internal, "int_at({}) out of range for {}", i,
              describe());
+  if (dtype_is_low_precision(dtype_)) {
+    return dispatch_dtype<DTypeSet::LowPrecision>(dtype_, "int_at", [&](auto tag) -> int64_t {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_sub_byte_int_v<T>) {
+        return static_cast<const T*>(data_)[i].to_int64();
+      } else {
+        fail(ErrorCode::InvalidArgument, "int_at: {} is not an integer tensor", describe());
+      }
+    });
+  }
   return dispatch_dtype<DTypeSet::NumericBool>(dtype_, "int_at", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     return static_cast<int64_t>(static_cast<const T*>(data_)[i]);
@@ -102,6 +112,17 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
 double Tensor::double_at(int64_t i) const {
   KILN_CHECK(i >= 0 && i < numel_, ErrorCode::Internal, "double_at({}) out of range for {}", i,
              describe());
+  if (dtype_is_low_precision(dtype_)) {
+    return dispatch_dtype<DTypeSet::LowPrecision>(dtype_, "double_at", [&](auto tag) -> double {
+      using T = typename decltype(tag)::type;
+      const T& v = static_cast<const T*>(data_)[i];
+      if constexpr (is_sub_byte_int_v<T>) {
+        return static_cast<double>(v.to_int64());
+      } else {
+        return v.to_double();
+      }
+    });
+  }
   return dispatch_dtype<DTypeSet::NumericBool>(dtype_, "double_at", [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {

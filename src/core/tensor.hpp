@@ -66,11 +66,12 @@ class Tensor {
   Tensor clone() const;
   // Same storage, other dims with the same element count.
   Tensor reshaped(std::vector<int64_t> dims) const;
-  // Reads element i of any integer or bool tensor as int64 (for shape-like inputs).
+  // Reads element i of any integer or bool tensor (int4/int2 too) as int64 (for shape-like inputs).
   int64_t int_at(int64_t i) const;
   // All elements of an integer tensor as int64 (for shape, axes, indices inputs).
   std::vector<int64_t> to_int64_vector() const;
-  // Element i of any real-valued tensor as double (for scalar attributes given as inputs).
+  // Element i of any real-valued tensor (float8/float4 too) as double (for scalar attributes
+  // given as inputs).
   double double_at(int64_t i) const;
   std::string describe() const;  // "float[2,3]"
 

@@ -62,6 +62,40 @@ void copy_field(Tensor& t, const Field& field, std::string_view context, const c
   }
 }
 
+// Bytes a packed sub-byte tensor of n elements takes (the last byte may be partly used).
+size_t packed_bytes(int64_t n, int bits) {
+  const int64_t per_byte = 8 / bits;
+  return static_cast<size_t>((n + per_byte - 1) / per_byte);
+}
+
+// Unpacks `n` elements of `bits` bits (element 0 in the least significant bits of byte 0) into
+// one byte each: sign-extended for int4/int2, the bare field for uint4/uint2/float4e2m1.
+void unpack_sub_byte(Tensor& t, const uint8_t* packed) {
+  const int bits = dtype_packed_bits(t.dtype());
+  const int per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1u);
+  const bool sign_extend = t.dtype() == DataType::Int4 || t.dtype() == DataType::Int2;
+  auto* out = static_cast<uint8_t*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint8_t field = (packed[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+    if (sign_extend && (field >> (bits - 1))) field = static_cast<uint8_t>(field | ~mask);
+    out[i] = field;
+  }
+}
+
+std::string pack_sub_byte(const Tensor& t) {
+  const int bits = dtype_packed_bits(t.dtype());
+  const int per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1u);
+  std::string packed(packed_bytes(t.numel(), bits), '\0');
+  const auto* in = static_cast<const uint8_t*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    packed[i / per_byte] = static_cast<char>(static_cast<uint8_t>(packed[i / per_byte]) |
+                                             ((in[i] & mask) << ((i % per_byte) * bits)));
+  }
+  return packed;
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
@@ -101,9 +135,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       ext = read_external(base_dir, location, offset, length, context);
       bytes = &ext;
     }
-    KILN_CHECK_ARG(bytes->size() == t.nbytes(), "{}: {} bytes of data for {} ({} bytes expected)",
-                   context, bytes->size(), t.describe(), t.nbytes());
-    if (t.nbytes()) std::memcpy(t.raw_data(), bytes->data(), t.nbytes());
+    const int bits = dtype_packed_bits(dtype);
+    const size_t want = bits < 8 ? packed_bytes(t.numel(), bits) : t.nbytes();
+    KILN_CHECK_ARG(bytes->size() == want, "{}: {} bytes of data for {} ({} bytes expected)",
+                   context, bytes->size(), t.describe(), want);
+    if (bits < 8) {
+      unpack_sub_byte(t, reinterpret_cast<const uint8_t*>(bytes->data()));
+    } else if (t.nbytes()) {
+      std::memcpy(t.raw_data(), bytes->data(), t.nbytes());
+    }
     if (dtype == DataType::Bool) {  // normalize to 0/1 so kernels can trust bool bytes
       auto* b = static_cast<uint8_t*>(t.raw_data());
       for (int64_t i = 0; i < t.numel(); ++i) b[i] = b[i] != 0;
@@ -111,6 +151,26 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     return t;
   }
   if (t.numel() == 0) return t;
+  if (dtype_is_low_precision(dtype)) {
+    // int32_data holds one byte per entry: a float8 bit pattern, or packed 4-/2-bit fields.
+    const int bits = dtype_packed_bits(dtype);
+    const size_t want = bits < 8 ? packed_bytes(t.numel(), bits) : static_cast<size_t>(t.numel());
+    KILN_CHECK_ARG(static_cast<size_t>(p.int32_data_size()) == want,
+                   "{}: int32_data holds {} values for {} ({} expected)", context,
+                   p.int32_data_size(), t.describe(), want);
+    std::vector<uint8_t> bytes(want);
+    for (size_t i = 0; i < want; ++i) {
+      const int32_t v = p.int32_data(static_cast<int>(i));
+      KILN_CHECK_ARG(v >= 0 && v <= 255, "{}: int32_data value {} is not a byte", context, v);
+      bytes[i] = static_cast<uint8_t>(v);
+    }
+    if (bits < 8) {
+      unpack_sub_byte(t, bytes.data());
+    } else {
+      std::memcpy(t.raw_data(), bytes.data(), want);
+    }
+    return t;
+  }
   switch (dtype) {
     case DataType::Float32:
       copy_field<float>(t, p.float_data(), context, "float_data");
@@ -172,6 +232,8 @@ onnx::TensorProto tensor_to_proto(const Tensor& t, const std::string& name) {
   for (int64_t d : t.dims()) p.add_dims(d);
   if (t.dtype() == DataType::String) {
     for (const std::string& s : t.values<std::string>()) p.add_string_data(s);
+  } else if (dtype_packed_bits(t.dtype()) < 8) {
+    p.set_raw_data(pack_sub_byte(t));
   } else {
     p.set_raw_data(t.raw_data(), t.nbytes());
   }

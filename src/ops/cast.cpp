@@ -1,5 +1,5 @@
-// Cast and CastLike between every element type Kiln holds, including string <-> number.
-// float8, 4-bit and 2-bit targets are refused as Unsupported (tensors cannot hold them yet).
+// Cast and CastLike between every element type Kiln holds, including string <-> number and the
+// low-precision types (float8, float8e8m0, float4e2m1, 4- and 2-bit integers).
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -144,9 +144,59 @@ To convert(const AttrReader& ctx, const From& v) {
   }
 }
 
-Tensor cast_tensor(const KernelContext& ctx, const Tensor& x, DataType to) {
+// How a cast to a float8 / float8e8m0 target rounds (Cast opset 19+ `saturate`, 24+ `round_mode`).
+struct LowPrecisionRounding {
+  bool saturate = true;
+  E8M0Rounding e8m0 = E8M0Rounding::Up;
+};
+
+// Low-precision sources decode exactly to a wide type: minifloats and e8m0 to float, 4-/2-bit
+// integers to int8/uint8. The ordinary conversion rules then apply from there.
+Tensor widen_low_precision(const Tensor& x) {
+  return dispatch_dtype<DTypeSet::LowPrecision>(x.dtype(), "Cast input", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_sub_byte_int_v<T>) {
+      using S = typename T::Storage;
+      return map_unary<S, T>(x, [](const T& v) { return v.value; });
+    } else {
+      return map_unary<float, T>(x, [](const T& v) { return static_cast<float>(v); });
+    }
+  });
+}
+
+// The wide type a low-precision target is produced from: int64 for 4-/2-bit integers (then
+// wrapped like any integer narrowing), double for the float formats (then rounded once).
+DataType wide_type_for(DataType to) {
+  return to == DataType::Int4 || to == DataType::UInt4 || to == DataType::Int2 ||
+                 to == DataType::UInt2
+             ? DataType::Int64
+             : DataType::Float64;
+}
+
+Tensor narrow_to_low_precision(const Tensor& wide, DataType to, LowPrecisionRounding r) {
+  return dispatch_dtype<DTypeSet::LowPrecision>(to, "Cast target", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_sub_byte_int_v<T>) {
+      return map_unary<T, int64_t>(wide, [](int64_t v) { return T::wrap(v); });
+    } else if constexpr (std::is_same_v<T, Float8E8M0>) {
+      // The reference rounds the float32 value (its exponent and mantissa bits).
+      return map_unary<T, double>(
+          wide, [&](double v) { return T::from_float(static_cast<float>(v), r.saturate, r.e8m0); });
+    } else {
+      return map_unary<T, double>(wide, [&](double v) { return T::from_double(v, r.saturate); });
+    }
+  });
+}
+
+Tensor cast_tensor(const KernelContext& ctx, const Tensor& x_in, DataType to,
+                   LowPrecisionRounding rounding = {}) {
   if (!dtype_is_supported(to)) {
     ctx.unsupported("cast to {} is not supported", dtype_name(to));
+  }
+  if (x_in.dtype() == to) return x_in;
+  const Tensor x = dtype_is_low_precision(x_in.dtype()) ? widen_low_precision(x_in) : x_in;
+  if (dtype_is_low_precision(to)) {
+    return narrow_to_low_precision(cast_tensor(ctx, x, wide_type_for(to)), to, rounding);
   }
   return dispatch_dtype<DTypeSet::All>(x.dtype(), "Cast input", [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
@@ -183,9 +233,25 @@ DataType cast_target(const AttrReader& ctx) {
   return static_cast<DataType>(code);
 }
 
+LowPrecisionRounding rounding_attrs(const AttrReader& ctx) {
+  LowPrecisionRounding r;
+  // Before opset 19 no float8 type existed; 19+ defaults to saturating.
+  r.saturate = ctx.attr_int("saturate", 1) != 0;
+  const std::string mode = lower(ctx.attr_string("round_mode", "up"));
+  if (mode == "up") {
+    r.e8m0 = E8M0Rounding::Up;
+  } else if (mode == "down") {
+    r.e8m0 = E8M0Rounding::Down;
+  } else if (mode == "nearest") {
+    r.e8m0 = E8M0Rounding::Nearest;
+  } else {
+    ctx.fail("round_mode must be 'up', 'down' or 'nearest', got '{}'", mode);
+  }
+  return r;
+}
+
 void cast_op(KernelContext& ctx) {
-  // saturate only affects float8 targets, which are refused anyway.
-  ctx.set_output(0, cast_tensor(ctx, ctx.input(0), cast_target(ctx)));
+  ctx.set_output(0, cast_tensor(ctx, ctx.input(0), cast_target(ctx), rounding_attrs(ctx)));
 }
 
 void infer_cast(InferContext& ctx) {
@@ -193,7 +259,7 @@ void infer_cast(InferContext& ctx) {
 }
 
 void cast_like_op(KernelContext& ctx) {
-  ctx.set_output(0, cast_tensor(ctx, ctx.input(0), ctx.input(1).dtype()));
+  ctx.set_output(0, cast_tensor(ctx, ctx.input(0), ctx.input(1).dtype(), rounding_attrs(ctx)));
 }
 
 void infer_cast_like(InferContext& ctx) {

@@ -1,6 +1,6 @@
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and QLinearMatMul.
-// Integer quantized types only (int8/uint8/int16/uint16, int32 where allowed); float8 and
-// 4-/2-bit types are refused as Unsupported.
+// Quantized types: int8/uint8/int16/uint16, int4/uint4/int2/uint2, float8 (e4m3fn, e4m3fnuz,
+// e5m2, e5m2fnuz) and float4e2m1 (int32 too for DequantizeLinear).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +17,14 @@ using namespace window;  // NOLINT: shared window/quantization helpers
 
 bool is_quant_int(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8 || t == DataType::UInt16 ||
-         t == DataType::Int16;
+         t == DataType::Int16 || t == DataType::UInt4 || t == DataType::Int4 ||
+         t == DataType::UInt2 || t == DataType::Int2;
+}
+
+// Float quantized types: values are rounded to the format instead of to an integer range.
+bool is_quant_float(DataType t) {
+  return t == DataType::Float8E4M3FN || t == DataType::Float8E4M3FNUZ ||
+         t == DataType::Float8E5M2 || t == DataType::Float8E5M2FNUZ || t == DataType::Float4E2M1;
 }
 
 std::pair<double, double> int_range(DataType t) {
@@ -32,15 +39,25 @@ std::pair<double, double> int_range(DataType t) {
       return {-32768, 32767};
     case DataType::Int32:
       return {-2147483648.0, 2147483647.0};
+    case DataType::UInt4:
+      return {0, 15};
+    case DataType::Int4:
+      return {-8, 7};
+    case DataType::UInt2:
+      return {0, 3};
+    case DataType::Int2:
+      return {-2, 1};
     default:
       return {0, 0};
   }
 }
 
 void require_quant_type(const AttrReader& ctx, DataType t, bool allow_int32) {
-  if (is_quant_int(t) || (allow_int32 && t == DataType::Int32)) return;
-  ctx.unsupported("quantized element type {} is not supported (only int8/uint8/int16/uint16{})",
-                  dtype_name(t), allow_int32 ? "/int32" : "");
+  if (is_quant_int(t) || is_quant_float(t) || (allow_int32 && t == DataType::Int32)) return;
+  ctx.unsupported(
+      "quantized element type {} is not supported (only 16-, 8-, 4- and 2-bit integers, float8 "
+      "and float4e2m1{})",
+      dtype_name(t), allow_int32 ? ", int32" : "");
 }
 
 // For every element of x (dims), the index of its scale / zero point: per tensor, per axis, or
@@ -81,16 +98,22 @@ std::vector<int64_t> param_index(const AttrReader& ctx, const std::vector<int64_
   return out;
 }
 
-// Zero points as int64 per parameter index (0 when absent); checks they pair with the scale.
-std::vector<int64_t> zero_point_values(const KernelContext& ctx, size_t slot, const Tensor& scale,
-                                       DataType want) {
-  if (!ctx.has_input(slot)) return std::vector<int64_t>(static_cast<size_t>(scale.numel()), 0);
+// Zero points per parameter index (0 when absent) as doubles, exact for every quantized type;
+// checks they pair with the scale.
+std::vector<double> zero_point_values(const KernelContext& ctx, size_t slot, const Tensor& scale,
+                                      DataType want) {
+  if (!ctx.has_input(slot)) return std::vector<double>(static_cast<size_t>(scale.numel()), 0.0);
   const Tensor& zp = ctx.input(slot);
   ctx.check(zp.dtype() == want, "zero point type {} must be {}", dtype_name(zp.dtype()),
             dtype_name(want));
   ctx.check(zp.dims() == scale.dims() || (zp.numel() == 1 && scale.numel() == 1),
             "zero point {} must have the shape of the scale {}", zp.describe(), scale.describe());
-  return zp.to_int64_vector();
+  std::vector<double> out(static_cast<size_t>(zp.numel()));
+  for (int64_t i = 0; i < zp.numel(); ++i) {
+    out[static_cast<size_t>(i)] =
+        is_quant_float(want) ? zp.double_at(i) : static_cast<double>(zp.int_at(i));
+  }
+  return out;
 }
 
 // Scales as doubles; they must be positive floats (float/float16/bfloat16).
@@ -122,8 +145,27 @@ void store_quantized(Tensor& y, const std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<Q>(v[i]);
 }
 
-Tensor make_quantized(DataType t, const std::vector<int64_t>& dims, const std::vector<double>& v) {
+// `v` holds integers already clamped to the type's range, or for float types the unrounded
+// values that the format rounds (ties to even), saturating or not.
+Tensor make_quantized(DataType t, const std::vector<int64_t>& dims, const std::vector<double>& v,
+                      bool saturate = true) {
   Tensor y(t, dims);
+  if (dtype_is_low_precision(t)) {
+    dispatch_dtype<DTypeSet::LowPrecision>(t, "quantized output", [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      Q* p = y.data<Q>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if constexpr (is_sub_byte_int_v<Q>) {
+          p[i] = Q::wrap(static_cast<int64_t>(v[i]));
+        } else if constexpr (is_minifloat_v<Q>) {
+          p[i] = Q::from_double(v[i], saturate);
+        } else {
+          fail(ErrorCode::Unsupported, "quantized output type {} is not supported", dtype_name(t));
+        }
+      }
+    });
+    return y;
+  }
   dispatch_dtype<DTypeSet::Integer>(t, "quantized output", [&](auto tag) {
     using Q = typename decltype(tag)::type;
     store_quantized<Q>(y, v);
@@ -142,7 +184,9 @@ void quantize_linear(KernelContext& ctx) {
               "output_dtype disagrees with the zero point type {}", dtype_name(yt));
   std::vector<int64_t> idx = param_index(ctx, x.dims(), scale);
   std::vector<double> s = read_scale(ctx, scale);
-  std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, yt);
+  std::vector<double> zp = zero_point_values(ctx, 2, scale, yt);
+  const bool float_out = is_quant_float(yt);
+  const bool saturate = ctx.attr_int("saturate", 1) != 0;
   // Plain variables, not a structured binding: clang 14 (the fuzz build) cannot capture those.
   const auto [range_lo, range_hi] = int_range(yt);
   const double lo = range_lo, hi = range_hi;
@@ -175,11 +219,16 @@ void quantize_linear(KernelContext& ctx) {
           // Float division (not double) so rounding ties land where the reference's do.
           q = narrow(narrow(static_cast<float>(px[i])) / narrow(static_cast<float>(s[idx[i]])));
         }
-        out[i] = saturate_round(round_half_even(q) + static_cast<double>(zp[idx[i]]), lo, hi);
+        if (float_out) {
+          // Rounded (and saturated) by the float format; the zero point is usually 0.
+          out[i] = zp[idx[i]] == 0 ? q : q + zp[idx[i]];
+        } else {
+          out[i] = saturate_round(round_half_even(q) + zp[idx[i]], lo, hi);
+        }
       }
     }
   });
-  ctx.set_output(0, make_quantized(yt, x.dims(), out));
+  ctx.set_output(0, make_quantized(yt, x.dims(), out, saturate));
 }
 
 void infer_quantize_linear(InferContext& ctx) {
@@ -188,7 +237,8 @@ void infer_quantize_linear(InferContext& ctx) {
   const TypeInfo* zp = ctx.has_input(2) ? ctx.input_type(2) : nullptr;
   if (zp && (!zp->is_tensor() || zp->dtype == DataType::Undefined)) return;
   DataType yt = quantize_output_type(ctx, zp ? &zp->dtype : nullptr);
-  if (!is_quant_int(yt)) return;  // the kernel reports unsupported types with a clear message
+  // The kernel reports unsupported types with a clear message.
+  if (!is_quant_int(yt) && !is_quant_float(yt)) return;
   ctx.set_output_type(0, TypeInfo::tensor(yt, x->shape));
 }
 
@@ -204,26 +254,29 @@ void dequantize_linear(KernelContext& ctx) {
   DataType yt = dequantize_output_type(ctx, scale.dtype());
   std::vector<int64_t> idx = param_index(ctx, x.dims(), scale);
   std::vector<double> s = read_scale(ctx, scale);
-  std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, x.dtype());
+  std::vector<double> zp = zero_point_values(ctx, 2, scale, x.dtype());
   if (x.dtype() == DataType::Int32) {
-    for (int64_t z : zp) ctx.check(z == 0, "int32 input needs a zero point of 0, got {}", z);
+    for (double z : zp) ctx.check(z == 0, "int32 input needs a zero point of 0, got {}", z);
   }
-  ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(yt, "DequantizeLinear", [&](auto tag) {
-                   using T = typename decltype(tag)::type;
-                   Tensor y(yt, x.dims());
-                   T* py = y.data<T>();
-                   for (int64_t i = 0; i < x.numel(); ++i) {
-                     // Multiply in float like the reference (double for double outputs).
-                     const double v = static_cast<double>(x.int_at(i) - zp[idx[i]]);
-                     if constexpr (std::is_same_v<T, double>) {
-                       py[i] = v * s[idx[i]];
-                     } else {
-                       py[i] =
-                           static_cast<T>(static_cast<float>(v) * static_cast<float>(s[idx[i]]));
-                     }
-                   }
-                   return y;
-                 }));
+  const bool float_in = is_quant_float(x.dtype());
+  ctx.set_output(
+      0, dispatch_dtype<DTypeSet::Float>(yt, "DequantizeLinear", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor y(yt, x.dims());
+        T* py = y.data<T>();
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          // Multiply in float like the reference (double for double outputs).
+          const double v = float_in ? static_cast<double>(static_cast<float>(x.double_at(i)) -
+                                                          static_cast<float>(zp[idx[i]]))
+                                    : static_cast<double>(x.int_at(i)) - zp[idx[i]];
+          if constexpr (std::is_same_v<T, double>) {
+            py[i] = v * s[idx[i]];
+          } else {
+            py[i] = static_cast<T>(static_cast<float>(v) * static_cast<float>(s[idx[i]]));
+          }
+        }
+        return y;
+      }));
 }
 
 void infer_dequantize_linear(InferContext& ctx) {

@@ -23,6 +23,16 @@ std::optional<std::string> compare_tensors(const Tensor& a, const Tensor& e, Tol
     }
     return std::nullopt;
   }
+  if (dtype_is_low_precision(a.dtype())) {
+    // Every value of these types is exact: compare values (NaN equals NaN, -0 equals 0).
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      double x = a.double_at(i), y = e.double_at(i);
+      if (!(x == y || (std::isnan(x) && std::isnan(y)))) {
+        return fmt::format("element {} is {}, expected {}", i, x, y);
+      }
+    }
+    return std::nullopt;
+  }
   if (dtype_is_float(a.dtype())) {
     int64_t bad = 0, first = -1;
     for (int64_t i = 0; i < a.numel(); ++i) {

@@ -58,7 +58,12 @@ TEST(Tensor, StringsAreConstructedAndCloned) {
 }
 
 TEST(Tensor, RefusesUnsupportedTypesAndHugeAllocations) {
-  EXPECT_THROW(Tensor(DataType::Float8E4M3FN, {1}), Error);
+  EXPECT_THROW(Tensor(DataType::Complex64, {1}), Error);
+  // Low-precision types are held one byte per element.
+  Tensor f8(DataType::Float8E4M3FN, {3});
+  EXPECT_EQ(f8.nbytes(), 3u);
+  Tensor i4(DataType::Int4, {5});
+  EXPECT_EQ(i4.nbytes(), 5u);
   size_t old = Tensor::max_bytes();
   Tensor::set_max_bytes(1024);
   EXPECT_THROW(Tensor(DataType::Float32, {1024}), Error);
