@@ -8,6 +8,7 @@
 #include "ops/control_real_io.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/scratch_guard.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -77,6 +78,8 @@ void flex_attention(KernelContext& ctx) {
   const std::vector<double> qd = to_doubles(q), kd = to_doubles(k), vd = to_doubles(v);
 
   const std::vector<int64_t> sdims = {batch, hq, lq, skv};
+  check_scratch(ctx, sdims);
+  check_scratch(ctx, {batch, hq, lq, ev});
   std::vector<double> scores(static_cast<size_t>(batch * hq * lq * skv));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {

@@ -8,6 +8,7 @@
 #include "ops/infer_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/scratch_guard.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -347,6 +348,7 @@ void tree_ensemble(KernelContext& ctx) {
   const double big = xt.dtype() == DataType::Float64   ? std::numeric_limits<double>::max()
                      : xt.dtype() == DataType::Float32 ? std::numeric_limits<float>::max()
                                                        : 65504.0;
+  check_scratch(ctx, {rows, n_targets});
   std::vector<double> out(static_cast<size_t>(rows * n_targets));
   for (int64_t b = 0; b < rows; ++b) {
     double* o = out.data() + b * n_targets;

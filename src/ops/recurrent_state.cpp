@@ -7,6 +7,7 @@
 #include "ops/infer_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/scratch_guard.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -83,6 +84,8 @@ void linear_attention(KernelContext& ctx) {
     beta = to_doubles(b);
   }
 
+  check_scratch(ctx, {batch, hkv, dk, dv});
+  check_scratch(ctx, {batch, seq, hq, dv});
   const size_t state_size = static_cast<size_t>(batch * hkv * dk * dv);
   std::vector<double> state(state_size, 0.0);
   DataType state_type = q.dtype();
@@ -201,6 +204,7 @@ void causal_conv_with_state(KernelContext& ctx) {
     ctx.check(b.rank() == 1 && b.dim(0) == chans, "bias must be [{}], got {}", chans, b.describe());
     bias = to_doubles(b);
   }
+  check_scratch(ctx, {batch, chans, ctxlen});
   std::vector<double> past(static_cast<size_t>(batch * chans * ctxlen), 0.0);
   if (ctx.has_input(3)) {
     const Tensor& p = ctx.input(3);

@@ -5,6 +5,7 @@
 
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/scratch_guard.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -19,7 +20,8 @@ struct NgramPool {
 int64_t output_size(const AttrReader& ctx) {
   const std::vector<int64_t> idx = ctx.attr_ints("ngram_indexes");
   ctx.check(!idx.empty(), "ngram_indexes must not be empty");
-  for (int64_t v : idx) ctx.check(v >= 0, "ngram_indexes holds negative index {}", v);
+  for (int64_t v : idx)
+    ctx.check(v >= 0 && v < (int64_t{1} << 40), "ngram_indexes holds out-of-range index {}", v);
   return *std::max_element(idx.begin(), idx.end()) + 1;
 }
 
@@ -68,6 +70,7 @@ std::vector<int64_t> count_ngrams(const KernelContext& ctx, const std::vector<Ke
     pool = ctx.attr_ints("pool_int64s");
   }
   const NgramPool<Key> p = build_pool(ctx, pool, min_n, max_n);
+  check_scratch(ctx, {rows, p.output_size});
   std::vector<int64_t> freq(static_cast<size_t>(rows * p.output_size), 0);
   std::vector<Key> gram;
   for (int64_t r = 0; r < rows; ++r) {
