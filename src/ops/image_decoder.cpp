@@ -1,22 +1,22 @@
 // ImageDecoder (opset 20) for the formats that need no codec library: BMP (uncompressed 24/32-bit
-// and 8-bit paletted) and binary PNM (P5 grey, P6 colour, 8-bit). JPEG, JPEG 2000, PNG, TIFF and
-// WebP would need libjpeg/libpng/... which Kiln does not link: those are refused as Unsupported.
-// A stream that is not an image at all decodes to an empty (0, 0, C) tensor, as the spec says.
+// and 8-bit paletted), binary PNM (P5 grey, P6 colour, 8-bit), PNG (non-interlaced, 8-bit or
+// paletted) and uncompressed 8-bit TIFF. JPEG, JPEG 2000 and WebP would need libjpeg/openjpeg/
+// libwebp, which Kiln does not link: those are refused as Unsupported, as are PNG/TIFF variants
+// the small decoders do not read. A stream that is not an image at all decodes to an empty
+// (0, 0, C) tensor, as the spec says.
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
+#include "ops/image_codecs.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
 namespace {
 
-struct Image {
-  int64_t height = 0, width = 0;
-  std::vector<uint8_t> rgb;  // height * width * 3, row-major, top row first
-};
+using image::Image;
 
 uint32_t le(const uint8_t* p, int bytes) {
   uint32_t v = 0;
@@ -109,8 +109,6 @@ const char* unsupported_format(const uint8_t* d, size_t n) {
     return n >= len && std::memcmp(d, magic, len) == 0;
   };
   if (starts("\xFF\xD8\xFF", 3)) return "JPEG";
-  if (starts("\x89PNG", 4)) return "PNG";
-  if (starts("II*\0", 4) || starts("MM\0*", 4)) return "TIFF";
   if (starts("\0\0\0\x0CjP  ", 8) || starts("\xFF\x4F\xFF\x51", 4)) return "JPEG 2000";
   if (n >= 12 && starts("RIFF", 4) && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
   if (starts("P1", 2) || starts("P2", 2) || starts("P3", 2) || starts("P4", 2))
@@ -133,6 +131,12 @@ void image_decoder(KernelContext& ctx) {
     img = decode_bmp(d, n);
   } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
     img = decode_pnm(d, n);
+  } else if (n >= 4 && std::memcmp(d, "\x89PNG", 4) == 0) {
+    img = image::decode_png(d, n);
+    if (!img) ctx.unsupported("this PNG variant (interlaced, 16-bit or corrupt) is not supported");
+  } else if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) {
+    img = image::decode_tiff(d, n);
+    if (!img) ctx.unsupported("only uncompressed 8-bit TIFF images are supported");
   } else if (const char* name = unsupported_format(d, n)) {
     ctx.unsupported("decoding {} images needs a codec library Kiln does not link", name);
   }
