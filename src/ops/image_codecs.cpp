@@ -221,7 +221,7 @@ int paeth(int a, int b, int c) {
 
 }  // namespace
 
-std::optional<Image> decode_png(const uint8_t* d, size_t n) {
+std::optional<Image> decode_png(const uint8_t* d, size_t n, const char** unsupported) {
   if (n < 8 || std::memcmp(d, "\x89PNG\r\n\x1a\n", 8) != 0) return std::nullopt;
   size_t pos = 8;
   uint32_t width = 0, height = 0;
@@ -237,7 +237,8 @@ std::optional<Image> decode_png(const uint8_t* d, size_t n) {
       if (len != 13) return std::nullopt;
       width = be32(body), height = be32(body + 4);
       depth = body[8], color = body[9];
-      if (body[10] != 0 || body[11] != 0 || body[12] != 0) return std::nullopt;  // interlaced
+      if (body[10] != 0 || body[11] != 0 || body[12] > 1) return std::nullopt;
+      if (body[12] != 0) return *unsupported = "interlaced PNG", std::nullopt;
       have_header = true;
     } else if (std::memcmp(type, "PLTE", 4) == 0) {
       palette.assign(body, body + len);
@@ -248,8 +249,9 @@ std::optional<Image> decode_png(const uint8_t* d, size_t n) {
     }
     pos += 12 + len;
   }
-  if (!have_header || width == 0 || height == 0 || width > (1u << 16) || height > (1u << 16))
-    return std::nullopt;
+  if (!have_header || width == 0 || height == 0) return std::nullopt;
+  if (width > (1u << 16) || height > (1u << 16))
+    return *unsupported = "PNG larger than 65536 pixels a side", std::nullopt;
   int channels;
   switch (color) {
     case 0:
@@ -272,7 +274,7 @@ std::optional<Image> decode_png(const uint8_t* d, size_t n) {
   }
   // 8-bit samples everywhere; palette indices may also be 1, 2 or 4 bits.
   if (!(depth == 8 || (color == 3 && (depth == 1 || depth == 2 || depth == 4))))
-    return std::nullopt;
+    return *unsupported = "PNG with 16-bit or sub-byte samples", std::nullopt;
   const size_t bits_per_pixel = static_cast<size_t>(channels * depth);
   const size_t row_bytes = (width * bits_per_pixel + 7) / 8;
   const size_t bpp = std::max<size_t>(1, bits_per_pixel / 8);
@@ -331,7 +333,7 @@ std::optional<Image> decode_png(const uint8_t* d, size_t n) {
 
 // ---- TIFF (baseline, uncompressed, 8-bit, chunky) ----
 
-std::optional<Image> decode_tiff(const uint8_t* d, size_t n) {
+std::optional<Image> decode_tiff(const uint8_t* d, size_t n, const char** unsupported) {
   if (n < 8) return std::nullopt;
   const bool little = d[0] == 'I';
   auto u16 = [&](size_t p) -> uint32_t {
@@ -400,13 +402,17 @@ std::optional<Image> decode_tiff(const uint8_t* d, size_t n) {
         break;
     }
   }
-  if (width == 0 || height == 0 || width > (1u << 16) || height > (1u << 16)) return std::nullopt;
-  if (compression != 1 || planar != 1 || offsets.empty() || offsets.size() != counts.size())
-    return std::nullopt;
+  if (width == 0 || height == 0) return std::nullopt;
+  if (width > (1u << 16) || height > (1u << 16))
+    return *unsupported = "TIFF larger than 65536 pixels a side", std::nullopt;
+  if (compression != 1 || planar != 1)
+    return *unsupported = "compressed or planar TIFF", std::nullopt;
+  if (offsets.empty() || offsets.size() != counts.size()) return std::nullopt;
   for (uint32_t b : bits)
-    if (b != 8) return std::nullopt;
+    if (b != 8) return *unsupported = "TIFF with other than 8-bit samples", std::nullopt;
   const bool grey = (photometric == 0 || photometric == 1) && spp >= 1;
-  if (!grey && !(photometric == 2 && spp >= 3)) return std::nullopt;
+  if (!grey && !(photometric == 2 && spp >= 3))
+    return *unsupported = "TIFF other than 8-bit grey or RGB", std::nullopt;
   std::vector<uint8_t> pixels;
   const size_t need = static_cast<size_t>(width) * height * spp;
   for (size_t s = 0; s < offsets.size() && pixels.size() < need; ++s) {

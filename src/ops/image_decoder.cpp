@@ -2,8 +2,8 @@
 // and 8-bit paletted), binary PNM (P5 grey, P6 colour, 8-bit), PNG (non-interlaced, 8-bit or
 // paletted) and uncompressed 8-bit TIFF. JPEG, JPEG 2000 and WebP would need libjpeg/openjpeg/
 // libwebp, which Kiln does not link: those are refused as Unsupported, as are PNG/TIFF variants
-// the small decoders do not read. A stream that is not an image at all decodes to an empty
-// (0, 0, C) tensor, as the spec says.
+// the small decoders do not implement. A corrupt stream, or one that is not an image at all,
+// decodes to an empty (0, 0, C) tensor, as the spec says.
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -127,19 +127,19 @@ void image_decoder(KernelContext& ctx) {
   const uint8_t* d = data.data<uint8_t>();
   const auto n = static_cast<size_t>(data.numel());
   std::optional<Image> img;
+  const char* variant = nullptr;  // set when a decoder meets a variant it does not implement
   if (n >= 2 && d[0] == 'B' && d[1] == 'M') {
     img = decode_bmp(d, n);
   } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
     img = decode_pnm(d, n);
   } else if (n >= 4 && std::memcmp(d, "\x89PNG", 4) == 0) {
-    img = image::decode_png(d, n);
-    if (!img) ctx.unsupported("this PNG variant (interlaced, 16-bit or corrupt) is not supported");
+    img = image::decode_png(d, n, &variant);
   } else if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) {
-    img = image::decode_tiff(d, n);
-    if (!img) ctx.unsupported("only uncompressed 8-bit TIFF images are supported");
+    img = image::decode_tiff(d, n, &variant);
   } else if (const char* name = unsupported_format(d, n)) {
     ctx.unsupported("decoding {} images needs a codec library Kiln does not link", name);
   }
+  if (variant) ctx.unsupported("{} is not supported", variant);
   if (!img) {
     ctx.set_output(0, Tensor(DataType::UInt8, {0, 0, channels}));
     return;
