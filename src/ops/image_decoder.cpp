@@ -1,9 +1,10 @@
-// ImageDecoder (opset 20) for the formats that need no codec library: BMP (uncompressed 24/32-bit
-// and 8-bit paletted), binary PNM (P5 grey, P6 colour, 8-bit), PNG (non-interlaced, 8-bit or
-// paletted) and uncompressed 8-bit TIFF. JPEG, JPEG 2000 and WebP would need libjpeg/openjpeg/
-// libwebp, which Kiln does not link: those are refused as Unsupported, as are PNG/TIFF variants
-// the small decoders do not implement. A corrupt stream, or one that is not an image at all,
-// decodes to an empty (0, 0, C) tensor, as the spec says.
+// ImageDecoder (opset 20) with dependency-free decoders: BMP (uncompressed 24/32-bit and 8-bit
+// paletted), binary PNM (P5 grey, P6 colour, 8-bit), PNG (non-interlaced, 8-bit or paletted),
+// baseline JPEG (bit-exact with libjpeg-turbo's defaults) and uncompressed 8-bit TIFF.
+// JPEG 2000 and WebP would need openjpeg/libwebp, which Kiln does not link: those are refused as
+// Unsupported, as are variants the small decoders do not implement (progressive JPEG, 16-bit
+// PNG, ...). A corrupt stream, or one that is not an image at all, decodes to an empty (0, 0, C)
+// tensor, as the spec says.
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -108,7 +109,6 @@ const char* unsupported_format(const uint8_t* d, size_t n) {
   auto starts = [&](const char* magic, size_t len) {
     return n >= len && std::memcmp(d, magic, len) == 0;
   };
-  if (starts("\xFF\xD8\xFF", 3)) return "JPEG";
   if (starts("\0\0\0\x0CjP  ", 8) || starts("\xFF\x4F\xFF\x51", 4)) return "JPEG 2000";
   if (n >= 12 && starts("RIFF", 4) && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
   if (starts("P1", 2) || starts("P2", 2) || starts("P3", 2) || starts("P4", 2))
@@ -132,6 +132,8 @@ void image_decoder(KernelContext& ctx) {
     img = decode_bmp(d, n);
   } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
     img = decode_pnm(d, n);
+  } else if (n >= 3 && std::memcmp(d, "\xFF\xD8\xFF", 3) == 0) {
+    img = image::decode_jpeg(d, n, &variant);
   } else if (n >= 4 && std::memcmp(d, "\x89PNG", 4) == 0) {
     img = image::decode_png(d, n, &variant);
   } else if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) {
