@@ -279,6 +279,8 @@ std::optional<Image> decode_png(const uint8_t* d, size_t n, const char** unsuppo
   const size_t row_bytes = (width * bits_per_pixel + 7) / 8;
   const size_t bpp = std::max<size_t>(1, bits_per_pixel / 8);
   const size_t raw_size = height * (row_bytes + 1);
+  // Deflate expands at most 1032:1; a header promising more is corrupt.
+  if (raw_size > 1032 * idat.size() + 1024) return std::nullopt;
   auto raw = zlib_inflate(idat.data(), idat.size(), raw_size);
   if (!raw || raw->size() != raw_size) return std::nullopt;
   std::vector<uint8_t> prev(row_bytes, 0), cur(row_bytes);
@@ -414,7 +416,9 @@ std::optional<Image> decode_tiff(const uint8_t* d, size_t n, const char** unsupp
   if (!grey && !(photometric == 2 && spp >= 3))
     return *unsupported = "TIFF other than 8-bit grey or RGB", std::nullopt;
   std::vector<uint8_t> pixels;
+  if (spp > 16) return std::nullopt;
   const size_t need = static_cast<size_t>(width) * height * spp;
+  if (need > n) return std::nullopt;  // uncompressed samples must fit in the file
   for (size_t s = 0; s < offsets.size() && pixels.size() < need; ++s) {
     if (offsets[s] > n || counts[s] > n - offsets[s]) return std::nullopt;
     pixels.insert(pixels.end(), d + offsets[s], d + offsets[s] + counts[s]);

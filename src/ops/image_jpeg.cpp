@@ -287,6 +287,10 @@ std::optional<Image> decode_jpeg(const uint8_t* d, size_t n, const char** unsupp
         const int nc = s[5];
         if (width == 0 || height == 0) return *unsupported = "JPEG with DNL height", std::nullopt;
         if (nc != 1 && nc != 3) return *unsupported = "JPEG with 2 or 4 components", std::nullopt;
+        // Each 8x8 block costs at least two bits, which bounds a genuine stream's pixel count;
+        // a larger header is corrupt (and would only exhaust memory).
+        if (static_cast<uint64_t>(width) * height > 256 * static_cast<uint64_t>(n) + (1u << 16))
+          return std::nullopt;
         if (slen < 6 + 3 * static_cast<size_t>(nc)) return std::nullopt;
         for (int c = 0; c < nc; ++c) {
           Component comp;
