@@ -6,6 +6,7 @@
 
 #include "ops/control_real_io.hpp"
 #include "ops/infer_utils.hpp"
+#include "ops/ml_post.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/scratch_guard.hpp"
@@ -258,21 +259,6 @@ std::vector<double> doubles_attr(const AttrReader& ctx, const char* name) {
   return ctl::to_doubles(ctx.attr_tensor(name));
 }
 
-// Inverse of the standard normal CDF, by Newton steps on erf.
-double probit(double p) {
-  if (p <= 0) return -std::numeric_limits<double>::infinity();
-  if (p >= 1) return std::numeric_limits<double>::infinity();
-  double x = 0;
-  for (int i = 0; i < 100; ++i) {
-    const double err = 0.5 * std::erfc(-x / std::sqrt(2.0)) - p;
-    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-    const double dx = err / pdf;
-    x -= dx;
-    if (std::abs(dx) < 1e-15) break;
-  }
-  return x;
-}
-
 void tree_ensemble(KernelContext& ctx) {
   const Tensor& xt = ctx.input(0);
   ctx.check(xt.dtype() == DataType::Float32 || xt.dtype() == DataType::Float64 ||
@@ -296,7 +282,8 @@ void tree_ensemble(KernelContext& ctx) {
   const std::vector<int64_t> roots = ctx.attr_ints("tree_roots");
   const int64_t n_targets = ctx.attr_int("n_targets");
   const int64_t aggregate = ctx.attr_int("aggregate_function", 1);
-  const int64_t post = ctx.attr_int("post_transform", 0);
+  const ml::PostTransform post =
+      ml::post_transform_from_int(ctx, ctx.attr_int("post_transform", 0));
 
   const size_t n_nodes = splits.size();
   ctx.check(featureids.size() == n_nodes && static_cast<size_t>(modes_t.numel()) == n_nodes &&
@@ -382,24 +369,7 @@ void tree_ensemble(KernelContext& ctx) {
         acc = std::max(acc, w);
       }
     }
-    if (post == 1 || post == 3) {  // softmax; SOFTMAX_ZERO leaves zero scores at zero
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t t = 0; t < n_targets; ++t)
-        if (post == 1 || o[t] != 0) mx = std::max(mx, o[t]);
-      double sum = 0;
-      for (int64_t t = 0; t < n_targets; ++t) {
-        o[t] = (post == 3 && o[t] == 0) ? 0.0 : std::exp(o[t] - mx);
-        sum += o[t];
-      }
-      if (sum > 0)
-        for (int64_t t = 0; t < n_targets; ++t) o[t] /= sum;
-    } else if (post == 2) {
-      for (int64_t t = 0; t < n_targets; ++t) o[t] = 1.0 / (1.0 + std::exp(-o[t]));
-    } else if (post == 4) {
-      for (int64_t t = 0; t < n_targets; ++t) o[t] = probit(o[t]);
-    } else if (post != 0) {
-      ctx.fail("unknown post_transform {}", post);
-    }
+    ml::apply_post_transform(post, o, n_targets);
   }
   ctx.set_output(0, ctl::from_doubles(xt.dtype(), {rows, n_targets}, out, "TreeEnsemble"));
 }
