@@ -167,6 +167,8 @@ class Evaluator {
     auto a = eval(p.input(0));
     auto b = eval(p.input(1));
     if (!a || !b) return std::nullopt;
+    // An empty operand only broadcasts with another empty one (found by the importer fuzzer).
+    if (a->empty() || b->empty()) return a->empty() && b->empty() ? std::optional(SymValues{}) : std::nullopt;
     if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return std::nullopt;
     const size_t n = std::max(a->size(), b->size());
     SymValues out;
@@ -184,7 +186,7 @@ class Evaluator {
     auto c = eval(p.input(0));
     auto x = eval(p.input(1));
     auto y = eval(p.input(2));
-    if (!c || !x || !y) return std::nullopt;
+    if (!c || !x || !y || c->empty() || x->empty() || y->empty()) return std::nullopt;
     const size_t n = std::max({c->size(), x->size(), y->size()});
     for (size_t k : {c->size(), x->size(), y->size()}) {
       if (k != n && k != 1) return std::nullopt;

@@ -292,3 +292,25 @@ TEST(OnnxImport, UnsortedNodesAreSortedAndCyclesRefused) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Inputs the fuzzer once crashed on: each must now import or fail with a kiln::Error.
+TEST(OnnxImport, FuzzerRegressionsFailCleanly) {
+  fs::path dir = fs::path(KILN_SOURCE_DIR) / "tests/fuzz/regressions/onnx_import";
+  size_t count = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    try {
+      onnx_io::import_model_bytes(bytes, {});
+    } catch (const Error&) {
+    }
+    ++count;
+  }
+  EXPECT_GT(count, 0u);
+}
+
+}  // namespace
+}  // namespace kiln
