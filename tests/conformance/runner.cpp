@@ -32,7 +32,6 @@ constexpr int kTimeoutSeconds = 60;
 
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '#', ' ');
   if (s.size() > 300) s = s.substr(0, 297) + "...";
   return s;
 }
