@@ -62,9 +62,14 @@ enum class Outcome { kOk, kCorrupt, kUnsupported };
 Outcome run_jpeg(jpeg_decompress_struct* cinfo, JpegError* err, Image* img,
                  std::string* unsupported, const uint8_t* data, size_t size) {
   if (setjmp(err->jump)) {
+    // A precision byte other than 12 or 16 (real JPEG variants) is just a corrupt header.
+    const int precision = err->mgr.msg_parm.i[0];
+    if (err->code == JERR_BAD_PRECISION && precision != 12 && precision != 16)
+      return Outcome::kCorrupt;
     switch (err->code) {
       case JERR_BAD_PRECISION:
       case JERR_ARITH_NOTIMPL:
+      case JERR_SOF_UNSUPPORTED:  // lossless and hierarchical JPEG
       case JERR_NOT_COMPILED:
       case JERR_CONVERSION_NOTIMPL: {
         char text[JMSG_LENGTH_MAX];
@@ -238,6 +243,8 @@ std::optional<Image> decode_tiff(const uint8_t* data, size_t size, std::string* 
       !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height) || width == 0 || height == 0 ||
       too_many_pixels(width, height, 1 << 16, size)) {
     // corrupt: result stays empty
+  } else if (!TIFFFindCODEC(compression)) {
+    // not a compression scheme libtiff knows of at all: a corrupt tag, result stays empty
   } else if (!TIFFIsCODECConfigured(compression)) {
     *unsupported = "TIFF compression scheme " + std::to_string(compression);
   } else if (!TIFFRGBAImageOK(tif, message)) {
