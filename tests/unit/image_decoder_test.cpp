@@ -182,11 +182,14 @@ TEST(ImageDecoder, TruncatedAndCorruptStreamsFailCleanly) {
   }
 }
 
-TEST(ImageDecoder, WebpAndJpeg2000AreUnsupported) {
+TEST(ImageDecoder, WebpJpeg2000AndLosslessJpegAreUnsupported) {
   Decoder dec("RGB");
   for (std::vector<uint8_t> stream :
        {std::vector<uint8_t>{'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'},
-        std::vector<uint8_t>{0, 0, 0, 12, 'j', 'P', ' ', ' ', 13, 10, 0x87, 10}}) {
+        std::vector<uint8_t>{0, 0, 0, 12, 'j', 'P', ' ', ' ', 13, 10, 0x87, 10},
+        // SOF3 (lossless), which libjpeg-turbo 2.1 does not decode
+        std::vector<uint8_t>{0xFF, 0xD8, 0xFF, 0xC3, 0, 11, 8, 0, 16, 0, 16, 1, 1, 0x11, 0, 0xFF,
+                             0xD9}}) {
     try {
       dec.run(stream);
       ADD_FAILURE() << "no error";
