@@ -1,444 +1,270 @@
-// PNG and uncompressed TIFF decoding for ImageDecoder, without codec libraries. The inflate
-// follows RFC 1951 with canonical Huffman decoding (as in zlib's puff.c).
+// JPEG, PNG and TIFF decoding for ImageDecoder through libjpeg-turbo, libpng and libtiff. The
+// ONNX reference decodes with PIL, which sits on the same libraries, so the settings here follow
+// PIL's: libjpeg-turbo's defaults (islow IDCT, fancy upsampling), PNG samples taken as stored
+// (no gAMA correction, alpha dropped rather than composited, 16-bit reduced to the high byte).
+//
+// libjpeg and libpng report fatal errors through a callback that must not return; both are
+// C libraries, so the callbacks longjmp back to the decode function (an exception could not
+// cross their frames). Those functions hold only trivially destructible locals across setjmp.
 #include "ops/image_codecs.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cstdlib>
+#include <csetjmp>
+#include <cstdio>
 #include <cstring>
+
+// jpeglib.h needs <cstdio> first, and jerror.h reads best after it.
+// clang-format off
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+#include <png.h>
+#include <tiffio.h>
 
 namespace kiln::ops::image {
 namespace {
 
-// ---- inflate ----
+bool too_many_pixels(uint64_t width, uint64_t height, uint64_t max_ratio, size_t size) {
+  // A genuine stream cannot compress better than max_ratio pixels per byte, so a header
+  // promising more is corrupt; this keeps a tiny bogus file from allocating gigabytes.
+  const uint64_t pixels = width * height;
+  return pixels > kMaxPixels || pixels > max_ratio * size + (uint64_t{1} << 20);
+}
 
-struct BitReader {
-  const uint8_t* data;
-  size_t size;
-  size_t pos = 0;  // byte
-  uint32_t bitbuf = 0;
-  int bitcnt = 0;
-  bool overrun = false;
+// ---- JPEG ----
 
-  uint32_t bits(int need) {
-    uint32_t v = bitbuf;
-    while (bitcnt < need) {
-      if (pos >= size) {
-        overrun = true;
-        return 0;
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  int code;  // message code of the fatal error, or JWRN_JPEG_EOF for a truncated stream
+};
+
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  err->code = err->mgr.msg_code;
+  std::longjmp(err->jump, 1);
+}
+
+void jpeg_emit_message(j_common_ptr cinfo, int level) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  // PIL refuses a truncated JPEG ("image file is truncated") but decodes through other
+  // warnings (bad Huffman codes, junk before a marker), so only running out of data aborts.
+  if (level < 0 && err->mgr.msg_code == JWRN_JPEG_EOF) {
+    err->code = JWRN_JPEG_EOF;
+    std::longjmp(err->jump, 1);
+  }
+}
+
+void jpeg_no_output(j_common_ptr) {}
+
+enum class Outcome { kOk, kCorrupt, kUnsupported };
+
+Outcome run_jpeg(jpeg_decompress_struct* cinfo, JpegError* err, Image* img,
+                 std::string* unsupported, const uint8_t* data, size_t size) {
+  if (setjmp(err->jump)) {
+    // A precision byte other than 12 or 16 (real JPEG variants) is just a corrupt header.
+    const int precision = err->mgr.msg_parm.i[0];
+    if (err->code == JERR_BAD_PRECISION && precision != 12 && precision != 16)
+      return Outcome::kCorrupt;
+    switch (err->code) {
+      case JERR_BAD_PRECISION:
+      case JERR_ARITH_NOTIMPL:
+      case JERR_SOF_UNSUPPORTED:  // lossless and hierarchical JPEG
+      case JERR_NOT_COMPILED:
+      case JERR_CONVERSION_NOTIMPL: {
+        char text[JMSG_LENGTH_MAX];
+        err->mgr.format_message(reinterpret_cast<j_common_ptr>(cinfo), text);
+        *unsupported = std::string("JPEG variant (libjpeg-turbo: ") + text + ")";
+        return Outcome::kUnsupported;
       }
-      v |= static_cast<uint32_t>(data[pos++]) << bitcnt;
-      bitcnt += 8;
+      default:
+        return Outcome::kCorrupt;
     }
-    bitbuf = need >= 32 ? 0 : v >> need;
-    bitcnt -= need;
-    return need >= 32 ? v : v & ((1u << need) - 1);
   }
+  jpeg_create_decompress(cinfo);
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  if (jpeg_read_header(cinfo, TRUE) != JPEG_HEADER_OK) return Outcome::kCorrupt;
+  if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
+    *unsupported = "CMYK/YCCK JPEG";
+    return Outcome::kUnsupported;
+  }
+  if (too_many_pixels(cinfo->image_width, cinfo->image_height, 1024, size))
+    return Outcome::kCorrupt;
+  cinfo->out_color_space = JCS_RGB;  // grey sources are replicated, as PIL's convert("RGB")
+  jpeg_start_decompress(cinfo);
+  if (cinfo->output_components != 3) return Outcome::kCorrupt;
+  img->width = cinfo->output_width, img->height = cinfo->output_height;
+  img->rgb.resize(static_cast<size_t>(img->width * img->height * 3));
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW row = img->rgb.data() + static_cast<size_t>(cinfo->output_scanline) * img->width * 3;
+    if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return Outcome::kCorrupt;
+  }
+  // No jpeg_finish_decompress: all rows are in, and a missing EOI after them is harmless.
+  return Outcome::kOk;
+}
+
+// ---- PNG ----
+
+struct PngSource {
+  const uint8_t* data;
+  size_t size, pos;
 };
 
-constexpr int kMaxBits = 15;
+void png_read_memory(png_structp png, png_bytep out, size_t len) {
+  auto* src = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (len > src->size - src->pos) png_error(png, "truncated PNG stream");
+  std::memcpy(out, src->data + src->pos, len);
+  src->pos += len;
+}
 
-struct Huffman {
-  std::array<int16_t, kMaxBits + 1> count{};
-  std::vector<int16_t> symbol;
-};
+void png_fail(png_structp png, png_const_charp) {
+  png_longjmp(png, 1);
+}
+void png_quiet(png_structp, png_const_charp) {}
 
-// Builds the canonical code from code lengths; false when over-subscribed.
-bool build_huffman(Huffman& h, const int16_t* lengths, int n) {
-  h.count.fill(0);
-  h.symbol.assign(static_cast<size_t>(n), 0);
-  for (int s = 0; s < n; ++s) ++h.count[static_cast<size_t>(lengths[s])];
-  if (h.count[0] == n) return true;  // no codes: only an error if used
-  int left = 1;
-  for (int len = 1; len <= kMaxBits; ++len) {
-    left = (left << 1) - h.count[static_cast<size_t>(len)];
-    if (left < 0) return false;
-  }
-  std::array<int16_t, kMaxBits + 1> offs{};
-  for (int len = 1; len < kMaxBits; ++len)
-    offs[static_cast<size_t>(len + 1)] =
-        static_cast<int16_t>(offs[static_cast<size_t>(len)] + h.count[static_cast<size_t>(len)]);
-  for (int s = 0; s < n; ++s)
-    if (lengths[s] != 0)
-      h.symbol[static_cast<size_t>(offs[static_cast<size_t>(lengths[s])]++)] =
-          static_cast<int16_t>(s);
+bool run_png(png_structp png, png_infop info, PngSource* src, Image* img,
+             std::vector<png_bytep>* rows) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_read_fn(png, src, png_read_memory);
+  png_read_info(png, info);
+  const png_uint_32 width = png_get_image_width(png, info);
+  const png_uint_32 height = png_get_image_height(png, info);
+  // 1-bit pixels deflated at most 1032:1.
+  if (too_many_pixels(width, height, 8 * 1032, src->size)) return false;
+  png_set_expand(png);       // palette -> RGB, sub-byte grey -> 8 bit, tRNS -> alpha
+  png_set_strip_16(png);     // PIL keeps the high byte of 16-bit samples
+  png_set_strip_alpha(png);  // PIL's convert("RGB") drops alpha without compositing
+  png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != static_cast<size_t>(width) * 3) return false;
+  img->width = width, img->height = height;
+  img->rgb.resize(static_cast<size_t>(width) * height * 3);
+  rows->resize(height);
+  for (size_t y = 0; y < height; ++y) (*rows)[y] = img->rgb.data() + y * width * 3;
+  png_read_image(png, rows->data());
   return true;
 }
 
-// Next symbol, or -1 when the stream is corrupt.
-int decode_symbol(BitReader& in, const Huffman& h) {
-  int code = 0, first = 0, index = 0;
-  for (int len = 1; len <= kMaxBits; ++len) {
-    code |= static_cast<int>(in.bits(1));
-    if (in.overrun) return -1;
-    const int count = h.count[static_cast<size_t>(len)];
-    if (code - count < first) return h.symbol[static_cast<size_t>(index + (code - first))];
-    index += count;
-    first += count;
-    first <<= 1;
-    code <<= 1;
-  }
+// ---- TIFF ----
+
+struct TiffSource {
+  const uint8_t* data;
+  uint64_t size, pos;
+};
+
+tmsize_t tiff_read(thandle_t h, void* out, tmsize_t len) {
+  auto* src = static_cast<TiffSource*>(h);
+  if (len < 0 || src->pos >= src->size) return 0;
+  const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(len), src->size - src->pos);
+  std::memcpy(out, src->data + src->pos, n);
+  src->pos += n;
+  return static_cast<tmsize_t>(n);
+}
+
+tmsize_t tiff_write(thandle_t, void*, tmsize_t) {
   return -1;
 }
 
-constexpr std::array<int16_t, 29> kLenBase = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
-                                              15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
-                                              67, 83, 99, 115, 131, 163, 195, 227, 258};
-constexpr std::array<int16_t, 29> kLenExtra = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                               2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-constexpr std::array<int32_t, 30> kDistBase = {
-    1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
-    193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-constexpr std::array<int16_t, 30> kDistExtra = {0, 0, 0,  0,  1,  1,  2,  2,  3,  3,
-                                                4, 4, 5,  5,  6,  6,  7,  7,  8,  8,
-                                                9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
-
-bool inflate_codes(BitReader& in, std::vector<uint8_t>& out, size_t max_out, const Huffman& lit,
-                   const Huffman& dist) {
-  for (;;) {
-    const int sym = decode_symbol(in, lit);
-    if (sym < 0) return false;
-    if (sym < 256) {
-      if (out.size() >= max_out) return false;
-      out.push_back(static_cast<uint8_t>(sym));
-      continue;
-    }
-    if (sym == 256) return true;
-    const int li = sym - 257;
-    if (li >= 29) return false;
-    const size_t len = static_cast<size_t>(kLenBase[static_cast<size_t>(li)]) +
-                       in.bits(kLenExtra[static_cast<size_t>(li)]);
-    const int ds = decode_symbol(in, dist);
-    if (ds < 0 || ds >= 30 || in.overrun) return false;
-    const size_t d = static_cast<size_t>(kDistBase[static_cast<size_t>(ds)]) +
-                     in.bits(kDistExtra[static_cast<size_t>(ds)]);
-    if (in.overrun || d > out.size() || out.size() + len > max_out) return false;
-    for (size_t i = 0; i < len; ++i) out.push_back(out[out.size() - d]);
-  }
+toff_t tiff_seek(thandle_t h, toff_t off, int whence) {
+  auto* src = static_cast<TiffSource*>(h);
+  const uint64_t base = whence == SEEK_CUR ? src->pos : whence == SEEK_END ? src->size : 0;
+  if (off > UINT64_MAX - base) return static_cast<toff_t>(-1);
+  src->pos = base + off;  // past the end is allowed; reads there return nothing
+  return src->pos;
 }
 
-bool inflate_fixed(BitReader& in, std::vector<uint8_t>& out, size_t max_out) {
-  std::array<int16_t, 288> l{};
-  for (int s = 0; s < 288; ++s)
-    l[static_cast<size_t>(s)] = s < 144 ? 8 : s < 256 ? 9 : s < 280 ? 7 : 8;
-  std::array<int16_t, 30> d{};
-  d.fill(5);
-  Huffman lit, dist;
-  build_huffman(lit, l.data(), 288);
-  build_huffman(dist, d.data(), 30);
-  return inflate_codes(in, out, max_out, lit, dist);
+int tiff_close(thandle_t) {
+  return 0;
 }
-
-bool inflate_dynamic(BitReader& in, std::vector<uint8_t>& out, size_t max_out) {
-  const int nlen = static_cast<int>(in.bits(5)) + 257;
-  const int ndist = static_cast<int>(in.bits(5)) + 1;
-  const int ncode = static_cast<int>(in.bits(4)) + 4;
-  if (in.overrun || nlen > 286 || ndist > 30) return false;
-  static constexpr std::array<int, 19> kOrder = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
-                                                 11, 4,  12, 3, 13, 2, 14, 1, 15};
-  std::array<int16_t, 320> lengths{};
-  for (int i = 0; i < ncode; ++i)
-    lengths[static_cast<size_t>(kOrder[static_cast<size_t>(i)])] = static_cast<int16_t>(in.bits(3));
-  Huffman lencode;
-  if (in.overrun || !build_huffman(lencode, lengths.data(), 19)) return false;
-  int index = 0;
-  while (index < nlen + ndist) {
-    int sym = decode_symbol(in, lencode);
-    if (sym < 0) return false;
-    if (sym < 16) {
-      lengths[static_cast<size_t>(index++)] = static_cast<int16_t>(sym);
-      continue;
-    }
-    int16_t value = 0;
-    int repeat;
-    if (sym == 16) {
-      if (index == 0) return false;
-      value = lengths[static_cast<size_t>(index - 1)];
-      repeat = 3 + static_cast<int>(in.bits(2));
-    } else if (sym == 17) {
-      repeat = 3 + static_cast<int>(in.bits(3));
-    } else {
-      repeat = 11 + static_cast<int>(in.bits(7));
-    }
-    if (in.overrun || index + repeat > nlen + ndist) return false;
-    while (repeat--) lengths[static_cast<size_t>(index++)] = value;
-  }
-  if (lengths[256] == 0) return false;  // no end-of-block code
-  Huffman lit, dist;
-  if (!build_huffman(lit, lengths.data(), nlen)) return false;
-  if (!build_huffman(dist, lengths.data() + nlen, ndist)) return false;
-  return inflate_codes(in, out, max_out, lit, dist);
+toff_t tiff_size(thandle_t h) {
+  return static_cast<TiffSource*>(h)->size;
+}
+int tiff_map(thandle_t, void**, toff_t*) {
+  return 0;
+}
+void tiff_unmap(thandle_t, void*, toff_t) {}
+int tiff_quiet(TIFF*, void*, const char*, const char*, va_list) {
+  return 1;
 }
 
 }  // namespace
 
-std::optional<std::vector<uint8_t>> zlib_inflate(const uint8_t* data, size_t size, size_t max_out) {
-  if (size < 2 || (data[0] & 0x0F) != 8 || ((data[0] << 8) | data[1]) % 31 != 0 ||
-      (data[1] & 0x20) != 0)  // deflate, valid check bits, no preset dictionary
+std::optional<Image> decode_jpeg(const uint8_t* data, size_t size, std::string* unsupported) {
+  jpeg_decompress_struct cinfo{};
+  JpegError err{};
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_emit_message;
+  err.mgr.output_message = jpeg_no_output;
+  Image img;
+  const Outcome outcome = run_jpeg(&cinfo, &err, &img, unsupported, data, size);
+  jpeg_destroy_decompress(&cinfo);
+  if (outcome != Outcome::kOk) return std::nullopt;
+  return img;
+}
+
+std::optional<Image> decode_png(const uint8_t* data, size_t size, std::string*) {
+  // Every PNG variant is readable by libpng, so failures are corrupt streams.
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_fail, png_quiet);
+  if (!png) return std::nullopt;
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
     return std::nullopt;
-  BitReader in{data + 2, size - 2};
-  std::vector<uint8_t> out;
-  for (;;) {
-    const uint32_t last = in.bits(1);
-    const uint32_t type = in.bits(2);
-    if (in.overrun) return std::nullopt;
-    bool ok;
-    if (type == 0) {  // stored: byte-aligned LEN, NLEN, raw bytes
-      in.bitbuf = 0, in.bitcnt = 0;
-      if (in.size - in.pos < 4) return std::nullopt;
-      const size_t len = in.data[in.pos] | (in.data[in.pos + 1] << 8);
-      const size_t nlen = in.data[in.pos + 2] | (in.data[in.pos + 3] << 8);
-      in.pos += 4;
-      if (len != (~nlen & 0xFFFF) || in.size - in.pos < len || out.size() + len > max_out)
-        return std::nullopt;
-      out.insert(out.end(), in.data + in.pos, in.data + in.pos + len);
-      in.pos += len;
-      ok = true;
-    } else if (type == 1) {
-      ok = inflate_fixed(in, out, max_out);
-    } else if (type == 2) {
-      ok = inflate_dynamic(in, out, max_out);
-    } else {
-      return std::nullopt;
-    }
-    if (!ok) return std::nullopt;
-    if (last) return out;
   }
+  PngSource src{data, size, 0};
+  Image img;
+  std::vector<png_bytep> rows;
+  const bool ok = run_png(png, info, &src, &img, &rows);
+  png_destroy_read_struct(&png, &info, nullptr);
+  if (!ok) return std::nullopt;
+  return img;
 }
 
-namespace {
-
-uint32_t be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-int paeth(int a, int b, int c) {
-  const int p = a + b - c;
-  const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
-  if (pa <= pb && pa <= pc) return a;
-  return pb <= pc ? b : c;
-}
-
-}  // namespace
-
-std::optional<Image> decode_png(const uint8_t* d, size_t n, const char** unsupported) {
-  if (n < 8 || std::memcmp(d, "\x89PNG\r\n\x1a\n", 8) != 0) return std::nullopt;
-  size_t pos = 8;
+std::optional<Image> decode_tiff(const uint8_t* data, size_t size, std::string* unsupported) {
+  TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
+  if (!opts) return std::nullopt;
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, tiff_quiet, nullptr);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, tiff_quiet, nullptr);
+  TIFFOpenOptionsSetMaxSingleMemAlloc(opts, static_cast<tmsize_t>(kMaxPixels * 4));
+  TiffSource src{data, size, 0};
+  // "m": no memory mapping, everything goes through the read callback.
+  TIFF* tif = TIFFClientOpenExt("ImageDecoder input", "rm", &src, tiff_read, tiff_write, tiff_seek,
+                                tiff_close, tiff_size, tiff_map, tiff_unmap, opts);
+  TIFFOpenOptionsFree(opts);
+  if (!tif) return std::nullopt;
+  std::optional<Image> result;
   uint32_t width = 0, height = 0;
-  int depth = 0, color = -1;
-  std::vector<uint8_t> palette, idat;
-  bool have_header = false;
-  while (pos + 12 <= n) {
-    const uint32_t len = be32(d + pos);
-    const uint8_t* type = d + pos + 4;
-    const uint8_t* body = d + pos + 8;
-    if (len > n - pos - 12) return std::nullopt;
-    if (std::memcmp(type, "IHDR", 4) == 0) {
-      if (len != 13) return std::nullopt;
-      width = be32(body), height = be32(body + 4);
-      depth = body[8], color = body[9];
-      if (body[10] != 0 || body[11] != 0 || body[12] > 1) return std::nullopt;
-      if (body[12] != 0) return *unsupported = "interlaced PNG", std::nullopt;
-      have_header = true;
-    } else if (std::memcmp(type, "PLTE", 4) == 0) {
-      palette.assign(body, body + len);
-    } else if (std::memcmp(type, "IDAT", 4) == 0) {
-      idat.insert(idat.end(), body, body + len);
-    } else if (std::memcmp(type, "IEND", 4) == 0) {
-      break;
-    }
-    pos += 12 + len;
-  }
-  if (!have_header || width == 0 || height == 0) return std::nullopt;
-  if (width > (1u << 16) || height > (1u << 16))
-    return *unsupported = "PNG larger than 65536 pixels a side", std::nullopt;
-  int channels;
-  switch (color) {
-    case 0:
-      channels = 1;
-      break;
-    case 2:
-      channels = 3;
-      break;
-    case 3:
-      channels = 1;
-      break;
-    case 4:
-      channels = 2;
-      break;
-    case 6:
-      channels = 4;
-      break;
-    default:
-      return std::nullopt;
-  }
-  // 8-bit samples everywhere; palette indices may also be 1, 2 or 4 bits.
-  if (!(depth == 8 || (color == 3 && (depth == 1 || depth == 2 || depth == 4))))
-    return *unsupported = "PNG with 16-bit or sub-byte samples", std::nullopt;
-  const size_t bits_per_pixel = static_cast<size_t>(channels * depth);
-  const size_t row_bytes = (width * bits_per_pixel + 7) / 8;
-  const size_t bpp = std::max<size_t>(1, bits_per_pixel / 8);
-  const size_t raw_size = height * (row_bytes + 1);
-  // Deflate expands at most 1032:1; a header promising more is corrupt.
-  if (raw_size > 1032 * idat.size() + 1024) return std::nullopt;
-  auto raw = zlib_inflate(idat.data(), idat.size(), raw_size);
-  if (!raw || raw->size() != raw_size) return std::nullopt;
-  std::vector<uint8_t> prev(row_bytes, 0), cur(row_bytes);
-  Image img;
-  img.width = width, img.height = height;
-  img.rgb.resize(static_cast<size_t>(width) * height * 3);
-  for (size_t y = 0; y < height; ++y) {
-    const uint8_t* src = raw->data() + y * (row_bytes + 1);
-    const uint8_t filter = src[0];
-    for (size_t i = 0; i < row_bytes; ++i) {
-      const int a = i >= bpp ? cur[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
-      int pred;
-      switch (filter) {
-        case 0:
-          pred = 0;
-          break;
-        case 1:
-          pred = a;
-          break;
-        case 2:
-          pred = b;
-          break;
-        case 3:
-          pred = (a + b) / 2;
-          break;
-        case 4:
-          pred = paeth(a, b, c);
-          break;
-        default:
-          return std::nullopt;
+  uint16_t compression = COMPRESSION_NONE;
+  char message[1024] = "";
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &width) ||
+      !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height) || width == 0 || height == 0 ||
+      too_many_pixels(width, height, 1 << 16, size)) {
+    // corrupt: result stays empty
+  } else if (!TIFFFindCODEC(compression)) {
+    // not a compression scheme libtiff knows of at all: a corrupt tag, result stays empty
+  } else if (!TIFFIsCODECConfigured(compression)) {
+    *unsupported = "TIFF compression scheme " + std::to_string(compression);
+  } else if (!TIFFRGBAImageOK(tif, message)) {
+    *unsupported = std::string("TIFF variant (libtiff: ") + message + ")";
+  } else {
+    std::vector<uint32_t> raster(static_cast<size_t>(width) * height);
+    if (TIFFReadRGBAImageOriented(tif, width, height, raster.data(), ORIENTATION_TOPLEFT, 1)) {
+      Image img;
+      img.width = width, img.height = height;
+      img.rgb.resize(raster.size() * 3);
+      for (size_t i = 0; i < raster.size(); ++i) {
+        img.rgb[i * 3] = static_cast<uint8_t>(TIFFGetR(raster[i]));
+        img.rgb[i * 3 + 1] = static_cast<uint8_t>(TIFFGetG(raster[i]));
+        img.rgb[i * 3 + 2] = static_cast<uint8_t>(TIFFGetB(raster[i]));
       }
-      cur[i] = static_cast<uint8_t>(src[1 + i] + pred);
-    }
-    for (size_t x = 0; x < width; ++x) {
-      uint8_t* px = img.rgb.data() + (y * width + x) * 3;
-      if (color == 3) {
-        const size_t bit = x * static_cast<size_t>(depth);
-        const int shift = 8 - depth - static_cast<int>(bit % 8);
-        const size_t idx = (cur[bit / 8] >> shift) & ((1u << depth) - 1);
-        if (3 * idx + 2 >= palette.size()) return std::nullopt;
-        std::memcpy(px, palette.data() + 3 * idx, 3);
-      } else if (channels <= 2) {  // grey (+ alpha, dropped)
-        px[0] = px[1] = px[2] = cur[x * static_cast<size_t>(channels)];
-      } else {  // RGB (+ alpha, dropped)
-        std::memcpy(px, cur.data() + x * static_cast<size_t>(channels), 3);
-      }
-    }
-    std::swap(prev, cur);
-  }
-  return img;
-}
-
-// ---- TIFF (baseline, uncompressed, 8-bit, chunky) ----
-
-std::optional<Image> decode_tiff(const uint8_t* d, size_t n, const char** unsupported) {
-  if (n < 8) return std::nullopt;
-  const bool little = d[0] == 'I';
-  auto u16 = [&](size_t p) -> uint32_t {
-    return little ? d[p] | (d[p + 1] << 8) : (d[p] << 8) | d[p + 1];
-  };
-  auto u32 = [&](size_t p) -> uint32_t {
-    return little ? u16(p) | (u16(p + 2) << 16) : (u16(p) << 16) | u16(p + 2);
-  };
-  const size_t ifd = u32(4);
-  if (ifd > n - 2) return std::nullopt;
-  const size_t entries = u16(ifd);
-  if (ifd + 2 + entries * 12 > n) return std::nullopt;
-  uint32_t width = 0, height = 0, compression = 1, photometric = 2, spp = 1, planar = 1;
-  uint32_t rows_per_strip = 0xFFFFFFFF;
-  std::vector<uint32_t> bits, offsets, counts;
-  // The values of one entry: inline when they fit in 4 bytes, else at an offset.
-  auto values = [&](size_t e) -> std::optional<std::vector<uint32_t>> {
-    const uint32_t type = u16(e + 2), count = u32(e + 4);
-    const size_t size = type == 3 ? 2 : type == 4 ? 4 : 0;
-    if (size == 0 || count > (1u << 20)) return std::nullopt;
-    size_t at = e + 8;
-    if (size * count > 4) at = u32(e + 8);
-    if (at > n || size * count > n - at) return std::nullopt;
-    std::vector<uint32_t> v(count);
-    for (uint32_t i = 0; i < count; ++i) v[i] = size == 2 ? u16(at + 2 * i) : u32(at + 4 * i);
-    return v;
-  };
-  for (size_t i = 0; i < entries; ++i) {
-    const size_t e = ifd + 2 + i * 12;
-    const uint32_t tag = u16(e);
-    static constexpr std::array<uint32_t, 10> kUsed = {256, 257, 258, 259, 262,
-                                                       273, 277, 278, 279, 284};
-    if (std::find(kUsed.begin(), kUsed.end(), tag) == kUsed.end()) continue;
-    auto v = values(e);
-    if (!v || v->empty()) return std::nullopt;
-    switch (tag) {
-      case 256:
-        width = (*v)[0];
-        break;
-      case 257:
-        height = (*v)[0];
-        break;
-      case 258:
-        bits = *v;
-        break;
-      case 259:
-        compression = (*v)[0];
-        break;
-      case 262:
-        photometric = (*v)[0];
-        break;
-      case 273:
-        offsets = *v;
-        break;
-      case 277:
-        spp = (*v)[0];
-        break;
-      case 278:
-        rows_per_strip = (*v)[0];
-        break;
-      case 279:
-        counts = *v;
-        break;
-      case 284:
-        planar = (*v)[0];
-        break;
+      result = std::move(img);
     }
   }
-  if (width == 0 || height == 0) return std::nullopt;
-  if (width > (1u << 16) || height > (1u << 16))
-    return *unsupported = "TIFF larger than 65536 pixels a side", std::nullopt;
-  if (compression != 1 || planar != 1)
-    return *unsupported = "compressed or planar TIFF", std::nullopt;
-  if (offsets.empty() || offsets.size() != counts.size()) return std::nullopt;
-  for (uint32_t b : bits)
-    if (b != 8) return *unsupported = "TIFF with other than 8-bit samples", std::nullopt;
-  const bool grey = (photometric == 0 || photometric == 1) && spp >= 1;
-  if (!grey && !(photometric == 2 && spp >= 3))
-    return *unsupported = "TIFF other than 8-bit grey or RGB", std::nullopt;
-  std::vector<uint8_t> pixels;
-  if (spp > 16) return std::nullopt;
-  const size_t need = static_cast<size_t>(width) * height * spp;
-  if (need > n) return std::nullopt;  // uncompressed samples must fit in the file
-  for (size_t s = 0; s < offsets.size() && pixels.size() < need; ++s) {
-    if (offsets[s] > n || counts[s] > n - offsets[s]) return std::nullopt;
-    pixels.insert(pixels.end(), d + offsets[s], d + offsets[s] + counts[s]);
-  }
-  (void)rows_per_strip;  // strips are contiguous rows, so concatenating them is enough
-  if (pixels.size() < need) return std::nullopt;
-  Image img;
-  img.width = width, img.height = height;
-  img.rgb.resize(static_cast<size_t>(width) * height * 3);
-  for (size_t i = 0; i < static_cast<size_t>(width) * height; ++i) {
-    const uint8_t* p = pixels.data() + i * spp;
-    uint8_t* o = img.rgb.data() + i * 3;
-    if (grey) {
-      const uint8_t g = photometric == 0 ? static_cast<uint8_t>(255 - p[0]) : p[0];
-      o[0] = o[1] = o[2] = g;
-    } else {
-      o[0] = p[0], o[1] = p[1], o[2] = p[2];
-    }
-  }
-  return img;
+  TIFFClose(tif);
+  return result;
 }
 
 }  // namespace kiln::ops::image

@@ -1,14 +1,15 @@
-// ImageDecoder (opset 20) with dependency-free decoders: BMP (uncompressed 24/32-bit and 8-bit
-// paletted), binary PNM (P5 grey, P6 colour, 8-bit), PNG (non-interlaced, 8-bit or paletted),
-// baseline JPEG (bit-exact with libjpeg-turbo's defaults) and uncompressed 8-bit TIFF.
+// ImageDecoder (opset 20). JPEG, PNG and TIFF go through libjpeg-turbo, libpng and libtiff
+// (ops/image_codecs.cpp); BMP (uncompressed 24/32-bit and 8-bit paletted) and binary PNM (P5/P6,
+// 8-bit) are simple enough containers, without a common Debian library, to read here.
 // JPEG 2000 and WebP would need openjpeg/libwebp, which Kiln does not link: those are refused as
-// Unsupported, as are variants the small decoders do not implement (progressive JPEG, 16-bit
-// PNG, ...). A corrupt stream, or one that is not an image at all, decodes to an empty (0, 0, C)
-// tensor, as the spec says.
+// Unsupported, as are the few variants the libraries or Kiln do not handle (CMYK or 12-bit JPEG,
+// exotic TIFF photometrics, ...). A corrupt stream, or one that is not an image at all, decodes to
+// an empty (0, 0, C) tensor, as the spec says.
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "ops/image_codecs.hpp"
 #include "ops/op_utils.hpp"
@@ -127,7 +128,7 @@ void image_decoder(KernelContext& ctx) {
   const uint8_t* d = data.data<uint8_t>();
   const auto n = static_cast<size_t>(data.numel());
   std::optional<Image> img;
-  const char* variant = nullptr;  // set when a decoder meets a variant it does not implement
+  std::string variant;  // set when a decoder meets a variant Kiln does not handle
   if (n >= 2 && d[0] == 'B' && d[1] == 'M') {
     img = decode_bmp(d, n);
   } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
@@ -141,7 +142,7 @@ void image_decoder(KernelContext& ctx) {
   } else if (const char* name = unsupported_format(d, n)) {
     ctx.unsupported("decoding {} images needs a codec library Kiln does not link", name);
   }
-  if (variant) ctx.unsupported("{} is not supported", variant);
+  if (!variant.empty()) ctx.unsupported("{} is not supported", variant);
   if (!img) {
     ctx.set_output(0, Tensor(DataType::UInt8, {0, 0, channels}));
     return;
