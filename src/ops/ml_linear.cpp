@@ -100,7 +100,9 @@ void normalizer(KernelContext& ctx) {
 void imputer(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   require_ml_real(ctx, x, "X");
-  const auto [rows, cols] = rows_cols(ctx, x);
+  // Plain variables: clang 14 (the fuzz build) cannot capture structured bindings.
+  const auto shape = rows_cols(ctx, x);
+  const int64_t rows = shape.first, cols = shape.second;
   const bool is_float = dtype_is_float(x.dtype());
   std::vector<double> values;
   double replaced;
