@@ -1,6 +1,7 @@
 // Engine file -> IR. The file is mapped read-only; every offset, size, name and code in it is
 // checked before use, because an engine file is input like any other: a bad one is a
 // kiln::Error, never a crash. Initializers become views into the mapping (no copies).
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -141,8 +142,14 @@ class Reader {
       corrupt(fmt::format("{}: weights [{}, +{}) lie outside the weights section ({} bytes)", ctx,
                           t->offset(), t->size(), weights_size_));
     }
+    const unsigned char* bytes = weights_ + t->offset();
+    // A bool other than 0 or 1 is undefined behaviour for every kernel that reads it.
+    if (type == DataType::Bool &&
+        std::any_of(bytes, bytes + t->size(), [](unsigned char b) { return b > 1; })) {
+      corrupt(fmt::format("{}: bool tensor holds a byte other than 0 or 1", ctx));
+    }
     // Read-only mapping: the IR never writes to initializers (passes make new tensors).
-    void* data = const_cast<unsigned char*>(weights_ + t->offset());
+    void* data = const_cast<unsigned char*>(bytes);
     return Tensor::view(type, std::move(dims), data, owner_);
   }
 

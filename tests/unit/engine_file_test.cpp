@@ -8,6 +8,8 @@
 #include <functional>
 #include <random>
 
+#include <unistd.h>
+
 #include "engine/engine_file.hpp"
 #include "engine/kiln_generated.h"
 #include "runtime/interpreter.hpp"
@@ -510,6 +512,11 @@ TEST(EngineCrafted, BadTensorsAndNamesAreClearErrors) {
        ErrorCode::InvalidArgument, "tensor dims [-2]"},
       {[](CraftedEngine& c) { return c.build(c.tensor(99, {2}, 64, 8)); },
        ErrorCode::InvalidArgument, "bad dtype code 99"},
+      {[](CraftedEngine& c) {
+         c.weights[65] = 2;
+         return c.build(c.tensor(9, {2}, 64, 2));
+       },
+       ErrorCode::InvalidArgument, "bool tensor holds a byte other than 0 or 1"},
       {[](CraftedEngine& c) { return c.build(c.tensor(14, {2}, 64, 16)); },
        ErrorCode::InvalidArgument, "unsupported element type complex64"},
       {[](CraftedEngine& c) { return c.build(c.tensor(1, {2}, 64, 8), "v"); },
