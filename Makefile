@@ -5,7 +5,7 @@ ONNX_NODE_TESTS = $(shell python3 -c 'import onnx,os;print(os.path.dirname(onnx.
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test unit conformance conformance-update fuzz fuzz-build fuzz-onnx \
+.PHONY: all setup build demo test unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
 	fuzz-engine format clean
 
 all: build
@@ -31,6 +31,10 @@ unit: build
 
 conformance: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt
+
+# The same tests with every model written to a .kiln engine and read back before it runs.
+conformance-engine: build
+	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt --via-engine
 
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
