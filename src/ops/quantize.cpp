@@ -141,7 +141,9 @@ void quantize_linear(KernelContext& ctx) {
   std::vector<int64_t> idx = param_index(ctx, x.dims(), scale);
   std::vector<double> s = read_scale(ctx, scale);
   std::vector<int64_t> zp = zero_point_values(ctx, 2, scale, yt);
-  auto [lo, hi] = int_range(yt);
+  // Plain variables, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+  const auto [range_lo, range_hi] = int_range(yt);
+  const double lo = range_lo, hi = range_hi;
   // The division runs at `precision` (default: the scale's type); 16-bit float precisions
   // round operands and quotient the way arithmetic in that type does.
   DataType prec = static_cast<DataType>(ctx.attr_int("precision", 0));
