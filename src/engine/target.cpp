@@ -41,12 +41,12 @@ Target Target::host() {
   Target t = cpu_baseline();
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  // The extensions kernels may be compiled for; extend as kernels start assuming more.
+  // The extensions kernels may be compiled for; extend as kernels start assuming more (names
+  // both GCC 12 and clang 14 know).
   if (__builtin_cpu_supports("sse4.2")) t.features.push_back("sse4.2");
   if (__builtin_cpu_supports("avx")) t.features.push_back("avx");
   if (__builtin_cpu_supports("avx2")) t.features.push_back("avx2");
   if (__builtin_cpu_supports("fma")) t.features.push_back("fma");
-  if (__builtin_cpu_supports("f16c")) t.features.push_back("f16c");
   if (__builtin_cpu_supports("avx512f")) t.features.push_back("avx512f");
   if (__builtin_cpu_supports("avx512bw")) t.features.push_back("avx512bw");
   if (__builtin_cpu_supports("avx512vl")) t.features.push_back("avx512vl");
