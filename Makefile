@@ -68,7 +68,8 @@ fuzz-engine: fuzz-build
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
 	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
-	build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus -max_total_time=$(FUZZ_SECONDS) \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus \
+	  -max_total_time=$(FUZZ_SECONDS) \
 	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tee build-fuzz/fuzz-engine.log | \
 	  grep -E "^#[0-9]+ +(DONE|pulse)|stat::|ERROR|SUMMARY"
 

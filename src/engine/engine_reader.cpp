@@ -37,6 +37,17 @@ std::string bytes_of(const fbs::Vector<uint8_t>* v) {
   return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
 }
 
+// The Verifier checks a vector's length prefix for 4-byte alignment only, so a damaged file can
+// hold a vector of 8-byte elements at a 4-byte boundary: copy them out bytewise, never load them
+// in place.
+template <typename T>
+std::vector<T> copy_vector(const fbs::Vector<T>* v) {
+  if (!v) return {};
+  std::vector<T> out(v->size());
+  std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
+  return out;
+}
+
 std::string bytes_of(const fb::Bytes* b) {
   return b ? bytes_of(b->data()) : std::string();
 }
@@ -109,8 +120,7 @@ class Reader {
     if (!dtype_is_supported(type)) {
       corrupt(fmt::format("{}: tensor of unsupported element type {}", ctx, dtype_name(type)));
     }
-    std::vector<int64_t> dims;
-    if (t->dims()) dims.assign(t->dims()->begin(), t->dims()->end());
+    std::vector<int64_t> dims = copy_vector(t->dims());
     int64_t numel;
     try {
       numel = shape_numel(dims);
@@ -188,11 +198,9 @@ class Reader {
       case K::Type:
         return ir::Attribute(read_type(a.tp(), ctx, 0));
       case K::Floats:
-        return ir::Attribute(a.floats() ? std::vector<float>(a.floats()->begin(), a.floats()->end())
-                                        : std::vector<float>());
+        return ir::Attribute(copy_vector(a.floats()));
       case K::Ints:
-        return ir::Attribute(a.ints() ? std::vector<int64_t>(a.ints()->begin(), a.ints()->end())
-                                      : std::vector<int64_t>());
+        return ir::Attribute(copy_vector(a.ints()));
       case K::Strings: {
         std::vector<std::string> out;
         if (a.strings()) {
