@@ -42,7 +42,7 @@ std::string bytes_of(const fbs::Vector<uint8_t>* v) {
 // in place.
 template <typename T>
 std::vector<T> copy_vector(const fbs::Vector<T>* v) {
-  if (!v) return {};
+  if (!v || v->size() == 0) return {};
   std::vector<T> out(v->size());
   std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
   return out;
