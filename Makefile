@@ -5,7 +5,8 @@ ONNX_NODE_TESTS = $(shell python3 -c 'import onnx,os;print(os.path.dirname(onnx.
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test unit conformance conformance-update fuzz format clean
+.PHONY: all setup build demo test unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
+	fuzz-engine format clean
 
 all: build
 
@@ -22,6 +23,8 @@ demo: build
 	python3 tools/make_demo_model.py $(BUILD)/demo
 	$(BUILD)/src/kiln inspect $(BUILD)/demo/demo.onnx
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.onnx --seed 1 --repeat 5
+	$(BUILD)/src/kiln compile $(BUILD)/demo/demo.onnx -o $(BUILD)/demo/demo.kiln
+	$(BUILD)/src/kiln run $(BUILD)/demo/demo.kiln --seed 1 --repeat 5
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -29,26 +32,50 @@ unit: build
 conformance: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt
 
+# The same tests with every model written to a .kiln engine and read back before it runs.
+conformance-engine: build
+	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt --via-engine
+
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
 test: unit conformance
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
 
-# libFuzzer on the ONNX importer, built with clang and sanitizers in its own tree. Fails on any
-# crash, sanitizer report or leak; what it found is left in build-fuzz/ (crash-*, fuzz.log).
+# libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
+# in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
+# found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-fuzz: setup
+fuzz: fuzz-onnx fuzz-engine
+
+fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)"
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader kiln_cli
+
+fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
 	for d in $(ONNX_NODE_TESTS)/*/; do cp $$d/model.onnx build-fuzz/corpus/$$(basename $$d).onnx; done
 	cp tests/fuzz/regressions/onnx_import/* build-fuzz/corpus/
 	build-fuzz/tests/fuzz_onnx_import build-fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
 	  -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/fuzz.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$status
+
+# Seeded with engines compiled from the demo model and a few node tests (control flow included).
+ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_strides_padding \
+	test_equal_string test_optional_get_element_sequence test_constant test_gather_0
+fuzz-engine: fuzz-build
+	mkdir -p build-fuzz/engine-corpus
+	python3 tools/make_demo_model.py build-fuzz/engine-seeds
+	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln >/dev/null
+	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
+	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize \
+	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
+	build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-engine.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-engine.log; exit $$status
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/load_model.hpp"
 #include "onnx/onnx_io.hpp"
 #include "runtime/interpreter.hpp"
 
@@ -69,7 +70,7 @@ std::string summarize(const Tensor& t) {
 }  // namespace
 
 int run_command(const RunOptions& o) {
-  ir::Model model = onnx_io::import_model_file(o.model);
+  ir::Model model = load_model(o.model).model;
   runtime::Interpreter interp(model.graph);
   std::map<std::string, std::string> given;
   for (const std::string& spec : o.inputs) {
@@ -123,10 +124,12 @@ int run_command(const RunOptions& o) {
 }
 
 int inspect_command(const InspectOptions& o) {
-  ir::Model model = onnx_io::import_model_file(o.model);
+  LoadedModel loaded = load_model(o.model);
+  const ir::Model& model = loaded.model;
   const ir::Graph& g = *model.graph;
   std::cout << fmt::format("model: {} (ir_version {}, producer '{}' {})\n", o.model,
                            model.ir_version, model.producer_name, model.producer_version);
+  if (loaded.engine) std::cout << describe_engine(*loaded.engine);
   std::cout << "opsets:";
   for (const auto& [d, v] : g.opsets()) std::cout << " " << (d.empty() ? "ai.onnx" : d) << "=" << v;
   std::cout << "\ninputs:\n";

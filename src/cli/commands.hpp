@@ -1,5 +1,6 @@
 #pragma once
 // The kiln command's subcommands. Each returns the process exit code (0 ok, 1 failure, 2 usage).
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,5 +22,15 @@ struct InspectOptions {
   bool print_graph = false;
 };
 int inspect_command(const InspectOptions& options);
+
+struct CompileOptions {
+  std::string model;
+  std::string output;  // default: the model's path with extension .kiln
+  bool no_optimize = false;
+  std::string dump_after;  // pass name: print the graph after it
+  bool trace_passes = false;
+  std::string target;  // "cpu:x86-64,..." (Target::parse); default the portable CPU baseline
+};
+int compile_command(const CompileOptions& options);
 
 }  // namespace kiln::cli

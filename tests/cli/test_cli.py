@@ -57,3 +57,65 @@ def test_unknown_input_name_is_refused(kiln, tmp_path):
     r = kiln("run", tmp_path / "demo.onnx", "--input", f"nope={tmp_path / 'x.pb'}")
     assert r.returncode == 1
     assert "no input named 'nope'" in r.stderr
+
+
+def output_lines(stdout):
+    return [line for line in stdout.splitlines() if line.startswith(("input ", "output "))]
+
+
+def test_compiled_engine_runs_like_the_onnx_model(kiln, tmp_path):
+    make_demo_model.build(str(tmp_path / "demo.onnx"))
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "demo.kiln")
+    assert r.returncode == 0, r.stderr
+    assert "nodes: 6 -> 6" in r.stdout
+    assert (tmp_path / "demo.kiln").read_bytes()[:8] == b"KILNENG1"
+    a = kiln("run", tmp_path / "demo.onnx", "--seed", 5, "--dim", "batch=3")
+    b = kiln("run", tmp_path / "demo.kiln", "--seed", 5, "--dim", "batch=3")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert output_lines(a.stdout) and output_lines(a.stdout) == output_lines(b.stdout)
+    # The kind of file is told by its magic, not its name.
+    (tmp_path / "engine.onnx").write_bytes((tmp_path / "demo.kiln").read_bytes())
+    c = kiln("run", tmp_path / "engine.onnx", "--seed", 5, "--dim", "batch=3")
+    assert c.returncode == 0, c.stderr
+    assert output_lines(c.stdout) == output_lines(a.stdout)
+
+
+def test_inspect_engine_prints_the_stamp(kiln, tmp_path):
+    make_demo_model.build(str(tmp_path / "demo.onnx"))
+    assert kiln("compile", tmp_path / "demo.onnx").returncode == 0  # default -o: demo.kiln
+    r = kiln("inspect", tmp_path / "demo.kiln")
+    assert r.returncode == 0, r.stderr
+    for needle in ("engine format version: 1", "kiln version: ", "target: cpu:", "source hash: ",
+                   "image: float[batch,3,8,8]", "probs: float[batch,10]"):
+        assert needle in r.stdout
+
+
+def test_compile_traces_and_dumps_passes(kiln, tmp_path):
+    make_demo_model.build(str(tmp_path / "demo.onnx"))
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "a.kiln", "--trace-passes",
+             "--dump-after", "fold_constants")
+    assert r.returncode == 0, r.stderr
+    assert "pass fold_constants" in r.stdout and "# graph after fold_constants" in r.stdout
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "b.kiln", "--dump-after", "nope")
+    assert r.returncode == 1 and "unknown pass 'nope'" in r.stderr
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "c.kiln", "--no-optimize")
+    assert r.returncode == 0 and "(not optimized)" in r.stdout
+
+
+def test_damaged_engines_are_clear_errors(kiln, tmp_path):
+    make_demo_model.build(str(tmp_path / "demo.onnx"))
+    assert kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "demo.kiln").returncode == 0
+    data = bytearray((tmp_path / "demo.kiln").read_bytes())
+    data[-5] ^= 0xFF
+    (tmp_path / "flipped.kiln").write_bytes(bytes(data))
+    r = kiln("run", tmp_path / "flipped.kiln")
+    assert r.returncode == 1 and "corrupt engine file: checksum mismatch" in r.stderr
+    (tmp_path / "cut.kiln").write_bytes(bytes(data[: len(data) // 2]))
+    r = kiln("inspect", tmp_path / "cut.kiln")
+    assert r.returncode == 1 and "truncated engine file" in r.stderr
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "gpu.kiln", "--target", "gfx90a")
+    assert r.returncode == 0, r.stderr
+    r = kiln("run", tmp_path / "gpu.kiln")
+    assert r.returncode == 1 and "engine compiled for target 'gfx90a'" in r.stderr
+    r = kiln("compile", tmp_path / "demo.kiln", "-o", tmp_path / "again.kiln")
+    assert r.returncode == 1 and "already a compiled Kiln engine" in r.stderr

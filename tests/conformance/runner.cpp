@@ -2,7 +2,10 @@
 // the test's outputs and checks the result against expected_failures.txt.
 //
 //   kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] [--filter REGEX] [-v]
+//                    [--via-engine]
 //
+// --via-engine writes each imported model to a .kiln engine file and runs what reads back, so the
+// engine format is held to the same expected results as the importer.
 // Each test runs in a forked child, so a crash or a hang is one failed test, not a lost run.
 #include <poll.h>
 #include <sys/wait.h>
@@ -18,6 +21,7 @@
 #include <regex>
 #include <set>
 
+#include "engine/engine_file.hpp"
 #include "onnx/onnx_io.hpp"
 #include "passes/passes.hpp"
 #include "runtime/compare.hpp"
@@ -29,6 +33,17 @@ using namespace kiln;
 namespace {
 
 constexpr int kTimeoutSeconds = 60;
+bool g_via_engine = false;
+
+// Write `model` as an engine and read it back (the file is unlinked; its mapping stays valid).
+ir::Model through_engine(const ir::Model& model) {
+  std::string path =
+      (fs::temp_directory_path() / fmt::format("kiln_conformance_{}.kiln", ::getpid())).string();
+  engine::write_engine(model, {}, path);
+  engine::LoadedEngine loaded = engine::read_engine(path);
+  fs::remove(path);
+  return std::move(loaded.model);
+}
 
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
@@ -73,6 +88,7 @@ bool has_unseeded_random_op(const ir::Graph& g) {
 std::string run_test(const fs::path& dir) {
   const runtime::Tolerance tolerance = read_tolerance(dir);
   ir::Model model = onnx_io::import_model_file((dir / "model.onnx").string());
+  if (g_via_engine) model = through_engine(model);
   runtime::Interpreter interp(model.graph);
   std::vector<const ir::Value*> feeds;
   for (const ir::Value* v : model.graph->inputs()) {
@@ -208,9 +224,11 @@ int main(int argc, char** argv) {
       filter = next();
     else if (a == "-v" || a == "--verbose")
       verbose = true;
+    else if (a == "--via-engine")
+      g_via_engine = true;
     else {
       std::cerr << "usage: kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] "
-                   "[--filter REGEX] [-v]\n";
+                   "[--filter REGEX] [-v] [--via-engine]\n";
       return 2;
     }
   }

@@ -1,0 +1,86 @@
+#pragma once
+// The .kiln engine file: the contract between `kiln compile` and the runtime. A fixed header,
+// a FlatBuffers description of the whole IR (src/engine/kiln.fbs), then the weights, each
+// 64-byte aligned, which a reader maps into memory and hands out as zero-copy tensor views.
+// docs/ENGINE_FORMAT.md describes the layout and what a reader checks.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/target.hpp"
+#include "ir/model.hpp"
+
+namespace kiln::engine {
+
+// Bumped whenever a reader of the previous version could misread a new file.
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', '1'};
+inline constexpr size_t kHeaderSize = 64;
+inline constexpr size_t kWeightAlignment = 64;
+
+// The stamp of an engine file. The writer takes `target` and `source_hash` from the caller and
+// fills in the format and Kiln versions itself.
+struct EngineInfo {
+  Target target = Target::cpu_baseline();
+  uint64_t source_hash = 0;  // hash_bytes() of the source model file; 0 when unknown
+  uint32_t format_version = kFormatVersion;
+  std::string kiln_version = KILN_VERSION;
+  // The source model's path when it was compiled (informational; the writer takes it from
+  // ir::Model::source_path, and the reader sets that field to the engine file's own path).
+  std::string source_path;
+};
+
+struct ReadOptions {
+  // The fuzzer turns this off: the checksum would reject nearly every mutated input before the
+  // parser sees it.
+  bool verify_checksum = true;
+  // Refuse engines whose target this machine cannot run. `host` overrides the detected target.
+  bool check_target = true;
+  std::optional<Target> host;
+};
+
+struct LoadedEngine {
+  ir::Model model;  // initializers and tensor attributes are views into the file's bytes
+  EngineInfo info;
+  // The file's bytes (the mapping, or a copy for read_engine_bytes); tensors keep it alive too.
+  std::shared_ptr<const void> bytes;
+  size_t size = 0;
+  size_t weights_offset = 0;  // where the weights section starts, from the beginning of the file
+  size_t weights_size = 0;
+};
+
+// Writes `model` (validated first) to `path`, via a temporary file renamed into place.
+void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path);
+// Maps `path` read-only and rebuilds the model; any malformed, corrupt, mismatched or
+// incompatible file is a kiln::Error naming the file and the problem.
+LoadedEngine read_engine(const std::string& path, const ReadOptions& options = {});
+// Same on bytes in memory (copied into an aligned buffer first).
+LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& options = {});
+// True when `bytes` starts with the engine file magic.
+bool has_engine_magic(std::string_view bytes);
+// True when the file at `path` starts with the engine file magic (false when unreadable).
+bool is_engine_file(const std::string& path);
+
+// The checksum and source-model hash: word-wise multiply-xorshift over little-endian 8-byte
+// words in four independent lanes, so it runs at memory speed. Not cryptographic.
+uint64_t hash_bytes(const void* data, size_t size);
+
+class Hasher {
+ public:
+  void update(const void* data, size_t size);
+  uint64_t finish() const;
+
+ private:
+  void consume_block(const unsigned char* block);
+  uint64_t lanes_[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+                        0x27d4eb2f165667c5ull};
+  unsigned char pending_[32] = {};
+  size_t pending_size_ = 0;
+  uint64_t total_ = 0;
+};
+
+}  // namespace kiln::engine

@@ -1,0 +1,481 @@
+// Engine file -> IR. The file is mapped read-only; every offset, size, name and code in it is
+// checked before use, because an engine file is input like any other: a bad one is a
+// kiln::Error, never a crash. Initializers become views into the mapping (no copies).
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine_format.hpp"
+#include "engine/kiln_generated.h"
+
+namespace kiln::engine {
+namespace {
+
+namespace fbs = flatbuffers;
+
+// Subgraph and type nesting the reader follows; deeper files are refused, not recursed into.
+constexpr int kMaxDepth = 64;
+constexpr int kLastDataType = static_cast<int>(DataType::Int2);
+
+[[noreturn]] void corrupt(const std::string& what) {
+  fail(ErrorCode::InvalidArgument, "corrupt engine file: {}", what);
+}
+
+std::string text(const fbs::String* s) {
+  return s ? s->str() : std::string();
+}
+
+std::string bytes_of(const fbs::Vector<uint8_t>* v) {
+  return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
+}
+
+// The Verifier checks a vector's length prefix for 4-byte alignment only, so a damaged file can
+// hold a vector of 8-byte elements at a 4-byte boundary: copy them out bytewise, never load them
+// in place.
+template <typename T>
+std::vector<T> copy_vector(const fbs::Vector<T>* v) {
+  if (!v || v->size() == 0) return {};
+  std::vector<T> out(v->size());
+  std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
+  return out;
+}
+
+std::string bytes_of(const fb::Bytes* b) {
+  return b ? bytes_of(b->data()) : std::string();
+}
+
+class Reader {
+ public:
+  Reader(const unsigned char* weights, size_t weights_size, std::shared_ptr<void> owner)
+      : weights_(weights), weights_size_(weights_size), owner_(std::move(owner)) {}
+
+  ir::Model read_model(const fb::Model& m) {
+    ir::Model model;
+    model.ir_version = m.ir_version();
+    model.producer_name = text(m.producer_name());
+    model.producer_version = text(m.producer_version());
+    model.domain = text(m.domain());
+    model.doc_string = text(m.doc_string());
+    model.model_version = m.model_version();
+    if (m.metadata()) {
+      for (const fb::MetadataEntry* e : *m.metadata()) {
+        std::string key = text(e->key());
+        if (!model.metadata.emplace(key, text(e->value())).second) {
+          corrupt(fmt::format("metadata key '{}' appears twice", key));
+        }
+      }
+    }
+    model.source_path = text(m.source_path());
+    model.graph = std::make_shared<ir::Graph>(text(m.graph()->name()));
+    read_graph(*m.graph(), *model.graph, 0);
+    return model;
+  }
+
+ private:
+  DataType dtype(int32_t code, const std::string& ctx) {
+    if (code < 0 || code > kLastDataType) corrupt(fmt::format("{}: bad dtype code {}", ctx, code));
+    return static_cast<DataType>(code);
+  }
+
+  TypeInfo read_type(const fb::Type* t, const std::string& ctx, int depth) {
+    TypeInfo out;
+    if (!t) return out;
+    if (depth > kMaxDepth) corrupt(fmt::format("{}: types nest too deep", ctx));
+    auto kind = static_cast<int>(t->kind());
+    if (kind > static_cast<int>(TypeInfo::Kind::Optional)) {
+      corrupt(fmt::format("{}: unknown type kind {}", ctx, kind));
+    }
+    out.kind = static_cast<TypeInfo::Kind>(kind);
+    out.dtype = dtype(t->dtype(), ctx);
+    if (t->has_shape()) {
+      std::vector<Dim> dims;
+      if (t->dims()) {
+        dims.reserve(t->dims()->size());
+        for (const fb::Dim* d : *t->dims()) {
+          std::string symbol = text(d->symbol());
+          bool plain =
+              symbol.empty() && d->min() == 0 && d->max() == std::numeric_limits<int64_t>::max();
+          dims.push_back(d->value() >= 0 || plain ? Dim(d->value())
+                                                  : Dim::symbol(symbol, d->min(), d->max()));
+        }
+      }
+      out.shape = Shape(std::move(dims));
+    }
+    if (t->elem())
+      out.elem = std::make_shared<const TypeInfo>(read_type(t->elem(), ctx, depth + 1));
+    return out;
+  }
+
+  Tensor read_tensor(const fb::Tensor* t, const std::string& ctx) {
+    if (!t || t->dtype() == 0) return {};
+    DataType type = dtype(t->dtype(), ctx);
+    if (!dtype_is_supported(type)) {
+      corrupt(fmt::format("{}: tensor of unsupported element type {}", ctx, dtype_name(type)));
+    }
+    std::vector<int64_t> dims = copy_vector(t->dims());
+    int64_t numel;
+    try {
+      numel = shape_numel(dims);
+    } catch (const Error& e) {
+      corrupt(fmt::format("{}: tensor dims {}: {}", ctx, dims_to_string(dims), e.message()));
+    }
+    if (type == DataType::String) {
+      size_t count = t->strings() ? t->strings()->size() : 0;
+      if (static_cast<uint64_t>(numel) != count) {
+        corrupt(
+            fmt::format("{}: string tensor {} holds {} strings", ctx, dims_to_string(dims), count));
+      }
+      Tensor out(type, dims);
+      auto* p = out.data<std::string>();
+      for (size_t i = 0; i < count; ++i) p[i] = bytes_of(t->strings()->Get(i));
+      return out;
+    }
+    // numel is at most INT64_MAX and element sizes at most 8: compare in 128 bits.
+    unsigned __int128 need = static_cast<unsigned __int128>(numel) * dtype_size(type);
+    if (need != t->size()) {
+      corrupt(fmt::format("{}: {}{} needs {} bytes but the file gives {}", ctx, dtype_name(type),
+                          dims_to_string(dims), static_cast<uint64_t>(need), t->size()));
+    }
+    if (t->offset() % kWeightAlignment != 0) {
+      corrupt(fmt::format("{}: weights at offset {} are not {}-byte aligned", ctx, t->offset(),
+                          kWeightAlignment));
+    }
+    if (t->offset() > weights_size_ || t->size() > weights_size_ - t->offset()) {
+      corrupt(fmt::format("{}: weights [{}, +{}) lie outside the weights section ({} bytes)", ctx,
+                          t->offset(), t->size(), weights_size_));
+    }
+    const unsigned char* bytes = weights_ + t->offset();
+    // A bool other than 0 or 1 is undefined behaviour for every kernel that reads it.
+    if (type == DataType::Bool &&
+        std::any_of(bytes, bytes + t->size(), [](unsigned char b) { return b > 1; })) {
+      corrupt(fmt::format("{}: bool tensor holds a byte other than 0 or 1", ctx));
+    }
+    // Read-only mapping: the IR never writes to initializers (passes make new tensors).
+    void* data = const_cast<unsigned char*>(bytes);
+    return Tensor::view(type, std::move(dims), data, owner_);
+  }
+
+  ir::Value* resolve(const ir::Graph& g, const fbs::String* name, bool local_only,
+                     const std::string& ctx) {
+    if (!name || name->size() == 0) return nullptr;
+    std::string n = name->str();
+    ir::Value* v = local_only ? g.find_local_value(n) : g.find_value(n);
+    if (!v) {
+      corrupt(fmt::format("{}: names value '{}', which is not defined in graph '{}'{}", ctx, n,
+                          g.name(), local_only ? "" : " or its enclosing graphs"));
+    }
+    return v;
+  }
+
+  ir::Attribute read_attribute(const fb::Attribute& a, ir::Graph& g, const std::string& ctx,
+                               int depth) {
+    using K = fb::AttrKind;
+    auto subgraph = [&](const fb::Graph* sg) {
+      if (!sg) corrupt(fmt::format("{}: graph attribute without a graph", ctx));
+      auto out = std::make_shared<ir::Graph>(text(sg->name()), &g);
+      read_graph(*sg, *out, depth + 1);
+      return out;
+    };
+    switch (a.kind()) {
+      case K::Float:
+        return ir::Attribute(a.f());
+      case K::Int:
+        return ir::Attribute(a.i());
+      case K::String:
+        return ir::Attribute(bytes_of(a.s()));
+      case K::Tensor:
+        return ir::Attribute(read_tensor(a.t(), ctx));
+      case K::Graph:
+        return ir::Attribute(ir::GraphPtr(subgraph(a.g())));
+      case K::Type:
+        return ir::Attribute(read_type(a.tp(), ctx, 0));
+      case K::Floats:
+        return ir::Attribute(copy_vector(a.floats()));
+      case K::Ints:
+        return ir::Attribute(copy_vector(a.ints()));
+      case K::Strings: {
+        std::vector<std::string> out;
+        if (a.strings()) {
+          for (const fb::Bytes* b : *a.strings()) out.push_back(bytes_of(b));
+        }
+        return ir::Attribute(std::move(out));
+      }
+      case K::Tensors: {
+        std::vector<Tensor> out;
+        if (a.tensors()) {
+          for (const fb::Tensor* t : *a.tensors()) out.push_back(read_tensor(t, ctx));
+        }
+        return ir::Attribute(std::move(out));
+      }
+      case K::Graphs: {
+        std::vector<ir::GraphPtr> out;
+        if (a.graphs()) {
+          for (const fb::Graph* sg : *a.graphs()) out.push_back(subgraph(sg));
+        }
+        return ir::Attribute(std::move(out));
+      }
+    }
+    corrupt(fmt::format("{}: unknown attribute kind {}", ctx, static_cast<int>(a.kind())));
+  }
+
+  void read_graph(const fb::Graph& fg, ir::Graph& g, int depth) {
+    if (depth > kMaxDepth) corrupt(fmt::format("subgraphs nest deeper than {} levels", kMaxDepth));
+    std::string gctx = fmt::format("graph '{}'", g.name());
+    if (fg.opsets()) {
+      for (const fb::OpsetEntry* o : *fg.opsets()) {
+        if (!g.opsets().emplace(text(o->domain()), o->version()).second) {
+          corrupt(fmt::format("{}: domain '{}' is imported twice", gctx, text(o->domain())));
+        }
+      }
+    }
+    // Values by name; inputs and initializers are created first so they land in their lists
+    // in order, then every other value in the file's order.
+    std::map<std::string, const fb::Value*> declared;
+    std::vector<const fb::Value*> order;
+    if (fg.values()) {
+      for (const fb::Value* v : *fg.values()) {
+        std::string name = v->name()->str();
+        if (name.empty()) corrupt(fmt::format("{}: a value has no name", gctx));
+        if (!declared.emplace(name, v).second) {
+          corrupt(fmt::format("{}: value '{}' is declared twice", gctx, name));
+        }
+        order.push_back(v);
+      }
+    }
+    auto value_ctx = [&](const std::string& name) {
+      return fmt::format("{} value '{}'", gctx, name);
+    };
+    auto find_declared = [&](const fbs::String* name, const char* role) {
+      auto it = declared.find(text(name));
+      if (it == declared.end()) {
+        corrupt(fmt::format("{}: {} '{}' is not one of its values", gctx, role, text(name)));
+      }
+      return it->second;
+    };
+    if (fg.inputs()) {
+      for (const fbs::String* name : *fg.inputs()) {
+        const fb::Value* fv = find_declared(name, "input");
+        std::string n = name->str();
+        if (g.find_local_value(n)) corrupt(fmt::format("{}: input '{}' is listed twice", gctx, n));
+        ir::Value* v = g.add_input(n, read_type(fv->type(), value_ctx(n), 0));
+        if (fv->constant()) v->set_constant(read_tensor(fv->constant(), value_ctx(n)));
+      }
+    }
+    if (fg.initializers()) {
+      for (const fbs::String* name : *fg.initializers()) {
+        const fb::Value* fv = find_declared(name, "initializer");
+        std::string n = name->str();
+        if (g.find_local_value(n)) {
+          corrupt(fmt::format("{}: initializer '{}' is listed twice", gctx, n));
+        }
+        if (!fv->constant()) corrupt(fmt::format("{}: initializer '{}' has no data", gctx, n));
+        ir::Value* v = g.add_initializer(n, read_tensor(fv->constant(), value_ctx(n)));
+        v->set_type(read_type(fv->type(), value_ctx(n), 0));
+      }
+    }
+    for (const fb::Value* fv : order) {
+      std::string n = fv->name()->str();
+      if (g.find_local_value(n)) continue;
+      ir::Value* v = g.add_value(n, read_type(fv->type(), value_ctx(n), 0));
+      if (fv->constant()) v->set_constant(read_tensor(fv->constant(), value_ctx(n)));
+    }
+
+    if (fg.nodes()) {
+      size_t index = 0;
+      for (const fb::Node* fn : *fg.nodes()) {
+        std::string nctx = fmt::format("{} node #{} ({} '{}')", gctx, index++, fn->op_type()->str(),
+                                       text(fn->name()));
+        std::vector<ir::Value*> inputs, outputs;
+        if (fn->inputs()) {
+          for (const fbs::String* s : *fn->inputs()) inputs.push_back(resolve(g, s, false, nctx));
+        }
+        if (fn->outputs()) {
+          for (const fbs::String* s : *fn->outputs()) outputs.push_back(resolve(g, s, true, nctx));
+        }
+        ir::Node* node = g.add_node(fn->op_type()->str(), text(fn->domain()), text(fn->name()),
+                                    std::move(inputs), std::move(outputs));
+        node->set_opset(fn->opset());
+        if (fn->attributes()) {
+          for (const fb::Attribute* fa : *fn->attributes()) {
+            std::string name = fa->name()->str();
+            if (node->attribute(name)) {
+              corrupt(fmt::format("{}: attribute '{}' appears twice", nctx, name));
+            }
+            node->set_attribute(
+                name, read_attribute(*fa, g, fmt::format("{} attribute '{}'", nctx, name), depth));
+          }
+        }
+      }
+    }
+    if (fg.outputs()) {
+      for (const fbs::String* s : *fg.outputs()) {
+        ir::Value* v = resolve(g, s, false, gctx + " output");
+        if (!v) corrupt(fmt::format("{}: an output has no name", gctx));
+        g.add_output(v);
+      }
+    }
+  }
+
+  const unsigned char* weights_;
+  size_t weights_size_;
+  std::shared_ptr<void> owner_;
+};
+
+LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& options) {
+  const auto* base = static_cast<const unsigned char*>(owner.get());
+  if (size < sizeof kMagic || std::memcmp(base, kMagic, sizeof kMagic) != 0) {
+    fail(ErrorCode::InvalidArgument, "not a Kiln engine file (no '{}' magic at its start)",
+         std::string_view(kMagic, sizeof kMagic));
+  }
+  if (size < kHeaderSize) {
+    fail(ErrorCode::InvalidArgument, "truncated engine file: {} bytes, shorter than its header",
+         size);
+  }
+  detail::Header h;
+  std::memcpy(&h, base, sizeof h);
+  if (h.format_version != kFormatVersion) {
+    fail(ErrorCode::Unsupported,
+         "engine file format version {}, this Kiln reads {}: recompile "
+         "the model",
+         h.format_version, kFormatVersion);
+  }
+  if (h.header_size != kHeaderSize) corrupt(fmt::format("header size {}", h.header_size));
+  // Sections must lie in the file, in order, flatbuffer 8-aligned and weights 64-aligned.
+  if (h.weights_offset % kWeightAlignment != 0) {
+    corrupt(fmt::format("weights section at {} is misaligned", h.weights_offset));
+  }
+  uint64_t end = h.weights_offset + h.weights_size;
+  if (end < h.weights_offset || end > size) {
+    fail(ErrorCode::InvalidArgument,
+         "truncated engine file: {} bytes, but its sections end at byte {}", size,
+         end < h.weights_offset ? UINT64_MAX : end);
+  }
+  if (end != size) corrupt(fmt::format("{} bytes after the weights section", size - end));
+  uint64_t fb_end = h.flatbuffer_offset + h.flatbuffer_size;
+  if (h.flatbuffer_offset < kHeaderSize || h.flatbuffer_offset % 8 != 0 ||
+      fb_end < h.flatbuffer_offset || fb_end > h.weights_offset) {
+    corrupt(fmt::format("flatbuffer section at {} (+{}) is misplaced", h.flatbuffer_offset,
+                        h.flatbuffer_size));
+  }
+  if (options.verify_checksum) {
+    uint64_t sum = hash_bytes(base + kHeaderSize, size - kHeaderSize);
+    if (sum != h.checksum) {
+      corrupt(fmt::format("checksum mismatch (header {:016x}, contents {:016x})", h.checksum, sum));
+    }
+  }
+  if (h.flatbuffer_size >= FLATBUFFERS_MAX_BUFFER_SIZE) corrupt("flatbuffer over 2 GiB");
+  const uint8_t* fb_data = base + h.flatbuffer_offset;
+  // Every table takes at least 4 bytes, so this bound never rejects a well-formed file.
+  fbs::Verifier::Options vopts;
+  vopts.max_depth = 4 * kMaxDepth + 16;  // a subgraph level is a few tables deep
+  vopts.max_tables = static_cast<fbs::uoffset_t>(h.flatbuffer_size / 4 + 16);
+  fbs::Verifier verifier(fb_data, h.flatbuffer_size, vopts);
+  if (!fb::VerifyModelBuffer(verifier)) corrupt("the model description fails verification");
+  const fb::Model* m = fb::GetModel(fb_data);
+
+  LoadedEngine out;
+  out.info.format_version = m->format_version();
+  out.info.kiln_version = text(m->kiln_version());
+  out.info.source_hash = m->source_hash();
+  out.info.source_path = text(m->source_path());
+  out.info.target = Target{};
+  if (const fb::Target* t = m->target()) {
+    out.info.target.device = text(t->device());
+    if (t->features()) {
+      for (const fbs::String* f : *t->features()) out.info.target.features.push_back(text(f));
+    }
+  }
+  if (out.info.format_version != h.format_version) {
+    corrupt(fmt::format("the header says format version {} and the model {}", h.format_version,
+                        out.info.format_version));
+  }
+  if (options.check_target) {
+    Target host = options.host ? *options.host : Target::host();
+    if (!out.info.target.runs_on(host)) {
+      fail(ErrorCode::Unsupported,
+           "engine compiled for target '{}' cannot run on this machine ('{}'): recompile the "
+           "model for it",
+           out.info.target.to_string(), host.to_string());
+    }
+  }
+  Reader reader(base + h.weights_offset, h.weights_size, owner);
+  out.model = reader.read_model(*m);
+  try {
+    ir::validate_graph(*out.model.graph);
+  } catch (const Error& e) {
+    corrupt(e.message());
+  }
+  out.bytes = owner;
+  out.size = size;
+  out.weights_offset = h.weights_offset;
+  out.weights_size = h.weights_size;
+  return out;
+}
+
+}  // namespace
+
+LoadedEngine read_engine(const std::string& path, const ReadOptions& options) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  KILN_CHECK(fd >= 0, ErrorCode::NotFound, "cannot open engine file '{}': {}", path,
+             std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorCode::InvalidArgument, "'{}' is not a regular file", path);
+  }
+  auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    fail(ErrorCode::InvalidArgument, "'{}': empty file, not a Kiln engine file", path);
+  }
+  int flags = MAP_PRIVATE;
+#ifdef MAP_POPULATE
+  // The checksum reads every page anyway; faulting them in up front is cheaper.
+  if (options.verify_checksum) flags |= MAP_POPULATE;
+#endif
+  void* p = ::mmap(nullptr, size, PROT_READ, flags, fd, 0);
+  int err = errno;
+  ::close(fd);
+  KILN_CHECK(p != MAP_FAILED, ErrorCode::Unavailable, "cannot map engine file '{}': {}", path,
+             std::strerror(err));
+  std::shared_ptr<void> mapping(p, [size](void* q) { ::munmap(q, size); });
+  try {
+    LoadedEngine e = parse(std::move(mapping), size, options);
+    e.model.source_path = path;
+    return e;
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", path, e.message()));
+  }
+}
+
+LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& options) {
+  KILN_CHECK_ARG(!bytes.empty(), "empty input, not a Kiln engine file");
+  // A copy at the alignment the mapping would have, so weights views stay 64-byte aligned.
+  size_t rounded = detail::align_up(bytes.size(), kWeightAlignment);
+  void* p = std::aligned_alloc(kWeightAlignment, rounded);
+  KILN_CHECK(p, ErrorCode::Unavailable, "out of memory copying a {}-byte engine", bytes.size());
+  std::memcpy(p, bytes.data(), bytes.size());
+  std::shared_ptr<void> copy(p, [](void* q) { std::free(q); });
+  return parse(std::move(copy), bytes.size(), options);
+}
+
+bool has_engine_magic(std::string_view bytes) {
+  return bytes.size() >= sizeof kMagic && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0;
+}
+
+bool is_engine_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof kMagic] = {};
+  in.read(head, sizeof head);
+  return in.gcount() == sizeof head && has_engine_magic(std::string_view(head, sizeof head));
+}
+
+}  // namespace kiln::engine

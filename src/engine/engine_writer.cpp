@@ -1,0 +1,288 @@
+// IR -> engine file. The flatbuffer describes the graph; tensor data is gathered into the
+// weights section, each tensor 64-byte aligned so the reader can hand out views in place.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <unistd.h>
+
+#include "engine/engine_format.hpp"
+#include "engine/kiln_generated.h"
+
+namespace kiln::engine {
+namespace {
+
+namespace fbs = flatbuffers;
+using detail::align_up;
+
+class Writer {
+ public:
+  explicit Writer(const EngineInfo& info) : info_(info) {}
+
+  void build(const ir::Model& m) {
+    auto graph = write_graph(*m.graph);
+    std::vector<fbs::Offset<fb::MetadataEntry>> metadata;
+    for (const auto& [k, v] : m.metadata) {
+      metadata.push_back(fb::CreateMetadataEntry(fbb_, str(k), str(v)));
+    }
+    std::vector<fbs::Offset<fbs::String>> features;
+    for (const std::string& f : info_.target.features) features.push_back(str(f));
+    auto target = fb::CreateTarget(fbb_, str(info_.target.device), fbb_.CreateVector(features));
+    auto model = fb::CreateModel(fbb_, kFormatVersion, str(KILN_VERSION), target, info_.source_hash,
+                                 m.ir_version, str(m.producer_name), str(m.producer_version),
+                                 str(m.domain), str(m.doc_string), m.model_version,
+                                 fbb_.CreateVector(metadata), str(m.source_path), graph);
+    fb::FinishModelBuffer(fbb_, model);
+  }
+
+  void write_file(const std::string& path) const {
+    // A temporary beside the target, renamed into place: a failed or interrupted compile never
+    // leaves a truncated engine under the final name.
+    std::string tmp = fmt::format("{}.tmp{}", path, static_cast<long>(::getpid()));
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    KILN_CHECK(f, ErrorCode::NotFound, "cannot write engine file '{}': {}", path,
+               std::strerror(errno));
+    try {
+      write_to(f, path);
+    } catch (...) {
+      std::fclose(f);
+      std::remove(tmp.c_str());
+      throw;
+    }
+    bool closed = std::fclose(f) == 0;
+    if (!closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      std::remove(tmp.c_str());
+      fail(ErrorCode::Unavailable, "cannot write engine file '{}': {}", path, std::strerror(err));
+    }
+  }
+
+ private:
+  struct Blob {
+    const void* data;
+    size_t size;
+    uint64_t offset;
+  };
+
+  void write_to(std::FILE* f, const std::string& path) const {
+    detail::Header h{};
+    std::memcpy(h.magic, kMagic, sizeof h.magic);
+    h.format_version = kFormatVersion;
+    h.header_size = kHeaderSize;
+    h.flatbuffer_offset = kHeaderSize;
+    h.flatbuffer_size = fbb_.GetSize();
+    h.weights_offset = align_up(h.flatbuffer_offset + h.flatbuffer_size, kWeightAlignment);
+    h.weights_size = weights_size_;
+
+    Hasher hasher;
+    auto put = [&](const void* p, size_t n) {
+      if (n && std::fwrite(p, 1, n, f) != n) {
+        fail(ErrorCode::Unavailable, "cannot write engine file '{}': {}", path,
+             std::strerror(errno));
+      }
+      hasher.update(p, n);
+    };
+    static const unsigned char zeros[kWeightAlignment] = {};
+    put(&h, sizeof h);  // placeholder; rewritten with the checksum below
+    hasher = Hasher();
+    put(fbb_.GetBufferPointer(), fbb_.GetSize());
+    uint64_t at = h.flatbuffer_offset + h.flatbuffer_size;
+    put(zeros, h.weights_offset - at);
+    at = 0;
+    for (const Blob& b : blobs_) {
+      put(zeros, b.offset - at);
+      put(b.data, b.size);
+      at = b.offset + b.size;
+    }
+    h.checksum = hasher.finish();
+    if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(&h, sizeof h, 1, f) != 1) {
+      fail(ErrorCode::Unavailable, "cannot write engine file '{}': {}", path, std::strerror(errno));
+    }
+  }
+
+  fbs::Offset<fbs::String> str(const std::string& s) { return fbb_.CreateSharedString(s); }
+
+  fbs::Offset<fbs::Vector<uint8_t>> bytes(const std::string& s) {
+    return fbb_.CreateVector(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  }
+
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::Bytes>>> byte_strings(const std::string* first,
+                                                                size_t count) {
+    std::vector<fbs::Offset<fb::Bytes>> out;
+    out.reserve(count);
+    for (size_t i = 0; i < count; ++i) out.push_back(fb::CreateBytes(fbb_, bytes(first[i])));
+    return fbb_.CreateVector(out);
+  }
+
+  fbs::Offset<fb::Type> write_type(const TypeInfo& t) {
+    fbs::Offset<fbs::Vector<fbs::Offset<fb::Dim>>> dims = 0;
+    if (t.shape) {
+      std::vector<fbs::Offset<fb::Dim>> ds;
+      for (const Dim& d : t.shape->dims()) {
+        // Dim keeps value -1 for every non-static dim, so these four fields restore it exactly.
+        auto symbol = d.symbol_name().empty() ? 0 : str(d.symbol_name());
+        int64_t lo = d.is_static() ? 0 : d.min();
+        int64_t hi = d.is_static() ? std::numeric_limits<int64_t>::max() : d.max();
+        ds.push_back(fb::CreateDim(fbb_, d.value(), symbol, lo, hi));
+      }
+      dims = fbb_.CreateVector(ds);
+    }
+    auto elem = t.elem ? write_type(*t.elem) : 0;
+    return fb::CreateType(fbb_, static_cast<fb::TypeKind>(t.kind), static_cast<int32_t>(t.dtype),
+                          t.shape.has_value(), dims, elem);
+  }
+
+  fbs::Offset<fb::Tensor> write_tensor(const Tensor& t) {
+    if (!t.defined()) return fb::CreateTensor(fbb_);
+    auto dims = fbb_.CreateVector(t.dims());
+    auto dtype = static_cast<int32_t>(t.dtype());
+    if (t.dtype() == DataType::String) {
+      auto strings = byte_strings(t.data<std::string>(), static_cast<size_t>(t.numel()));
+      return fb::CreateTensor(fbb_, dtype, dims, 0, 0, strings);
+    }
+    size_t size = t.nbytes();
+    if (size == 0) return fb::CreateTensor(fbb_, dtype, dims, 0, 0);
+    // Tensors sharing storage (an initializer and its copy in an attribute, say) are stored once.
+    auto key = std::make_pair(t.raw_data(), size);
+    auto it = offsets_.find(key);
+    uint64_t offset;
+    if (it != offsets_.end()) {
+      offset = it->second;
+    } else {
+      offset = align_up(weights_size_, kWeightAlignment);
+      blobs_.push_back({t.raw_data(), size, offset});
+      weights_size_ = offset + size;
+      offsets_.emplace(key, offset);
+    }
+    return fb::CreateTensor(fbb_, dtype, dims, offset, size);
+  }
+
+  fbs::Offset<fb::Attribute> write_attribute(const std::string& name, const ir::Attribute& a,
+                                             const ir::Node& node) {
+    // Children first: a flatbuffer table cannot be built while another one is open.
+    auto name_off = str(name);
+    float f = 0;
+    int64_t i = 0;
+    fbs::Offset<fbs::Vector<uint8_t>> s = 0;
+    fbs::Offset<fb::Tensor> t = 0;
+    fbs::Offset<fb::Graph> g = 0;
+    fbs::Offset<fb::Type> tp = 0;
+    fbs::Offset<fbs::Vector<float>> floats = 0;
+    fbs::Offset<fbs::Vector<int64_t>> ints = 0;
+    fbs::Offset<fbs::Vector<fbs::Offset<fb::Bytes>>> strings = 0;
+    fbs::Offset<fbs::Vector<fbs::Offset<fb::Tensor>>> tensors = 0;
+    fbs::Offset<fbs::Vector<fbs::Offset<fb::Graph>>> graphs = 0;
+    auto subgraph = [&](const ir::GraphPtr& sg) {
+      // The reader nests a body in the graph of the node holding it and resolves captured
+      // names through that chain, so the writer insists on the same nesting.
+      KILN_CHECK(sg && sg->parent() == node.owner(), ErrorCode::Internal,
+                 "node {}: subgraph attribute '{}' is missing or not nested in graph '{}'",
+                 node.label(), name, node.owner()->name());
+      return write_graph(*sg);
+    };
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, float>) {
+            f = v;
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            i = v;
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            s = bytes(v);
+          } else if constexpr (std::is_same_v<T, Tensor>) {
+            t = write_tensor(v);
+          } else if constexpr (std::is_same_v<T, ir::GraphPtr>) {
+            g = subgraph(v);
+          } else if constexpr (std::is_same_v<T, TypeInfo>) {
+            tp = write_type(v);
+          } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+            floats = fbb_.CreateVector(v);
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            ints = fbb_.CreateVector(v);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            strings = byte_strings(v.data(), v.size());
+          } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+            std::vector<fbs::Offset<fb::Tensor>> ts;
+            for (const Tensor& x : v) ts.push_back(write_tensor(x));
+            tensors = fbb_.CreateVector(ts);
+          } else if constexpr (std::is_same_v<T, std::vector<ir::GraphPtr>>) {
+            std::vector<fbs::Offset<fb::Graph>> gs;
+            for (const ir::GraphPtr& x : v) gs.push_back(subgraph(x));
+            graphs = fbb_.CreateVector(gs);
+          }
+        },
+        a.storage());
+    return fb::CreateAttribute(fbb_, name_off, static_cast<fb::AttrKind>(a.kind()), f, i, s, t, g,
+                               tp, floats, ints, strings, tensors, graphs);
+  }
+
+  // A value name as the reader will resolve it from graph `g` (here, then outwards); a name
+  // that would resolve to another value (shadowing) cannot be written faithfully.
+  fbs::Offset<fbs::String> ref(const ir::Graph& g, const ir::Value* v, const ir::Node* node) {
+    if (!v) return str("");
+    if (g.find_value(v->name()) != v) {
+      fail(ErrorCode::Internal,
+           "graph '{}'{}: value '{}' is shadowed by another value of that name", g.name(),
+           node ? fmt::format(" node {}", node->label()) : "", v->name());
+    }
+    return str(v->name());
+  }
+
+  fbs::Offset<fbs::Vector<fbs::Offset<fbs::String>>> refs(const ir::Graph& g,
+                                                          const std::vector<ir::Value*>& vs,
+                                                          const ir::Node* node) {
+    std::vector<fbs::Offset<fbs::String>> out;
+    out.reserve(vs.size());
+    for (const ir::Value* v : vs) out.push_back(ref(g, v, node));
+    return fbb_.CreateVector(out);
+  }
+
+  fbs::Offset<fb::Graph> write_graph(const ir::Graph& g) {
+    std::vector<fbs::Offset<fb::OpsetEntry>> opsets;
+    for (const auto& [domain, version] : g.opsets()) {
+      opsets.push_back(fb::CreateOpsetEntry(fbb_, str(domain), version));
+    }
+    std::vector<fbs::Offset<fb::Value>> values;
+    values.reserve(g.values().size());
+    for (const auto& v : g.values()) {
+      auto type = write_type(v->type());
+      auto constant = v->is_constant() ? write_tensor(v->constant()) : 0;
+      values.push_back(fb::CreateValue(fbb_, str(v->name()), type, constant));
+    }
+    auto inputs = refs(g, g.inputs(), nullptr);
+    auto initializers = refs(g, g.initializers(), nullptr);
+    auto outputs = refs(g, g.outputs(), nullptr);
+    std::vector<fbs::Offset<fb::Node>> nodes;
+    for (const ir::Node* n : g.nodes()) {
+      auto node_inputs = refs(g, n->inputs(), n);
+      auto node_outputs = refs(g, n->outputs(), n);
+      std::vector<fbs::Offset<fb::Attribute>> attrs;
+      for (const auto& [name, a] : n->attributes()) attrs.push_back(write_attribute(name, a, *n));
+      nodes.push_back(fb::CreateNode(fbb_, str(n->op_type()), str(n->domain()), str(n->name()),
+                                     n->opset(), node_inputs, node_outputs,
+                                     fbb_.CreateVector(attrs)));
+    }
+    return fb::CreateGraph(fbb_, str(g.name()), fbb_.CreateVector(opsets),
+                           fbb_.CreateVector(values), inputs, initializers, outputs,
+                           fbb_.CreateVector(nodes));
+  }
+
+  EngineInfo info_;
+  fbs::FlatBufferBuilder fbb_{1 << 16};
+  std::vector<Blob> blobs_;
+  std::map<std::pair<const void*, size_t>, uint64_t> offsets_;
+  uint64_t weights_size_ = 0;
+};
+
+}  // namespace
+
+void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path) {
+  KILN_CHECK_ARG(model.graph, "cannot write engine file '{}': the model has no graph", path);
+  ir::validate_graph(*model.graph);
+  Writer w(info);
+  w.build(model);
+  w.write_file(path);
+}
+
+}  // namespace kiln::engine
