@@ -34,12 +34,12 @@ conformance: build
 
 # The same tests with every model written to a .kiln engine and read back before it runs.
 conformance-engine: build
-	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt --via-engine
+	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --expected tests/conformance/expected_failures.txt --via-engine --optimize
 
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-test: unit conformance
+test: unit conformance conformance-engine
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers

@@ -4,6 +4,7 @@
 //   kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] [--filter REGEX] [-v]
 //                    [--via-engine]
 //
+// --optimize runs the default pass pipeline first, so every pass is held to the node tests too.
 // --via-engine writes each imported model to a .kiln engine file and runs what reads back, so the
 // engine format is held to the same expected results as the importer.
 // Each test runs in a forked child, so a crash or a hang is one failed test, not a lost run.
@@ -23,6 +24,7 @@
 
 #include "engine/engine_file.hpp"
 #include "onnx/onnx_io.hpp"
+#include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
 #include "runtime/compare.hpp"
 #include "runtime/interpreter.hpp"
@@ -34,6 +36,7 @@ namespace {
 
 constexpr int kTimeoutSeconds = 60;
 bool g_via_engine = false;
+bool g_optimize = false;
 
 // Write `model` as an engine and read it back (the file is unlinked; its mapping stays valid).
 ir::Model through_engine(const ir::Model& model) {
@@ -88,6 +91,11 @@ bool has_unseeded_random_op(const ir::Graph& g) {
 std::string run_test(const fs::path& dir) {
   const runtime::Tolerance tolerance = read_tolerance(dir);
   ir::Model model = onnx_io::import_model_file((dir / "model.onnx").string());
+  if (g_optimize) {
+    passes::PassManager pm;
+    passes::add_default_passes(pm);
+    pm.run(*model.graph);
+  }
   if (g_via_engine) model = through_engine(model);
   runtime::Interpreter interp(model.graph);
   std::vector<const ir::Value*> feeds;
@@ -122,10 +130,11 @@ std::string run_test(const fs::path& dir) {
         bool same_form = a.is_tensor() && expected.is_tensor() &&
                          a.tensor().dtype() == expected.tensor().dtype() &&
                          a.tensor().dims() == expected.tensor().dims();
-        return same_form ? std::string("why: unseeded random op; type and shape match, values are "
-                                       "a draw of numpy's generator and cannot be compared")
-                         : fmt::format("random op output {} has the wrong type or shape: {} vs {}", i,
-                                       a.describe(), expected.describe());
+        return same_form ? std::string(
+                               "why: unseeded random op; type and shape match, values are "
+                               "a draw of numpy's generator and cannot be compared")
+                         : fmt::format("random op output {} has the wrong type or shape: {} vs {}",
+                                       i, a.describe(), expected.describe());
       }
       if (auto diff = runtime::compare_values(outputs[i], expected, tolerance)) {
         if (has_random_op(*model.graph)) {
@@ -226,9 +235,11 @@ int main(int argc, char** argv) {
       verbose = true;
     else if (a == "--via-engine")
       g_via_engine = true;
+    else if (a == "--optimize")
+      g_optimize = true;
     else {
       std::cerr << "usage: kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] "
-                   "[--filter REGEX] [-v] [--via-engine]\n";
+                   "[--filter REGEX] [-v] [--via-engine] [--optimize]\n";
       return 2;
     }
   }
