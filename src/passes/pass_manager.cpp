@@ -80,6 +80,7 @@ std::vector<PassStat> PassManager::run(ir::Graph& graph) const {
 PassManager& add_default_passes(PassManager& pm) {
   return pm.add(EliminateIdentity{})
       .add(FoldConstants{})
+      .add(FuseConvBatchNorm{})
       .add(EliminateCommonSubexpressions{})
       .add(EliminateDeadCode{});
 }

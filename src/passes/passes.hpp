@@ -38,6 +38,13 @@ struct EliminateCommonSubexpressions {
   bool apply(ir::Graph& graph) const;
 };
 
+// Folds an inference-mode BatchNormalization into the Conv feeding it (constant weights, float32
+// or float64, the Conv output read only by the BatchNormalization).
+struct FuseConvBatchNorm {
+  std::string_view name() const { return "fuse_conv_batchnorm"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // True for ops whose outputs are not a function of their inputs (random generators); passes
 // must neither fold nor merge them.
 bool is_nondeterministic(const ir::Node& node);

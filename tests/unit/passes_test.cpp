@@ -135,3 +135,46 @@ TEST(PassManager, TracesDisablesByNameAndRefusesUnknownNames) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Passes, BatchNormFoldsIntoConvWithTheSameResults) {
+  auto build = [] {
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* x = g->add_input("x", f32({1, 2, 4, 4}));
+    std::vector<float> w(3 * 2 * 3 * 3);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 7) % 11) / 10.0f - 0.5f;
+    ir::Value* wv = g->add_initializer("w", Tensor::from_vector<float>({3, 2, 3, 3}, w));
+    ir::Value* bv = g->add_initializer("b", Tensor::from_vector<float>({3}, {0.1f, -0.2f, 0.3f}));
+    ir::Node* conv = add_node(*g, "Conv", {x, wv, bv}, "c", f32({1, 3, 2, 2}));
+    auto param = [&](const char* name, std::vector<float> v) {
+      return g->add_initializer(name, Tensor::from_vector<float>({3}, v));
+    };
+    ir::Node* bn = add_node(
+        *g, "BatchNormalization",
+        {conv->output(0), param("gamma", {1.5f, 0.5f, 2.0f}), param("beta", {0.0f, 1.0f, -1.0f}),
+         param("mean", {0.2f, -0.1f, 0.05f}), param("var", {0.9f, 1.1f, 0.25f})},
+        "y", f32({1, 3, 2, 2}));
+    g->add_output(bn->output(0));
+    return g;
+  };
+  Tensor x(DataType::Float32, {1, 2, 4, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  auto reference = build();
+  auto before = runtime::Interpreter(reference).run(std::vector<RtValue>{x});
+  auto fused = build();
+  EXPECT_TRUE(passes::FuseConvBatchNorm{}.apply(*fused));
+  EXPECT_TRUE(passes::EliminateDeadCode{}.apply(*fused));  // the old weights and BN params
+  ASSERT_EQ(fused->node_count(), 1u);
+  EXPECT_EQ(fused->outputs()[0]->name(), "y");
+  EXPECT_EQ(fused->initializers().size(), 2u);
+  auto after = runtime::Interpreter(fused).run(std::vector<RtValue>{x});
+  const Tensor& a = before[0].tensor();
+  const Tensor& b = after[0].tensor();
+  ASSERT_EQ(a.dims(), b.dims());
+  for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace kiln
