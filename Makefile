@@ -23,7 +23,7 @@ demo: build
 	python3 tools/make_demo_model.py $(BUILD)/demo
 	$(BUILD)/src/kiln inspect $(BUILD)/demo/demo.onnx
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.onnx --seed 1 --repeat 5
-	$(BUILD)/src/kiln compile $(BUILD)/demo/demo.onnx -o $(BUILD)/demo/demo.kiln
+	$(BUILD)/src/kiln compile $(BUILD)/demo/demo.onnx -o $(BUILD)/demo/demo.kiln --shape-range image:1..16x3x8x8
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.kiln --seed 1 --repeat 5
 
 unit: build

@@ -30,6 +30,8 @@ struct CompileOptions {
   std::string dump_after;  // pass name: print the graph after it
   bool trace_passes = false;
   std::string target;  // "cpu:x86-64,..." (Target::parse); default the portable CPU baseline
+  // NAME:1x3x224x224 fixes an input's dims; NAME:1..64x3x224x224 bounds them (a range per dim).
+  std::vector<std::string> shapes;
 };
 int compile_command(const CompileOptions& options);
 

@@ -6,13 +6,52 @@
 
 #include <fmt/format.h>
 
+#include <sstream>
 #include "cli/commands.hpp"
+
 #include "cli/load_model.hpp"
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
+#include "passes/passes.hpp"
+#include "runtime/memory_planner.hpp"
 
 namespace kiln::cli {
 namespace {
+
+// "name:1x3x224x224" or "name:1..64x3x224x224" -> (name, shape); a range gives a bounded symbol.
+std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
+  auto colon = spec.rfind(':');
+  KILN_CHECK_ARG(colon != std::string::npos && colon > 0 && colon + 1 < spec.size(),
+                 "--shape '{}' must be NAME:D1xD2x... (each D a number or MIN..MAX)", spec);
+  std::string name = spec.substr(0, colon);
+  std::vector<Dim> dims;
+  std::stringstream ss(spec.substr(colon + 1));
+  for (std::string part; std::getline(ss, part, 'x');) {
+    try {
+      size_t used = 0;
+      auto range = part.find("..");
+      if (range == std::string::npos) {
+        int64_t v = std::stoll(part, &used);
+        KILN_CHECK_ARG(used == part.size() && v >= 0, "bad dim '{}'", part);
+        dims.emplace_back(v);
+      } else {
+        int64_t lo = std::stoll(part.substr(0, range), &used);
+        KILN_CHECK_ARG(used == range, "bad dim '{}'", part);
+        std::string hi_text = part.substr(range + 2);
+        int64_t hi = std::stoll(hi_text, &used);
+        KILN_CHECK_ARG(used == hi_text.size() && 0 <= lo && lo <= hi, "bad dim range '{}'", part);
+        if (lo == hi)
+          dims.emplace_back(lo);
+        else
+          dims.push_back(Dim::symbol(fmt::format("{}_{}", name, dims.size()), lo, hi));
+      }
+    } catch (const std::logic_error&) {
+      fail(ErrorCode::InvalidArgument, "--shape '{}': '{}' is not a number or MIN..MAX", spec,
+           part);
+    }
+  }
+  return {name, Shape(std::move(dims))};
+}
 
 namespace fs = std::filesystem;
 
@@ -56,6 +95,13 @@ int compile_command(const CompileOptions& o) {
   }
   model.source_path = o.model;
   size_t before = count_nodes(*model.graph);
+  if (!o.shapes.empty()) {
+    for (const std::string& spec : o.shapes) {
+      auto [name, shape] = parse_shape_spec(spec);
+      passes::set_input_shape(*model.graph, name, shape);
+    }
+    passes::InferShapes{}.apply(*model.graph);
+  }
 
   if (!o.no_optimize) {
     passes::PassManagerOptions pm_options = passes::PassManagerOptions::from_env();
@@ -71,6 +117,15 @@ int compile_command(const CompileOptions& o) {
   size_t after = count_nodes(*model.graph);
   std::cout << fmt::format("nodes: {} -> {}{}\n", before, after,
                            o.no_optimize ? " (not optimized)" : "");
+  runtime::MemoryPlan plan = runtime::plan_memory(*model.graph);
+  std::cout << fmt::format(
+      "activation memory: {} bytes planned in one arena (naive sum {} bytes, {:.1f}x){}\n",
+      plan.arena_bytes, plan.naive_bytes,
+      plan.arena_bytes
+          ? static_cast<double>(plan.naive_bytes) / static_cast<double>(plan.arena_bytes)
+          : 1.0,
+      plan.unplanned.empty() ? ""
+                             : fmt::format("; {} values of unbounded size", plan.unplanned.size()));
 
   engine::write_engine(model, info, output);
   // Read the engine back and compare: a writer bug must fail the compile, not the deployment.

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("-o,--output", compile.output,
                           "Engine file to write (default: the model's name with .kiln)");
   compile_cmd->add_flag("--no-optimize", compile.no_optimize, "Skip the graph passes");
+  compile_cmd->add_option(
+      "--shape,--shape-range", compile.shapes,
+      "Input dims, fixed or as ranges: NAME:1x3x224x224 or NAME:1..64x3x224x224");
   compile_cmd->add_option("--dump-after", compile.dump_after,
                           "Print the graph after the pass of this name");
   compile_cmd->add_flag("--trace-passes", compile.trace_passes, "Print one line per pass run");

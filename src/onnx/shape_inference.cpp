@@ -32,7 +32,8 @@ TypeInfo merge_declared_type(const TypeInfo& known, const TypeInfo& declared,
     if (d.is_static() && k.is_static()) {
       KILN_CHECK_ARG(d.value() == k.value(), "{}: declared {} but computed {}", what,
                      declared.to_string(), known.to_string());
-    } else if (!k.is_static() && (d.is_static() || d.is_symbolic())) {
+    } else if (!k.is_static() && (d.is_static() || (d.is_symbolic() && !k.is_symbolic()))) {
+      // A computed symbol keeps its bounds (from --shape-range); a declared one only fills a gap.
       merged[i] = d;
     }
   }

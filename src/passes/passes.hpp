@@ -1,6 +1,7 @@
 #pragma once
 // The graph passes. Each is a small value type; its file holds the one job it does.
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "ir/graph.hpp"
@@ -44,6 +45,17 @@ struct FuseConvBatchNorm {
   std::string_view name() const { return "fuse_conv_batchnorm"; }
   bool apply(ir::Graph& graph) const;
 };
+
+// Re-runs shape inference over the graph's nodes in order, so dims fixed or bounded on the inputs
+// reach every value (kiln compile --shape / --shape-range).
+struct InferShapes {
+  std::string_view name() const { return "infer_shapes"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Fixes or bounds the dims of graph input `name` (static dims, or symbols with a min/max);
+// InvalidArgument when the rank or a fixed dim disagrees with the model.
+void set_input_shape(ir::Graph& graph, const std::string& name, const Shape& shape);
 
 // True for ops whose outputs are not a function of their inputs (random generators); passes
 // must neither fold nor merge them.

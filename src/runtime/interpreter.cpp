@@ -129,8 +129,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
     } else if (v->is_constant()) {
       scope.set(v, v->constant());
     } else if (v->type().kind != TypeInfo::Kind::Optional) {
-      fail(ErrorCode::InvalidArgument, "graph '{}': input '{}' was not given", g.name(),
-           v->name());
+      fail(ErrorCode::InvalidArgument, "graph '{}': input '{}' was not given", g.name(), v->name());
     } else {
       scope.set(v, RtValue());  // an empty optional: readers see None
     }

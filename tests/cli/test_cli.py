@@ -119,3 +119,20 @@ def test_damaged_engines_are_clear_errors(kiln, tmp_path):
     assert r.returncode == 1 and "engine compiled for target 'gfx90a'" in r.stderr
     r = kiln("compile", tmp_path / "demo.kiln", "-o", tmp_path / "again.kiln")
     assert r.returncode == 1 and "already a compiled Kiln engine" in r.stderr
+
+
+def test_compile_shape_ranges_bound_dims_and_plan_memory(kiln, tmp_path):
+    make_demo_model.build(str(tmp_path / "demo.onnx"))
+    engine = tmp_path / "demo.kiln"
+    r = kiln("compile", tmp_path / "demo.onnx", "-o", engine, "--shape-range", "image:1..16x3x8x8")
+    assert r.returncode == 0, r.stderr
+    # Conv output [16,8,8,8] floats is the largest buffer; the plan must hold at least it.
+    planned = int(r.stdout.split("activation memory: ")[1].split()[0])
+    assert planned >= 16 * 8 * 8 * 8 * 4
+    info = kiln("inspect", engine)
+    assert "image: float[batch[1..16],3,8,8]" in info.stdout
+    assert "probs: float[batch[1..16],10]" in info.stdout
+    bad = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "x.kiln", "--shape", "image:4x3x9")
+    assert bad.returncode == 1 and "has rank 4" in bad.stderr
+    fixed = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "x.kiln", "--shape", "image:2x3x8x7")
+    assert fixed.returncode == 1 and "fixed at 8" in fixed.stderr

@@ -178,3 +178,51 @@ TEST(Passes, BatchNormFoldsIntoConvWithTheSameResults) {
 
 }  // namespace
 }  // namespace kiln
+
+#include "runtime/memory_planner.hpp"
+
+namespace kiln {
+namespace {
+
+TEST(MemoryPlanner, ReusesDeadBuffersAndNeverOverlapsLiveOnes) {
+  // x -> a -> b -> c -> d -> y, plus a long-lived side value s read at the end.
+  auto g = std::make_shared<ir::Graph>();
+  ir::Value* x = g->add_input("x", f32({256}));
+  ir::Node* s = add_node(*g, "Add", {x, x}, "s", f32({256}));
+  ir::Value* prev = x;
+  for (const char* name : {"a", "b", "c", "d"})
+    prev = add_node(*g, "Add", {prev, prev}, name, f32({256}))->output(0);
+  ir::Node* y = add_node(*g, "Add", {prev, s->output(0)}, "y", f32({256}));
+  g->add_output(y->output(0));
+  runtime::MemoryPlan plan = runtime::plan_memory(*g);
+  EXPECT_EQ(plan.buffers.size(), 6u);
+  EXPECT_EQ(plan.naive_bytes, 6u * 1024);
+  EXPECT_EQ(plan.arena_bytes, 3u * 1024);  // s, plus two alternating chain buffers
+  for (const auto& p : plan.buffers) {
+    for (const auto& q : plan.buffers) {
+      if (&p == &q) continue;
+      bool live_together = p.first_step <= q.last_step && q.first_step <= p.last_step;
+      bool share_space = p.offset < q.offset + q.bytes && q.offset < p.offset + p.bytes;
+      EXPECT_FALSE(live_together && share_space) << p.value->name() << " vs " << q.value->name();
+    }
+  }
+}
+
+TEST(MemoryPlanner, BoundedSymbolicDimsArePlannedForTheirMaximum) {
+  auto g = std::make_shared<ir::Graph>();
+  TypeInfo bounded =
+      TypeInfo::tensor(DataType::Float32, Shape({Dim::symbol("batch", 1, 8), Dim(16)}));
+  TypeInfo unbounded = TypeInfo::tensor(DataType::Float32, Shape({Dim::symbol("n"), Dim(16)}));
+  ir::Value* x = g->add_input("x", bounded);
+  ir::Node* a = add_node(*g, "Add", {x, x}, "a", bounded);
+  ir::Node* b = add_node(*g, "Add", {a->output(0), a->output(0)}, "b", unbounded);
+  g->add_output(b->output(0));
+  runtime::MemoryPlan plan = runtime::plan_memory(*g);
+  ASSERT_EQ(plan.buffers.size(), 1u);
+  EXPECT_EQ(plan.buffers[0].bytes, 8u * 16 * 4);
+  ASSERT_EQ(plan.unplanned.size(), 1u);
+  EXPECT_EQ(plan.unplanned[0]->name(), "b");
+}
+
+}  // namespace
+}  // namespace kiln
