@@ -5,10 +5,25 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "ops/control_real_io.hpp"
 #include "ops/kernel_context.hpp"
 
 namespace kiln::ops::ml {
+
+// The feature input X of the tree and SVM models ([C] or [N, C], float/double/int64/int32) as
+// doubles, with its row and column counts.
+inline std::vector<double> read_features(const KernelContext& ctx, int64_t& rows, int64_t& cols) {
+  const Tensor& x = ctx.input(0);
+  ctx.check(x.dtype() == DataType::Float32 || x.dtype() == DataType::Float64 ||
+                x.dtype() == DataType::Int64 || x.dtype() == DataType::Int32,
+            "X must be float, double, int64 or int32, got {}", x.describe());
+  ctx.check(x.rank() == 1 || x.rank() == 2, "X must be [C] or [N, C], got {}", x.describe());
+  rows = x.rank() == 2 ? x.dim(0) : 1;
+  cols = x.dims().back();
+  return ctl::to_doubles(x);
+}
 
 enum class PostTransform { None, Softmax, Logistic, SoftmaxZero, Probit };
 

@@ -61,20 +61,9 @@ std::vector<double> floats(const AttrReader& ctx, const char* name) {
   return out;
 }
 
-std::vector<double> read_x(const KernelContext& ctx, int64_t& rows, int64_t& cols) {
-  const Tensor& x = ctx.input(0);
-  ctx.check(x.dtype() == DataType::Float32 || x.dtype() == DataType::Float64 ||
-                x.dtype() == DataType::Int64 || x.dtype() == DataType::Int32,
-            "X must be float, double, int64 or int32, got {}", x.describe());
-  ctx.check(x.rank() == 1 || x.rank() == 2, "X must be [C] or [N, C], got {}", x.describe());
-  rows = x.rank() == 2 ? x.dim(0) : 1;
-  cols = x.dims().back();
-  return ctl::to_doubles(x);
-}
-
 void svm_regressor(KernelContext& ctx) {
   int64_t rows, cols;
-  const std::vector<double> x = read_x(ctx, rows, cols);
+  const std::vector<double> x = ml::read_features(ctx, rows, cols);
   const Kernel kernel = read_kernel(ctx);
   const std::vector<double> coef = floats(ctx, "coefficients");
   const std::vector<double> rho = floats(ctx, "rho");
@@ -157,7 +146,7 @@ std::vector<double> multiclass_probability(int64_t k, const std::vector<double>&
 
 void svm_classifier(KernelContext& ctx) {
   int64_t rows, cols;
-  const std::vector<double> x = read_x(ctx, rows, cols);
+  const std::vector<double> x = ml::read_features(ctx, rows, cols);
   const bool has_ints = ctx.has_attr("classlabels_ints");
   const bool has_strs = ctx.has_attr("classlabels_strings");
   ctx.check(has_ints != has_strs, "exactly one of classlabels_ints/_strings is needed");

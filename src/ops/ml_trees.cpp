@@ -154,20 +154,9 @@ std::vector<std::vector<std::pair<int64_t, double>>> read_leaves(const AttrReade
   return leaves;
 }
 
-std::vector<double> read_x(const KernelContext& ctx, int64_t& rows, int64_t& cols) {
-  const Tensor& x = ctx.input(0);
-  ctx.check(x.dtype() == DataType::Float32 || x.dtype() == DataType::Float64 ||
-                x.dtype() == DataType::Int64 || x.dtype() == DataType::Int32,
-            "X must be float, double, int64 or int32, got {}", x.describe());
-  ctx.check(x.rank() == 1 || x.rank() == 2, "X must be [C] or [N, C], got {}", x.describe());
-  rows = x.rank() == 2 ? x.dim(0) : 1;
-  cols = x.dims().back();
-  return ctl::to_doubles(x);
-}
-
 void tree_regressor(KernelContext& ctx) {
   int64_t rows, cols;
-  const std::vector<double> x = read_x(ctx, rows, cols);
+  const std::vector<double> x = ml::read_features(ctx, rows, cols);
   const int64_t targets = ctx.attr_int("n_targets");
   ctx.check(targets > 0, "n_targets must be positive, got {}", targets);
   const Forest f = read_forest(ctx, cols);
@@ -207,7 +196,7 @@ void tree_regressor(KernelContext& ctx) {
 
 void tree_classifier(KernelContext& ctx) {
   int64_t rows, cols;
-  const std::vector<double> x = read_x(ctx, rows, cols);
+  const std::vector<double> x = ml::read_features(ctx, rows, cols);
   const bool has_ints = ctx.has_attr("classlabels_int64s");
   const bool has_strs = ctx.has_attr("classlabels_strings");
   ctx.check(has_ints != has_strs, "exactly one of classlabels_int64s/_strings is needed");
