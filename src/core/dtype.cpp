@@ -63,6 +63,7 @@ std::string_view dtype_name(DataType type) {
 }
 
 size_t dtype_size(DataType type) {
+  if (dtype_is_low_precision(type)) return 1;  // unpacked: see low_precision.hpp
   switch (type) {
     case DataType::Float32:
     case DataType::Int32:
@@ -81,17 +82,6 @@ size_t dtype_size(DataType type) {
     case DataType::UInt8:
     case DataType::Bool:
       return 1;
-    case DataType::Float8E4M3FN:
-    case DataType::Float8E4M3FNUZ:
-    case DataType::Float8E5M2:
-    case DataType::Float8E5M2FNUZ:
-    case DataType::Float8E8M0:
-    case DataType::Float4E2M1:
-    case DataType::Int4:
-    case DataType::UInt4:
-    case DataType::Int2:
-    case DataType::UInt2:
-      return 1;  // unpacked: see low_precision.hpp
     case DataType::String:
       return sizeof(std::string);
     default:

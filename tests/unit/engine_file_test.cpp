@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "expect_error.hpp"
 #include "engine/engine_file.hpp"
 #include "engine/kiln_generated.h"
 #include "runtime/interpreter.hpp"
@@ -216,16 +217,6 @@ class EngineFileTest : public ::testing::Test {
   }
   fs::path dir_;
 };
-
-void expect_error(const std::function<void()>& fn, ErrorCode code, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 std::vector<RtValue> run(const std::shared_ptr<ir::Graph>& g, bool cond) {
   runtime::Interpreter interp(g);

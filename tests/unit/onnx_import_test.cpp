@@ -1,6 +1,9 @@
 // Import, export and bad-input behaviour of the ONNX front end, on models built in memory.
 #include <gtest/gtest.h>
+
 #include <onnx/onnx-ml.pb.h>
+#include "expect_error.hpp"
+#include "expect_error.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -76,16 +79,6 @@ TEST(OnnxImport, ExportRoundTripKeepsGraphAndNumbers) {
   runtime::Interpreter interp(again.graph);
   auto out = interp.run(std::vector<RtValue>{Tensor::from_vector<float>({1, 3}, {1, 1, 1})});
   EXPECT_EQ(out[0].tensor().data<float>()[2], 4.0f);
-}
-
-void expect_error(const std::function<void()>& fn, ErrorCode code, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(OnnxImport, TruncatedOrCorruptBytesAreAClearError) {
