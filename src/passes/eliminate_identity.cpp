@@ -64,7 +64,15 @@ bool EliminateIdentity::apply(ir::Graph& root) const {
       ir::Value* out = n->output(0);
       if (!g.replace_uses(out, in)) continue;
       g.remove_node(n);
-      uses = g.compute_uses();
+      // The readers of `out` now read `in`; n no longer does. Updated in place rather than
+      // recomputed, which would make the pass quadratic in the node count.
+      auto moved = uses.find(out);
+      std::vector<ir::Node*>& readers = uses[in];
+      std::erase(readers, n);
+      if (moved != uses.end()) {
+        readers.insert(readers.end(), moved->second.begin(), moved->second.end());
+        uses.erase(moved);
+      }
       changed = true;
     }
     return changed;

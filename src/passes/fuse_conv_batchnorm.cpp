@@ -92,6 +92,7 @@ bool FuseConvBatchNorm::apply(ir::Graph& root) const {
           uses[x].size() != 1 || conv->owner() != &g) {
         continue;
       }
+      const ir::Value* bn_out = bn->output(0);  // the key its readers are listed under
       bool fused = false;
       if (x->type().is_tensor() && x->type().dtype == DataType::Float32) {
         fused = try_fuse<float>(g, *conv, *bn);
@@ -99,8 +100,12 @@ bool FuseConvBatchNorm::apply(ir::Graph& root) const {
         fused = try_fuse<double>(g, *conv, *bn);
       }
       if (fused) {
+        // The BatchNormalization's readers now read the Conv output, its only reader gone.
+        ir::Value* out = conv->output(0);
+        auto moved = uses.find(bn_out);
+        uses[out] = moved != uses.end() ? moved->second : std::vector<ir::Node*>{};
+        if (moved != uses.end()) uses.erase(moved);
         changed = true;
-        uses = g.compute_uses();
       }
     }
     return changed;
