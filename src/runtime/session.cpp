@@ -1,0 +1,86 @@
+#include "runtime/session.hpp"
+
+#include <set>
+
+#include "passes/pass_manager.hpp"
+#include "runtime/model_loader.hpp"
+
+namespace kiln {
+
+Session::Session(const std::string& path, SessionOptions options) : options_(std::move(options)) {
+  runtime::LoadedModel loaded = runtime::load_model(path);
+  model_ = std::move(loaded.model);
+  engine_ = std::move(loaded.engine);
+  init();
+}
+
+Session::Session(ir::Model model, SessionOptions options)
+    : options_(std::move(options)), model_(std::move(model)) {
+  init();
+}
+
+Session::~Session() = default;
+
+void Session::init() {
+  KILN_CHECK(options_.device == "cpu", ErrorCode::Unsupported,
+             "device '{}' is not available: this build runs on 'cpu' only", options_.device);
+  KILN_CHECK_ARG(options_.threads >= 0, "threads must be 0 (one per core) or more, got {}",
+                 options_.threads);
+  KILN_CHECK_ARG(model_.graph != nullptr, "the model has no graph");
+  // An engine was optimized when it was compiled; an ONNX model is optimized here.
+  if (!engine_ && options_.optimize) {
+    passes::PassManager pm(passes::PassManagerOptions::from_env());
+    passes::add_default_passes(pm);
+    pm.run(*model_.graph);
+  }
+  for (const ir::Value* v : model_.graph->inputs()) {
+    if (!v->is_constant()) inputs_.push_back({v->name(), v->type()});
+  }
+  for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back({v->name(), v->type()});
+  interpreter_ = std::make_unique<runtime::Interpreter>(model_.graph);
+}
+
+std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
+                                  const std::map<std::string, RtValue>& feeds) {
+  std::set<std::string> known;
+  for (const IoInfo& in : inputs_) known.insert(in.name);
+  for (const auto& [name, value] : feeds) {
+    if (known.count(name)) continue;
+    // A feed may also override an initializer that is a graph input, as in ONNX.
+    bool overridable = false;
+    for (const ir::Value* v : model_.graph->inputs()) overridable |= v->name() == name;
+    KILN_CHECK_ARG(overridable, "the model has no input named '{}'", name);
+  }
+  for (const std::string& name : output_names) {
+    bool found = false;
+    for (const IoInfo& out : outputs_) found |= out.name == name;
+    KILN_CHECK(found, ErrorCode::NotFound, "the model has no output named '{}'", name);
+  }
+  std::map<std::string, RtValue> results;
+  {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    interpreter_->set_profiling(options_.profiling);
+    results = interpreter_->run(feeds);
+  }
+  std::vector<RtValue> out;
+  if (output_names.empty()) {
+    for (const IoInfo& o : outputs_) out.push_back(results.at(o.name));
+  } else {
+    for (const std::string& name : output_names) out.push_back(results.at(name));
+  }
+  return out;
+}
+
+std::map<std::string, RtValue> Session::run(const std::map<std::string, RtValue>& feeds) {
+  std::vector<RtValue> values = run({}, feeds);
+  std::map<std::string, RtValue> out;
+  for (size_t i = 0; i < outputs_.size(); ++i) out[outputs_[i].name] = std::move(values[i]);
+  return out;
+}
+
+std::vector<runtime::NodeTiming> Session::last_profile() const {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  return interpreter_->last_profile();
+}
+
+}  // namespace kiln
