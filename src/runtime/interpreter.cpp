@@ -175,6 +175,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
               .count();
       profile_.push_back({&n, us});
     }
+    if (observer_ && &g == graph_.get()) observer_(n, outs);
     for (size_t k = 0; k < outs.size(); ++k) {
       if (const ir::Value* v = n.output(k)) scope.set(v, std::move(outs[k]));
     }
