@@ -108,7 +108,7 @@ std::optional<double> node_flops(const ir::Node& n, const ShapeReader& shape) {
   if (op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") {
     if (!y) return std::nullopt;
     if (fused) extra += numel(*y);
-    if (op != "MatMul" && n.input(2)) extra += numel(*y);
+    if (n.input(2)) extra += numel(*y);  // bias (plain MatMul has none)
   }
   if (op == "Conv") {
     auto w = shape(n.input(1));

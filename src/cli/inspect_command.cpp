@@ -63,7 +63,7 @@ int inspect(const InspectOptions& o) {
   std::string at;
   for (const auto& [name, value] : flops.assumed)
     at += fmt::format("{}{}={}", at.empty() ? " at " : ", ", name, value);
-  std::cout << fmt::format("FLOPs{}: {}FLOPs ({:.0f})\n", at, si_number(flops.total), flops.total);
+  std::cout << fmt::format("FLOPs{}: {:.0f} ({})\n", at, flops.total, si_number(flops.total));
   std::vector<std::pair<double, std::string>> by_op;
   for (const auto& [op, f] : flops.by_op_type) {
     if (f > 0) by_op.emplace_back(f, op);

@@ -196,9 +196,9 @@ int profile(const ProfileOptions& o) {
       "{} nodes, {} profiled runs after {} warm-up: {:.3f} ms per run "
       "({:.3f} ms in nodes)\n",
       nodes.size(), data.run_count(), o.warmup, data.mean_run_us() / 1000, node_sum / runs / 1000);
-  std::cout << fmt::format("memory: weights {}, inputs {}, peak live activations {}\n",
-                           mib(data.weight_bytes), mib(data.input_bytes),
-                           mib(data.peak_live_bytes));
+  std::cout << fmt::format("memory: weights {}, inputs {}, peak live activations {} ({} bytes)\n",
+                           mib(data.weight_bytes), mib(data.input_bytes), mib(data.peak_live_bytes),
+                           data.peak_live_bytes);
   std::cout << fmt::format("\n{:<28} {:>6} {:>12} {:>12} {:>7}\n", "op type", "count", "total ms",
                            "mean us", "% run");
   for (const OpTypeRecord& r : data.by_op_type()) {
