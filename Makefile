@@ -25,6 +25,10 @@ demo: build
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.onnx --seed 1 --repeat 5
 	$(BUILD)/src/kiln compile $(BUILD)/demo/demo.onnx -o $(BUILD)/demo/demo.kiln --shape-range image:1..16x3x8x8
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.kiln --seed 1 --repeat 5
+	$(BUILD)/src/kiln verify $(BUILD)/demo/demo.kiln --dim batch=4
+	$(BUILD)/src/kiln bench $(BUILD)/demo/demo.kiln --batch 8 --iterations 50
+	$(BUILD)/src/kiln profile $(BUILD)/demo/demo.kiln --top 3 --trace $(BUILD)/demo/trace.json \
+	  --html $(BUILD)/demo/profile.html
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -68,9 +72,10 @@ ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_stride
 fuzz-engine: fuzz-build
 	mkdir -p build-fuzz/engine-corpus
 	python3 tools/make_demo_model.py build-fuzz/engine-seeds
-	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln >/dev/null
+	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln \
+	  --no-verify >/dev/null
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
-	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize \
+	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize --no-verify \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
 	build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus -max_total_time=$(FUZZ_SECONDS) \
 	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \

@@ -8,7 +8,8 @@ model and writes each output to OUT_DIR/output_<i>.pb with its name inside (a se
 output_<i>.seq.pb, a SequenceProto). --all-values also
 returns every node output of the main graph, so that kiln can find the first node whose value
 drifts. onnxruntime runs with basic graph optimizations only, so its values are those of the
-original graph's nodes. Exits 3 when onnxruntime cannot be imported.
+original graph's nodes. Exits 3 when onnxruntime cannot be imported, 4 with the error's message
+when onnxruntime fails.
 
 kiln embeds this file at build time (src/CMakeLists.txt); tests and scripts may run it directly.
 """
@@ -84,5 +85,13 @@ def main(argv):
     return 0
 
 
+def run(argv):
+    try:
+        return main(argv)
+    except Exception as e:  # noqa: BLE001 - the message is what kiln shows; a traceback is noise
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 4
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(sys.argv))

@@ -127,7 +127,10 @@ Tensor random_input(const IoInfo& input, const std::map<std::string, int64_t>& d
       } else if constexpr (std::is_same_v<T, bool>) {
         p[i] = small(rng) % 2;
       } else if constexpr (std::is_integral_v<T>) {
-        p[i] = static_cast<T>(small(rng));
+        // 0 or 1: valid as an index into any table of two rows or more, as a mask and as a
+        // token type, which generated inputs for the precision gate must be (a BERT token-type
+        // table has two rows).
+        p[i] = static_cast<T>(small(rng) % 2);
       } else {
         p[i] = T(static_cast<float>(real(rng)));
       }

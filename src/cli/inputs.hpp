@@ -30,7 +30,8 @@ void add_input_options(CLI::App* cmd, InputOptions& options);
 // (at least 1), or the high end when bounded.
 enum class DimChoice { Min, Max };
 
-// Random data for a declared input: floats uniform in [-1, 1), integers 0..9, bools, strings.
+// Random data for a declared input: floats uniform in [-1, 1), integers 0 or 1, bools, strings
+// of digits.
 // Unknown dims are 1.
 Tensor random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
                     DimChoice choice, uint64_t seed);

@@ -193,7 +193,7 @@ std::string op_type_chart(const ProfileData& data) {
   std::vector<OpTypeRecord> ops = data.by_op_type();
   double runs = std::max<double>(1, static_cast<double>(data.run_count()));
   double top = ops.empty() ? 1 : std::max(ops[0].total_us / runs, 1e-9);
-  const int label_w = 220, bar_w = 460, row_h = 22, width = label_w + bar_w + 120;
+  const int label_w = 220, bar_w = 440, row_h = 22, width = label_w + bar_w + 160;
   int height = static_cast<int>(ops.size()) * row_h + 10;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" "

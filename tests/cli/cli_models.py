@@ -69,3 +69,20 @@ def odd_output_name(path):
     return _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
                  [helper.make_tensor_value_info("out/put:0", TensorProto.FLOAT, [2, 2])], [two],
                  path)
+
+
+def adagrad(path):
+    """One ai.onnx.preview.training Adagrad step: Kiln runs it, onnxruntime's inference build
+    does not."""
+    node = helper.make_node("Adagrad", ["r", "t", "x", "g", "h"], ["x2", "h2"],
+                            domain="ai.onnx.preview.training", decay_factor=0.1, epsilon=1e-5,
+                            norm_coefficient=0.001)
+    inputs = [helper.make_tensor_value_info("r", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("t", TensorProto.INT64, [])]
+    inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in "xgh"]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("x2", "h2")]
+    graph = helper.make_graph([node], "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.preview.training", 1)])
+    onnx.save(model, str(path))
+    return path

@@ -122,3 +122,14 @@ def test_verify_uses_given_inputs(kiln, demo, tmp_path):
     assert "input  image: float[5,3,8,8]" in r.stdout
     r = kiln("verify", demo, "--input", f"nope={tmp_path / 'x.pb'}")
     assert r.returncode == 1 and "no input named 'nope'" in r.stderr
+
+
+def test_verify_when_onnxruntime_cannot_run_the_model(kiln, tmp_path):
+    model = cli_models.adagrad(tmp_path / "adagrad.onnx")
+    r = kiln("verify", model)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cannot run the model, skipped" in r.stdout and "Adagrad" in r.stdout
+    assert "Traceback" not in r.stdout
+    assert "verify: PASS: 2 outputs within tolerance of the reference interpreter\n" in r.stdout
+    r = kiln("verify", model, "--reference", "onnxruntime")
+    assert r.returncode == 1 and "onnxruntime failed on" in r.stderr
