@@ -227,7 +227,22 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
     for (const ir::Value* v : n->outputs()) {
       if (!v || status_of(v) != Status::Drifts) continue;
       NodeDrift drift{n->label(), v->name(), stats[v], {}};
-      // The nodes feeding it through values nobody could compare.
+      // The nodes feeding it through values nobody could compare; those computing from weights
+      // alone (an Identity of an initializer, folded away) cannot be where data drifts.
+      std::set<const ir::Value*> dynamic;
+      for (const ir::Value* in : reference.inputs()) {
+        if (!in->is_constant()) dynamic.insert(in);
+      }
+      for (const ir::Node* m : reference.nodes()) {
+        std::vector<const ir::Value*> in;
+        collect_reads(*m, reference, in);
+        bool reads_data = false;
+        for (const ir::Value* r : in) reads_data = reads_data || dynamic.count(r);
+        if (!reads_data) continue;
+        for (const ir::Value* o : m->outputs()) {
+          if (o) dynamic.insert(o);
+        }
+      }
       std::set<const ir::Node*> hidden;
       std::vector<const ir::Value*> reads;
       collect_reads(*n, reference, reads);
@@ -236,7 +251,7 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
         const ir::Value* r = reads.back();
         reads.pop_back();
         if (!visited.insert(r).second || status_of(r) != Status::NotCompared) continue;
-        if (!r->producer() || !reference_values.count(r->name())) continue;
+        if (!r->producer() || !dynamic.count(r)) continue;
         hidden.insert(r->producer());
         collect_reads(*r->producer(), reference, reads);
       }
