@@ -107,36 +107,63 @@ void add_input_options(CLI::App* cmd, InputOptions& o) {
   cmd->add_option("--seed", o.seed, "Seed of the random inputs")->capture_default_str();
 }
 
-Tensor random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
-                    DimChoice choice, uint64_t seed) {
-  const TypeInfo& t = input.type;
-  KILN_CHECK_ARG(t.is_tensor() && t.shape, "input '{}' has type {}: give it with --input",
-                 input.name, t.to_string());
+namespace {
+
+Tensor random_tensor(const TypeInfo& t, const std::string& name,
+                     const std::map<std::string, int64_t>& dims, DimChoice choice,
+                     std::mt19937_64& rng) {
+  KILN_CHECK_ARG(t.is_tensor() && t.shape, "input '{}' has type {}: give it with --input", name,
+                 t.to_string());
   std::vector<int64_t> shape;
   for (const Dim& d : t.shape->dims()) shape.push_back(dim_value(d, dims, choice));
   Tensor out(t.dtype, shape);
-  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> real(-1.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
-  dispatch_dtype(t.dtype, fmt::format("random input '{}'", input.name), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      if constexpr (std::is_same_v<T, std::string>) {
-        p[i] = std::to_string(small(rng));
-      } else if constexpr (std::is_same_v<T, bool>) {
-        p[i] = small(rng) % 2;
-      } else if constexpr (std::is_integral_v<T>) {
-        // 0 or 1: valid as an index into any table of two rows or more, as a mask and as a
-        // token type, which generated inputs for the precision gate must be (a BERT token-type
-        // table has two rows).
-        p[i] = static_cast<T>(small(rng) % 2);
-      } else {
-        p[i] = T(static_cast<float>(real(rng)));
-      }
-    }
-  });
+  dispatch_dtype<DTypeSet::AllWithLowPrecision>(
+      t.dtype, fmt::format("random input '{}'", name), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* p = out.data<T>();
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          if constexpr (std::is_same_v<T, std::string>) {
+            p[i] = std::to_string(small(rng));
+          } else if constexpr (std::is_same_v<T, bool>) {
+            p[i] = small(rng) % 2;
+          } else if constexpr (std::is_integral_v<T>) {
+            // 0 or 1: valid as an index into any table of two rows or more, as a mask and as a
+            // token type, which generated inputs for the precision gate must be (a BERT
+            // token-type table has two rows).
+            p[i] = static_cast<T>(small(rng) % 2);
+          } else if constexpr (is_sub_byte_int_v<T>) {
+            p[i] = T::from_field(static_cast<uint8_t>(small(rng) % 2));
+          } else if constexpr (requires { T::from_double(0.0); }) {
+            p[i] = T::from_double(real(rng));
+          } else if constexpr (requires { T::from_float(0.0f); }) {
+            p[i] = T::from_float(static_cast<float>(real(rng) + 1.5));  // E8M0: powers of two > 0
+          } else {
+            p[i] = T(static_cast<float>(real(rng)));
+          }
+        }
+      });
   return out;
+}
+
+}  // namespace
+
+RtValue random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
+                     DimChoice choice, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const TypeInfo& t = input.type;
+  // An optional input is given; a sequence gets two tensors.
+  if (t.kind == TypeInfo::Kind::Optional && t.elem) {
+    return random_input({input.name, *t.elem}, dims, choice, seed);
+  }
+  if (t.kind == TypeInfo::Kind::Sequence && t.elem && t.elem->is_tensor()) {
+    std::vector<Tensor> items;
+    for (int k = 0; k < 2; ++k)
+      items.push_back(random_tensor(*t.elem, input.name, dims, choice, rng));
+    return RtValue::sequence(std::move(items));
+  }
+  return random_tensor(t, input.name, dims, choice, rng);
 }
 
 runtime::Feeds make_feeds(const std::vector<IoInfo>& inputs,

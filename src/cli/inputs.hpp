@@ -31,10 +31,10 @@ void add_input_options(CLI::App* cmd, InputOptions& options);
 enum class DimChoice { Min, Max };
 
 // Random data for a declared input: floats uniform in [-1, 1), integers 0 or 1, bools, strings
-// of digits.
+// of digits (low-precision types alike); an optional input is given, a sequence gets two tensors.
 // Unknown dims are 1.
-Tensor random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
-                    DimChoice choice, uint64_t seed);
+RtValue random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
+                     DimChoice choice, uint64_t seed);
 
 // Feeds for every declared input: the file given for it, else random data (each input seeded
 // from `seed` and its position, so one input's data does not depend on the others). A file for

@@ -70,7 +70,8 @@ GateResult run_precision_gate(const std::string& engine_path, const engine::Targ
     if (!files.empty()) source += ", with the --input files";
   }
 
-  std::map<std::string, double> worst;  // output -> largest relative L2 error seen
+  std::map<std::string, double> worst;         // output -> largest relative L2 error seen
+  std::map<std::string, std::string> skipped;  // output -> why it was not checked
   std::vector<std::string> order;
   for (const IoInfo& io : session->outputs()) order.push_back(io.name);
   Progress progress("precision gate", sets.size());
@@ -86,7 +87,12 @@ GateResult run_precision_gate(const std::string& engine_path, const engine::Targ
                               "the gate with --no-verify",
                               k + 1, shapes_of(sets[k]), e.message()));
     }
-    for (const auto& c : report.outputs) worst[c.name] = std::max(worst[c.name], c.stats.rel_l2);
+    for (const auto& c : report.outputs) {
+      if (c.skipped.empty())
+        worst[c.name] = std::max(worst[c.name], c.stats.rel_l2);
+      else
+        skipped[c.name] = c.skipped;
+    }
     if (report.pass()) continue;
     progress.finish();
     out << fmt::format(
@@ -110,7 +116,11 @@ GateResult run_precision_gate(const std::string& engine_path, const engine::Targ
   progress.finish();
   std::string summary;
   for (const std::string& name : order) {
-    summary += fmt::format("{}{} {:.1e}", summary.empty() ? "" : ", ", name, worst[name]);
+    if (skipped.count(name))
+      summary +=
+          fmt::format("{}{} not checked: {}", summary.empty() ? "" : ", ", name, skipped[name]);
+    else
+      summary += fmt::format("{}{} {:.1e}", summary.empty() ? "" : ", ", name, worst[name]);
   }
   out << fmt::format(
       "precision gate: PASS on {}: {} within {} of the reference (worst relative "

@@ -44,6 +44,11 @@ std::string format_checks(const std::vector<runtime::OutputCheck>& checks,
     auto it = std::find_if(checks.begin(), checks.end(),
                            [&](const runtime::OutputCheck& c) { return c.name == name; });
     if (it == checks.end()) continue;
+    if (!it->skipped.empty()) {
+      out += fmt::format("  {:<{}}  {}  SKIP ({})\n", name, width, format_stats(it->stats),
+                         it->skipped);
+      continue;
+    }
     out += fmt::format("  {:<{}}  {}  {}\n", name, width, format_stats(it->stats),
                        it->pass ? "PASS" : "FAIL");
   }

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "passes/passes.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/session.hpp"
 
@@ -107,6 +108,23 @@ void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const 
 
 enum class Status { NotCompared, Matches, Drifts };
 
+bool is_random(const ir::Node& n) {
+  if (passes::is_nondeterministic(n)) return true;
+  for (const auto& [name, a] : n.attributes()) {
+    std::vector<const ir::Graph*> subs;
+    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
+    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
+      for (const auto& g : *gs) subs.push_back(g.get());
+    }
+    for (const ir::Graph* g : subs) {
+      for (const ir::Node* inner : g->nodes()) {
+        if (is_random(*inner)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string DriftTolerance::describe() const {
@@ -143,6 +161,35 @@ ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const Dri
 
 bool within_tolerance(const ErrorStats& s, const DriftTolerance& tol) {
   return s.mismatch.empty() && s.rel_l2 <= tol.max_rel_l2 && s.outside == 0;
+}
+
+void skip_nondeterministic(const ir::Graph& reference, std::vector<OutputCheck>& checks) {
+  std::unordered_map<const ir::Value*, const ir::Node*> random_source;
+  for (const ir::Node* n : reference.nodes()) {
+    const ir::Node* source = is_random(*n) ? n : nullptr;
+    if (!source) {
+      std::vector<const ir::Value*> reads;
+      collect_reads(*n, reference, reads);
+      for (const ir::Value* r : reads) {
+        auto it = random_source.find(r);
+        if (it != random_source.end()) {
+          source = it->second;
+          break;
+        }
+      }
+    }
+    if (!source) continue;
+    for (const ir::Value* o : n->outputs()) {
+      if (o) random_source[o] = source;
+    }
+  }
+  for (OutputCheck& c : checks) {
+    const ir::Value* v = reference.find_local_value(c.name);
+    auto it = v ? random_source.find(v) : random_source.end();
+    if (it == random_source.end()) continue;
+    c.skipped = fmt::format("computed from the random op {}", it->second->label());
+    c.pass = true;
+  }
 }
 
 std::vector<OutputCheck> compare_outputs(const Feeds& actual, const Feeds& expected,
@@ -291,6 +338,7 @@ PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Gr
   }
   Feeds actual = candidate.run(cand_feeds);
   report.outputs = compare_outputs(actual, expected, tol);
+  skip_nondeterministic(*reference, report.outputs);
   if (report.pass()) return report;
   report.first_drift = find_first_drift(reference, candidate.model().graph, feeds, tol);
   report.reproduced = report.first_drift.has_value();

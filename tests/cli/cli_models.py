@@ -86,3 +86,22 @@ def adagrad(path):
         helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.preview.training", 1)])
     onnx.save(model, str(path))
     return path
+
+
+def random_noise(path):
+    """y = x + RandomUniformLike(x) and z = x * 2: y differs from run to run, z does not."""
+    two = numpy_helper.from_array(np.array([2.0], np.float32), "two")
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["noise"], name="noise"),
+             helper.make_node("Add", ["x", "noise"], ["y"], name="add"),
+             helper.make_node("Mul", ["x", "two"], ["z"], name="double")]
+    return _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]),
+                  helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])], [two], path)
+
+
+def sequence_input(path):
+    """y = ConcatFromSequence(seq): a sequence input the gate generates two tensors for."""
+    nodes = [helper.make_node("ConcatFromSequence", ["seq"], ["y"], name="concat", axis=0)]
+    seq = helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2, 3])
+    return _save(nodes, [seq], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+                 [], path)

@@ -1,4 +1,6 @@
 """The precision gate of kiln compile: checked engines are written, drifting ones refused."""
+import re
+
 import numpy as np
 from onnx import numpy_helper
 
@@ -87,3 +89,22 @@ def test_gate_error_when_the_reference_cannot_run_the_inputs(kiln, demo, tmp_pat
     assert r.returncode == 1
     assert "precision gate: running input set 1" in r.stderr and "--no-verify" in r.stderr
     assert not (tmp_path / "d.kiln").exists() and not leftovers(tmp_path)
+
+
+def test_gate_does_not_hold_random_outputs_to_the_tolerance(kiln, tmp_path):
+    import cli_models
+    model = cli_models.random_noise(tmp_path / "noise.onnx")
+    r = kiln("compile", model, "-o", tmp_path / "n.kiln")
+    assert r.returncode == 0, r.stderr
+    assert "y not checked: computed from the random op RandomUniformLike 'noise'" in r.stdout
+    assert re.search(r"z \d\.\de[+-]\d\d", r.stdout)
+    r = kiln("verify", tmp_path / "n.kiln", "--reference", "interpreter")
+    assert r.returncode == 0 and "SKIP (computed from the random op" in r.stdout
+
+
+def test_gate_generates_sequence_inputs(kiln, tmp_path):
+    import cli_models
+    model = cli_models.sequence_input(tmp_path / "seq.onnx")
+    r = kiln("compile", model, "-o", tmp_path / "s.kiln")
+    assert r.returncode == 0, r.stderr
+    assert "precision gate: PASS" in r.stdout
