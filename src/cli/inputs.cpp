@@ -170,7 +170,8 @@ runtime::Feeds make_feeds(const std::vector<IoInfo>& inputs,
                           const std::map<std::string, std::string>& files,
                           const std::map<std::string, int64_t>& dims, uint64_t seed,
                           DimChoice choice) {
-  for (const auto& [name, path] : files) {
+  for (const auto& entry : files) {
+    const std::string& name = entry.first;
     bool known =
         std::any_of(inputs.begin(), inputs.end(), [&](const IoInfo& i) { return i.name == name; });
     KILN_CHECK(known, ErrorCode::NotFound, "the model has no input named '{}'", name);
