@@ -49,6 +49,19 @@ std::optional<std::vector<int64_t>> perm_of(const ir::Node& t) {
   return p;
 }
 
+// The mask broadcasts over the scores without widening their last two dims (which the fused op
+// takes from Q and K).
+bool mask_fits(const ir::Value* mask, const ir::Value* scores) {
+  const std::optional<Shape>& ms = mask->type().shape;
+  const std::optional<Shape>& ss = scores->type().shape;
+  if (!ms || !ss || ss->rank() < 2) return false;
+  for (size_t i = 1; i <= std::min<size_t>(2, ms->rank()); ++i) {
+    const Dim& m = (*ms)[ms->rank() - i];
+    if (!(m.is_static() && m.value() == 1) && !same_dim(m, (*ss)[ss->rank() - i])) return false;
+  }
+  return true;
+}
+
 // softmax(Q K^T * scale [+ mask]) V, written as
 //   MatMul(Q [* c], KT) -> [Div|Mul by constant] -> [Add mask] -> Softmax(last axis) -> MatMul(.,
 //   V)
@@ -86,6 +99,7 @@ bool fuse(Rewriter& rw, ir::Node& out_mm) {
     if (!mask) return false;
     dead.push_back(add);
   }
+  if (mask && !mask_fits(mask, scores)) return false;
   scores = unscaled(rw, scores, scale, dead);
   ir::Node* qk = rw.producer(scores, "MatMul");
   if (!qk || !rw.single_use(scores)) return false;

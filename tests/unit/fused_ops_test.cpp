@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <onnx/onnx-ml.pb.h>
 
@@ -102,6 +103,62 @@ TEST(FusedOps, SurviveTheEngineFileAndTheOnnxExporter) {
   ir::Model back = onnx_io::import_model_bytes(proto.SerializeAsString(), {});
   EXPECT_EQ(ops_of(*back.graph), ops_of(*m.graph));
   testing::expect_same_values(testing::run_graph(back.graph, feeds), expected, 1e-4, 1e-5);
+}
+
+// Gelu and LayerNorm on their own (not absorbed by a neighbour), and a pre-norm residual whose
+// sum is read after the norm (SkipLayerNormalization with its optional outputs 1-2 left empty).
+std::shared_ptr<ir::Graph> norm_and_gelu_model(int opset) {
+  GraphBuilder b(opset);
+  const testing::LayerNormForm form = {.axes_input = opset >= 18};
+  ir::Value* x = b.input("x", {Dim::symbol("batch"), Dim::symbol("seq"), 8});
+  ir::Value* skip = b.input("skip", {Dim::symbol("batch"), Dim::symbol("seq"), 8});
+  b.output(testing::erf_gelu(b, x));
+  b.output(testing::tanh_gelu(b, skip));
+  b.output(testing::decomposed_layer_norm(b, skip, 8, form));
+  ir::Value* sum = b.op("Add", {x, skip});
+  ir::Value* normed = testing::decomposed_layer_norm(b, sum, 8, form);
+  b.output(b.op("Add", {sum, b.op("Sigmoid", {normed})}));
+  return b.graph;
+}
+
+TEST(FusedOps, StandardOrKilnNormAndGeluByOpsetThroughEngineAndExport) {
+  for (int opset : {13, 17, 20}) {
+    SCOPED_TRACE(::testing::Message() << "opset " << opset);
+    auto reference = norm_and_gelu_model(opset);
+    ir::Model m;
+    m.ir_version = 8;
+    m.graph = optimized(norm_and_gelu_model(opset));
+    std::map<std::string, size_t> want = {
+        {"Sigmoid", 1}, {"Add", 1}, {"ai.kiln.SkipLayerNormalization", 1}};
+    want[opset >= 17 ? "LayerNormalization" : "ai.kiln.LayerNormalization"] = 1;
+    want[opset >= 20 ? "Gelu" : "ai.kiln.Gelu"] = 2;
+    EXPECT_EQ(ops_of(*m.graph), want);
+    for (const ir::Node* n : m.graph->nodes()) {
+      if (n->op_type() == "SkipLayerNormalization") {
+        ASSERT_EQ(n->outputs().size(), 4u);
+        EXPECT_TRUE(!n->output(1) && !n->output(2) && n->output(3));
+      }
+    }
+    auto feeds = testing::random_feeds(*reference, 3, kDims);
+    const std::vector<RtValue> expected = testing::run_graph(reference, feeds);
+    testing::expect_same_values(testing::run_graph(m.graph, feeds), expected, 1e-4, 1e-5);
+
+    engine::LoadedEngine e = engine::read_engine_bytes([&] {
+      const std::string path =
+          (std::filesystem::temp_directory_path() / "kiln_norm_gelu_test.kiln").string();
+      engine::write_engine(m, {}, path);
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      std::filesystem::remove(path);
+      return bytes;
+    }());
+    EXPECT_EQ(ir::print_graph(*e.model.graph), ir::print_graph(*m.graph));
+    testing::expect_same_values(testing::run_graph(e.model.graph, feeds), expected, 1e-4, 1e-5);
+
+    ir::Model back = onnx_io::import_model_bytes(onnx_io::export_model(m).SerializeAsString(), {});
+    EXPECT_EQ(ops_of(*back.graph), want);
+    testing::expect_same_values(testing::run_graph(back.graph, feeds), expected, 1e-4, 1e-5);
+  }
 }
 
 TEST(FusedOps, EveryPassCanBeDisabledByName) {
