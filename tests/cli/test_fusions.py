@@ -1,6 +1,8 @@
 """The graph fusions on whole models through `kiln compile`: node counts drop, fused ops reach the
 engine file, and the engine computes what the unoptimized ONNX model computes."""
+import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -62,3 +64,29 @@ def test_disabled_passes_leave_their_patterns(kiln, tmp_path, monkeypatch):
     ops = kiln("inspect", tmp_path / "encoder.kiln").stdout
     assert re.search(r"^  Softmax +1\b", ops, re.M)
     assert re.search(r"^  ReduceMean +4\b", ops, re.M)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def system_torch():
+    try:
+        return subprocess.run([SYSTEM_PYTHON, "-c", "import torch"], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not system_torch(), reason="needs Debian's python3-torch")
+@pytest.mark.parametrize("opset,extra", [(13, []), (14, ["--tanh"]), (17, []), (13, ["--static"])])
+def test_torch_exported_encoder_layer(kiln, tmp_path, opset, extra):
+    script = os.path.join(os.path.dirname(make_transformer_model.__file__),
+                          "export_torch_encoder.py")
+    r = subprocess.run([SYSTEM_PYTHON, script, str(tmp_path / "encoder.onnx"), "--opset",
+                        str(opset), *extra], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    dims = [] if "--static" in extra else ["batch=2", "seq=5"]
+    before, after, ops = compile_and_compare(kiln, tmp_path, dims)
+    assert after == 17, (before, after, ops)
+    assert re.search(r"ai\.kiln\.ScaledDotProductAttention +1\b", ops)
+    assert re.search(r"ai\.kiln\.SkipLayerNormalization +2\b", ops)

@@ -3,6 +3,9 @@
 // the same outputs as before on random inputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "graph_builder.hpp"
 #include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
@@ -187,6 +190,26 @@ TEST(FuseBiasActivation, MatMulBiasAndActivationBecomeFusedMatMul) {
                                           {{"batch", 2}, {"seq", 3}});
     expect_fused(*g, "FusedMatMul", c.name);
     EXPECT_EQ(g->nodes()[0]->inputs().size(), 3u);
+  }
+}
+
+TEST(FuseBiasActivation, FusedActivationsAgreeWithTheOpsOnEdgeValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::from_vector<float>(
+      {9, 1}, {std::nanf(""), inf, -inf, 0.0f, -0.0f, 60.0f, -60.0f, 3.0f, -2.9f});
+  for (const ActivationCase& c : activation_cases()) {
+    SCOPED_TRACE(::testing::Message() << c.name << " at opset " << c.opset);
+    auto build = [&] {
+      GraphBuilder b(c.opset);
+      ir::Value* y = b.op("MatMul", {b.input("x", {9, 1}), b.constant({1, 1}, {1.0f})});
+      b.output(c.apply(b, y));
+      return b.graph;
+    };
+    auto fused = build();
+    ASSERT_TRUE(passes::FuseBiasActivation{}.apply(*fused));
+    passes::EliminateDeadCode{}.apply(*fused);
+    expect_fused(*fused, "FusedMatMul", c.name);
+    testing::expect_same_values(testing::run_graph(fused, {x}), testing::run_graph(build(), {x}));
   }
 }
 
