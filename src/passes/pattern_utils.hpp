@@ -2,6 +2,7 @@
 // What the fusion passes share: a rewriter that keeps the readers of every value known while a
 // sweep rewrites the graph, and small predicates for matching node patterns.
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
