@@ -58,8 +58,12 @@ std::string format_checks(const std::vector<runtime::OutputCheck>& checks,
 std::string format_drift(const runtime::NodeDrift& d) {
   std::string text = fmt::format("{} (output '{}': {})", d.node, d.value, format_stats(d.stats));
   if (!d.unobserved.empty()) {
-    text += "; it reads, through values the compiled graph does not keep, the output of ";
-    for (size_t i = 0; i < d.unobserved.size(); ++i) text += (i ? ", " : "") + d.unobserved[i];
+    // Their outputs were fused away or renamed, so the drift may start in any of them.
+    text += "; the drift may start earlier, in ";
+    for (size_t i = 0; i < d.unobserved.size(); ++i) {
+      text += (i == 0 ? "" : i + 1 == d.unobserved.size() ? " or " : ", ") + d.unobserved[i];
+    }
+    text += ", whose output the compiled graph does not keep (fused or renamed)";
   }
   return text;
 }
