@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/session.hpp"
@@ -227,8 +228,48 @@ Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& fe
   return kept;
 }
 
+namespace {
+
+// The candidate's values under reference names: as they are, plus renamed ones matched by place.
+Feeds align_candidate(const ir::Graph& reference, const ir::Graph& candidate, const Feeds& values) {
+  Feeds aligned = values;
+  auto same_op = [](const ir::Node& c, const ir::Node& r) {
+    if (c.domain() == r.domain() && c.op_type() == r.op_type()) return true;
+    return c.domain() == ops::kKilnDomain && r.domain().empty() &&
+           c.op_type() == "Fused" + r.op_type();
+  };
+  for (const ir::Node* c : candidate.nodes()) {
+    const ir::Node* r = nullptr;
+    for (const ir::Value* out : c->outputs()) {
+      const ir::Value* twin = out ? reference.find_local_value(out->name()) : nullptr;
+      if (twin && twin->producer()) {
+        r = twin->producer();
+        break;
+      }
+    }
+    if (!r || !same_op(*c, *r)) continue;
+    for (size_t k = 0; k < std::min(c->inputs().size(), r->inputs().size()); ++k) {
+      const ir::Value* cv = c->input(k);
+      const ir::Value* rv = r->input(k);
+      if (!cv || !rv || cv->is_constant() || rv->is_constant() || cv->name() == rv->name())
+        continue;
+      // Only a value the candidate renamed, standing where a value it lacks stood.
+      if (reference.find_local_value(cv->name()) || values.count(rv->name())) continue;
+      auto it = values.find(cv->name());
+      if (it != values.end()) aligned.emplace(rv->name(), it->second);
+    }
+  }
+  return aligned;
+}
+
+}  // namespace
+
 std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds& reference_values,
-                                        const Feeds& candidate_values, const DriftTolerance& tol) {
+                                        const Feeds& given_candidate_values,
+                                        const DriftTolerance& tol, const ir::Graph* candidate) {
+  Feeds candidate_values = candidate
+                               ? align_candidate(reference, *candidate, given_candidate_values)
+                               : given_candidate_values;
   std::unordered_map<const ir::Value*, Status> status;
   std::unordered_map<const ir::Value*, ErrorStats> stats;
   for (const ir::Node* n : reference.nodes()) {
@@ -316,7 +357,7 @@ std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> refer
                                           const Feeds& feeds, const DriftTolerance& tol) {
   Feeds candidate_values = run_keeping_values(candidate, feeds);
   Feeds reference_values = run_keeping_values(reference, feeds);
-  return first_drift_in(*reference, reference_values, candidate_values, tol);
+  return first_drift_in(*reference, reference_values, candidate_values, tol, candidate.get());
 }
 
 bool PrecisionReport::pass() const {

@@ -83,8 +83,15 @@ Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& fe
 // drifts only because a pass legitimately changed what its name holds (BatchNormalization folded
 // into the Conv before it) is followed by matching values again, so it is not blamed. nullopt
 // when no graph output drifts.
+//
+// With `candidate` (the graph `candidate_values` come from), a value the candidate renamed is
+// still compared when its place says what it is: a candidate node whose output keeps its name and
+// whose op is the reference node's (or Kiln's fused form of it) reads, in each input slot, the
+// counterpart of the reference node's input in that slot (a FusedConv's output read by the MaxPool
+// that read the Relu's output).
 std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds& reference_values,
-                                        const Feeds& candidate_values, const DriftTolerance& tol);
+                                        const Feeds& candidate_values, const DriftTolerance& tol,
+                                        const ir::Graph* candidate = nullptr);
 
 // first_drift_in with both sides computed by the reference interpreter from `feeds`.
 std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> reference,

@@ -158,15 +158,33 @@ TEST(Precision, ValueRewrittenByALegitimateFoldIsNotBlamed) {
   EXPECT_EQ(drift->node, "Mul 'scale'");  // not Mul 'double', whose "a" differs legitimately
 }
 
-TEST(Precision, FusedAwayValuesAreReportedAsUnobserved) {
-  // The candidate lacks "h" (fused into the Relu, say) and its first weight is wrong.
+TEST(Precision, RenamedValuesAreMatchedByPlace) {
+  // The candidate renamed "h" (as a fusion pass names its result); the Relu reading it still has
+  // its output "r", so the renamed value is compared where "h" stood, and the Mul that made it,
+  // whose weight is wrong, is named.
   GraphBuilder cand;
-  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "fused");
+  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "h_fused");
   ir::Value* r = cand.node("Relu", "act", {h}, "r");
   auto candidate = cand.finish(cand.node("Mul", "second", {r, cand.constant("w2", 3)}, "y"));
   auto drift = find_first_drift(two_layer(2, 3), candidate, feeds(), {});
   ASSERT_TRUE(drift);
+  EXPECT_EQ(drift->node, "Mul 'first'");
+  EXPECT_EQ(drift->value, "h");
+  EXPECT_TRUE(drift->unobserved.empty());
+}
+
+TEST(Precision, ValuesWithNoCounterpartAreReportedAsUnobserved) {
+  // Both "h" and "r" renamed: "r" is matched by place (the last Mul reads it), "h" cannot be (the
+  // node reading it renamed its output too), so the drift is seen first at the Relu and the Mul
+  // before it is named as where it may start.
+  GraphBuilder cand;
+  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "m");
+  ir::Value* r = cand.node("Relu", "act", {h}, "r2");
+  auto candidate = cand.finish(cand.node("Mul", "second", {r, cand.constant("w2", 3)}, "y"));
+  auto drift = find_first_drift(two_layer(2, 3), candidate, feeds(), {});
+  ASSERT_TRUE(drift);
   EXPECT_EQ(drift->node, "Relu 'act'");
+  EXPECT_EQ(drift->value, "r");
   ASSERT_EQ(drift->unobserved.size(), 1u);
   EXPECT_EQ(drift->unobserved[0], "Mul 'first'");
 }
