@@ -49,6 +49,7 @@ void accumulate(const Tensor& a, const Tensor& e, const DriftTolerance& tol, Acc
     return;
   }
   s.elements += a.numel();
+  s.dtype = a.dtype();
   if (a.dtype() == DataType::String) {
     for (int64_t i = 0; i < a.numel(); ++i) {
       if (a.data<std::string>()[i] != e.data<std::string>()[i]) {
@@ -128,8 +129,20 @@ bool is_random(const ir::Node& n) {
 
 }  // namespace
 
+double DriftTolerance::max_rel_l2_for(DataType type) const {
+  if (!scale_by_type) return max_rel_l2;
+  double floor = 0;
+  if (type == DataType::Float16) floor = 1e-3;
+  if (type == DataType::BFloat16) floor = 1e-2;
+  if (dtype_is_low_precision(type) && !dtype_is_integer(type) && type != DataType::Int4 &&
+      type != DataType::UInt4 && type != DataType::Int2 && type != DataType::UInt2)
+    floor = 1e-1;
+  return std::max(max_rel_l2, floor);
+}
+
 std::string DriftTolerance::describe() const {
   std::string s = fmt::format("relative L2 <= {:.1e}", max_rel_l2);
+  if (scale_by_type && max_rel_l2 < 1e-1) s += " (float16 1e-3, bfloat16 1e-2, float8 1e-1)";
   if (rtol || atol) {
     s += fmt::format(", |a-e| <= {:.1e} + {:.1e}*|e| per element", atol.value_or(0),
                      rtol.value_or(0));
@@ -161,7 +174,7 @@ ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const Dri
 }
 
 bool within_tolerance(const ErrorStats& s, const DriftTolerance& tol) {
-  return s.mismatch.empty() && s.rel_l2 <= tol.max_rel_l2 && s.outside == 0;
+  return s.mismatch.empty() && s.rel_l2 <= tol.max_rel_l2_for(s.dtype) && s.outside == 0;
 }
 
 void skip_nondeterministic(const ir::Graph& reference, std::vector<OutputCheck>& checks) {

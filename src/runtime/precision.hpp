@@ -23,6 +23,11 @@ using Feeds = std::map<std::string, RtValue>;
 struct DriftTolerance {
   // Relative L2 error ||a - e|| / ||e|| allowed per value (||a - e|| when e is all zeros).
   double max_rel_l2 = 1e-4;
+  // Values of a type coarser than float32 cannot be held to 1e-4: the order of operations alone
+  // moves them more. When set, the limit is at least 1e-3 for float16, 1e-2 for bfloat16 and 1e-1
+  // for the float8/float4 types.
+  bool scale_by_type = true;
+  double max_rel_l2_for(DataType type) const;
   // When either is set, every element must also satisfy |a - e| <= atol + rtol * |e| (an unset
   // one counts as 0).
   std::optional<double> rtol, atol;
@@ -41,6 +46,7 @@ struct ErrorStats {
   int64_t elements = 0;
   int64_t outside = 0;  // elements breaking the rtol/atol rule, when one is set
   std::string mismatch;
+  DataType dtype = DataType::Undefined;  // of the values compared
 };
 
 ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const DriftTolerance& tol);

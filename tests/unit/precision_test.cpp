@@ -48,6 +48,24 @@ TEST(Precision, NaNsMatchOnlyNaNsAndIntegersCompareExactly) {
   EXPECT_DOUBLE_EQ(ints.max_abs, 1.0);
 }
 
+TEST(Precision, CoarseTypesGetALooserDefaultLimit) {
+  auto halves = [](std::vector<float> v) {
+    Tensor t(DataType::Float16, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<Float16>()[i] = Float16(v[i]);
+    return RtValue(t);
+  };
+  // 1000 and 1000.5 are both exact float16 values: a relative L2 error of 5e-4.
+  DriftTolerance tol;
+  ErrorStats s = error_stats(halves({1000.5f}), halves({1000}), tol);
+  EXPECT_NEAR(s.rel_l2, 5e-4, 1e-9);
+  EXPECT_TRUE(within_tolerance(s, tol));
+  // The same error in float32 is past the default, as it is for float16 once a limit is given.
+  EXPECT_FALSE(
+      within_tolerance(error_stats(floats({1}, {1000.5f}), floats({1}, {1000}), tol), tol));
+  tol.scale_by_type = false;
+  EXPECT_FALSE(within_tolerance(s, tol));
+}
+
 TEST(Precision, ShapeOrTypeMismatchNeverPasses) {
   DriftTolerance tol;
   ErrorStats s = error_stats(floats({2}, {1, 2}), floats({1, 2}, {1, 2}), tol);
