@@ -99,7 +99,7 @@ GateResult run_precision_gate(const std::string& engine_path, const engine::Targ
                "precision gate: {} vs the reference on the original graph, input set {} "
                "({}), {}:\n",
                what, k + 1, shapes_of(sets[k]), tol.describe())
-        << format_checks(report.outputs, order);
+        << format_checks(report.outputs, order, tol);
     GateResult r;
     const runtime::OutputCheck* bad = nullptr;
     for (const auto& c : report.outputs) {

@@ -40,7 +40,8 @@ std::string format_stats(const runtime::ErrorStats& s) {
 }
 
 std::string format_checks(const std::vector<runtime::OutputCheck>& checks,
-                          const std::vector<std::string>& order) {
+                          const std::vector<std::string>& order,
+                          const runtime::DriftTolerance& tol) {
   size_t width = 8;
   for (const auto& c : checks) width = std::max(width, c.name.size());
   std::string out;
@@ -53,8 +54,12 @@ std::string format_checks(const std::vector<runtime::OutputCheck>& checks,
                          it->skipped);
       continue;
     }
-    out += fmt::format("  {:<{}}  {}  {}\n", name, width, format_stats(it->stats),
-                       it->pass ? "PASS" : "FAIL");
+    double limit = tol.max_rel_l2_for(it->stats.dtype);
+    std::string note = limit != tol.max_rel_l2 ? fmt::format(" (limit {:.0e} for {})", limit,
+                                                             dtype_name(it->stats.dtype))
+                                               : "";
+    out += fmt::format("  {:<{}}  {}  {}{}\n", name, width, format_stats(it->stats),
+                       it->pass ? "PASS" : "FAIL", note);
   }
   return out;
 }

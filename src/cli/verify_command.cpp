@@ -111,7 +111,7 @@ int verify(const VerifyOptions& o) {
     runtime::skip_nondeterministic(*original.graph, checks);
     progress.finish();
     std::cout << "against the reference interpreter on the original graph:\n"
-              << format_checks(checks, order);
+              << format_checks(checks, order, tol);
     compared.push_back("the reference interpreter");
     if (!all_pass(checks)) {
       pass = false;
@@ -153,7 +153,7 @@ int verify(const VerifyOptions& o) {
       runtime::skip_nondeterministic(*original.graph, checks);
       progress.finish();
       std::cout << fmt::format("against onnxruntime {} on the original model:\n", ort.version)
-                << format_checks(checks, order);
+                << format_checks(checks, order, tol);
       compared.push_back("onnxruntime " + ort.version);
       if (!all_pass(checks)) {
         pass = false;

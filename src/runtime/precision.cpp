@@ -142,7 +142,6 @@ double DriftTolerance::max_rel_l2_for(DataType type) const {
 
 std::string DriftTolerance::describe() const {
   std::string s = fmt::format("relative L2 <= {:.1e}", max_rel_l2);
-  if (scale_by_type && max_rel_l2 < 1e-1) s += " (float16 1e-3, bfloat16 1e-2, float8 1e-1)";
   if (rtol || atol) {
     s += fmt::format(", |a-e| <= {:.1e} + {:.1e}*|e| per element", atol.value_or(0),
                      rtol.value_or(0));

@@ -31,7 +31,8 @@ struct DriftTolerance {
   // When either is set, every element must also satisfy |a - e| <= atol + rtol * |e| (an unset
   // one counts as 0).
   std::optional<double> rtol, atol;
-  std::string describe() const;  // "relative L2 <= 1e-04", plus the element rule when set
+  // "relative L2 <= 1e-04", plus the element rule when set (not the per-type limits).
+  std::string describe() const;
 };
 
 // How far `actual` is from `expected`. Real tensors: largest absolute error, largest relative
