@@ -50,15 +50,17 @@ python: build
 test-python: python
 	PYTHONPATH=$(BUILD)/python python3 -m pytest -q tests/python
 
-# `pip install ./python` as a user runs it, into a scratch directory, then the Python tests against
-# that install. Its build tree is a sibling of $(BUILD) with the same build type and nanobind, so
-# ccache serves nearly every object the main build compiled (see docs/PYTHON.md).
+# `pip install ./python` as a user runs it (an isolated build: pip fetches the build requirements of
+# python/pyproject.toml), into a scratch directory, then the Python tests against that install. Its
+# build tree is a sibling of $(BUILD) with the same compiler (scikit-build-core would take Python's)
+# and build type, so ccache serves every Kiln object the main build compiled; only nanobind and the
+# module compile again (docs/API.md).
 PIP_BUILD ?= build-pip
 test-pip: build
 	rm -rf $(PIP_BUILD) $(PIP_BUILD)-site
-	python3 -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-	  --target $(PIP_BUILD)-site -C build-dir=$(CURDIR)/$(PIP_BUILD) \
-	  -C cmake.build-type=RelWithDebInfo ./python
+	CXX=$$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' $(BUILD)/CMakeCache.txt) \
+	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target $(PIP_BUILD)-site \
+	  -C build-dir=$(CURDIR)/$(PIP_BUILD) -C cmake.build-type=RelWithDebInfo ./python
 	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site python3 -m pytest -q -p no:cacheprovider tests/python
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
