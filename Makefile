@@ -48,7 +48,7 @@ python: build
 	cmake --build $(BUILD) -j $(JOBS) --target kiln_python
 
 test-python: python
-	PYTHONPATH=$(BUILD)/python python3 -m pytest -q tests/python
+	PYTHONPATH=$(BUILD)/python KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q tests/python
 
 # `pip install ./python` as a user runs it (an isolated build: pip fetches the build requirements of
 # python/pyproject.toml), into a scratch directory, then the Python tests against that install. Its
@@ -61,7 +61,7 @@ test-pip: build
 	CXX=$$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' $(BUILD)/CMakeCache.txt) \
 	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target $(PIP_BUILD)-site \
 	  -C build-dir=$(CURDIR)/$(PIP_BUILD) -C cmake.build-type=RelWithDebInfo ./python
-	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site python3 -m pytest -q -p no:cacheprovider tests/python
+	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q -p no:cacheprovider tests/python
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it

@@ -1,7 +1,9 @@
 """kiln.InferenceSession against onnxruntime on the same models: outputs, NodeArgs, dtypes,
 strings, sequences, non-contiguous feeds, options and providers."""
 import json
+import os
 import pathlib
+import subprocess
 import warnings
 
 import numpy as np
@@ -272,3 +274,28 @@ def test_providers(mlp_model):
     assert any("CUDAExecutionProvider is not available" in str(w.message) for w in caught)
     with pytest.raises(ValueError, match="unknown provider 'NoSuchExecutionProvider'"):
         kiln.InferenceSession(mlp_model, providers=["NoSuchExecutionProvider"])
+
+
+@pytest.fixture
+def kiln_cli():
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        pytest.skip("KILN_CLI (the kiln command, to compile an engine) is not set")
+    return cli
+
+
+def test_engines_by_path_and_bytes(mlp_model, kiln_cli, tmp_path):
+    engine = tmp_path / "mlp.kiln"
+    subprocess.run(
+        [kiln_cli, "compile", mlp_model, "-o", str(engine), "--shape-range", "x:1..8x4"],
+        check=True, capture_output=True,
+    )
+    x = np.random.default_rng(5).standard_normal((8, 4)).astype(np.float32)
+    want = ort_session(mlp_model).run(None, {"x": x})
+    for source in (str(engine), engine.read_bytes()):
+        sess = kiln.InferenceSession(source)
+        assert sess.get_inputs()[0].shape == ["batch", 4]
+        assert sess.get_inputs()[0].dim_ranges == [(1, 8), (4, 4)]
+        assert_same_outputs(sess.run(None, {"x": x}), want)
+        with pytest.raises(kiln.InvalidArgument, match="outside the declared range"):
+            sess.run(None, {"x": np.zeros((9, 4), np.float32)})
