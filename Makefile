@@ -39,7 +39,13 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-test: unit conformance conformance-engine
+# Real models at small sizes (tests/models): exported once into $(BUILD)/models, then each run
+# directly and as a compiled engine, within 1e-4 relative L2 of onnxruntime.
+.PHONY: test-models
+test-models: build
+	python3 -m pytest -q tests/models --build-dir $(BUILD)
+
+test: unit conformance conformance-engine test-models
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers

@@ -4,7 +4,8 @@
 Runs on Debian's system interpreter (/usr/bin/python3) because python3-torch and
 python3-torchvision (CPU builds, torch 1.13) install there, not in the pyenv python:
 
-    /usr/bin/python3 tools/models/export_models.py --out DIR [--small] [--opset 17] [--only NAME,...]
+    /usr/bin/python3 tools/models/export_models.py --out DIR [--small] [--opset 17 ...]
+                                                   [--only NAME|NAME_opNN,...]
 
 Each model becomes DIR/NAME_opNN.onnx plus DIR/NAME_opNN.json, which says how to draw inputs
 for it (one entry per data set; a model with dynamic dims gets data sets of different shapes).
@@ -283,10 +284,11 @@ def export_one(name, small, opset, out_dir):
                 m.bias.uniform_(-0.1, 0.1)
     stem = f"{name}_op{opset}"
     path = os.path.join(out_dir, stem + ".onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, spec["example"], path, opset_version=opset,
-                          input_names=spec["inputs"], output_names=spec["outputs"],
-                          dynamic_axes=spec["dynamic_axes"], do_constant_folding=True)
+    # Not under no_grad: there nn.MultiheadAttention (ViT) takes its fused inference path,
+    # aten::_native_multi_head_attention, which has no ONNX export.
+    torch.onnx.export(model, spec["example"], path, opset_version=opset,
+                      input_names=spec["inputs"], output_names=spec["outputs"],
+                      dynamic_axes=spec["dynamic_axes"], do_constant_folding=True)
     meta = {"name": stem, "model": stem + ".onnx", "opset": opset, "small": small,
             "sets": spec["sets"], "shape_range": spec.get("shape_range", "")}
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:
@@ -300,17 +302,24 @@ def main():
     ap.add_argument("--small", action="store_true", help="CI sizes")
     ap.add_argument("--opset", type=int, action="append",
                     help="opset(s) to export (default 17); repeat for more")
-    ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--only", default="",
+                    help="comma-separated NAME (at each --opset) or NAME_opNN (at opset NN)")
     args = ap.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(MODELS)
-    for n in names:
-        if n not in MODELS:
-            sys.exit(f"export_models: unknown model '{n}' (known: {', '.join(MODELS)})")
+    opsets = args.opset or [17]
+    # NAME exports the model at every --opset; NAME_opNN at that opset only.
+    wanted = []
+    for item in [n for n in args.only.split(",") if n] or list(MODELS):
+        name, _, opset = item.rpartition("_op")
+        if name in MODELS and opset.isdigit():
+            wanted.append((name, int(opset)))
+        elif item in MODELS:
+            wanted += [(item, o) for o in opsets]
+        else:
+            sys.exit(f"export_models: unknown model '{item}' (known: {', '.join(MODELS)})")
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    for opset in args.opset or [17]:
-        for n in names:
-            print(export_one(n, args.small, opset, args.out), flush=True)
+    for name, opset in wanted:
+        print(export_one(name, args.small, opset, args.out), flush=True)
 
 
 if __name__ == "__main__":
