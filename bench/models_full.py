@@ -2,7 +2,7 @@
 """Real models at their published sizes through Kiln, beside onnxruntime.
 
     python3 bench/models_full.py [--out build/models-full] [--only resnet50,bert,light_vgg19,...]
-                                 [--repeat 3] [--opset 17]
+                                 [--repeat 3] [--opset 17] [--small]
 
 Exports (Debian's /usr/bin/python3 with python3-torch) ResNet-50, MobileNetV2, EfficientNet-B0,
 ViT-B/16 at 224x224 batch 1, BERT-base (12 layers, hidden 768) at batch 1 x 128 tokens, the LSTM
@@ -12,7 +12,9 @@ engine, within 1e-4 relative L2; node counts, planned activation memory, and the
 time of Kiln (both paths) and of onnxruntime on the first data set, one process at a time.
 Writes OUT/results/CASE.json and prints the Markdown table (tools/models/summarize.py).
 
-On the reference kernels this takes long (ResNet-50 is tens of seconds a run): meant for when a
+--small measures the CI suite instead (tools/models/suite.py: small sizes, opsets 17 and 13).
+
+On the reference kernels the full sizes take long (ResNet-50 is tens of seconds a run): meant for when a
 fast backend lands. Build Kiln first (make build).
 """
 import argparse
@@ -30,7 +32,7 @@ sys.path.insert(0, TOOLS)
 
 from check_case import check_case  # noqa: E402
 from summarize import table  # noqa: E402
-from suite import SYSTEM_PYTHON  # noqa: E402
+from suite import SYSTEM_PYTHON, case_names  # noqa: E402
 
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
@@ -67,7 +69,10 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated: model names, light_* names")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--small", action="store_true", help="the CI suite's cases and sizes")
     args = ap.parse_args()
+    if args.small and args.out == ap.get_default("out"):
+        args.out = os.path.join(ROOT, "build", "models-bench-small")
     kiln = os.path.join(args.build_dir, "src", "kiln")
     check = os.path.join(args.build_dir, "tests", "kiln_model_check")
     for p in (kiln, check):
@@ -84,10 +89,16 @@ def main():
     results = os.path.join(args.out, "results")
     os.makedirs(results, exist_ok=True)
     stems = [f"{n}_op{args.opset}" for n in exported]
+    if args.small:
+        suite = [c for c in case_names() if not only or c.rpartition("_op")[0] in only or
+                 c in only]
+        stems = [c for c in suite if not c.startswith("light_")]
+        light = [c for c in suite if c.startswith("light_")]
+        exported = stems
     if exported:
         subprocess.run([SYSTEM_PYTHON, os.path.join(TOOLS, "export_models.py"), "--out",
-                        onnx_dir, "--opset", str(args.opset), "--only", ",".join(exported)],
-                       check=True)
+                        onnx_dir, "--opset", str(args.opset), "--only", ",".join(stems)] +
+                       (["--small"] if args.small else []), check=True)
     make = [sys.executable, os.path.join(TOOLS, "make_cases.py"), "--out", cases,
             "--only", ",".join(stems + light)]
     if exported:
