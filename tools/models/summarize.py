@@ -28,15 +28,21 @@ def row(r):
         return f"{x['max_rel_l2']:.1e}" if x else "failed"
 
     def ms(x):
-        return f"{x['set_ms'][0]:,.1f}" if x and x.get("set_ms") else "-"
+        # Set 0: median wall time (process CPU time).
+        if not x or not x.get("set_ms"):
+            return "-"
+        cpu = x.get("set_cpu_ms")
+        return f"{x['set_ms'][0]:,.1f}" + (f" ({cpu[0]:,.1f})" if cpu else "")
 
-    ort = f"{r['ort_ms']:,.1f}" if r.get("ort_ms") is not None else "-"
+    ort = "-"
+    if r.get("ort_ms") is not None:
+        ort = f"{r['ort_ms']:,.1f}" + (f" ({r['ort_cpu_ms']:,.1f})" if "ort_cpu_ms" in r else "")
     return (f"| {r['case']} | {nodes} | {memory} | {err(d)} | {err(e)} | {ms(d)} | {ms(e)} | "
             f"{ort} | {d.get('sets', '-')} | {'ok' if r.get('ok') else 'FAIL'} |")
 
 
 HEADER = ("| case | nodes before -> after | activations planned / naive | rel L2 direct | "
-          "rel L2 engine | direct ms | engine ms | onnxruntime ms | sets | |\n"
+          "rel L2 engine | direct ms (cpu) | engine ms (cpu) | onnxruntime ms (cpu) | sets | |\n"
           "|---|---|---|---|---|---|---|---|---|---|")
 
 
