@@ -43,7 +43,13 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-test: unit conformance conformance-engine test-python test-pip
+# Real models at small sizes (tests/models): exported once into $(BUILD)/models, then each run
+# directly and as a compiled engine, within 1e-4 relative L2 of onnxruntime.
+.PHONY: test-models
+test-models: build
+	python3 -m pytest -q tests/models --build-dir $(BUILD)
+
+test: unit conformance conformance-engine test-models test-python test-pip
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
 
 # The Python package's module, built in the main tree; PYTHONPATH=$(BUILD)/python imports it.

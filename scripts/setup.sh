@@ -20,6 +20,8 @@ PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core)
 if [ "${1:-}" = "--fuzz" ]; then
   APT_PACKAGES+=(clang libclang-rt-14-dev)
 fi
+# tests/models exports torchvision and torch models with Debian's CPU torch (for /usr/bin/python3).
+APT_PACKAGES+=(python3-torch python3-torchvision)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
