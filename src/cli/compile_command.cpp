@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,7 @@
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
-#include "runtime/memory_planner.hpp"
+#include "runtime/executor.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -67,6 +68,25 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+// "activation memory: ..." per arena and a histogram of the chosen kernels.
+std::string describe_execution_plan(const runtime::Executor& ex) {
+  std::string out;
+  for (const auto& a : ex.arena_summaries()) {
+    out += fmt::format(
+        "activation memory: {} bytes planned in one {} arena (naive sum {} bytes, {:.1f}x; {} of "
+        "{} values in place or views){}\n",
+        a.bytes, a.device, a.naive_bytes,
+        a.bytes ? static_cast<double>(a.naive_bytes) / static_cast<double>(a.bytes) : 1.0, a.shared,
+        a.values, a.unplanned ? fmt::format("; {} values of unbounded size", a.unplanned) : "");
+  }
+  if (ex.arena_summaries().empty()) out += "activation memory: 0 bytes (no fast kernels)\n";
+  std::map<std::string, size_t> kernels;
+  for (const auto& c : ex.kernel_choices()) ++kernels[c.backend + ":" + c.kernel];
+  out += "kernels:";
+  for (const auto& [name, count] : kernels) out += fmt::format(" {} {}", count, name);
+  return out + "\n";
+}
+
 }  // namespace
 
 int compile_command(const CompileOptions& o) {
@@ -117,17 +137,12 @@ int compile_command(const CompileOptions& o) {
   size_t after = count_nodes(*model.graph);
   std::cout << fmt::format("nodes: {} -> {}{}\n", before, after,
                            o.no_optimize ? " (not optimized)" : "");
-  runtime::MemoryPlan plan = runtime::plan_memory(*model.graph);
-  std::cout << fmt::format(
-      "activation memory: {} bytes planned in one arena (naive sum {} bytes, {:.1f}x){}\n",
-      plan.arena_bytes, plan.naive_bytes,
-      plan.arena_bytes
-          ? static_cast<double>(plan.naive_bytes) / static_cast<double>(plan.arena_bytes)
-          : 1.0,
-      plan.unplanned.empty() ? ""
-                             : fmt::format("; {} values of unbounded size", plan.unplanned.size()));
-
-  engine::write_engine(model, info, output);
+  // The execution plan (kernel choices, memory plan) is made by preparing the model exactly as
+  // a session would, and stored so that loading the engine does not redo it.
+  runtime::Executor prepared(model.graph);
+  std::cout << describe_execution_plan(prepared);
+  engine::ExecutionPlan plan = prepared.execution_plan();
+  engine::write_engine(model, info, output, &plan);
   // Read the engine back and compare: a writer bug must fail the compile, not the deployment.
   engine::ReadOptions check;
   check.check_target = false;
