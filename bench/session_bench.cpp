@@ -125,6 +125,13 @@ int main(int argc, char** argv) {
         rows.push_back({e.first, fmt::format("{} x{}", op, e.second)});
       std::sort(rows.rbegin(), rows.rend());
       for (const auto& [ms, what] : rows) std::cerr << fmt::format("{:10.3f} ms  {}\n", ms, what);
+      std::vector<std::pair<double, std::string>> nodes;
+      for (const auto& t : session.last_profile())
+        nodes.push_back({t.microseconds / 1000.0, t.node->label()});
+      std::sort(nodes.rbegin(), nodes.rend());
+      nodes.resize(std::min<size_t>(nodes.size(), 8));
+      for (const auto& [ms, what] : nodes)
+        std::cerr << fmt::format("{:10.3f} ms  node {}\n", ms, what);
     }
     if (!output_file.empty()) {
       const kiln::Tensor& y = out.at(0).tensor();

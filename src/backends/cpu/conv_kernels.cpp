@@ -221,12 +221,17 @@ class DepthwiseConv final : public Kernel {
     const auto* pb = b ? static_cast<const float*>(b->data) : nullptr;
     auto* py = static_cast<float*>(y.data);
     const ops::FusedActivation act = act_;
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes; ++p) {
-      const int64_t c = p % channels;
-      depthwise_plane(a, px + p * a.h * a.w, pw + c * a.kh * a.kw, pb ? pb[c] : 0.f,
-                      py + p * a.oh * a.ow);
-      apply_activation(act, py + p * a.oh * a.ow, a.oh * a.ow);
+    const size_t scratch_floats = depthwise_scratch_floats(a);
+#pragma omp parallel
+    {
+      std::vector<float> scratch(scratch_floats);
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < planes; ++p) {
+        const int64_t c = p % channels;
+        depthwise_plane(a, px + p * a.h * a.w, pw + c * a.kh * a.kw, pb ? pb[c] : 0.f,
+                        py + p * a.oh * a.ow, scratch.data());
+        apply_activation(act, py + p * a.oh * a.ow, a.oh * a.ow);
+      }
     }
   }
 

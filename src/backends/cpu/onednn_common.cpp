@@ -101,7 +101,15 @@ std::string check_f32_outputs(const ir::Node& node) {
 
 const Tensor* constant_input(const ir::Node& node, size_t i) {
   const ir::Value* v = node.input(i);
-  return v && v->is_constant() ? &v->constant() : nullptr;
+  if (!v) return nullptr;
+  if (v->is_constant()) return &v->constant();
+  const ir::Node* p = v->producer();
+  if (p && p->op_type() == "Constant" && p->domain().empty()) {
+    if (const ir::Attribute* a = p->attribute("value")) {
+      if (const auto* t = std::get_if<Tensor>(&a->storage())) return t;
+    }
+  }
+  return nullptr;
 }
 
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i) {

@@ -48,7 +48,8 @@ std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, siz
                             bool optional = false);
 // Every output is a float32 tensor.
 std::string check_f32_outputs(const ir::Node& node);
-// The constant data of input i, when it is an initializer.
+// The constant data of input i, when it is an initializer or the output of a Constant node
+// (its `value` attribute).
 const Tensor* constant_input(const ir::Node& node, size_t i);
 // Declared dims of input i (-1 for non-static), empty optional when the rank is unknown.
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i);

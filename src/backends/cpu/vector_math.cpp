@@ -12,28 +12,61 @@
 
 namespace kiln::backends::cpu {
 
+namespace {
+
+// Extent of the zero-padded plane the taps read: every window lies inside it.
+int64_t padded_rows(const DepthwiseArgs& a) {
+  return std::max(a.h + a.pt, (a.oh - 1) * a.sh + (a.kh - 1) * a.dh + 1);
+}
+int64_t padded_cols(const DepthwiseArgs& a) {
+  return std::max(a.w + a.pl, (a.ow - 1) * a.sw + (a.kw - 1) * a.dw + 1);
+}
+
+}  // namespace
+
+size_t depthwise_scratch_floats(const DepthwiseArgs& a) {
+  // The padded plane, then the accumulators of the flattened output (stride 1).
+  return static_cast<size_t>(padded_rows(a) * padded_cols(a) + a.oh * padded_cols(a));
+}
+
 KILN_CLONES
-void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y) {
-  for (int64_t oh = 0; oh < a.oh; ++oh) {
-    float* row = y + oh * a.ow;
-    for (int64_t o = 0; o < a.ow; ++o) row[o] = bias;
+void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y,
+                     float* scratch) {
+  // Copy into a zero-padded plane, so no tap needs a bounds check.
+  const int64_t ph = padded_rows(a), pw = padded_cols(a);
+  float* pad = scratch;
+  std::fill(pad, pad + ph * pw, 0.f);
+  for (int64_t r = 0; r < a.h; ++r) {
+    std::copy(x + r * a.w, x + (r + 1) * a.w, pad + (r + a.pt) * pw + a.pl);
+  }
+  if (a.sh == 1 && a.sw == 1) {
+    // Output (oh, ow) reads pad[oh * pw + ow + tap offset]: over the output flattened with row
+    // stride pw, each tap is one long contiguous multiply-add. Columns past ow are computed and
+    // dropped.
+    float* acc = pad + ph * pw;
+    const int64_t len = (a.oh - 1) * pw + a.ow;
+    std::fill(acc, acc + len, bias);
     for (int64_t kh = 0; kh < a.kh; ++kh) {
-      const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
-      if (ih < 0 || ih >= a.h) continue;
-      const float* xr = x + ih * a.w;
       for (int64_t kw = 0; kw < a.kw; ++kw) {
         const float wv = w[kh * a.kw + kw];
-        const int64_t off = kw * a.dw - a.pl;  // input column of output column 0
-        // Output columns whose input column lies inside the row: 0 <= o * sw + off < w.
-        int64_t lo = off >= 0 ? 0 : (-off + a.sw - 1) / a.sw;
-        int64_t hi = a.w - 1 - off < 0 ? -1 : (a.w - 1 - off) / a.sw;
-        hi = std::min(hi, a.ow - 1);
-        if (a.sw == 1) {
-          const float* xs = xr + off;
-          for (int64_t o = lo; o <= hi; ++o) row[o] += wv * xs[o];
-        } else {
-          for (int64_t o = lo; o <= hi; ++o) row[o] += wv * xr[o * a.sw + off];
-        }
+        const float* src = pad + kh * a.dh * pw + kw * a.dw;
+        for (int64_t o = 0; o < len; ++o) acc[o] += wv * src[o];
+      }
+    }
+    for (int64_t oh = 0; oh < a.oh; ++oh) {
+      std::copy(acc + oh * pw, acc + oh * pw + a.ow, y + oh * a.ow);
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < a.oh; ++oh) {
+    float* row = y + oh * a.ow;
+    std::fill(row, row + a.ow, bias);
+    for (int64_t kh = 0; kh < a.kh; ++kh) {
+      const float* src = pad + (oh * a.sh + kh * a.dh) * pw;
+      for (int64_t kw = 0; kw < a.kw; ++kw) {
+        const float wv = w[kh * a.kw + kw];
+        const float* s = src + kw * a.dw;
+        for (int64_t o = 0; o < a.ow; ++o) row[o] += wv * s[o * a.sw];
       }
     }
   }

@@ -3,6 +3,7 @@
 // what is simpler to write than to set up (activations on a buffer, global pooling). Built once
 // per instruction set and picked at load time (GCC target_clones), so a portable build still
 // runs AVX-512 code where the CPU has it.
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/fused_activation.hpp"
@@ -13,8 +14,11 @@ struct DepthwiseArgs {
   int64_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-// One channel plane: y[oh][ow] = bias + sum over taps inside the input of x * w.
-void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y);
+// One channel plane: y[oh][ow] = bias + sum over taps inside the input of x * w. `scratch`
+// holds depthwise_scratch_floats(a) floats (a zero-padded copy of the plane).
+void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y,
+                     float* scratch);
+size_t depthwise_scratch_floats(const DepthwiseArgs& a);
 // y[i] = act(x[i]) for i < n (y may be x), with the numerics of FusedActivation::apply in
 // float.
 void apply_activation(const ops::FusedActivation& act, const float* x, float* y, int64_t n);
