@@ -9,6 +9,8 @@
 // the first output's float32 data to F, so the caller can compare it with another runtime's.
 #include <sys/resource.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +40,12 @@ double rss_mb(bool peak) {
   return static_cast<double>(resident) * 4096.0 / (1024.0 * 1024.0);
 }
 
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
@@ -53,11 +61,11 @@ int main(int argc, char** argv) {
   }
   std::string model = argv[1], input_file, output_file;
   int threads = 0, runs = 20, warmup = 2;
-  bool profile = false;
+  bool profile = false, profile_all = false;  // --profile 1: per op type; all: every node
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--profile")
-      profile = v == "1";
+      profile = v == "1" || v == "all", profile_all = v == "all";
     else if (a == "--threads")
       threads = std::stoi(v);
     else if (a == "--runs")
@@ -107,16 +115,26 @@ int main(int argc, char** argv) {
     const double first_ms = ms_since(t1);
     for (int i = 0; i < warmup; ++i) session.run({}, feeds);
     std::vector<double> lat;
+    const double cpu_start = cpu_ms();
     for (int i = 0; i < runs; ++i) {
       auto t = std::chrono::steady_clock::now();
       session.run({}, feeds);
       lat.push_back(ms_since(t));
     }
+    // CPU time of the process per run: on a shared machine, less disturbed by other jobs than
+    // wall time (all threads counted).
+    const double cpu_per_run = (cpu_ms() - cpu_start) / runs;
     if (profile) {
       // Time per op type (and kernel) of the last run, largest first, on stderr.
+      std::map<const kiln::ir::Node*, std::string> kernel_of;
+      if (const auto* ex = session.executor()) {
+        for (size_t i = 0; i < ex->kernel_choices().size(); ++i) {
+          kernel_of[ex->graph().nodes()[i]] = ex->kernel_choices()[i].kernel;
+        }
+      }
       std::map<std::string, std::pair<double, int>> by_op;
       for (const auto& t : session.last_profile()) {
-        auto& e = by_op[t.node->op_type()];
+        auto& e = by_op[t.node->op_type() + " " + kernel_of[t.node]];
         e.first += t.microseconds / 1000.0;
         ++e.second;
       }
@@ -129,7 +147,7 @@ int main(int argc, char** argv) {
       for (const auto& t : session.last_profile())
         nodes.push_back({t.microseconds / 1000.0, t.node->label()});
       std::sort(nodes.rbegin(), nodes.rend());
-      nodes.resize(std::min<size_t>(nodes.size(), 8));
+      if (!profile_all) nodes.resize(std::min<size_t>(nodes.size(), 8));
       for (const auto& [ms, what] : nodes)
         std::cerr << fmt::format("{:10.3f} ms  node {}\n", ms, what);
     }
@@ -140,9 +158,10 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "{\"open_ms\": %.3f, \"first_run_ms\": %.3f, \"p50_ms\": %.3f, \"p90_ms\": %.3f, "
+        "\"cpu_ms_per_run\": %.3f, "
         "\"rss_start_mb\": %.1f, \"rss_after_open_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        open_ms, first_ms, percentile(lat, 0.5), percentile(lat, 0.9), rss_start, rss_open,
-        rss_mb(true));
+        open_ms, first_ms, percentile(lat, 0.5), percentile(lat, 0.9), cpu_per_run, rss_start,
+        rss_open, rss_mb(true));
   } catch (const std::exception& e) {
     std::cerr << "kiln_session_bench: " << e.what() << "\n";
     return 1;
