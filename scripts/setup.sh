@@ -9,6 +9,8 @@ APT_PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
   libjpeg62-turbo-dev libpng-dev libtiff-dev
   rapidjson-dev python3-dev
+  libdnnl-dev
+  python3-torch python3-torchvision
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
 PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime)
