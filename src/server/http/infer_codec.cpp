@@ -181,13 +181,11 @@ Tensor decode_binary_data(std::string_view bytes, DataType dtype, const std::vec
     return t;
   }
   const size_t elem = datatype_wire_size(dtype);
-  KILN_CHECK_ARG(static_cast<uint64_t>(numel) <= bytes.size() / elem + (bytes.size() % elem != 0),
-                 "input '{}': binary data is {} bytes but shape {} of {} needs more", input,
-                 bytes.size(), dims_to_string(shape), datatype_name(dtype));
-  KILN_CHECK_ARG(static_cast<uint64_t>(numel) * elem == bytes.size(),
+  const uint64_t count = static_cast<uint64_t>(numel);
+  const uint64_t needed = count <= UINT64_MAX / elem ? count * elem : UINT64_MAX;
+  KILN_CHECK_ARG(needed == bytes.size(),
                  "input '{}': binary data is {} bytes but shape {} of {} needs {}", input,
-                 bytes.size(), dims_to_string(shape), datatype_name(dtype),
-                 static_cast<uint64_t>(numel) * elem);
+                 bytes.size(), dims_to_string(shape), datatype_name(dtype), needed);
   Tensor t(dtype, shape);
   if (dtype == DataType::Bool) {
     bool* out = t.data<bool>();
