@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 
 #include "server/http/http_server.hpp"
@@ -165,15 +166,17 @@ int main(int argc, char** argv) {
     std::printf("kiln-serve: signal %d, draining (up to %d s)\n", sig, f.exit_timeout_secs);
     std::fflush(stdout);
     const size_t left = core.drain();
-    if (left > 0) {
-      std::fprintf(stderr, "kiln-serve: exit timeout with %zu requests in flight\n", left);
-    }
     if (http) http->stop();
     if (metrics) metrics->stop();
+    if (left > 0) {
+      // The exit timeout is a promise: do not wait for the queues to run dry in destructors.
+      std::fprintf(stderr, "kiln-serve: exit timeout with %zu requests in flight\n", left);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
     std::printf("kiln-serve: stopped\n");
     std::fflush(stdout);
-    // Models finish their queues as they are destroyed with `core`.
-    return left > 0 ? 1 : 0;
+    return 0;
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln-serve: %s\n", e.what());
     return 1;
