@@ -5,7 +5,7 @@ ONNX_NODE_TESTS = $(shell python3 -c 'import onnx,os;print(os.path.dirname(onnx.
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
+.PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
 	fuzz-engine format clean
 
 all: build
@@ -39,8 +39,12 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-test: unit conformance conformance-engine
+test: unit conformance conformance-engine test-server
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
+
+# The inference server end to end, through the real tritonclient (docs/SERVER.md).
+test-server: build
+	python3 -m pytest -q tests/server --kiln-serve $(BUILD)/src/server/kiln-serve
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it

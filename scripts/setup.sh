@@ -8,9 +8,10 @@ APT_PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
   libjpeg62-turbo-dev libpng-dev libtiff-dev
+  libboost-dev rapidjson-dev
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
-PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest)
+PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest "tritonclient[all]")
 
 # `setup.sh --fuzz` adds clang and its sanitizer runtime for `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
@@ -39,6 +40,7 @@ for name, ver in want.items():
     if m.version(name) != ver:
         sys.exit(1)
 import numpy, pytest  # noqa: F401
+import tritonclient.http, tritonclient.grpc  # noqa: F401
 PYEOF
 if ((need_pip)); then
   echo "setup: installing ${PIP_PACKAGES[*]}"
