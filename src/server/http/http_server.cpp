@@ -58,6 +58,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(impl_.options.max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(impl_.options.max_header_bytes));
     stream_.expires_after(std::chrono::seconds(impl_.options.idle_timeout_secs));
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&Connection::on_header, shared_from_this()));
+  }
+
+  // A client that sent "Expect: 100-continue" (curl does for larger bodies) waits for this
+  // interim answer before sending the body.
+  void on_header(beast::error_code ec, std::size_t bytes) {
+    if (ec) return on_read(ec, bytes);
+    const auto& header = parser_->get();
+    auto expect = header.find(bhttp::field::expect);
+    if (expect != header.end() && beast::iequals(expect->value(), "100-continue")) {
+      auto interim = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                          header.version());
+      bhttp::async_write(stream_, *interim,
+                         [self = shared_from_this(), interim](beast::error_code wec, std::size_t) {
+                           if (wec) return self->do_close();
+                           self->read_body();
+                         });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Connection::on_read, shared_from_this()));
   }
