@@ -7,10 +7,12 @@ import subprocess
 import threading
 import time
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 import grpc_util
@@ -148,8 +150,12 @@ def test_explicit_load_unload_with_config_override(serve, repo):
     assert not c.is_model_ready("simple")
     states = {m.name: m.state for m in c.get_model_repository_index().models}
     assert states["simple"] != "READY"
-    assert {m.name for m in c.get_model_repository_index(ready=True).models} == set()
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_url))
+    ready_only = lambda: {m.name for m in stub.RepositoryIndex(
+        service_pb2.RepositoryIndexRequest(ready=True)).models}
+    assert ready_only() == set()
     c.load_model("simple")
+    assert ready_only() == {"simple"}
     assert c.is_model_ready("simple")
     infer_simple(c)
     override = {"backend": "onnxruntime", "max_batch_size": 2,
