@@ -83,11 +83,12 @@ SERVER_LINE = re.compile(
     r"compute input (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)")
 
 
-def run_pa(pa, protocol, port, concurrency, interval_ms, workdir):
+def run_pa(pa, protocol, port, concurrency, interval_ms, stability, workdir):
     out_csv = os.path.join(workdir, f"{protocol}_{concurrency}.csv")
     cmd = pa + ["-m", "add_sub", "-u", f"localhost:{port}", "-i", protocol,
                 "--concurrency-range", f"{concurrency}:{concurrency}",
-                "--measurement-interval", str(interval_ms), "--stability-percentage", "25",
+                "--measurement-interval", str(interval_ms), "--percentile", "50",
+                "--stability-percentage", str(stability),
                 "--max-trials", "10", "-f", out_csv]
     print("$", " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -115,6 +116,8 @@ def main():
     ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--protocols", default="http,grpc")
     ap.add_argument("--interval-ms", type=int, default=3000)
+    ap.add_argument("--stability", type=int, default=50,
+                    help="perf_analyzer --stability-percentage (raise it on a busy machine)")
     ap.add_argument("--instances", type=int, default=2)
     ap.add_argument("--dynamic-batching", action="store_true")
     ap.add_argument("--threads", type=int, default=4, help="HTTP and gRPC server threads")
@@ -137,7 +140,8 @@ def main():
             wait_live(ports["http"], proc)
             for protocol in args.protocols.split(","):
                 for c in map(int, args.concurrency.split(",")):
-                    rows.append(run_pa(pa, protocol, ports[protocol], c, args.interval_ms, work))
+                    rows.append(run_pa(pa, protocol, ports[protocol], c, args.interval_ms,
+                                       args.stability, work))
         finally:
             proc.terminate()
             proc.wait(60)

@@ -63,7 +63,7 @@ class GrpcServer {
   // Binds and starts the queue threads; throws Unavailable naming the address when binding
   // fails, InvalidArgument naming the file when a TLS file cannot be read.
   void start();
-  // Stops taking new calls, lets calls being answered finish (up to a few seconds), then
+  // Stops taking new calls, lets responses being written finish (up to 2 seconds), then
   // shuts the queues down and joins the threads.
   void stop();
   uint16_t port() const { return bound_port_; }
