@@ -44,7 +44,7 @@ test: unit conformance conformance-engine test-server
 
 # The inference server end to end, through the real tritonclient (docs/SERVER.md).
 test-server: build
-	python3 -m pytest -q tests/server --kiln-serve $(BUILD)/src/server/kiln-serve
+	python3 -m pytest -q tests/server --kiln-serve $(BUILD)/src/kiln-serve
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it

@@ -8,8 +8,8 @@ APT_PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
   libjpeg62-turbo-dev libpng-dev libtiff-dev
-  libboost-dev rapidjson-dev
-  libgrpc++-dev protobuf-compiler-grpc libssl-dev
+  libboost-dev rapidjson-dev libssl-dev
+  libgrpc++-dev protobuf-compiler-grpc
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
 PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest "tritonclient[all]")

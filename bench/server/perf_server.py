@@ -11,7 +11,7 @@ compute averages), and two server overheads:
   * p50 - compute = client p50 latency minus the server's compute time: everything that is not
     running the model (client, loopback network, protocol, queueing, server overhead).
 
-    python3 bench/server/perf_server.py --kiln-serve build/src/server/kiln-serve
+    python3 bench/server/perf_server.py --kiln-serve build/src/kiln-serve
 """
 import argparse
 import csv
@@ -112,7 +112,7 @@ def run_pa(pa, protocol, port, concurrency, interval_ms, stability, workdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--kiln-serve", default=os.path.join(ROOT, "build", "src", "server", "kiln-serve"))
+    ap.add_argument("--kiln-serve", default=os.path.join(ROOT, "build", "src", "kiln-serve"))
     ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--protocols", default="http,grpc")
     ap.add_argument("--interval-ms", type=int, default=3000)

@@ -32,6 +32,7 @@ struct Flags {
   std::vector<std::string> http_restricted;
   std::vector<std::string> grpc_restricted;
   std::string bearer_token;
+  std::string http_cert, http_key, http_client_ca;
   size_t max_body = size_t{64} << 20;
   size_t max_header = size_t{64} << 10;
   size_t max_connections = 4096;
@@ -80,6 +81,10 @@ void add_flags(CLI::App& app, Flags& f) {
                  "<category,...>:<key>=<value>: restrict gRPC protocols (repeatable)");
   app.add_option("--http-bearer-token", f.bearer_token,
                  "require 'Authorization: Bearer <token>' on every non-health HTTP request");
+  app.add_option("--http-server-cert", f.http_cert, "PEM certificate chain: serve HTTPS");
+  app.add_option("--http-server-key", f.http_key, "PEM private key of --http-server-cert");
+  app.add_option("--http-root-cert", f.http_client_ca,
+                 "PEM CA: require client certificates it signed (mutual TLS)");
   app.add_option("--http-max-body-bytes", f.max_body, "largest HTTP request body");
   app.add_option("--http-max-header-bytes", f.max_header, "largest HTTP request header");
   app.add_option("--http-max-connections", f.max_connections, "most open HTTP connections");
@@ -144,10 +149,14 @@ int main(int argc, char** argv) {
       o.max_header_bytes = f.max_header;
       o.max_connections = f.max_connections;
       o.bearer_token = f.bearer_token;
+      o.tls_cert = f.http_cert;
+      o.tls_key = f.http_key;
+      o.tls_client_ca = f.http_client_ca;
       for (const std::string& spec : f.http_restricted) o.restricted.add(spec);
       http = std::make_unique<kiln::server::http::HttpServer>(core, o);
       http->start();
-      std::printf("Started HTTPService at %s:%u\n", f.http_address.c_str(), http->port());
+      std::printf("Started %s at %s:%u\n", f.http_cert.empty() ? "HTTPService" : "HTTPSService",
+                  f.http_address.c_str(), http->port());
     }
     if (f.allow_metrics) {
       kiln::server::http::HttpOptions o;

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--kiln-serve", default=os.path.join(ROOT, "build", "src", "server", "kiln-serve"),
+    parser.addoption("--kiln-serve", default=os.path.join(ROOT, "build", "src", "kiln-serve"),
                      help="path of the kiln-serve binary")
 
 

@@ -24,15 +24,15 @@ dynamic_batching { max_queue_delay_microseconds: 200000 preferred_batch_size: [ 
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching { default_queue_policy { max_queue_size: 2 } }
-""")
+""", layers=32)
     models.slow(repo, "slow_timeout", """
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching {
-  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000
+  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 20000
                          allow_timeout_override: true }
 }
-""")
+""", layers=32)
     models.slow(repo, "slow_priority", """
 backend: "onnxruntime"
 max_batch_size: 1
@@ -152,11 +152,12 @@ def test_queue_timeout_is_503(server):
 
 def test_timeout_override_only_shortens(server):
     _, inputs = slow_input()
-    # A 1 us timeout (shorter than the 10 ms default) expires before any worker can take it.
+    # A 1 us timeout (shorter than the 20 ms default) expires before any worker can take it.
     with pytest.raises(InferenceServerException, match="Request timeout expired"):
         server.client().infer("slow_timeout", inputs, timeout=1)
     clients = [server.client() for _ in range(2)]
-    # A 10 s timeout cannot lengthen the default: queued behind a 60 ms run, it still expires.
+    # A 10 s timeout cannot lengthen the default: queued behind a 32-layer run (~100 ms), it
+    # still expires.
     def one(i):
         if i == 1:
             wait_pending(server, "slow_timeout", 1)

@@ -130,3 +130,73 @@ def test_exit_timeout_bounds_the_drain(serve, repo):
     assert "exit timeout" in server.output()
     for t in threads:
         t.join()
+
+
+def make_cert(directory, name, ca=None):
+    """A self-signed (or `ca`-signed) certificate for localhost, with the openssl command."""
+    import subprocess
+    key, crt = str(directory / f"{name}.key"), str(directory / f"{name}.crt")
+    if ca is None:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                        "-keyout", key, "-out", crt], check=True, capture_output=True)
+    else:
+        csr = str(directory / f"{name}.csr")
+        subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+                        "-keyout", key, "-out", csr], check=True, capture_output=True)
+        subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[1], "-CAkey", ca[0],
+                        "-CAcreateserial", "-days", "2", "-out", crt], check=True,
+                       capture_output=True)
+    return key, crt
+
+
+def test_https(serve, repo, tmp_path):
+    import gevent.ssl
+    key, crt = make_cert(tmp_path, "server")
+    server = serve(repo, f"--http-server-cert={crt}", f"--http-server-key={key}", wait=False)
+    factory = lambda: gevent.ssl.create_default_context(cafile=crt)  # noqa: E731
+    c = httpclient.InferenceServerClient(server.url, ssl=True, ssl_context_factory=factory)
+    deadline = time.time() + 60
+    while True:
+        try:
+            if c.is_server_live():
+                break
+        except Exception:  # noqa: BLE001 - still starting
+            assert time.time() < deadline, server.output()
+            time.sleep(0.1)
+    assert "HTTPSService" in server.output()
+    r = c.infer("simple", simple_inputs())
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), np.full((1, 4), 2, np.float32))
+    # Plain HTTP to the HTTPS port is refused, and the server stays up.
+    with pytest.raises(Exception):
+        server.request("GET", "/v2/health/live", timeout=5)
+    assert c.is_server_live()
+
+
+def test_mutual_tls(serve, repo, tmp_path):
+    import gevent.ssl
+    ca = make_cert(tmp_path, "ca")
+    key, crt = make_cert(tmp_path, "server")
+    client_key, client_crt = make_cert(tmp_path, "client", ca=ca)
+    server = serve(repo, f"--http-server-cert={crt}", f"--http-server-key={key}",
+                   f"--http-root-cert={ca[1]}", wait=False)
+    def factory(with_cert):
+        def make():
+            ctx = gevent.ssl.create_default_context(cafile=crt)
+            if with_cert:
+                ctx.load_cert_chain(client_crt, client_key)
+            return ctx
+        return make
+    good = httpclient.InferenceServerClient(server.url, ssl=True, ssl_context_factory=factory(True))
+    deadline = time.time() + 60
+    while True:
+        try:
+            if good.is_server_live():
+                break
+        except Exception:  # noqa: BLE001 - still starting
+            assert time.time() < deadline, server.output()
+            time.sleep(0.1)
+    bad = httpclient.InferenceServerClient(server.url, ssl=True, ssl_context_factory=factory(False))
+    with pytest.raises(Exception):
+        bad.is_server_live()
+    assert good.infer("simple", simple_inputs()).as_numpy("OUTPUT1").sum() == 0

@@ -37,6 +37,9 @@ struct HttpOptions {
   RestrictedApi restricted;
   std::string bearer_token;  // non-empty: every non-health request needs "Authorization: Bearer"
   bool metrics = false;      // serve /metrics instead of the API
+  // HTTPS (OpenSSL): PEM certificate chain and private key; with a client CA, clients must
+  // present a certificate it signed (mutual TLS). Empty: plain HTTP.
+  std::string tls_cert, tls_key, tls_client_ca;
 };
 
 class HttpServer {
