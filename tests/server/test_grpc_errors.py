@@ -5,7 +5,6 @@ import struct
 import grpc
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 import grpc_util

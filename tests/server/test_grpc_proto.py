@@ -4,7 +4,6 @@ tritonclient.grpc was generated from, or existing clients break on the wire."""
 import os
 import subprocess
 
-import pytest
 from google.protobuf import descriptor_pb2
 from tritonclient.grpc import model_config_pb2, service_pb2
 

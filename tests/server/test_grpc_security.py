@@ -10,7 +10,6 @@ import time
 import grpc
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
