@@ -1,5 +1,6 @@
 """gRPC restricted protocols, bearer token, TLS and mutual TLS, SIGTERM drain, explicit
-load/unload, and dynamic batching seen through gRPC statistics."""
+load/unload, dynamic batching seen through gRPC statistics, and the queue policies' status codes
+(queue full, queue timeout) and priorities over gRPC."""
 import asyncio
 import json
 import signal
@@ -229,3 +230,99 @@ def test_sigterm_drains_grpc_without_losing_requests(serve, repo):
         t.join()
     assert results == [True] * n, results
     assert server.proc.wait(60) == 0
+
+
+@pytest.fixture(scope="module")
+def queue_server(serve, tmp_path_factory):
+    repo = str(tmp_path_factory.mktemp("queue_repo"))
+    models.slow(repo, "slow_queue", """
+backend: "onnxruntime"
+max_batch_size: 1
+dynamic_batching { default_queue_policy { max_queue_size: 2 } }
+""", layers=32)
+    models.slow(repo, "slow_timeout", """
+backend: "onnxruntime"
+max_batch_size: 1
+dynamic_batching {
+  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 5000000
+                         allow_timeout_override: true }
+}
+""", layers=32)
+    models.slow(repo, "slow_priority", """
+backend: "onnxruntime"
+max_batch_size: 1
+dynamic_batching { priority_levels: 2 default_priority_level: 2 }
+""", layers=32)
+    return grpc_util.start(serve, repo)
+
+
+def wait_pending(server, model, n, timeout=30):
+    deadline = time.time() + timeout
+    while pending(server, model) < n:
+        assert time.time() < deadline, f"{model}: never {n} pending"
+        time.sleep(0.002)
+
+
+def slow_infer(server, model, results, key, **kwargs):
+    x = np.ones((1, 64, 256), np.float32)
+    try:
+        server.grpc_client().infer(model, grpc_util.inputs([x], "FP32"), **kwargs)
+        results[key] = "ok"
+    except InferenceServerException as e:
+        results[key] = e
+
+
+def start_thread(*args, **kwargs):
+    t = threading.Thread(target=slow_infer, args=args, kwargs=kwargs)
+    t.start()
+    return t
+
+
+def test_queue_full_is_unavailable(queue_server):
+    s, results = queue_server, {}
+    threads = [start_thread(s, "slow_queue", results, "running")]
+    wait_pending(s, "slow_queue", 1)
+    threads += [start_thread(s, "slow_queue", results, f"queued{i}") for i in range(2)]
+    wait_pending(s, "slow_queue", 3)
+    slow_infer(s, "slow_queue", results, "refused")
+    for t in threads:
+        t.join()
+    assert results.pop("refused").status() == "StatusCode.UNAVAILABLE"
+    assert set(results.values()) == {"ok"}, results
+
+
+def test_queue_timeout_is_unavailable(queue_server):
+    s, results = queue_server, {}
+    blocker = start_thread(s, "slow_timeout", results, "running")
+    wait_pending(s, "slow_timeout", 1)
+    # The request's own 1 ms timeout (shorter than the model's 5 s) expires behind the blocker.
+    slow_infer(s, "slow_timeout", results, "expired", timeout=1000)
+    blocker.join()
+    e = results["expired"]
+    assert e.status() == "StatusCode.UNAVAILABLE" and "Request timeout expired" in e.message()
+    assert results["running"] == "ok"
+
+
+def test_priority_overtakes(queue_server):
+    s, results, order = queue_server, {}, []
+    lock = threading.Lock()
+
+    def send(key, priority):
+        slow_infer(s, "slow_priority", results, key, priority=priority)
+        with lock:
+            order.append(key)
+
+    threads = [threading.Thread(target=send, args=("blocker", 2))]
+    threads[0].start()
+    wait_pending(s, "slow_priority", 1)
+    for i in range(3):
+        threads.append(threading.Thread(target=send, args=(f"low{i}", 2)))
+        threads[-1].start()
+    wait_pending(s, "slow_priority", 4)
+    threads.append(threading.Thread(target=send, args=("high", 1)))
+    threads[-1].start()
+    for t in threads:
+        t.join()
+    assert set(results.values()) == {"ok"}, results
+    # Queued after every low-priority request, the high-priority one still overtakes some.
+    assert order.index("high") < max(order.index(f"low{i}") for i in range(3)), order
