@@ -107,13 +107,11 @@ void GrpcServer::start() {
   }
 }
 
-void GrpcServer::stop() {
+void GrpcServer::stop(std::chrono::milliseconds grace) {
   if (!impl_ || !impl_->server) return;
   Impl& impl = *impl_;
   impl.frontend->stop_accepting();
-  // The core drained inference before this: what is left are responses being written, which
-  // finish quickly, and requests a timed-out drain gave up on, which would not finish anyway.
-  impl.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl.server->Shutdown(std::chrono::system_clock::now() + grace);
   impl.frontend->close();
   for (auto& queue : impl.queues) queue->Shutdown();
   for (std::thread& t : impl.threads) t.join();

@@ -9,6 +9,7 @@
 // --grpc-restricted-protocol) answer UNAVAILABLE without the required metadata key, and an
 // optional bearer token answers UNAUTHENTICATED on every RPC but health. TLS (and mutual TLS)
 // through grpc's OpenSSL-backed SSL server credentials.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,9 +64,11 @@ class GrpcServer {
   // Binds and starts the queue threads; throws Unavailable naming the address when binding
   // fails, InvalidArgument naming the file when a TLS file cannot be read.
   void start();
-  // Stops taking new calls, lets responses being written finish (up to 2 seconds), then
-  // shuts the queues down and joins the threads.
-  void stop();
+  // Stops taking new calls, lets responses being written finish (up to `grace`), then cancels
+  // what is left, shuts the queues down and joins the threads. The core drains inference first:
+  // what remains are answers being written, which finish quickly, and requests a timed-out drain
+  // gave up on, which would not finish anyway (hence a shorter default than HTTP's).
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(2));
   uint16_t port() const { return bound_port_; }
 
   struct Impl;
