@@ -327,3 +327,18 @@ def test_priority_overtakes(queue_server):
     assert set(results.values()) == {"ok"}, results
     # Queued after every low-priority request, the high-priority one still overtakes some.
     assert order.index("high") < max(order.index(f"low{i}") for i in range(3)), order
+
+
+def test_compression_and_keepalive_flags(serve, repo):
+    server = grpc_util.start(serve, repo, "--grpc-infer-response-compression-level=high",
+                             "--grpc-keepalive-time=10000", "--grpc-keepalive-timeout=5000",
+                             "--grpc-keepalive-permit-without-calls=true",
+                             "--grpc-http2-max-pings-without-data=0",
+                             "--grpc-http2-min-recv-ping-interval-without-data=5000",
+                             "--grpc-http2-max-ping-strikes=2")
+    c = server.grpc_client()
+    infer_simple(c)
+    infer_simple(c, compression_algorithm="gzip")
+    s = serve(repo, f"--grpc-port={grpc_util.free_port()}",
+              "--grpc-infer-response-compression-level=extreme", wait=False)
+    assert s.proc.wait(60) != 0 and "compression-level" in s.output()
