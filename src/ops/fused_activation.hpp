@@ -48,7 +48,7 @@ struct FusedActivation {
       case Activation::None:
         return x;
       case Activation::Relu:
-        return x > 0 ? x : 0;
+        return x < 0 ? 0 : x;  // NaN stays NaN, as in Relu
       case Activation::Clip:
         return x < alpha ? alpha : (x > beta ? beta : x);
       case Activation::Sigmoid:

@@ -13,9 +13,12 @@ namespace kiln::ops {
 // Typed attribute access for one node; errors name the node and the attribute.
 class AttrReader {
  public:
-  explicit AttrReader(const ir::Node& node) : node_(node) {}
+  // `opset` overrides the node's own when a fused op runs the kernel of the op it wraps
+  // (src/ops/wrapped_kernel.hpp); -1 keeps the node's.
+  explicit AttrReader(const ir::Node& node, int opset = -1)
+      : node_(node), opset_(opset < 0 ? node.opset() : opset) {}
   const ir::Node& node() const { return node_; }
-  int opset() const { return node_.opset(); }
+  int opset() const { return opset_; }
 
   bool has_attr(const std::string& name) const { return node_.attribute(name) != nullptr; }
   int64_t attr_int(const std::string& name) const;
@@ -54,6 +57,7 @@ class AttrReader {
  private:
   const ir::Attribute& require(const std::string& name) const;
   const ir::Node& node_;
+  int opset_;
 };
 
 // Runs a subgraph with the given inputs in the scope of the node being executed, so the body
@@ -68,8 +72,8 @@ class SubgraphRunner {
 class KernelContext : public AttrReader {
  public:
   KernelContext(const ir::Node& node, std::span<const RtValue* const> inputs,
-                std::vector<RtValue>& outputs, SubgraphRunner* runner)
-      : AttrReader(node), inputs_(inputs), outputs_(outputs), runner_(runner) {}
+                std::vector<RtValue>& outputs, SubgraphRunner* runner, int opset = -1)
+      : AttrReader(node, opset), inputs_(inputs), outputs_(outputs), runner_(runner) {}
 
   // Declared input slots, including trailing optional ones the node left empty.
   size_t input_count() const { return inputs_.size(); }
@@ -99,7 +103,7 @@ class KernelContext : public AttrReader {
 // Shape inference: reads input types (and constant inputs when known) and sets output types.
 class InferContext : public AttrReader {
  public:
-  InferContext(const ir::Node& node) : AttrReader(node) {}
+  InferContext(const ir::Node& node, int opset = -1) : AttrReader(node, opset) {}
   size_t input_count() const { return node().inputs().size(); }
   bool has_input(size_t i) const { return node().input(i) != nullptr; }
   // nullptr when the slot is empty.

@@ -78,9 +78,21 @@ std::vector<PassStat> PassManager::run(ir::Graph& graph) const {
 }
 
 PassManager& add_default_passes(PassManager& pm) {
+  // Cleanup and folding first; layout simplifications next (they expose patterns); then the
+  // transformer fusions, whose results (Gelu, LayerNormalization) the bias + activation fusion
+  // and SkipLayerNormalization build on; the bias + activation fusion last, so that a bias
+  // before a residual Add goes into SkipLayerNormalization rather than FusedMatMul.
   return pm.add(EliminateIdentity{})
       .add(FoldConstants{})
+      .add(CancelTransposes{})
+      .add(CollapseReshapes{})
       .add(FuseConvBatchNorm{})
+      .add(FuseGemmBatchNorm{})
+      .add(FuseLayerNorm{})
+      .add(FuseGelu{})
+      .add(FuseSkipLayerNorm{})
+      .add(FuseAttention{})
+      .add(FuseBiasActivation{})
       .add(EliminateCommonSubexpressions{})
       .add(EliminateDeadCode{});
 }

@@ -41,7 +41,8 @@ class PassManager {
   std::vector<Pass> passes_;
 };
 
-// The standard inference pipeline (cleanup and constant folding; fusions join it later).
+// The standard inference pipeline: cleanup, constant and shape folding, layout simplification,
+// fusions.
 PassManager& add_default_passes(PassManager& pm);
 
 }  // namespace kiln::passes

@@ -24,7 +24,9 @@ struct EliminateIdentity {
 };
 
 // Evaluates nodes whose inputs are all constants with their reference kernels and replaces them
-// by initializers; also resolves Shape and Size of statically-shaped values. Skips random ops,
+// by initializers; also resolves Shape and Size of statically-shaped values, and Gather / Slice
+// of a Shape whose selected dims are static even when other dims are symbolic (so Shape ->
+// Gather -> Unsqueeze -> Concat -> Reshape chains end in a constant shape). Skips random ops,
 // nodes with subgraphs and results larger than `max_bytes`.
 struct FoldConstants {
   size_t max_bytes = size_t{16} << 20;
@@ -43,6 +45,67 @@ struct EliminateCommonSubexpressions {
 // or float64, the Conv output read only by the BatchNormalization).
 struct FuseConvBatchNorm {
   std::string_view name() const { return "fuse_conv_batchnorm"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Folds an inference-mode BatchNormalization into the Gemm feeding it (constant B and C, either
+// transB, float32 or float64): B's columns are scaled and C becomes the folded bias.
+struct FuseGemmBatchNorm {
+  std::string_view name() const { return "fuse_gemm_batchnorm"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Fuses Conv / Gemm / MatMul with the bias added after them and the activation that follows
+// (Relu, Clip, Sigmoid, SiLU / Swish, HardSwish, HardSigmoid, LeakyRelu, Tanh, Gelu): a constant
+// per-channel Add joins Conv's B or Gemm's C; an activation makes the node an ai.kiln FusedConv /
+// FusedGemm; MatMul -> Add(constant bias of the last dim) [-> activation] becomes FusedMatMul.
+// Only values read once and not graph outputs are fused away.
+struct FuseBiasActivation {
+  std::string_view name() const { return "fuse_bias_activation"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Replaces LayerNormalization written out as ReduceMean, Sub, Pow 2 (or Mul), ReduceMean, Add
+// epsilon, Sqrt, Div [, Mul gamma] [, Add beta] (torch.onnx below opset 17) by one node: ai.onnx
+// LayerNormalization when the graph imports opset 17 or later, else ai.kiln's.
+struct FuseLayerNorm {
+  std::string_view name() const { return "fuse_layer_norm"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Replaces Gelu written out, 0.5 * x * (1 + erf(x / sqrt 2)) or
+// 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), products in any order, by one node:
+// ai.onnx Gelu when the graph imports opset 20 or later, else ai.kiln's.
+struct FuseGelu {
+  std::string_view name() const { return "fuse_gelu"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Add(x, skip) [with x = Add(h, constant bias)] -> LayerNormalization over the last dim becomes
+// ai.kiln SkipLayerNormalization (which also yields the sum when something else reads it).
+struct FuseSkipLayerNorm {
+  std::string_view name() const { return "fuse_skip_layer_norm"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(V) becomes ai.kiln
+// ScaledDotProductAttention(Q, K, V, mask) with the scale as an attribute.
+struct FuseAttention {
+  std::string_view name() const { return "fuse_attention"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Composes Transpose pairs (removing them when they cancel) and moves a Transpose down through
+// element-wise ops when another Transpose follows, so the two meet and compose.
+struct CancelTransposes {
+  std::string_view name() const { return "cancel_transposes"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Reshape of a Reshape / Flatten / Squeeze / Unsqueeze reads the original tensor directly;
+// Squeeze(Unsqueeze(x)) and Unsqueeze(Squeeze(x)) over the same axes become x.
+struct CollapseReshapes {
+  std::string_view name() const { return "collapse_reshapes"; }
   bool apply(ir::Graph& graph) const;
 };
 

@@ -67,7 +67,7 @@ def test_compiled_engine_runs_like_the_onnx_model(kiln, tmp_path):
     make_demo_model.build(str(tmp_path / "demo.onnx"))
     r = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "demo.kiln")
     assert r.returncode == 0, r.stderr
-    assert "nodes: 6 -> 6" in r.stdout
+    assert "nodes: 6 -> 5" in r.stdout  # Conv + Relu -> FusedConv
     assert (tmp_path / "demo.kiln").read_bytes()[:8] == b"KILNENG1"
     a = kiln("run", tmp_path / "demo.onnx", "--seed", 5, "--dim", "batch=3")
     b = kiln("run", tmp_path / "demo.kiln", "--seed", 5, "--dim", "batch=3")
@@ -85,7 +85,7 @@ def test_inspect_engine_prints_the_stamp(kiln, tmp_path):
     assert kiln("compile", tmp_path / "demo.onnx").returncode == 0  # default -o: demo.kiln
     r = kiln("inspect", tmp_path / "demo.kiln")
     assert r.returncode == 0, r.stderr
-    for needle in ("engine format version: 1", "kiln version: ", "target: cpu:", "source hash: ",
+    for needle in ("engine format version: 2", "kiln version: ", "target: cpu:", "source hash: ",
                    "image: float[batch,3,8,8]", "probs: float[batch,10]"):
         assert needle in r.stdout
 

@@ -1,0 +1,89 @@
+// ai.kiln FusedConv, FusedGemm and FusedMatMul: Conv / Gemm / MatMul (+ bias) followed by one of
+// the activations of ops/fused_activation.hpp. Written by passes/fuse_bias_activation.
+//   FusedConv(X, W, B?)    Conv's inputs and attributes, then the activation.
+//   FusedGemm(A, B, C?)    Gemm's inputs and attributes, then the activation.
+//   FusedMatMul(A, B, bias?)  MatMul, plus a 1-D bias of the output's last dim, then the
+//                          activation.
+// Every one also takes `activation` (string) and `activation_params` (floats).
+#include "ops/elementwise_utils.hpp"
+#include "ops/registry.hpp"
+#include "ops/wrapped_kernel.hpp"
+
+namespace kiln::ops {
+namespace {
+
+// The opsets whose reference kernels the fused ops run (they behave alike at every opset these
+// ops appear in models that Kiln fuses).
+constexpr int kConvOpset = 11;
+constexpr int kGemmOpset = 13;
+constexpr int kMatMulOpset = 13;
+
+std::vector<const RtValue*> inputs_of(const KernelContext& ctx, size_t count) {
+  std::vector<const RtValue*> in;
+  for (size_t i = 0; i < count; ++i) in.push_back(ctx.has_input(i) ? &ctx.input_value(i) : nullptr);
+  return in;
+}
+
+void fused_conv(KernelContext& ctx) {
+  const FusedActivation act = FusedActivation::from_node(ctx);
+  std::vector<RtValue> out = run_wrapped_kernel(ctx, "Conv", kConvOpset, inputs_of(ctx, 3));
+  ctx.set_output(0, apply_activation(out[0].tensor(), act));
+}
+
+void fused_gemm(KernelContext& ctx) {
+  const FusedActivation act = FusedActivation::from_node(ctx);
+  std::vector<RtValue> out = run_wrapped_kernel(ctx, "Gemm", kGemmOpset, inputs_of(ctx, 3));
+  ctx.set_output(0, apply_activation(out[0].tensor(), act));
+}
+
+void fused_matmul(KernelContext& ctx) {
+  const FusedActivation act = FusedActivation::from_node(ctx);
+  std::vector<RtValue> out = run_wrapped_kernel(ctx, "MatMul", kMatMulOpset, inputs_of(ctx, 2));
+  const Tensor& y = out[0].tensor();
+  if (!ctx.has_input(2)) {
+    ctx.set_output(0, apply_activation(y, act));
+    return;
+  }
+  const Tensor& bias = ctx.input(2);
+  const int64_t n = y.rank() ? y.dim(y.rank() - 1) : 1;
+  ctx.check(bias.dtype() == y.dtype() && bias.rank() == 1 && bias.dim(0) == n,
+            "bias must be a 1-D {} tensor of {} elements (the output's last dim), got {}",
+            dtype_name(y.dtype()), n, bias.describe());
+  ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(y.dtype(), "FusedMatMul", [&](auto tag) {
+                   using T = typename decltype(tag)::type;
+                   Tensor r(y.dtype(), y.dims());
+                   const T* py = y.data<T>();
+                   const T* pb = bias.data<T>();
+                   T* pr = r.data<T>();
+                   for (int64_t i = 0; i < y.numel(); ++i) {
+                     pr[i] = from_double<T>(act.apply(to_double(py[i]) + to_double(pb[i % n])));
+                   }
+                   return r;
+                 }));
+}
+
+void infer_fused_conv(InferContext& ctx) {
+  infer_wrapped(ctx, "Conv", kConvOpset);
+}
+void infer_fused_gemm(InferContext& ctx) {
+  infer_wrapped(ctx, "Gemm", kGemmOpset);
+}
+void infer_fused_matmul(InferContext& ctx) {
+  infer_wrapped(ctx, "MatMul", kMatMulOpset);
+}
+
+KILN_REGISTER_OP({.domain = kKilnDomain,
+                  .op_type = "FusedConv",
+                  .kernel = fused_conv,
+                  .infer = infer_fused_conv});
+KILN_REGISTER_OP({.domain = kKilnDomain,
+                  .op_type = "FusedGemm",
+                  .kernel = fused_gemm,
+                  .infer = infer_fused_gemm});
+KILN_REGISTER_OP({.domain = kKilnDomain,
+                  .op_type = "FusedMatMul",
+                  .kernel = fused_matmul,
+                  .infer = infer_fused_matmul});
+
+}  // namespace
+}  // namespace kiln::ops

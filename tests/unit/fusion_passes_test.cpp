@@ -1,0 +1,273 @@
+// Gemm + BatchNormalization folding and the bias + activation fusions: each test builds the
+// pattern as exporters write it, runs the pass, checks the rewritten graph and that it computes
+// the same outputs as before on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "graph_builder.hpp"
+#include "ops/fused_activation.hpp"
+#include "passes/passes.hpp"
+
+namespace kiln {
+namespace {
+
+using testing::expect_rewrite_keeps_results;
+using testing::GraphBuilder;
+using testing::ops_of;
+using Hist = std::map<std::string, size_t>;
+
+std::string attr_string(const ir::Node& n, const char* name) {
+  const ir::Attribute* a = n.attribute(name);
+  return a ? std::get<std::string>(a->storage()) : "";
+}
+
+ir::Node* only_node(const ir::Graph& g) {
+  EXPECT_EQ(g.node_count(), 1u) << ir::print_graph(g);
+  return g.nodes().front();
+}
+
+ir::Value* batchnorm(GraphBuilder& b, ir::Value* x, int64_t c) {
+  return b.op("BatchNormalization",
+              {x, b.random({c}, 0.5f, 1.5f), b.random({c}), b.random({c}), b.random({c}, 0.2f, 2)},
+              {{"epsilon", ir::Attribute(1e-3f)}});
+}
+
+TEST(FuseGemmBatchNorm, FoldsForEitherTransBAndEveryFormOfC) {
+  for (int trans_b = 0; trans_b < 2; ++trans_b) {
+    for (int c_form = 0; c_form < 4; ++c_form) {  // none, [N], [M, N], scalar
+      SCOPED_TRACE(::testing::Message() << "transB " << trans_b << " C form " << c_form);
+      auto build = [&] {
+        GraphBuilder b;
+        ir::Value* a = b.input("a", {4, 6});
+        std::vector<ir::Value*> in = {
+            a, b.random(trans_b ? std::vector<int64_t>{5, 6} : std::vector<int64_t>{6, 5})};
+        if (c_form == 1) in.push_back(b.random({5}));
+        if (c_form == 2) in.push_back(b.random({4, 5}));
+        if (c_form == 3) in.push_back(b.random({}));
+        ir::Value* y = b.op("Gemm", in,
+                            {{"transB", ir::Attribute(int64_t{trans_b})},
+                             {"alpha", ir::Attribute(0.75f)},
+                             {"beta", ir::Attribute(1.5f)}});
+        b.output(batchnorm(b, y, 5));
+        return b.graph;
+      };
+      auto g = expect_rewrite_keeps_results(build, passes::FuseGemmBatchNorm{});
+      EXPECT_EQ(ops_of(*g), (Hist{{"Gemm", 1}}));
+    }
+  }
+}
+
+TEST(FuseGemmBatchNorm, LeavesAGemmWhoseOutputIsReadTwice) {
+  GraphBuilder b;
+  ir::Value* y = b.op("Gemm", {b.input("a", {4, 6}), b.random({6, 5}), b.random({5})});
+  b.output(batchnorm(b, y, 5));
+  b.output(y);
+  EXPECT_FALSE(passes::FuseGemmBatchNorm{}.apply(*b.graph));
+}
+
+// An activation applied to `x` the ways exporters write it.
+struct ActivationCase {
+  const char* name;  // the fused activation expected
+  int opset;         // of the graph
+  std::function<ir::Value*(GraphBuilder&, ir::Value*)> apply;
+};
+
+std::vector<ActivationCase> activation_cases() {
+  using A = ir::Attribute;
+  return {
+      {"Relu", 13, [](GraphBuilder& b, ir::Value* x) { return b.op("Relu", {x}); }},
+      {"Clip", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Clip", {x, b.scalar(-0.5f), b.scalar(0.25f)});
+       }},
+      {"Clip", 10,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Clip", {x}, {{"min", A(0.0f)}, {"max", A(6.0f)}});
+       }},
+      {"Sigmoid", 13, [](GraphBuilder& b, ir::Value* x) { return b.op("Sigmoid", {x}); }},
+      {"Silu", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Mul", {x, b.op("Sigmoid", {x})});
+       }},
+      {"Silu", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Mul", {b.op("Sigmoid", {x}), x});
+       }},
+      {"Silu", 24, [](GraphBuilder& b, ir::Value* x) { return b.op("Swish", {x}); }},
+      {"HardSwish", 14, [](GraphBuilder& b, ir::Value* x) { return b.op("HardSwish", {x}); }},
+      {"HardSwish", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Mul", {x, b.op("HardSigmoid", {x}, {{"alpha", A(1.0f / 6)}})});
+       }},
+      {"HardSigmoid", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("HardSigmoid", {x}, {{"alpha", A(0.3f)}, {"beta", A(0.4f)}});
+       }},
+      {"LeakyRelu", 13,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("LeakyRelu", {x}, {{"alpha", A(0.1f)}});
+       }},
+      {"Tanh", 13, [](GraphBuilder& b, ir::Value* x) { return b.op("Tanh", {x}); }},
+      {"Gelu", 20, [](GraphBuilder& b, ir::Value* x) { return b.op("Gelu", {x}); }},
+      {"GeluTanh", 20,
+       [](GraphBuilder& b, ir::Value* x) {
+         return b.op("Gelu", {x}, {{"approximate", A(std::string("tanh"))}});
+       }},
+  };
+}
+
+void expect_fused(const ir::Graph& g, const char* op, const char* activation) {
+  ir::Node* n = only_node(g);
+  if (!n) return;
+  EXPECT_EQ(n->domain(), ops::kKilnDomain);
+  EXPECT_EQ(n->op_type(), op);
+  EXPECT_EQ(attr_string(*n, "activation"), activation);
+  EXPECT_EQ(g.opsets().at(ops::kKilnDomain), 1);
+}
+
+TEST(FuseBiasActivation, ConvWithEveryActivation) {
+  for (const ActivationCase& c : activation_cases()) {
+    SCOPED_TRACE(::testing::Message() << c.name << " at opset " << c.opset);
+    auto build = [&] {
+      GraphBuilder b(c.opset);
+      ir::Value* x = b.input("x", {Dim::symbol("n"), 2, 5, 5});
+      ir::Value* y = b.op("Conv", {x, b.random({3, 2, 3, 3}), b.random({3})},
+                          {{"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})}});
+      b.output(c.apply(b, y));
+      return b.graph;
+    };
+    auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{}, {{"n", 2}});
+    expect_fused(*g, "FusedConv", c.name);
+  }
+}
+
+TEST(FuseBiasActivation, ConvAddBiasFoldsIntoBThenFusesTheActivation) {
+  for (bool has_b : {false, true}) {
+    auto build = [&] {
+      GraphBuilder b;
+      ir::Value* x = b.input("x", {1, 2, 4, 4});
+      std::vector<ir::Value*> in = {x, b.random({3, 2, 1, 1})};
+      if (has_b) in.push_back(b.random({3}));
+      ir::Value* y = b.op("Conv", in);
+      ir::Value* biased = b.op("Add", {b.random({1, 3, 1, 1}), y});
+      b.output(b.op("Relu", {biased}));
+      return b.graph;
+    };
+    auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{});
+    expect_fused(*g, "FusedConv", "Relu");
+    EXPECT_EQ(g->nodes()[0]->inputs().size(), 3u);
+  }
+}
+
+TEST(FuseBiasActivation, GemmWithBiasAddAndActivation) {
+  for (const ActivationCase& c : activation_cases()) {
+    SCOPED_TRACE(::testing::Message() << c.name << " at opset " << c.opset);
+    auto build = [&] {
+      GraphBuilder b(c.opset);
+      ir::Value* y = b.op("Gemm", {b.input("a", {3, 4}), b.random({5, 4}), b.random({5})},
+                          {{"transB", ir::Attribute(int64_t{1})}, {"beta", ir::Attribute(0.5f)}});
+      b.output(c.apply(b, b.op("Add", {y, b.random({5})})));
+      return b.graph;
+    };
+    auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{});
+    expect_fused(*g, "FusedGemm", c.name);
+  }
+}
+
+TEST(FuseBiasActivation, MatMulBiasAndActivationBecomeFusedMatMul) {
+  for (const ActivationCase& c : activation_cases()) {
+    SCOPED_TRACE(::testing::Message() << c.name << " at opset " << c.opset);
+    auto build = [&] {
+      GraphBuilder b(c.opset);
+      ir::Value* x = b.input("x", {Dim::symbol("batch"), Dim::symbol("seq"), 8});
+      ir::Value* y = b.op("MatMul", {x, b.random({8, 6})});
+      b.output(c.apply(b, b.op("Add", {y, b.random({6})})));
+      return b.graph;
+    };
+    auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{},
+                                          {{"batch", 2}, {"seq", 3}});
+    expect_fused(*g, "FusedMatMul", c.name);
+    EXPECT_EQ(g->nodes()[0]->inputs().size(), 3u);
+  }
+}
+
+TEST(FuseBiasActivation, FusedActivationsAgreeWithTheOpsOnEdgeValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::from_vector<float>(
+      {9, 1}, {std::nanf(""), inf, -inf, 0.0f, -0.0f, 60.0f, -60.0f, 3.0f, -2.9f});
+  for (const ActivationCase& c : activation_cases()) {
+    SCOPED_TRACE(::testing::Message() << c.name << " at opset " << c.opset);
+    auto build = [&] {
+      GraphBuilder b(c.opset);
+      ir::Value* y = b.op("MatMul", {b.input("x", {9, 1}), b.constant({1, 1}, {1.0f})});
+      b.output(c.apply(b, y));
+      return b.graph;
+    };
+    auto fused = build();
+    ASSERT_TRUE(passes::FuseBiasActivation{}.apply(*fused));
+    passes::EliminateDeadCode{}.apply(*fused);
+    expect_fused(*fused, "FusedMatMul", c.name);
+    testing::expect_same_values(testing::run_graph(fused, {x}), testing::run_graph(build(), {x}));
+  }
+}
+
+TEST(FuseBiasActivation, MatMulBiasWithoutActivation) {
+  auto build = [] {
+    GraphBuilder b;
+    ir::Value* y = b.op("MatMul", {b.input("x", {2, 3, 8}), b.random({8, 6})});
+    b.output(b.op("Add", {b.random({1, 1, 6}), y}));
+    return b.graph;
+  };
+  auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{});
+  expect_fused(*g, "FusedMatMul", "None");
+}
+
+TEST(FuseBiasActivation, SharedOrOutputIntermediatesAreNotFusedAway) {
+  {  // The Conv output is also a graph output.
+    GraphBuilder b;
+    ir::Value* y = b.op("Conv", {b.input("x", {1, 2, 4, 4}), b.random({3, 2, 3, 3})});
+    b.output(b.op("Relu", {y}));
+    b.output(y);
+    EXPECT_FALSE(passes::FuseBiasActivation{}.apply(*b.graph));
+  }
+  {  // The MatMul + bias result is read by the activation and by another node.
+    GraphBuilder b;
+    ir::Value* y = b.op("MatMul", {b.input("x", {2, 8}), b.random({8, 6})});
+    ir::Value* biased = b.op("Add", {y, b.random({6})});
+    b.output(b.op("Relu", {biased}));
+    b.output(b.op("Neg", {biased}));
+    EXPECT_TRUE(passes::FuseBiasActivation{}.apply(*b.graph));
+    EXPECT_EQ(ops_of(*b.graph), (Hist{{"Neg", 1}, {"Relu", 1}, {"ai.kiln.FusedMatMul", 1}}));
+  }
+  {  // A bias that is not along the last dim stays an Add.
+    GraphBuilder b;
+    ir::Value* y = b.op("MatMul", {b.input("x", {6, 8}), b.random({8, 6})});
+    b.output(b.op("Add", {y, b.random({6, 1})}));
+    EXPECT_FALSE(passes::FuseBiasActivation{}.apply(*b.graph));
+  }
+  {  // Clip with min > max clamps everything to max: not the fused Clip.
+    GraphBuilder b;
+    ir::Value* y = b.op("Conv", {b.input("x", {1, 2, 4, 4}), b.random({3, 2, 3, 3})});
+    b.output(b.op("Clip", {y, b.scalar(1.0f), b.scalar(-1.0f)}));
+    EXPECT_FALSE(passes::FuseBiasActivation{}.apply(*b.graph));
+  }
+}
+
+TEST(FuseBiasActivation, GraphOutputKeepsItsName) {
+  auto build = [] {
+    GraphBuilder b;
+    ir::Value* y = b.op("Conv", {b.input("x", {1, 2, 4, 4}), b.random({3, 2, 3, 3})});
+    ir::Value* r = b.op("Relu", {y});
+    b.graph->rename_value(r, "probs");
+    b.output(r);
+    return b.graph;
+  };
+  auto g = expect_rewrite_keeps_results(build, passes::FuseBiasActivation{});
+  EXPECT_EQ(g->outputs()[0]->name(), "probs");
+  EXPECT_EQ(g->outputs()[0]->producer()->op_type(), "FusedConv");
+}
+
+}  // namespace
+}  // namespace kiln
