@@ -43,8 +43,41 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-.PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine fuzz-http format clean python test-python test-pip
+# Real models at small sizes (tests/models): exported once into $(BUILD)/models, then each run
+# directly and as a compiled engine, within 1e-4 relative L2 of onnxruntime.
+.PHONY: test-models
+test-models: build
+	python3 -m pytest -q tests/models --build-dir $(BUILD)
+
+test: unit conformance conformance-engine test-models test-server test-python test-pip
+	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
+
+# The inference server end to end, through the real tritonclient (docs/SERVER.md).
+test-server: build
+	python3 -m pytest -q tests/server --kiln-serve $(BUILD)/src/kiln-serve
+
+# The Python package's module, built in the main tree; PYTHONPATH=$(BUILD)/python imports it.
+python: build
+	cmake -S . -B $(BUILD) -DKILN_BUILD_PYTHON=ON > /dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_python
+
+test-python: python
+	PYTHONPATH=$(BUILD)/python KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q tests/python
+
+# `pip install ./python` as a user runs it (an isolated build: pip fetches the build requirements of
+# python/pyproject.toml), into a scratch directory, then the Python tests against that install. Its
+# build tree is a sibling of $(BUILD) with the same compiler (scikit-build-core would take Python's)
+# and build type, so ccache serves every Kiln object the main build compiled; only nanobind and the
+# module compile again (docs/API.md).
+PIP_BUILD ?= build-pip
+test-pip: build
+	rm -rf $(PIP_BUILD) $(PIP_BUILD)-site
+	CXX=$$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' $(BUILD)/CMakeCache.txt) \
+	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+	  --target $(PIP_BUILD)-site -C build-dir=$(CURDIR)/$(PIP_BUILD) \
+	  -C cmake.build-type=RelWithDebInfo ./python
+	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q \
+	  -p no:cacheprovider tests/python
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
