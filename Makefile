@@ -5,8 +5,8 @@ ONNX_NODE_TESTS = $(shell python3 -c 'import onnx,os;print(os.path.dirname(onnx.
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine format clean
+.PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
+	fuzz-engine fuzz-http format clean python test-python test-pip
 
 all: build
 
@@ -25,6 +25,10 @@ demo: build
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.onnx --seed 1 --repeat 5
 	$(BUILD)/src/kiln compile $(BUILD)/demo/demo.onnx -o $(BUILD)/demo/demo.kiln --shape-range image:1..16x3x8x8
 	$(BUILD)/src/kiln run $(BUILD)/demo/demo.kiln --seed 1 --repeat 5
+	$(BUILD)/src/kiln verify $(BUILD)/demo/demo.kiln --dim batch=4
+	$(BUILD)/src/kiln bench $(BUILD)/demo/demo.kiln --batch 8 --iterations 50
+	$(BUILD)/src/kiln profile $(BUILD)/demo/demo.kiln --top 3 --trace $(BUILD)/demo/trace.json \
+	  --html $(BUILD)/demo/profile.html
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -39,26 +43,20 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-# Real models at small sizes (tests/models): exported once into $(BUILD)/models, then each run
-# directly and as a compiled engine, within 1e-4 relative L2 of onnxruntime.
-.PHONY: test-models
-test-models: build
-	python3 -m pytest -q tests/models --build-dir $(BUILD)
-
-test: unit conformance conformance-engine test-models
-	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
+.PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
+	fuzz-engine fuzz-http format clean python test-python test-pip
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
 # found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-fuzz: fuzz-onnx fuzz-engine
+fuzz: fuzz-onnx fuzz-engine fuzz-http
 
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)"
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader kiln_cli
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader fuzz_http_infer kiln_cli
 
 fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
@@ -74,17 +72,28 @@ ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_stride
 fuzz-engine: fuzz-build
 	mkdir -p build-fuzz/engine-corpus
 	python3 tools/make_demo_model.py build-fuzz/engine-seeds
-	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln >/dev/null
+	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln \
+	  --no-verify >/dev/null
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
-	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize \
+	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize --no-verify \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
 	build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus -max_total_time=$(FUZZ_SECONDS) \
 	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	  > build-fuzz/fuzz-engine.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-engine.log; exit $$status
 
+# The HTTP frontend's request parser and KServe v2 infer-request decoder (and the response
+# encoder on what it decodes), seeded with the requests in tests/fuzz/regressions/http_infer.
+fuzz-http: fuzz-build
+	mkdir -p build-fuzz/http-corpus
+	cp tests/fuzz/regressions/http_infer/* build-fuzz/http-corpus/
+	build-fuzz/tests/fuzz_http_infer build-fuzz/http-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-http.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-http.log; exit $$status
+
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz $(PIP_BUILD) $(PIP_BUILD)-site

@@ -1,22 +1,39 @@
-// `kiln compile`: ONNX in, optimized engine file out.
+// `kiln compile`: ONNX in, optimized engine file out, kept only when it passes the precision gate.
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <sstream>
+#include <map>
 
 #include <fmt/format.h>
 
-#include <sstream>
-#include "cli/commands.hpp"
-
+#include "cli/command.hpp"
 #include "cli/load_model.hpp"
+#include "cli/precision_gate.hpp"
+#include "cli/progress.hpp"
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
-#include "runtime/memory_planner.hpp"
+#include "runtime/executor.hpp"
 
 namespace kiln::cli {
 namespace {
+namespace fs = std::filesystem;
+
+struct CompileOptions {
+  std::string model;
+  std::string output;  // default: the model's path with extension .kiln
+  bool no_optimize = false;
+  std::string dump_after;  // pass name: print the graph after it
+  bool trace_passes = false;
+  std::string target;  // "cpu:x86-64,..." (Target::parse); default the portable CPU baseline
+  // NAME:1x3x224x224 fixes an input's dims; NAME:1..64x3x224x224 bounds them (a range per dim).
+  std::vector<std::string> shapes;
+  GateOptions gate;
+};
 
 // "name:1x3x224x224" or "name:1..64x3x224x224" -> (name, shape); a range gives a bounded symbol.
 std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
@@ -53,8 +70,6 @@ std::pair<std::string, Shape> parse_shape_spec(const std::string& spec) {
   return {name, Shape(std::move(dims))};
 }
 
-namespace fs = std::filesystem;
-
 size_t count_nodes(const ir::Graph& g) {
   size_t n = 0;
   for (const auto& [op, count] : ir::op_histogram(g)) n += count;
@@ -67,24 +82,27 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-}  // namespace
+// "activation memory: ..." per arena and a histogram of the chosen kernels.
+std::string describe_execution_plan(const runtime::Executor& ex) {
+  std::string out;
+  for (const auto& a : ex.arena_summaries()) {
+    out += fmt::format(
+        "activation memory: {} bytes planned in one {} arena (naive sum {} bytes, {:.1f}x; {} of "
+        "{} values in place or views){}\n",
+        a.bytes, a.device, a.naive_bytes,
+        a.bytes ? static_cast<double>(a.naive_bytes) / static_cast<double>(a.bytes) : 1.0, a.shared,
+        a.values, a.unplanned ? fmt::format("; {} values of unbounded size", a.unplanned) : "");
+  }
+  if (ex.arena_summaries().empty()) out += "activation memory: 0 bytes (no fast kernels)\n";
+  std::map<std::string, size_t> kernels;
+  for (const auto& c : ex.kernel_choices()) ++kernels[c.backend + ":" + c.kernel];
+  out += "kernels:";
+  for (const auto& [name, count] : kernels) out += fmt::format(" {} {}", count, name);
+  return out + "\n";
+}
 
-int compile_command(const CompileOptions& o) {
-  auto start = std::chrono::steady_clock::now();
-  std::string bytes = read_file(o.model);
-  KILN_CHECK_ARG(!engine::has_engine_magic(bytes),
-                 "'{}' is already a compiled Kiln engine; compile its ONNX model instead", o.model);
-  KILN_CHECK_ARG(!(o.no_optimize && !o.dump_after.empty()),
-                 "--dump-after needs the optimizer: drop --no-optimize");
-  std::string output = o.output;
-  if (output.empty()) output = fs::path(o.model).replace_extension(".kiln").string();
-  KILN_CHECK_ARG(fs::weakly_canonical(output) != fs::weakly_canonical(o.model),
-                 "the engine file would overwrite the model '{}': choose another -o", o.model);
 
-  engine::EngineInfo info;
-  info.source_hash = engine::hash_bytes(bytes.data(), bytes.size());
-  if (!o.target.empty()) info.target = engine::Target::parse(o.target);
-
+ir::Model import(const std::string& bytes, const CompileOptions& o) {
   onnx_io::ImportOptions import;
   import.base_dir = fs::absolute(o.model).parent_path().string();
   ir::Model model;
@@ -94,6 +112,66 @@ int compile_command(const CompileOptions& o) {
     throw Error(e.code(), fmt::format("{}: {}", o.model, e.message()));
   }
   model.source_path = o.model;
+  return model;
+}
+
+// Hands each line written to it to a callback: turns the pass manager's trace into progress.
+class LineSink : public std::streambuf {
+ public:
+  explicit LineSink(std::function<void(const std::string&)> fn) : fn_(std::move(fn)) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c == '\n') {
+      fn_(line_);
+      line_.clear();
+    } else if (c != EOF) {
+      line_ += static_cast<char>(c);
+    }
+    return c;
+  }
+
+ private:
+  std::function<void(const std::string&)> fn_;
+  std::string line_;
+};
+
+// Test hook for the precision gate: KILN_TEST_CORRUPT_WEIGHT=NAME scales the float initializer
+// NAME of the optimized graph, as a broken pass would, so tests can see the gate refuse it.
+void corrupt_weight_for_tests(ir::Graph& g) {
+  const char* name = std::getenv("KILN_TEST_CORRUPT_WEIGHT");
+  if (!name || !*name) return;
+  ir::Value* v = g.find_local_value(name);
+  KILN_CHECK(v && v->is_constant() && v->constant().dtype() == DataType::Float32,
+             ErrorCode::NotFound,
+             "KILN_TEST_CORRUPT_WEIGHT: the compiled graph has no float initializer '{}'", name);
+  Tensor t = v->constant().clone();
+  for (float& x : t.values<float>()) x = x * 1.25f + 0.01f;
+  v->set_constant(std::move(t));
+  std::cerr << fmt::format("kiln: test hook: corrupted weight '{}'\n", name);
+}
+
+int compile(const CompileOptions& o) {
+  auto start = std::chrono::steady_clock::now();
+  std::string bytes = read_file(o.model);
+  KILN_CHECK_ARG(!engine::has_engine_magic(bytes),
+                 "'{}' is already a compiled Kiln engine; compile its ONNX model instead", o.model);
+  if (o.no_optimize && !o.dump_after.empty())
+    throw UsageError("--dump-after needs the optimizer: drop --no-optimize");
+  std::string output = o.output;
+  if (output.empty()) output = fs::path(o.model).replace_extension(".kiln").string();
+  KILN_CHECK_ARG(fs::weakly_canonical(output) != fs::weakly_canonical(o.model),
+                 "the engine file would overwrite the model '{}': choose another -o", o.model);
+
+  engine::EngineInfo info;
+  info.source_hash = engine::hash_bytes(bytes.data(), bytes.size());
+  if (!o.target.empty()) info.target = engine::Target::parse(o.target);
+
+  ir::Model model = import(bytes, o);
+  // The gate compares against the graph as the user wrote it, imported apart from the one the
+  // passes rewrite.
+  std::shared_ptr<const ir::Graph> original;
+  if (!o.gate.skip) original = import(bytes, o).graph;
   size_t before = count_nodes(*model.graph);
   if (!o.shapes.empty()) {
     for (const std::string& spec : o.shapes) {
@@ -105,7 +183,18 @@ int compile_command(const CompileOptions& o) {
 
   if (!o.no_optimize) {
     passes::PassManagerOptions pm_options = passes::PassManagerOptions::from_env();
-    if (o.trace_passes) pm_options.trace = &std::cout;
+    Progress progress("optimizing", 0);
+    size_t runs = 0;
+    LineSink sink([&](const std::string& line) {
+      if (o.trace_passes) std::cout << line << "\n";
+      // "pass NAME iteration N ..." -> NAME
+      std::istringstream words(line);
+      std::string word, pass;
+      words >> word >> pass;
+      progress.update(++runs, pass);
+    });
+    std::ostream trace(&sink);
+    if (o.trace_passes || Progress::enabled()) pm_options.trace = &trace;
     if (!o.dump_after.empty()) {
       pm_options.dump_after = o.dump_after;
       pm_options.dump = &std::cout;
@@ -114,35 +203,79 @@ int compile_command(const CompileOptions& o) {
     passes::add_default_passes(pm);
     pm.run(*model.graph);
   }
+  corrupt_weight_for_tests(*model.graph);
   size_t after = count_nodes(*model.graph);
   std::cout << fmt::format("nodes: {} -> {}{}\n", before, after,
                            o.no_optimize ? " (not optimized)" : "");
-  runtime::MemoryPlan plan = runtime::plan_memory(*model.graph);
-  std::cout << fmt::format(
-      "activation memory: {} bytes planned in one arena (naive sum {} bytes, {:.1f}x){}\n",
-      plan.arena_bytes, plan.naive_bytes,
-      plan.arena_bytes
-          ? static_cast<double>(plan.naive_bytes) / static_cast<double>(plan.arena_bytes)
-          : 1.0,
-      plan.unplanned.empty() ? ""
-                             : fmt::format("; {} values of unbounded size", plan.unplanned.size()));
+  // The execution plan (kernel choices, memory plan) is made by preparing the model exactly as
+  // a session would, and stored so that loading the engine does not redo it.
+  runtime::Executor prepared(model.graph);
+  std::cout << describe_execution_plan(prepared);
+  engine::ExecutionPlan plan = prepared.execution_plan();
 
-  engine::write_engine(model, info, output);
+  // Written beside the destination first, renamed into place only once it is known good.
+  std::string staged = o.gate.skip ? output : output + ".unverified";
+  engine::write_engine(model, info, staged, &plan);
   // Read the engine back and compare: a writer bug must fail the compile, not the deployment.
   engine::ReadOptions check;
   check.check_target = false;
-  engine::LoadedEngine loaded = engine::read_engine(output, check);
+  engine::LoadedEngine loaded = engine::read_engine(staged, check);
   if (ir::print_graph(*loaded.model.graph) != ir::print_graph(*model.graph)) {
-    fs::remove(output);
+    fs::remove(staged);
     fail(ErrorCode::Internal, "the engine written to '{}' does not read back as the same graph",
          output);
+  }
+  if (o.gate.skip) {
+    std::cout << "precision gate: skipped (--no-verify): the engine's outputs were not checked\n";
+  } else {
+    GateResult gate;
+    try {
+      gate = run_precision_gate(staged, info.target, model, original, o.gate, std::cout);
+    } catch (...) {
+      fs::remove(staged);
+      throw;
+    }
+    if (!gate.pass && !o.gate.allow_drift) {
+      fs::remove(staged);
+      fail(ErrorCode::InvalidArgument,
+           "precision gate: {}. The engine was not written; --allow-drift writes it anyway, "
+           "--max-rel-l2 changes the tolerance",
+           gate.failure);
+    }
+    if (!gate.pass) {
+      std::cerr << fmt::format(
+          "kiln: warning: precision gate: {}. Writing the engine anyway (--allow-drift)\n",
+          gate.failure);
+    }
+    fs::rename(staged, output);
   }
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << fmt::format("wrote {}: {} bytes ({} of weights) in {:.1f} ms\n", output, loaded.size,
                            loaded.weights_size, ms);
   std::cout << describe_engine(loaded.info);
-  return 0;
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_compile_command(CLI::App& app) {
+  auto o = std::make_shared<CompileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile",
+      "Optimize an ONNX model and write it as a .kiln engine file, checked by the precision gate");
+  cmd->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->output,
+                  "Engine file to write (default: the model's name with .kiln)");
+  cmd->add_flag("--no-optimize", o->no_optimize, "Skip the graph passes");
+  cmd->add_option("--shape,--shape-range", o->shapes,
+                  "Input dims, fixed or as ranges: NAME:1x3x224x224 or NAME:1..64x3x224x224");
+  cmd->add_option("--dump-after", o->dump_after, "Print the graph after the pass of this name");
+  cmd->add_flag("--trace-passes", o->trace_passes, "Print one line per pass run");
+  cmd->add_option("--target", o->target,
+                  "Target to stamp, DEVICE[:FEATURE,...] (default: portable CPU)");
+  add_gate_options(cmd, o->gate);
+  return {cmd, [o] { return compile(*o); }};
 }
 
 }  // namespace kiln::cli

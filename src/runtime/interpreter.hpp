@@ -2,6 +2,7 @@
 // Runs a graph node by node on the reference kernels. This is the oracle every faster path is
 // checked against, so it favours clarity: values live in a map keyed by IR value and are freed
 // after their last use.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,10 +31,21 @@ class Interpreter {
   // Inputs by name; outputs by name.
   std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& inputs);
 
+  // Runs `body`, a subgraph of this interpreter's graph, whose captures of values outside it
+  // resolve through `outer` (the executor runs control-flow nodes this way).
+  using ValueLookup = std::function<const RtValue*(const ir::Value*)>;
+  std::vector<RtValue> run_subgraph(const ir::Graph& body, const std::vector<RtValue>& inputs,
+                                    const ValueLookup& outer);
+
   const ir::Graph& graph() const { return *graph_; }
   // Per-node wall time of the last run when profiling is on.
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTiming>& last_profile() const { return profile_; }
+  // Called after each node of the main graph runs, with its outputs, before any are freed: how
+  // `kiln verify` and the precision gate keep intermediate values to find the first node that
+  // drifts, and how `kiln profile` measures each node's output bytes.
+  using NodeObserver = std::function<void(const ir::Node&, const std::vector<RtValue>& outputs)>;
+  void set_observer(NodeObserver observer) { observer_ = std::move(observer); }
 
  private:
   struct GraphPlan {
@@ -47,12 +59,13 @@ class Interpreter {
 
   void plan(const ir::Graph& g);
   std::vector<RtValue> execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
-                               const Scope* outer);
+                               const Scope* outer, const ValueLookup* root = nullptr);
 
   std::shared_ptr<const ir::Graph> graph_;
   std::unordered_map<const ir::Graph*, GraphPlan> plans_;
   bool profiling_ = false;
   std::vector<NodeTiming> profile_;
+  NodeObserver observer_;
 };
 
 // Checks a runtime value against a declared type (element type, rank, static dims); throws

@@ -1,0 +1,30 @@
+#pragma once
+// Floating-point operation counts of a graph, from its value shapes: a multiply-add is 2 FLOPs.
+// Conv / ConvTranspose / Gemm / MatMul (and Kiln's fused forms) exactly; pooling by window,
+// reductions by input element; data movement (Reshape, Transpose, Gather, ...) 0; every other op
+// ~1 per output element. Symbolic dims take the value given, else the low end of their range.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.hpp"
+
+namespace kiln::cli {
+
+struct FlopCount {
+  std::map<std::string, double> by_op_type;
+  double total = 0;
+  // Nodes whose shapes are not known well enough to count, by op type.
+  std::map<std::string, size_t> uncounted;
+  // Symbolic dims the count assumed a value for.
+  std::map<std::string, int64_t> assumed;
+  size_t control_flow = 0;  // If/Loop/Scan nodes, whose bodies are not counted
+};
+
+FlopCount count_flops(const ir::Graph& graph, const std::map<std::string, int64_t>& dims);
+
+// 1234567 -> "1.23 M"
+std::string si_number(double value);
+
+}  // namespace kiln::cli

@@ -1,0 +1,262 @@
+// `kiln profile`: time and memory per node and per op type; Chrome trace and HTML report files.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "cli/command.hpp"
+#include "cli/inputs.hpp"
+#include "cli/profile_report.hpp"
+#include "cli/progress.hpp"
+#include "runtime/interpreter.hpp"
+#include "runtime/session.hpp"
+
+namespace kiln::cli {
+namespace {
+
+struct ProfileOptions {
+  std::string model;
+  InputOptions inputs;
+  int threads = 0;
+  int warmup = 1;
+  int iterations = 10;
+  int top = 15;
+  std::string trace;
+  std::string html;
+};
+
+size_t value_bytes(const RtValue& v) {
+  if (v.is_tensor()) return v.tensor().nbytes();
+  size_t n = 0;
+  if (v.is_sequence()) {
+    for (const Tensor& t : v.sequence()) n += t.nbytes();
+  }
+  return n;
+}
+
+std::string value_shape(const RtValue& v) {
+  return v.is_none() ? "none" : v.describe();
+}
+
+// Values of `owner` that `n` reads, its subgraphs' captures included.
+void reads_of(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
+  for (const ir::Value* v : n.inputs()) {
+    if (v && v->owner() == &owner) out.push_back(v);
+  }
+  for (const auto& [name, a] : n.attributes()) {
+    std::vector<const ir::Graph*> subs;
+    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
+    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
+      for (const auto& g : *gs) subs.push_back(g.get());
+    }
+    for (const ir::Graph* g : subs) {
+      for (const ir::Node* inner : g->nodes()) reads_of(*inner, owner, out);
+      for (const ir::Value* v : g->outputs()) {
+        if (v->owner() == &owner) out.push_back(v);
+      }
+    }
+  }
+}
+
+// One run on the reference interpreter to see every value: shapes, bytes, and from the graph's
+// uses, the activation bytes alive while each node runs.
+void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
+                    const std::vector<const ir::Node*>& nodes, const runtime::Feeds& feeds,
+                    ProfileData& data) {
+  std::unordered_map<const ir::Node*, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  std::unordered_map<const ir::Value*, size_t> bytes;
+  std::unordered_map<const ir::Value*, std::string> shapes;
+  for (const ir::Value* v : graph->inputs()) {
+    auto it = feeds.find(v->name());
+    if (it != feeds.end()) {
+      bytes[v] = value_bytes(it->second);
+      shapes[v] = value_shape(it->second);
+      data.input_bytes += bytes[v];
+    }
+  }
+  runtime::Interpreter interp(graph);
+  interp.set_observer([&](const ir::Node& n, const std::vector<RtValue>& outs) {
+    auto it = index.find(&n);
+    if (it == index.end()) return;
+    NodeRecord& r = data.nodes[it->second];
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const ir::Value* v = n.output(k);
+      if (!v) continue;
+      bytes[v] = value_bytes(outs[k]);
+      shapes[v] = value_shape(outs[k]);
+      r.output_bytes += bytes[v];
+      r.output_shapes.push_back(shapes[v]);
+    }
+  });
+  runtime::Feeds own;
+  for (const ir::Value* v : graph->inputs()) {
+    auto it = feeds.find(v->name());
+    if (it != feeds.end()) own[v->name()] = it->second;
+  }
+  interp.run(own);
+
+  // Alive from the step that makes a value to the last step that reads it (outputs: the end).
+  size_t steps = nodes.size();
+  std::unordered_map<const ir::Value*, std::pair<size_t, size_t>> life;
+  for (const auto& [v, b] : bytes) {
+    size_t def = v->producer() && index.count(v->producer()) ? index[v->producer()] : 0;
+    life[v] = {def, graph->is_output(v) && steps ? steps - 1 : def};
+  }
+  for (size_t i = 0; i < steps; ++i) {
+    std::vector<const ir::Value*> reads;
+    reads_of(*nodes[i], *graph, reads);
+    for (const ir::Value* v : reads) {
+      auto it = life.find(v);
+      if (it != life.end()) it->second.second = std::max(it->second.second, i);
+      if (v->is_constant()) {
+        data.nodes[i].input_shapes.push_back(v->constant().describe());
+      } else if (shapes.count(v)) {
+        data.nodes[i].input_shapes.push_back(shapes[v]);
+      }
+    }
+  }
+  std::vector<int64_t> delta(steps + 1, 0);
+  for (const auto& [v, span] : life) {
+    delta[span.first] += static_cast<int64_t>(bytes[v]);
+    delta[span.second + 1] -= static_cast<int64_t>(bytes[v]);
+  }
+  int64_t live = 0;
+  for (size_t i = 0; i < steps; ++i) {
+    live += delta[i];
+    data.nodes[i].live_bytes = static_cast<size_t>(live);
+    data.peak_live_bytes = std::max(data.peak_live_bytes, data.nodes[i].live_bytes);
+  }
+  for (const auto& v : graph->values()) {
+    if (v->is_constant()) data.weight_bytes += v->constant().nbytes();
+  }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  KILN_CHECK(out.good(), ErrorCode::Unavailable, "cannot write '{}'", path);
+}
+
+std::string mib(size_t bytes) {
+  return fmt::format("{:.3f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+int profile(const ProfileOptions& o) {
+  auto files = o.inputs.file_map();
+  auto dims = o.inputs.dims();
+  SessionOptions so;
+  so.threads = o.threads;
+  so.profiling = true;
+  Session session(o.model, so);
+  runtime::Feeds feeds = make_feeds(session.inputs(), files, dims, o.inputs.seed);
+  std::shared_ptr<const ir::Graph> graph = session.model().graph;
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node* n : graph->nodes()) nodes.push_back(n);
+
+  ProfileData data;
+  data.model = o.model;
+  for (const ir::Node* n : nodes)
+    data.nodes.push_back({n->name().empty() ? n->label() : n->name(), n->op_type(), n->domain()});
+  measure_memory(graph, nodes, feeds, data);
+
+  std::unordered_map<const ir::Node*, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  Progress progress("profile", static_cast<size_t>(o.warmup + o.iterations));
+  for (int i = 0; i < o.warmup; ++i) {
+    session.run(feeds);
+    progress.step("warm-up");
+  }
+  for (int r = 0; r < o.iterations; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    session.run(feeds);
+    data.run_wall_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
+    std::vector<double> us(nodes.size(), 0);
+    for (const runtime::NodeTiming& t : session.last_profile()) {
+      auto it = index.find(t.node);
+      if (it != index.end()) us[it->second] += t.microseconds;
+    }
+    for (size_t i = 0; i < us.size(); ++i) data.nodes[i].total_us += us[i];
+    data.runs_us.push_back(std::move(us));
+    progress.step();
+  }
+  progress.finish();
+
+  double runs = static_cast<double>(data.run_count());
+  double node_sum = data.node_sum_us();
+  std::cout << fmt::format("model: {}\n", o.model) << describe_feeds(feeds);
+  std::cout << fmt::format(
+      "{} nodes, {} profiled runs after {} warm-up: {:.3f} ms per run "
+      "({:.3f} ms in nodes)\n",
+      nodes.size(), data.run_count(), o.warmup, data.mean_run_us() / 1000, node_sum / runs / 1000);
+  std::cout << fmt::format("memory: weights {}, inputs {}, peak live activations {} ({} bytes)\n",
+                           mib(data.weight_bytes), mib(data.input_bytes), mib(data.peak_live_bytes),
+                           data.peak_live_bytes);
+  std::cout << fmt::format("\n{:<28} {:>6} {:>12} {:>12} {:>7}\n", "op type", "count", "total ms",
+                           "mean us", "% run");
+  for (const OpTypeRecord& r : data.by_op_type()) {
+    std::cout << fmt::format("{:<28} {:>6} {:>12.3f} {:>12.1f} {:>6.1f}%\n", r.op_type, r.count,
+                             r.total_us / runs / 1000,
+                             r.total_us / runs / static_cast<double>(r.count),
+                             node_sum > 0 ? 100 * r.total_us / node_sum : 0.0);
+  }
+  std::vector<size_t> order(nodes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return data.nodes[a].total_us > data.nodes[b].total_us;
+  });
+  std::cout << fmt::format("\n{:<36} {:<16} {:>10} {:>7} {:>14}  {}\n", "node", "op type",
+                           "mean us", "% run", "output bytes", "output");
+  for (size_t k = 0; k < order.size() && k < static_cast<size_t>(o.top); ++k) {
+    const NodeRecord& r = data.nodes[order[k]];
+    std::cout << fmt::format("{:<36} {:<16} {:>10.1f} {:>6.1f}% {:>14}  {}\n", r.name, r.op_type,
+                             r.total_us / runs, node_sum > 0 ? 100 * r.total_us / node_sum : 0.0,
+                             r.output_bytes, r.output_shapes.empty() ? "" : r.output_shapes[0]);
+  }
+  if (!o.trace.empty()) {
+    write_text(o.trace, chrome_trace_json(data));
+    std::cout << fmt::format("\nwrote {} (Chrome trace: open in https://ui.perfetto.dev)\n",
+                             o.trace);
+  }
+  if (!o.html.empty()) {
+    write_text(o.html, html_report(data));
+    std::cout << fmt::format("wrote {} (HTML report)\n", o.html);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_profile_command(CLI::App& app) {
+  auto o = std::make_shared<ProfileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile", "Time and memory per node and op type; Chrome trace (--trace) and HTML report");
+  cmd->add_option("model", o->model, "ONNX model or .kiln engine file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_input_options(cmd, o->inputs);
+  cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup", o->warmup, "Unprofiled runs first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--iterations", o->iterations, "Profiled runs (times are their mean)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--top", o->top, "Nodes to list, slowest first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome-trace JSON file (Perfetto, chrome://tracing)");
+  cmd->add_option("--html", o->html, "Write a self-contained HTML report");
+  return {cmd, [o] { return profile(*o); }};
+}
+
+}  // namespace kiln::cli
