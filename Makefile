@@ -5,8 +5,8 @@ ONNX_NODE_TESTS = $(shell python3 -c 'import onnx,os;print(os.path.dirname(onnx.
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo test unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine format clean
+.PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
+	fuzz-engine fuzz-http fuzz-grpc format clean python test-python test-pip
 
 all: build
 
@@ -43,20 +43,54 @@ conformance-engine: build
 conformance-update: build
 	$(BUILD)/tests/kiln_conformance --data $(ONNX_NODE_TESTS) --write-expected tests/conformance/expected_failures.txt
 
-test: unit conformance conformance-engine
+# Real models at small sizes (tests/models): exported once into $(BUILD)/models, then each run
+# directly and as a compiled engine, within 1e-4 relative L2 of onnxruntime.
+.PHONY: test-models
+test-models: build
+	python3 -m pytest -q tests/models --build-dir $(BUILD)
+
+test: unit conformance conformance-engine test-models test-server test-python test-pip
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
+
+# The inference server end to end, through the real tritonclient (docs/SERVER.md).
+test-server: build
+	python3 -m pytest -q tests/server --kiln-serve $(BUILD)/src/kiln-serve
+
+# The Python package's module, built in the main tree; PYTHONPATH=$(BUILD)/python imports it.
+python: build
+	cmake -S . -B $(BUILD) -DKILN_BUILD_PYTHON=ON > /dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_python
+
+test-python: python
+	PYTHONPATH=$(BUILD)/python KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q tests/python
+
+# `pip install ./python` as a user runs it (an isolated build: pip fetches the build requirements of
+# python/pyproject.toml), into a scratch directory, then the Python tests against that install. Its
+# build tree is a sibling of $(BUILD) with the same compiler (scikit-build-core would take Python's)
+# and build type, so ccache serves every Kiln object the main build compiled; only nanobind and the
+# module compile again (docs/API.md).
+PIP_BUILD ?= build-pip
+test-pip: build
+	rm -rf $(PIP_BUILD) $(PIP_BUILD)-site
+	CXX=$$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' $(BUILD)/CMakeCache.txt) \
+	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+	  --target $(PIP_BUILD)-site -C build-dir=$(CURDIR)/$(PIP_BUILD) \
+	  -C cmake.build-type=RelWithDebInfo ./python
+	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q \
+	  -p no:cacheprovider tests/python
 
 # libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
 # found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-fuzz: fuzz-onnx fuzz-engine
+fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc
 
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)"
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader kiln_cli
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader fuzz_http_infer fuzz_grpc_infer \
+	  kiln_cli
 
 fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
@@ -82,8 +116,28 @@ fuzz-engine: fuzz-build
 	  > build-fuzz/fuzz-engine.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-engine.log; exit $$status
 
+# The HTTP frontend's request parser and KServe v2 infer-request decoder (and the response
+# encoder on what it decodes), seeded with the requests in tests/fuzz/regressions/http_infer.
+fuzz-http: fuzz-build
+	mkdir -p build-fuzz/http-corpus
+	cp tests/fuzz/regressions/http_infer/* build-fuzz/http-corpus/
+	build-fuzz/tests/fuzz_http_infer build-fuzz/http-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-http.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-http.log; exit $$status
+
+# The gRPC frontend's ModelInferRequest decoder (and the response encoder on what it decodes),
+# seeded with the serialized requests in tests/fuzz/regressions/grpc_infer.
+fuzz-grpc: fuzz-build
+	mkdir -p build-fuzz/grpc-corpus
+	cp tests/fuzz/regressions/grpc_infer/* build-fuzz/grpc-corpus/
+	build-fuzz/tests/fuzz_grpc_infer build-fuzz/grpc-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-grpc.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-grpc.log; exit $$status
+
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz $(PIP_BUILD) $(PIP_BUILD)-site

@@ -8,15 +8,24 @@ APT_PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
   libjpeg62-turbo-dev libpng-dev libtiff-dev
-  rapidjson-dev
+  rapidjson-dev python3-dev
+  libdnnl-dev
+  python3-torch python3-torchvision
+  libboost-dev libssl-dev
+  libgrpc++-dev protobuf-compiler-grpc openssl
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
-PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime)
+PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime "tritonclient[all]")
+# The Python package (python/): nanobind builds its module; scikit-build-core is the backend
+# `pip install ./python` uses.
+PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core)
 
 # `setup.sh --fuzz` adds clang and its sanitizer runtime for `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
   APT_PACKAGES+=(clang libclang-rt-14-dev)
 fi
+# tests/models exports torchvision and torch models with Debian's CPU torch (for /usr/bin/python3).
+APT_PACKAGES+=(python3-torch python3-torchvision)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -35,11 +44,12 @@ PY=${PYTHON:-python3}
 need_pip=0
 $PY - <<'PYEOF' || need_pip=1
 import importlib.metadata as m, sys
-want = {"onnx": "1.22.0"}
+want = {"onnx": "1.22.0", "nanobind": "3.1.0"}
 for name, ver in want.items():
     if m.version(name) != ver:
         sys.exit(1)
-import numpy, pytest, onnxruntime  # noqa: F401
+import numpy, pytest, onnxruntime, scikit_build_core  # noqa: F401
+import tritonclient.http, tritonclient.grpc  # noqa: F401
 PYEOF
 if ((need_pip)); then
   echo "setup: installing ${PIP_PACKAGES[*]}"

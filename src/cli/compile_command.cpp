@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -16,7 +17,7 @@
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
-#include "runtime/memory_planner.hpp"
+#include "runtime/executor.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -80,6 +81,26 @@ std::string read_file(const std::string& path) {
   KILN_CHECK(in.good(), ErrorCode::NotFound, "cannot open model file '{}'", path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
+
+// "activation memory: ..." per arena and a histogram of the chosen kernels.
+std::string describe_execution_plan(const runtime::Executor& ex) {
+  std::string out;
+  for (const auto& a : ex.arena_summaries()) {
+    out += fmt::format(
+        "activation memory: {} bytes planned in one {} arena (naive sum {} bytes, {:.1f}x; {} of "
+        "{} values in place or views){}\n",
+        a.bytes, a.device, a.naive_bytes,
+        a.bytes ? static_cast<double>(a.naive_bytes) / static_cast<double>(a.bytes) : 1.0, a.shared,
+        a.values, a.unplanned ? fmt::format("; {} values of unbounded size", a.unplanned) : "");
+  }
+  if (ex.arena_summaries().empty()) out += "activation memory: 0 bytes (no fast kernels)\n";
+  std::map<std::string, size_t> kernels;
+  for (const auto& c : ex.kernel_choices()) ++kernels[c.backend + ":" + c.kernel];
+  out += "kernels:";
+  for (const auto& [name, count] : kernels) out += fmt::format(" {} {}", count, name);
+  return out + "\n";
+}
+
 
 ir::Model import(const std::string& bytes, const CompileOptions& o) {
   onnx_io::ImportOptions import;
@@ -186,19 +207,15 @@ int compile(const CompileOptions& o) {
   size_t after = count_nodes(*model.graph);
   std::cout << fmt::format("nodes: {} -> {}{}\n", before, after,
                            o.no_optimize ? " (not optimized)" : "");
-  runtime::MemoryPlan plan = runtime::plan_memory(*model.graph);
-  std::cout << fmt::format(
-      "activation memory: {} bytes planned in one arena (naive sum {} bytes, {:.1f}x){}\n",
-      plan.arena_bytes, plan.naive_bytes,
-      plan.arena_bytes
-          ? static_cast<double>(plan.naive_bytes) / static_cast<double>(plan.arena_bytes)
-          : 1.0,
-      plan.unplanned.empty() ? ""
-                             : fmt::format("; {} values of unbounded size", plan.unplanned.size()));
+  // The execution plan (kernel choices, memory plan) is made by preparing the model exactly as
+  // a session would, and stored so that loading the engine does not redo it.
+  runtime::Executor prepared(model.graph);
+  std::cout << describe_execution_plan(prepared);
+  engine::ExecutionPlan plan = prepared.execution_plan();
 
   // Written beside the destination first, renamed into place only once it is known good.
   std::string staged = o.gate.skip ? output : output + ".unverified";
-  engine::write_engine(model, info, staged);
+  engine::write_engine(model, info, staged, &plan);
   // Read the engine back and compare: a writer bug must fail the compile, not the deployment.
   engine::ReadOptions check;
   check.check_target = false;

@@ -17,7 +17,8 @@
 namespace kiln::engine {
 
 // Bumped whenever a reader of the previous version could misread a new file.
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: the execution plan (memory plan and kernel choices) after the graph.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', '1'};
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr size_t kWeightAlignment = 64;
@@ -34,6 +35,29 @@ struct EngineInfo {
   std::string source_path;
 };
 
+// The execution plan `kiln compile` stores beside the graph, as plain data (engine/ knows
+// nothing of the runtime): per device, an arena size and each planned value's slot in it; per
+// node of the main graph, the backend and kernel chosen for it.
+struct StoredBuffer {
+  std::string value;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+struct StoredArena {
+  std::string device;
+  uint64_t bytes = 0;
+  std::vector<StoredBuffer> buffers;
+};
+struct StoredKernel {
+  uint32_t node = 0;  // index in the main graph's node order
+  std::string backend;
+  std::string kernel;
+};
+struct ExecutionPlan {
+  std::vector<StoredArena> arenas;
+  std::vector<StoredKernel> kernels;
+};
+
 struct ReadOptions {
   // The fuzzer turns this off: the checksum would reject nearly every mutated input before the
   // parser sees it.
@@ -46,6 +70,9 @@ struct ReadOptions {
 struct LoadedEngine {
   ir::Model model;  // initializers and tensor attributes are views into the file's bytes
   EngineInfo info;
+  // Set when the engine carries one; checked against the graph (names, bounds) but not trusted
+  // further: the runtime checks each slot against its value's size before using it.
+  std::optional<ExecutionPlan> plan;
   // The file's bytes (the mapping, or a copy for read_engine_bytes); tensors keep it alive too.
   std::shared_ptr<const void> bytes;
   size_t size = 0;
@@ -53,8 +80,10 @@ struct LoadedEngine {
   size_t weights_size = 0;
 };
 
-// Writes `model` (validated first) to `path`, via a temporary file renamed into place.
-void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path);
+// Writes `model` (validated first) and, when given, its execution plan to `path`, via a
+// temporary file renamed into place.
+void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path,
+                  const ExecutionPlan* plan = nullptr);
 // Maps `path` read-only and rebuilds the model; any malformed, corrupt, mismatched or
 // incompatible file is a kiln::Error naming the file and the problem.
 LoadedEngine read_engine(const std::string& path, const ReadOptions& options = {});

@@ -329,6 +329,52 @@ class Reader {
   std::shared_ptr<void> owner_;
 };
 
+// The plan's names and bounds are checked against the graph; whether each slot is big enough
+// for its value is the runtime's check (it knows the sizes it will write).
+ExecutionPlan read_plan(const fb::ExecutionPlan& p, const ir::Graph& g) {
+  ExecutionPlan plan;
+  if (p.arenas()) {
+    std::set<std::string> devices;
+    for (const fb::Arena* a : *p.arenas()) {
+      StoredArena arena;
+      arena.device = text(a->device());
+      arena.bytes = a->bytes();
+      if (!devices.insert(arena.device).second) {
+        corrupt(fmt::format("plan: two arenas for device '{}'", arena.device));
+      }
+      std::set<std::string> seen;
+      if (a->buffers()) {
+        for (const fb::PlannedBuffer* b : *a->buffers()) {
+          StoredBuffer buf{b->value()->str(), b->offset(), b->size()};
+          if (!g.find_local_value(buf.value)) {
+            corrupt(fmt::format("plan: value '{}' is not in the main graph", buf.value));
+          }
+          if (!seen.insert(buf.value).second) {
+            corrupt(fmt::format("plan: value '{}' is planned twice", buf.value));
+          }
+          if (buf.offset > arena.bytes || buf.size > arena.bytes - buf.offset) {
+            corrupt(fmt::format("plan: value '{}' at [{}, +{}) lies outside its {}-byte arena",
+                                buf.value, buf.offset, buf.size, arena.bytes));
+          }
+          arena.buffers.push_back(std::move(buf));
+        }
+      }
+      plan.arenas.push_back(std::move(arena));
+    }
+  }
+  if (p.kernels()) {
+    std::set<uint32_t> nodes;
+    for (const fb::KernelChoice* k : *p.kernels()) {
+      if (k->node() >= g.node_count() || !nodes.insert(k->node()).second) {
+        corrupt(fmt::format("plan: kernel choice for node #{} of a {}-node graph", k->node(),
+                            g.node_count()));
+      }
+      plan.kernels.push_back({k->node(), text(k->backend()), text(k->kernel())});
+    }
+  }
+  return plan;
+}
+
 LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& options) {
   const auto* base = static_cast<const unsigned char*>(owner.get());
   if (size < sizeof kMagic || std::memcmp(base, kMagic, sizeof kMagic) != 0) {
@@ -413,6 +459,7 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
   } catch (const Error& e) {
     corrupt(e.message());
   }
+  if (m->plan()) out.plan = read_plan(*m->plan(), *out.model.graph);
   out.bytes = owner;
   out.size = size;
   out.weights_offset = h.weights_offset;

@@ -20,8 +20,9 @@ class Writer {
  public:
   explicit Writer(const EngineInfo& info) : info_(info) {}
 
-  void build(const ir::Model& m) {
+  void build(const ir::Model& m, const ExecutionPlan* plan) {
     auto graph = write_graph(*m.graph);
+    auto stored_plan = plan ? write_plan(*plan, *m.graph) : 0;
     std::vector<fbs::Offset<fb::MetadataEntry>> metadata;
     for (const auto& [k, v] : m.metadata) {
       metadata.push_back(fb::CreateMetadataEntry(fbb_, str(k), str(v)));
@@ -29,10 +30,10 @@ class Writer {
     std::vector<fbs::Offset<fbs::String>> features;
     for (const std::string& f : info_.target.features) features.push_back(str(f));
     auto target = fb::CreateTarget(fbb_, str(info_.target.device), fbb_.CreateVector(features));
-    auto model = fb::CreateModel(fbb_, kFormatVersion, str(KILN_VERSION), target, info_.source_hash,
-                                 m.ir_version, str(m.producer_name), str(m.producer_version),
-                                 str(m.domain), str(m.doc_string), m.model_version,
-                                 fbb_.CreateVector(metadata), str(m.source_path), graph);
+    auto model = fb::CreateModel(
+        fbb_, kFormatVersion, str(KILN_VERSION), target, info_.source_hash, m.ir_version,
+        str(m.producer_name), str(m.producer_version), str(m.domain), str(m.doc_string),
+        m.model_version, fbb_.CreateVector(metadata), str(m.source_path), graph, stored_plan);
     fb::FinishModelBuffer(fbb_, model);
   }
 
@@ -99,6 +100,30 @@ class Writer {
     if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(&h, sizeof h, 1, f) != 1) {
       fail(ErrorCode::Unavailable, "cannot write engine file '{}': {}", path, std::strerror(errno));
     }
+  }
+
+  fbs::Offset<fb::ExecutionPlan> write_plan(const ExecutionPlan& plan, const ir::Graph& g) {
+    std::vector<fbs::Offset<fb::Arena>> arenas;
+    for (const StoredArena& a : plan.arenas) {
+      std::vector<fbs::Offset<fb::PlannedBuffer>> buffers;
+      for (const StoredBuffer& b : a.buffers) {
+        KILN_CHECK(g.find_local_value(b.value), ErrorCode::Internal,
+                   "execution plan names value '{}', which is not in the main graph", b.value);
+        KILN_CHECK(b.offset <= a.bytes && b.size <= a.bytes - b.offset, ErrorCode::Internal,
+                   "execution plan: value '{}' at [{}, +{}) lies outside its {}-byte arena",
+                   b.value, b.offset, b.size, a.bytes);
+        buffers.push_back(fb::CreatePlannedBuffer(fbb_, str(b.value), b.offset, b.size));
+      }
+      arenas.push_back(fb::CreateArena(fbb_, str(a.device), a.bytes, fbb_.CreateVector(buffers)));
+    }
+    std::vector<fbs::Offset<fb::KernelChoice>> kernels;
+    for (const StoredKernel& k : plan.kernels) {
+      KILN_CHECK(k.node < g.node_count(), ErrorCode::Internal,
+                 "execution plan: kernel choice for node #{} of a {}-node graph", k.node,
+                 g.node_count());
+      kernels.push_back(fb::CreateKernelChoice(fbb_, k.node, str(k.backend), str(k.kernel)));
+    }
+    return fb::CreateExecutionPlan(fbb_, fbb_.CreateVector(arenas), fbb_.CreateVector(kernels));
   }
 
   fbs::Offset<fbs::String> str(const std::string& s) { return fbb_.CreateSharedString(s); }
@@ -277,11 +302,12 @@ class Writer {
 
 }  // namespace
 
-void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path) {
+void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path,
+                  const ExecutionPlan* plan) {
   KILN_CHECK_ARG(model.graph, "cannot write engine file '{}': the model has no graph", path);
   ir::validate_graph(*model.graph);
   Writer w(info);
-  w.build(model);
+  w.build(model, plan);
   w.write_file(path);
 }
 

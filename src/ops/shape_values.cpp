@@ -1,6 +1,9 @@
 #include "ops/shape_values.hpp"
 
 #include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include "ops/movement_utils.hpp"
 
@@ -39,6 +42,13 @@ class Evaluator {
       auto in = eval(p->input(0));
       if (!in || in->size() != 1) return std::nullopt;
       return in;
+    }
+    if (op == "Reshape") {
+      // Exporters reshape shape tensors to [-1] (torch's expand does): to one dim or to a
+      // scalar, a 0-D or 1-D tensor keeps its values in order.
+      auto target = eval(p->input(1));
+      if (!target || target->size() > 1) return std::nullopt;
+      return eval(p->input(0));
     }
     if (op == "Concat") return concat(*p, attrs);
     if (op == "Gather") return gather(*p, attrs);
@@ -168,7 +178,8 @@ class Evaluator {
     auto b = eval(p.input(1));
     if (!a || !b) return std::nullopt;
     // An empty operand only broadcasts with another empty one (found by the importer fuzzer).
-    if (a->empty() || b->empty()) return a->empty() && b->empty() ? std::optional(SymValues{}) : std::nullopt;
+    if (a->empty() || b->empty())
+      return a->empty() && b->empty() ? std::optional(SymValues{}) : std::nullopt;
     if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return std::nullopt;
     const size_t n = std::max(a->size(), b->size());
     SymValues out;
@@ -237,7 +248,22 @@ class Evaluator {
     if (keep_x) return x;
     if (x.number && *x.number == 0 && op == "Add") return y;
     if (x.number && *x.number == 1 && op == "Mul") return y;
+    if (op == "Mul" && x.number && !y.number) return scaled(y.dim, *x.number);
+    if (op == "Mul" && y.number && !x.number) return scaled(x.dim, *y.number);
     return {};
+  }
+
+  // A symbolic dim times a positive number (batch * heads in attention reshapes) stays a symbol,
+  // named by the product so equal products are equal dims, with its range scaled: memory for it
+  // can then be planned from the declared maximum.
+  static SymValue scaled(const Dim& d, int64_t k) {
+    if (!d.is_symbolic() || k <= 0) return {};
+    int64_t lo = 0, hi = 0;
+    if (__builtin_mul_overflow(d.min(), k, &lo)) return {};
+    if (d.max() == std::numeric_limits<int64_t>::max() || __builtin_mul_overflow(d.max(), k, &hi)) {
+      hi = std::numeric_limits<int64_t>::max();
+    }
+    return SymValue::of_dim(Dim::symbol(fmt::format("{}*{}", d.symbol_name(), k), lo, hi));
   }
 
   int budget_ = 256;

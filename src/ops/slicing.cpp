@@ -6,6 +6,7 @@
 #include "ops/movement_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/shape_values.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -292,15 +293,22 @@ void infer_slice(InferContext& ctx) {
   }
   const int64_t rank = static_cast<int64_t>(t->shape->rank());
   std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+  // Ends computed from a symbolic dim (x[:, :seq] exports as Slice(x, 0, Shape(ids)[1])).
+  std::optional<SymValues> sym_ends;
   if (ctx.opset() < 10) {
     starts = ctx.attr_ints("starts");
     ends = ctx.attr_ints("ends");
     axes = ctx.attr_ints("axes", {});
+    steps.emplace();  // opset 1 has no steps: all 1
   } else {
     starts = constant_ints(ctx, 1);
     ends = constant_ints(ctx, 2);
     axes = ctx.has_input(3) ? constant_ints(ctx, 3) : std::vector<int64_t>{};
     steps = ctx.has_input(4) ? constant_ints(ctx, 4) : std::vector<int64_t>{};
+    if (!ends && (sym_ends = input_sym_values(ctx, 2))) {
+      ends.emplace();
+      for (const SymValue& v : *sym_ends) ends->push_back(v.number.value_or(0));
+    }
   }
   Shape out = *t->shape;
   if (axes && axes->empty()) {
@@ -330,6 +338,16 @@ void infer_slice(InferContext& ctx) {
     int64_t step = steps->empty() ? 1 : (*steps)[k];
     ctx.check(step != 0, "slice step cannot be 0");
     int64_t s = (*starts)[k], e = (*ends)[k];
+    if (sym_ends && !(*sym_ends)[k].number) {
+      // [0, e) with step 1 is e itself when the axis is at least e long: the same symbol, or
+      // a static length no smaller than e's declared maximum. Otherwise min(e, length) is not
+      // known statically.
+      const Dim end_dim = (*sym_ends)[k].dim;
+      bool prefix = step == 1 && s == 0 && end_dim.is_symbolic() &&
+                    (d == end_dim || (d.is_static() && end_dim.max() <= d.value()));
+      d = prefix ? end_dim : Dim();
+      continue;
+    }
     if (d.is_static()) {
       d = Dim(resolve_slice(d.value(), s, e, step).length);
     } else if (!(step == 1 && s == 0 && e >= std::numeric_limits<int32_t>::max())) {

@@ -7,11 +7,13 @@ namespace kiln::runtime {
 
 class Interpreter::Scope {
  public:
-  explicit Scope(const Scope* parent) : parent_(parent) {}
+  explicit Scope(const Scope* parent, const ValueLookup* root = nullptr)
+      : parent_(parent), root_(root) {}
   const RtValue* find(const ir::Value* v) const {
     for (const Scope* s = this; s; s = s->parent_) {
       auto it = s->values_.find(v);
       if (it != s->values_.end()) return &it->second;
+      if (!s->parent_ && s->root_) return (*s->root_)(v);
     }
     return nullptr;
   }
@@ -21,6 +23,7 @@ class Interpreter::Scope {
  private:
   std::unordered_map<const ir::Value*, RtValue> values_;
   const Scope* parent_;
+  const ValueLookup* root_;  // values outside the outermost scope (an executor's)
 };
 
 class Interpreter::BodyRunner : public ops::SubgraphRunner {
@@ -35,8 +38,6 @@ class Interpreter::BodyRunner : public ops::SubgraphRunner {
   Interpreter& interp_;
   const Scope& scope_;
 };
-
-namespace {
 
 // Every value a node reads, including those its subgraphs capture from enclosing graphs.
 void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
@@ -55,8 +56,6 @@ void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
     }
   }
 }
-
-}  // namespace
 
 void check_value_matches(const RtValue& value, const TypeInfo& type, const std::string& what) {
   if (type.kind == TypeInfo::Kind::Tensor) {
@@ -116,9 +115,9 @@ void Interpreter::plan(const ir::Graph& g) {
 }
 
 std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
-                                          const Scope* outer) {
+                                          const Scope* outer, const ValueLookup* root) {
   const GraphPlan& p = plans_.at(&g);
-  Scope scope(outer);
+  Scope scope(outer, root);
   KILN_CHECK_ARG(inputs.size() <= g.inputs().size(), "graph '{}' takes {} inputs, got {}", g.name(),
                  g.inputs().size(), inputs.size());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
@@ -193,6 +192,14 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
 std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& inputs) {
   profile_.clear();
   return execute(*graph_, inputs, nullptr);
+}
+
+std::vector<RtValue> Interpreter::run_subgraph(const ir::Graph& body,
+                                               const std::vector<RtValue>& inputs,
+                                               const ValueLookup& outer) {
+  KILN_CHECK(plans_.count(&body), ErrorCode::Internal,
+             "graph '{}' is not a subgraph of the interpreter's graph", body.name());
+  return execute(body, inputs, nullptr, &outer);
 }
 
 std::map<std::string, RtValue> Interpreter::run(const std::map<std::string, RtValue>& inputs) {

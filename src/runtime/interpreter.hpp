@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +32,12 @@ class Interpreter {
   // Inputs by name; outputs by name.
   std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& inputs);
 
+  // Runs `body`, a subgraph of this interpreter's graph, whose captures of values outside it
+  // resolve through `outer` (the executor runs control-flow nodes this way).
+  using ValueLookup = std::function<const RtValue*(const ir::Value*)>;
+  std::vector<RtValue> run_subgraph(const ir::Graph& body, const std::vector<RtValue>& inputs,
+                                    const ValueLookup& outer);
+
   const ir::Graph& graph() const { return *graph_; }
   // Per-node wall time of the last run when profiling is on.
   void set_profiling(bool on) { profiling_ = on; }
@@ -53,7 +60,7 @@ class Interpreter {
 
   void plan(const ir::Graph& g);
   std::vector<RtValue> execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
-                               const Scope* outer);
+                               const Scope* outer, const ValueLookup* root = nullptr);
 
   std::shared_ptr<const ir::Graph> graph_;
   std::unordered_map<const ir::Graph*, GraphPlan> plans_;
@@ -61,6 +68,9 @@ class Interpreter {
   std::vector<NodeTiming> profile_;
   NodeObserver observer_;
 };
+
+// Every value a node reads, including those its subgraphs capture from enclosing graphs.
+void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out);
 
 // Checks a runtime value against a declared type (element type, rank, static dims); throws
 // InvalidArgument naming `what`.

@@ -10,6 +10,7 @@ LoadedModel load_model(const std::string& path) {
     engine::LoadedEngine e = engine::read_engine(path);
     out.model = std::move(e.model);
     out.engine = std::move(e.info);
+    out.plan = std::move(e.plan);
   } else {
     out.model = onnx_io::import_model_file(path);
   }

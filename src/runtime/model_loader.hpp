@@ -11,7 +11,8 @@ namespace kiln::runtime {
 
 struct LoadedModel {
   ir::Model model;
-  std::optional<engine::EngineInfo> engine;  // set when the file was an engine
+  std::optional<engine::EngineInfo> engine;   // set when the file was an engine
+  std::optional<engine::ExecutionPlan> plan;  // the engine's stored plan, when it has one
 };
 
 LoadedModel load_model(const std::string& path);

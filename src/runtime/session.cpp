@@ -11,6 +11,7 @@ Session::Session(const std::string& path, SessionOptions options) : options_(std
   runtime::LoadedModel loaded = runtime::load_model(path);
   model_ = std::move(loaded.model);
   engine_ = std::move(loaded.engine);
+  plan_ = std::move(loaded.plan);
   init();
 }
 
@@ -37,7 +38,17 @@ void Session::init() {
     if (!v->is_constant()) inputs_.push_back({v->name(), v->type()});
   }
   for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back({v->name(), v->type()});
-  interpreter_ = std::make_unique<runtime::Interpreter>(model_.graph);
+  auto mode = options_.config.find("executor");
+  if (mode != options_.config.end() && mode->second == "interpreter") {
+    interpreter_ = std::make_unique<runtime::Interpreter>(model_.graph);
+  } else {
+    KILN_CHECK_ARG(mode == options_.config.end() || mode->second == "kernels",
+                   "config 'executor' must be 'kernels' or 'interpreter', got '{}'", mode->second);
+    runtime::ExecutorOptions eo;
+    eo.threads = options_.threads;
+    executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
+  }
+  plan_.reset();
 }
 
 std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
@@ -59,8 +70,22 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
   std::map<std::string, RtValue> results;
   {
     std::lock_guard<std::mutex> lock(run_mutex_);
-    interpreter_->set_profiling(options_.profiling);
-    results = interpreter_->run(feeds);
+    if (interpreter_) {
+      interpreter_->set_profiling(options_.profiling);
+      results = interpreter_->run(feeds);
+    } else {
+      const auto& graph_inputs = model_.graph->inputs();
+      std::vector<RtValue> ordered(graph_inputs.size());
+      for (size_t i = 0; i < graph_inputs.size(); ++i) {
+        auto it = feeds.find(graph_inputs[i]->name());
+        if (it != feeds.end()) ordered[i] = it->second;
+      }
+      executor_->set_profiling(options_.profiling);
+      std::vector<RtValue> outs = executor_->run(ordered);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        results[model_.graph->outputs()[i]->name()] = std::move(outs[i]);
+      }
+    }
   }
   std::vector<RtValue> out;
   if (output_names.empty()) {
@@ -80,7 +105,7 @@ std::map<std::string, RtValue> Session::run(const std::map<std::string, RtValue>
 
 std::vector<runtime::NodeTiming> Session::last_profile() const {
   std::lock_guard<std::mutex> lock(run_mutex_);
-  return interpreter_->last_profile();
+  return interpreter_ ? interpreter_->last_profile() : executor_->last_profile();
 }
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "core/type_info.hpp"
 #include "engine/engine_file.hpp"
 #include "ir/model.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/interpreter.hpp"
 
 namespace kiln {
@@ -24,6 +25,8 @@ struct SessionOptions {
   std::string device = "cpu";  // only "cpu" runs today; anything else is Unsupported
   bool optimize = true;        // ONNX models: run the default passes at open
   // Rare knobs, as a string bag (ORT's session config entries play the same role).
+  // "executor": "interpreter" runs every node on the reference interpreter (the oracle) instead
+  // of the executor's prepared kernels.
   std::map<std::string, std::string> config;
 };
 
@@ -59,6 +62,8 @@ class Session {
 
   // Per-node timings of the last run (empty unless options.profiling).
   std::vector<runtime::NodeTiming> last_profile() const;
+  // The executor running the model (null when config "executor" is "interpreter").
+  const runtime::Executor* executor() const { return executor_.get(); }
 
  private:
   void init();
@@ -66,7 +71,9 @@ class Session {
   SessionOptions options_;
   ir::Model model_;
   std::optional<engine::EngineInfo> engine_;
+  std::optional<engine::ExecutionPlan> plan_;  // an engine's stored plan, used at init
   std::vector<IoInfo> inputs_, outputs_;
+  std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<runtime::Interpreter> interpreter_;
   mutable std::mutex run_mutex_;
 };

@@ -85,7 +85,7 @@ def test_inspect_engine_prints_the_stamp(kiln, tmp_path):
     assert kiln("compile", tmp_path / "demo.onnx").returncode == 0  # default -o: demo.kiln
     r = kiln("inspect", tmp_path / "demo.kiln")
     assert r.returncode == 0, r.stderr
-    for needle in ("engine format version: 1", "kiln version: ", "target: cpu:", "source hash: ",
+    for needle in ("engine format version: 2", "kiln version: ", "target: cpu:", "source hash: ",
                    "image: float[batch,3,8,8]", "probs: float[batch,10]"):
         assert needle in r.stdout
 

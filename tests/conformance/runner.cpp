@@ -5,8 +5,10 @@
 //                    [--via-engine]
 //
 // --optimize runs the default pass pipeline first, so every pass is held to the node tests too.
-// --via-engine writes each imported model to a .kiln engine file and runs what reads back, so the
-// engine format is held to the same expected results as the importer.
+// --via-engine prepares each imported model as `kiln compile` does (kernel choices and memory
+// plan), writes it to a .kiln engine file and runs what reads back on the executor with the
+// stored plan, so the engine format, the executor and its fast kernels are held to the same
+// expected results as the reference interpreter.
 // Each test runs in a forked child, so a crash or a hang is one failed test, not a lost run.
 #include <poll.h>
 #include <sys/wait.h>
@@ -27,6 +29,7 @@
 #include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
 #include "runtime/compare.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/interpreter.hpp"
 
 namespace fs = std::filesystem;
@@ -38,14 +41,16 @@ constexpr int kTimeoutSeconds = 60;
 bool g_via_engine = false;
 bool g_optimize = false;
 
-// Write `model` as an engine and read it back (the file is unlinked; its mapping stays valid).
-ir::Model through_engine(const ir::Model& model) {
+// Write `model` and its execution plan as an engine and read both back (the file is unlinked;
+// its mapping stays valid).
+engine::LoadedEngine through_engine(const ir::Model& model) {
   std::string path =
       (fs::temp_directory_path() / fmt::format("kiln_conformance_{}.kiln", ::getpid())).string();
-  engine::write_engine(model, {}, path);
+  engine::ExecutionPlan plan = runtime::Executor(model.graph).execution_plan();
+  engine::write_engine(model, {}, path, &plan);
   engine::LoadedEngine loaded = engine::read_engine(path);
   fs::remove(path);
-  return std::move(loaded.model);
+  return loaded;
 }
 
 std::string one_line(std::string s) {
@@ -96,8 +101,16 @@ std::string run_test(const fs::path& dir) {
     passes::add_default_passes(pm);
     pm.run(*model.graph);
   }
-  if (g_via_engine) model = through_engine(model);
-  runtime::Interpreter interp(model.graph);
+  std::unique_ptr<runtime::Interpreter> interp;
+  std::unique_ptr<runtime::Executor> executor;
+  if (g_via_engine) {
+    engine::LoadedEngine loaded = through_engine(model);
+    model = std::move(loaded.model);
+    executor = std::make_unique<runtime::Executor>(model.graph, runtime::ExecutorOptions{},
+                                                   loaded.plan ? &*loaded.plan : nullptr);
+  } else {
+    interp = std::make_unique<runtime::Interpreter>(model.graph);
+  }
   std::vector<const ir::Value*> feeds;
   for (const ir::Value* v : model.graph->inputs()) {
     if (!v->is_constant()) feeds.push_back(v);
@@ -120,7 +133,7 @@ std::string run_test(const fs::path& dir) {
       if (!fs::exists(file)) continue;  // optional input left out
       inputs[i] = onnx_io::read_value_file(file.string(), v->type());
     }
-    std::vector<RtValue> outputs = interp.run(inputs);
+    std::vector<RtValue> outputs = executor ? executor->run(inputs) : interp->run(inputs);
     for (size_t i = 0; i < outputs.size(); ++i) {
       fs::path file = set / fmt::format("output_{}.pb", i);
       if (!fs::exists(file)) continue;

@@ -1,0 +1,229 @@
+/* Kiln C ABI: a stable C interface over the Kiln runtime (libkiln.so).
+ *
+ * Conventions
+ * - Every entry point that can fail returns a KilnStatus. On failure the calling thread's last
+ *   error message (kiln_last_error_message) says what went wrong, naming the tensor, file or
+ *   argument; outputs are left NULL / untouched. No C++ exception crosses this boundary.
+ * - Handles are opaque. Whatever a kiln_*_create / kiln_session_open / kiln_session_run call hands
+ *   out, the caller releases with the matching *_destroy (which accept NULL).
+ * - Strings returned by the library (names, symbols, messages) are owned by the object they were
+ *   read from and stay valid as long as it does, unless a function says otherwise.
+ * - Element types use ONNX's TensorProto.DataType numbering.
+ * - A session may be run from several threads at once (runs of one session are serialized).
+ */
+#ifndef KILN_KILN_H_
+#define KILN_KILN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when an existing declaration changes meaning; additions keep the number. */
+#define KILN_API_VERSION 1
+
+typedef enum KilnStatus {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1, /* bad input: a null pointer, a wrong type, shape or name */
+  KILN_NOT_FOUND = 2,        /* a file, an output name */
+  KILN_UNSUPPORTED = 3,      /* a valid request this build cannot do (op, element type, device) */
+  KILN_UNAVAILABLE = 4,      /* a resource is missing right now (memory, a device) */
+  KILN_INTERNAL = 5          /* a bug in Kiln */
+} KilnStatus;
+
+typedef enum KilnDataType {
+  KILN_DTYPE_UNDEFINED = 0,
+  KILN_DTYPE_FLOAT32 = 1,
+  KILN_DTYPE_UINT8 = 2,
+  KILN_DTYPE_INT8 = 3,
+  KILN_DTYPE_UINT16 = 4,
+  KILN_DTYPE_INT16 = 5,
+  KILN_DTYPE_INT32 = 6,
+  KILN_DTYPE_INT64 = 7,
+  KILN_DTYPE_STRING = 8, /* only through kiln_value_create_string_tensor / kiln_value_string */
+  KILN_DTYPE_BOOL = 9,   /* one byte per element, 0 or 1 */
+  KILN_DTYPE_FLOAT16 = 10,
+  KILN_DTYPE_FLOAT64 = 11,
+  KILN_DTYPE_UINT32 = 12,
+  KILN_DTYPE_UINT64 = 13,
+  KILN_DTYPE_COMPLEX64 = 14,  /* declared for completeness; Unsupported */
+  KILN_DTYPE_COMPLEX128 = 15, /* declared for completeness; Unsupported */
+  KILN_DTYPE_BFLOAT16 = 16,
+  /* The ONNX low-precision types: one byte per element in memory. */
+  KILN_DTYPE_FLOAT8E4M3FN = 17,
+  KILN_DTYPE_FLOAT8E4M3FNUZ = 18,
+  KILN_DTYPE_FLOAT8E5M2 = 19,
+  KILN_DTYPE_FLOAT8E5M2FNUZ = 20,
+  KILN_DTYPE_UINT4 = 21,
+  KILN_DTYPE_INT4 = 22,
+  KILN_DTYPE_FLOAT4E2M1 = 23,
+  KILN_DTYPE_FLOAT8E8M0 = 24,
+  KILN_DTYPE_UINT2 = 25,
+  KILN_DTYPE_INT2 = 26
+} KilnDataType;
+
+/* What a model input or output is declared as. */
+typedef enum KilnTypeKind {
+  KILN_TYPE_UNKNOWN = 0,
+  KILN_TYPE_TENSOR = 1,
+  KILN_TYPE_SEQUENCE = 2, /* a sequence of tensors */
+  KILN_TYPE_OPTIONAL = 3
+} KilnTypeKind;
+
+/* What a value holds at run time. */
+typedef enum KilnValueKind {
+  KILN_VALUE_NONE = 0, /* an absent optional */
+  KILN_VALUE_TENSOR = 1,
+  KILN_VALUE_SEQUENCE = 2
+} KilnValueKind;
+
+typedef enum KilnIo { KILN_IO_INPUT = 0, KILN_IO_OUTPUT = 1 } KilnIo;
+
+/* How kiln_value_create_tensor treats the caller's buffer. */
+typedef enum KilnMemoryMode {
+  KILN_MEMORY_COPY = 0,  /* copied at creation; the caller may free its buffer right away */
+  KILN_MEMORY_BORROW = 1 /* used in place: the buffer must stay valid and unchanged until the
+                            value is destroyed, and be aligned to the element size. Kiln never
+                            writes into it, and outputs never alias it. */
+} KilnMemoryMode;
+
+/* One dim of a declared shape. */
+typedef struct KilnDim {
+  int64_t value;      /* the size when static, -1 otherwise */
+  const char* symbol; /* the symbol's name ("batch") when symbolic, "" otherwise */
+  int64_t min;        /* the declared range; min == max == value when static */
+  int64_t max;        /* INT64_MAX when unbounded */
+} KilnDim;
+
+typedef struct KilnSessionOptions KilnSessionOptions;
+typedef struct KilnSession KilnSession;
+typedef struct KilnValue KilnValue;
+typedef struct KilnProfile KilnProfile;
+
+/* ---- Library ---- */
+
+/* "0.1.0": the Kiln version this library was built from. */
+KILN_API const char* kiln_version(void);
+/* KILN_API_VERSION of the library (to compare with the header's at run time). */
+KILN_API int kiln_api_version(void);
+/* "OK", "InvalidArgument", ...; "Unknown" for a number outside KilnStatus. */
+KILN_API const char* kiln_status_name(KilnStatus status);
+/* The message of the most recent failing call on this thread ("" if none). Valid until the next
+ * failing call on this thread. */
+KILN_API const char* kiln_last_error_message(void);
+/* ONNX's lower-case name of an element type ("float", "int64"); "undefined" for unknown values. */
+KILN_API const char* kiln_dtype_name(KilnDataType dtype);
+/* Bytes per element (1 for bool and the low-precision types); 0 for string and unknown types. */
+KILN_API size_t kiln_dtype_size(KilnDataType dtype);
+
+/* ---- Session options ---- */
+
+KILN_API KilnStatus kiln_options_create(KilnSessionOptions** out);
+KILN_API void kiln_options_destroy(KilnSessionOptions* options);
+/* Intra-op threads; 0 (the default) means one per core. */
+KILN_API KilnStatus kiln_options_set_threads(KilnSessionOptions* options, int threads);
+/* Non-zero keeps per-node timings of the last run (kiln_session_profile). */
+KILN_API KilnStatus kiln_options_set_profiling(KilnSessionOptions* options, int enable);
+/* "cpu" (the default); other devices are refused at open with KILN_UNSUPPORTED in this build. */
+KILN_API KilnStatus kiln_options_set_device(KilnSessionOptions* options, const char* device);
+/* Non-zero (the default) optimizes an ONNX model at open; engines were optimized when compiled. */
+KILN_API KilnStatus kiln_options_set_optimize(KilnSessionOptions* options, int enable);
+/* A rare knob as a key/value string pair; setting a key again replaces its value. */
+KILN_API KilnStatus kiln_options_set_config(KilnSessionOptions* options, const char* key,
+                                            const char* value);
+
+/* ---- Session ---- */
+
+/* Opens a .kiln engine or an ONNX model (told apart by content). `options` may be NULL. */
+KILN_API KilnStatus kiln_session_open(const char* path, const KilnSessionOptions* options,
+                                      KilnSession** out);
+/* Same from bytes in memory (an ONNX ModelProto or an engine); the bytes are not kept. */
+KILN_API KilnStatus kiln_session_open_from_memory(const void* data, size_t size,
+                                                  const KilnSessionOptions* options,
+                                                  KilnSession** out);
+KILN_API void kiln_session_destroy(KilnSession* session);
+
+KILN_API KilnStatus kiln_session_input_count(const KilnSession* session, size_t* count);
+KILN_API KilnStatus kiln_session_output_count(const KilnSession* session, size_t* count);
+/* The name of input or output `index`. */
+KILN_API KilnStatus kiln_session_io_name(const KilnSession* session, KilnIo io, size_t index,
+                                         const char** name);
+/* Its declared kind and element type (for sequences and optionals, that of the tensors inside;
+ * KILN_DTYPE_UNDEFINED when not known). Either out pointer may be NULL. */
+KILN_API KilnStatus kiln_session_io_type(const KilnSession* session, KilnIo io, size_t index,
+                                         KilnTypeKind* kind, KilnDataType* dtype);
+/* Its declared rank, -1 when unknown (or not a tensor). */
+KILN_API KilnStatus kiln_session_io_rank(const KilnSession* session, KilnIo io, size_t index,
+                                         int64_t* rank);
+/* Its declared dims: -1 for a dim that is not static. `capacity` must be at least the rank. */
+KILN_API KilnStatus kiln_session_io_dims(const KilnSession* session, KilnIo io, size_t index,
+                                         int64_t* dims, size_t capacity);
+/* One declared dim with its symbol and range. */
+KILN_API KilnStatus kiln_session_io_dim(const KilnSession* session, KilnIo io, size_t index,
+                                        size_t axis, KilnDim* dim);
+
+/* Runs the model. `inputs[i]` feeds the input named `input_names[i]`; every input must be fed.
+ * With `output_names` NULL, `output_count` must equal the model's output count and outputs come
+ * in the model's order; otherwise `outputs[i]` receives the output named `output_names[i]`.
+ * The caller destroys every value written to `outputs`. On failure all of them are NULL. */
+KILN_API KilnStatus kiln_session_run(KilnSession* session, const char* const* input_names,
+                                     const KilnValue* const* inputs, size_t input_count,
+                                     const char* const* output_names, size_t output_count,
+                                     KilnValue** outputs);
+
+/* Per-node timings of the session's last run (enable profiling in the options first). */
+KILN_API KilnStatus kiln_session_profile(const KilnSession* session, KilnProfile** out);
+KILN_API void kiln_profile_destroy(KilnProfile* profile);
+KILN_API KilnStatus kiln_profile_count(const KilnProfile* profile, size_t* count);
+/* Entry `index`: the node's name (may be ""), its op type and its time. Any out may be NULL. */
+KILN_API KilnStatus kiln_profile_entry(const KilnProfile* profile, size_t index,
+                                       const char** node_name, const char** op_type,
+                                       double* microseconds);
+
+/* ---- Values ---- */
+
+/* A tensor of a numeric or bool type over `data` (`data_size` bytes: exactly the element count
+ * times kiln_dtype_size). `data` may be NULL only when the tensor has no element. */
+KILN_API KilnStatus kiln_value_create_tensor(KilnDataType dtype, const int64_t* dims, size_t rank,
+                                             const void* data, size_t data_size,
+                                             KilnMemoryMode mode, KilnValue** out);
+/* A string tensor; the strings are copied. `lengths` may be NULL for NUL-terminated strings. */
+KILN_API KilnStatus kiln_value_create_string_tensor(const int64_t* dims, size_t rank,
+                                                    const char* const* strings,
+                                                    const size_t* lengths, KilnValue** out);
+/* A sequence of the given tensors (they are shared, not copied; the caller still destroys them). */
+KILN_API KilnStatus kiln_value_create_sequence(const KilnValue* const* items, size_t count,
+                                               KilnValue** out);
+KILN_API void kiln_value_destroy(KilnValue* value);
+
+KILN_API KilnStatus kiln_value_kind(const KilnValue* value, KilnValueKind* kind);
+/* Tensor accessors: they fail with KILN_INVALID_ARGUMENT on a value that is not a tensor. */
+KILN_API KilnStatus kiln_value_dtype(const KilnValue* value, KilnDataType* dtype);
+KILN_API KilnStatus kiln_value_rank(const KilnValue* value, size_t* rank);
+/* `capacity` must be at least the rank. */
+KILN_API KilnStatus kiln_value_dims(const KilnValue* value, int64_t* dims, size_t capacity);
+KILN_API KilnStatus kiln_value_numel(const KilnValue* value, int64_t* numel);
+/* The elements of a numeric or bool tensor, densely in row-major order; read-only. `size` may be
+ * NULL. */
+KILN_API KilnStatus kiln_value_data(const KilnValue* value, const void** data, size_t* size);
+/* Element `index` of a string tensor (not NUL-terminated when it holds NULs: use `length`). */
+KILN_API KilnStatus kiln_value_string(const KilnValue* value, int64_t index, const char** data,
+                                      size_t* length);
+/* Sequences: the item count, and item `index` as a new value the caller destroys. */
+KILN_API KilnStatus kiln_value_sequence_length(const KilnValue* value, size_t* length);
+KILN_API KilnStatus kiln_value_sequence_item(const KilnValue* value, size_t index,
+                                             KilnValue** item);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_KILN_H_ */

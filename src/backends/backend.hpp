@@ -1,0 +1,145 @@
+#pragma once
+// The backend interface: what the executor needs from a device to run a graph on it. A backend
+// owns device memory, queues work on streams, times it with events, copies between host and
+// device, says which nodes it can run, and builds one prepared kernel per node at session open
+// (weights uploaded or packed there, never per run). The CPU backend is the first
+// implementation; a GPU backend implements the same interface, so nothing here assumes that
+// device memory is host-addressable: the executor only dereferences a device pointer through
+// copy_to_host when device_kind() is not Cpu.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::backends {
+
+enum class DeviceKind { Cpu, Gpu };
+const char* device_kind_name(DeviceKind kind);
+
+// A block of device memory, freed by its destructor (move-only).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, size_t size, std::function<void(void*)> release)
+      : data_(data), size_(size), release_(std::move(release)) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  explicit operator bool() const { return data_ != nullptr; }
+  void reset();
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  std::function<void(void*)> release_;
+};
+
+class Stream;
+
+// A point in a stream's work. record() marks it; synchronize() blocks the host until the work
+// before it is done; Stream::wait() makes another stream's later work wait for it.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream& stream) = 0;
+  virtual void synchronize() = 0;
+  // Milliseconds between `start` (recorded earlier) and this event; both must have completed.
+  virtual double elapsed_ms(const Event& start) const = 0;
+};
+
+// An in-order queue of device work. Kernels and copies are issued on a stream and may run
+// asynchronously; synchronize() waits for all of it.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Runs `fn` on the host once the work queued before it is done.
+  virtual void enqueue(std::function<void()> fn) = 0;
+  // Work queued after this call starts after `event` completes.
+  virtual void wait(const Event& event) = 0;
+  virtual void synchronize() = 0;
+};
+
+// A dense tensor in a backend's memory: element type, dims, and a device pointer (row-major,
+// contiguous). An absent optional input has dtype Undefined and no data.
+struct DeviceTensor {
+  DataType dtype = DataType::Undefined;
+  std::vector<int64_t> dims;
+  void* data = nullptr;
+
+  bool defined() const { return dtype != DataType::Undefined; }
+  int64_t numel() const;
+  size_t nbytes() const;
+};
+
+// Where a kernel's outputs go. The executor hands out the output's planned arena slot (sized for
+// the declared maximum shape) or, for a value of unbounded size, a fresh device buffer.
+class KernelOutputs {
+ public:
+  virtual ~KernelOutputs() = default;
+  virtual DeviceTensor allocate(size_t index, DataType dtype, std::vector<int64_t> dims) = 0;
+};
+
+// One node, prepared for one backend.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // The kernel's table name ("onednn.conv"), as stored in engine files.
+  virtual std::string_view name() const = 0;
+  // Inputs in the node's slot order; constant inputs (weights) are passed too but a kernel may
+  // use what it prepared from them instead. Work is queued on `stream`.
+  virtual void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs,
+                   Stream& stream) = 0;
+};
+
+// Whether a backend can run a node, and with which kernel; otherwise why not.
+struct Support {
+  std::string kernel;  // set when supported
+  std::string reason;  // set when not
+  bool ok() const { return !kernel.empty(); }
+  static Support yes(std::string kernel) { return {std::move(kernel), {}}; }
+  static Support no(std::string reason) { return {{}, std::move(reason)}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu", "hip:gfx90a", ...: the name stored in engine files' kernel choices.
+  virtual std::string_view name() const = 0;
+  virtual DeviceKind device_kind() const = 0;
+
+  // Device memory of at least `bytes`, aligned for any kernel of this backend.
+  virtual DeviceBuffer allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+  // Copies queued on `stream`; host memory must stay valid until the stream is synchronized.
+  virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes,
+                              Stream& stream) = 0;
+  virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes,
+                            Stream& stream) = 0;
+
+  // The best kernel of this backend for `node`, or why there is none. Decided from the node's
+  // attributes and declared input/output types only.
+  virtual Support supports(const ir::Node& node) const = 0;
+  // Builds kernel `kernel_name` (as supports() named it) for `node`. Throws Unsupported when
+  // the kernel does not exist or cannot run this node.
+  virtual std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
+                                                std::string_view kernel_name) = 0;
+  // Called by the executor before each run and before kernels are created, from the thread that
+  // runs: the number of intra-op threads to use (0: one per core).
+  virtual void set_threads(int threads) { (void)threads; }
+};
+
+}  // namespace kiln::backends

@@ -1,0 +1,96 @@
+#include "backends/cpu/cpu_backend.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backends/cpu/onednn_common.hpp"
+#include "backends/kernel_table.hpp"
+#include "core/tensor.hpp"
+
+namespace kiln::backends {
+namespace {
+
+class CpuEvent final : public Event {
+ public:
+  // The CPU stream runs work as it is queued, so everything before record() is done by then.
+  void record(Stream&) override { at_ = std::chrono::steady_clock::now(); }
+  void synchronize() override {}
+  double elapsed_ms(const Event& start) const override {
+    const auto& s = dynamic_cast<const CpuEvent&>(start);
+    return std::chrono::duration<double, std::milli>(at_ - s.at_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+CpuBackend& CpuBackend::instance() {
+  static CpuBackend backend;
+  return backend;
+}
+
+DeviceBuffer CpuBackend::allocate(size_t bytes) {
+  size_t rounded =
+      (std::max<size_t>(bytes, 1) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  void* p = std::aligned_alloc(kTensorAlignment, rounded);
+  KILN_CHECK(p, ErrorCode::Unavailable, "out of memory allocating {} bytes", bytes);
+  return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+std::unique_ptr<Stream> CpuBackend::create_stream() {
+  return std::make_unique<cpu::CpuStream>();
+}
+
+std::unique_ptr<Event> CpuBackend::create_event() {
+  return std::make_unique<CpuEvent>();
+}
+
+void CpuBackend::copy_to_device(void* device_dst, const void* host_src, size_t bytes, Stream&) {
+  if (bytes) std::memcpy(device_dst, host_src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* host_dst, const void* device_src, size_t bytes, Stream&) {
+  if (bytes) std::memcpy(host_dst, device_src, bytes);
+}
+
+Support CpuBackend::supports(const ir::Node& node) const {
+  return KernelTable::instance().select(name(), node);
+}
+
+std::unique_ptr<Kernel> CpuBackend::create_kernel(const ir::Node& node,
+                                                  std::string_view kernel_name) {
+  const KernelDef* def =
+      KernelTable::instance().find(name(), node.domain(), node.op_type(), kernel_name);
+  KILN_CHECK(def, ErrorCode::Unsupported, "node {}: the cpu backend has no kernel '{}' for {}",
+             node.label(), kernel_name, node.op_type());
+  std::string why = def->check(node);
+  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "node {}: kernel '{}' cannot run it: {}",
+             node.label(), kernel_name, why);
+  return def->create(node);
+}
+
+void CpuBackend::set_threads(int threads) {
+#ifdef _OPENMP
+  // Per calling thread (an OpenMP ICV): oneDNN and Kiln's loops both read it.
+  omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+#else
+  (void)threads;
+#endif
+}
+
+int cpu_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+}  // namespace kiln::backends

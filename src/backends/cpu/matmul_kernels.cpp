@@ -1,0 +1,330 @@
+// Matrix products on the CPU through oneDNN's matmul: MatMul (batched, numpy batch broadcast,
+// 1-D operands), Gemm (transposes as strides, alpha as an output scale, beta * C as a broadcast
+// binary post-op) and their ai.kiln fused forms (bias and activation as post-ops). Weights are
+// read in place in their plain layout.
+#include <algorithm>
+
+#include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/vector_math.hpp"
+#include "backends/kernel_table.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+
+std::string check_activation(const ir::Node& node) {
+  try {
+    dnnl::post_ops probe;
+    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+// ---- MatMul / FusedMatMul ----
+
+std::string check_matmul(const ir::Node& node) {
+  if (std::string why = check_f32_input(node, 0, 1, 6); !why.empty()) return why;
+  if (std::string why = check_f32_input(node, 1, 1, 6); !why.empty()) return why;
+  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  if (node.domain() == ops::kKilnDomain) {
+    if (std::string why = check_f32_input(node, 2, 1, 1, true); !why.empty()) return why;
+    if (node.inputs().size() > 3) return "more than 3 inputs";
+  } else if (node.inputs().size() != 2) {
+    return "MatMul takes 2 inputs";
+  }
+  return check_activation(node);
+}
+
+class OnednnMatMul final : public Kernel {
+ public:
+  explicit OnednnMatMul(const ir::Node& node) : node_(node), act_(node_activation(node)) {
+    auto a = declared_dims(node, 0), b = declared_dims(node, 1);
+    if (a && b && std::count(a->begin(), a->end(), -1) == 0 &&
+        std::count(b->begin(), b->end(), -1) == 0) {
+      prepared(*a, *b, node.input(2) != nullptr);
+    }
+  }
+  std::string_view name() const override { return "onednn.matmul"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    const DeviceTensor& a = in[0];
+    const DeviceTensor& b = in[1];
+    const DeviceTensor* bias = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
+    const Entry& e = prepared(a.dims, b.dims, bias != nullptr);
+    if (bias) {
+      KILN_CHECK_ARG(bias->dims.size() == 1 && bias->dims[0] == e.n,
+                     "node {}: bias must have {} elements (the last dim of the product), got {}",
+                     node_.label(), e.n, dims_to_string(bias->dims));
+    }
+    DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    if (y.numel() == 0) return;
+    auto* py = static_cast<float*>(y.data);
+    if (e.k == 0) {  // an empty sum: the bias (or zero), activated
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        py[i] = bias ? static_cast<const float*>(bias->data)[i % e.n] : 0.f;
+      }
+      apply_activation(act_, py, y.numel());
+      return;
+    }
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+                                            {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), b.data)},
+                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
+    if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
+    e.prim.execute(dnnl_stream(stream), args);
+  }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> a_dims, b_dims;
+    bool bias = false;
+    std::vector<int64_t> out_dims;
+    int64_t k = 0, n = 0;
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+  };
+
+  const Entry& prepared(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
+                        bool bias) {
+    for (const Entry& e : cache_) {
+      if (e.a_dims == a_in && e.b_dims == b_in && e.bias == bias) return e;
+    }
+    Entry e;
+    e.a_dims = a_in;
+    e.b_dims = b_in;
+    e.bias = bias;
+    // numpy matmul: a 1-D A is a row (its dim dropped after), a 1-D B a column.
+    std::vector<int64_t> a = a_in, b = b_in;
+    if (a.size() == 1) a.insert(a.begin(), 1);
+    if (b.size() == 1) b.push_back(1);
+    const size_t rank = std::max(a.size(), b.size());
+    a.insert(a.begin(), rank - a.size(), 1);
+    b.insert(b.begin(), rank - b.size(), 1);
+    KILN_CHECK_ARG(a[rank - 1] == b[rank - 2], "node {}: MatMul of {} and {}: inner dims differ",
+                   node_.label(), dims_to_string(a_in), dims_to_string(b_in));
+    std::vector<int64_t> c(rank);
+    for (size_t i = 0; i + 2 < rank; ++i) {
+      KILN_CHECK_ARG(a[i] == b[i] || a[i] == 1 || b[i] == 1,
+                     "node {}: MatMul batch dims of {} and {} do not broadcast", node_.label(),
+                     dims_to_string(a_in), dims_to_string(b_in));
+      c[i] = a[i] == 1 ? b[i] : a[i];
+    }
+    c[rank - 2] = a[rank - 2];
+    c[rank - 1] = b[rank - 1];
+    e.k = a[rank - 1];
+    e.n = c[rank - 1];
+    e.out_dims.assign(c.begin(), c.end() - 2);
+    if (a_in.size() != 1) e.out_dims.push_back(c[rank - 2]);
+    if (b_in.size() != 1) e.out_dims.push_back(c[rank - 1]);
+    if (shape_numel(c) > 0 && e.k > 0) {
+      KILN_CHECK(rank <= 6, ErrorCode::Unsupported, "node {}: MatMul of rank {} over 6",
+                 node_.label(), rank);
+      dnnl::post_ops post;
+      append_activation(post, act_);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(post);
+      std::vector<int64_t> bias_dims(rank, 1);
+      bias_dims.back() = e.n;
+      try {
+        e.pd = dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(plain_desc(a), plain_desc(b),
+                               bias ? plain_desc(bias_dims) : memory::desc(), plain_desc(c)),
+            attr, engine());
+        e.prim = dnnl::matmul(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
+      } catch (const dnnl::error& err) {
+        fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for {} x {}: {}", node_.label(),
+             dims_to_string(a_in), dims_to_string(b_in), err.what());
+      }
+    }
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
+  const ir::Node& node_;
+  ops::FusedActivation act_;
+  std::vector<Entry> cache_;
+};
+
+// ---- Gemm / FusedGemm ----
+
+std::string check_gemm(const ir::Node& node) {
+  if (std::string why = check_f32_input(node, 0, 2, 2); !why.empty()) return why;
+  if (std::string why = check_f32_input(node, 1, 2, 2); !why.empty()) return why;
+  if (std::string why = check_f32_input(node, 2, 0, 2, true); !why.empty()) return why;
+  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  if (node.inputs().size() > 3) return "more than 3 inputs";
+  ops::AttrReader attrs(node);
+  if (node.input(2) && attrs.attr_float("beta", 1.f) != 1.f && !constant_input(node, 2)) {
+    return "beta != 1 with a C that is not constant";
+  }
+  return check_activation(node);
+}
+
+class OnednnGemm final : public Kernel {
+ public:
+  explicit OnednnGemm(const ir::Node& node) : node_(node), act_(node_activation(node)) {
+    ops::AttrReader attrs(node);
+    alpha_ = attrs.attr_float("alpha", 1.f);
+    beta_ = attrs.attr_float("beta", 1.f);
+    trans_a_ = attrs.attr_int("transA", 0) != 0;
+    trans_b_ = attrs.attr_int("transB", 0) != 0;
+    if (const Tensor* c = constant_input(node, 2); c && beta_ != 1.f) {
+      // beta folded into a private copy of the constant C once, not per run.
+      KILN_CHECK_ARG(c->dtype() == DataType::Float32, "node {}: C must be float32", node.label());
+      scaled_c_.assign(c->data<float>(), c->data<float>() + c->numel());
+      for (float& v : scaled_c_) v *= beta_;
+    }
+    auto a = declared_dims(node, 0), b = declared_dims(node, 1), c = declared_dims(node, 2);
+    bool static_ab = a && b && std::count(a->begin(), a->end(), -1) == 0 &&
+                     std::count(b->begin(), b->end(), -1) == 0;
+    bool static_c = !node.input(2) || (c && std::count(c->begin(), c->end(), -1) == 0);
+    if (static_ab && static_c) prepared(*a, *b, node.input(2) ? &*c : nullptr);
+  }
+  std::string_view name() const override { return "onednn.gemm"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    const DeviceTensor& a = in[0];
+    const DeviceTensor& b = in[1];
+    const DeviceTensor* c = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
+    // beta == 0 drops C entirely, as 0 * C would for finite values.
+    if (beta_ == 0.f) c = nullptr;
+    const Entry& e = prepared(a.dims, b.dims, c ? &c->dims : nullptr);
+    DeviceTensor y = out.allocate(0, DataType::Float32, {e.m, e.n});
+    if (y.numel() == 0) return;
+    const void* c_data = c ? (scaled_c_.empty() ? c->data : scaled_c_.data()) : nullptr;
+    if (e.k == 0) {
+      auto* py = static_cast<float*>(y.data);
+      const auto* pc = static_cast<const float*>(c_data);
+      for (int64_t i = 0; i < e.m; ++i) {
+        for (int64_t j = 0; j < e.n; ++j) {
+          py[i * e.n + j] =
+              pc ? pc[(e.c_dims[0] == 1 ? 0 : i) * e.c_dims[1] + (e.c_dims[1] == 1 ? 0 : j)] : 0;
+        }
+      }
+      apply_activation(act_, py, y.numel());
+      return;
+    }
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+                                            {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), b.data)},
+                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
+    if (c) {
+      memory::desc c_md = plain_desc(e.c_dims);
+      args[e.c_as_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] =
+          wrap(c_md, c_data);
+    }
+    e.prim.execute(dnnl_stream(stream), args);
+  }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> a_dims, b_dims;
+    std::optional<std::vector<int64_t>> c_in;
+    int64_t m = 0, k = 0, n = 0;
+    std::vector<int64_t> c_dims;  // C as a broadcastable (rows, cols)
+    bool c_as_bias = false;
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+  };
+
+  const Entry& prepared(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                        const std::vector<int64_t>* c) {
+    for (const Entry& e : cache_) {
+      if (e.a_dims == a && e.b_dims == b && e.c_in.has_value() == (c != nullptr) &&
+          (!c || *e.c_in == *c)) {
+        return e;
+      }
+    }
+    KILN_CHECK_ARG(a.size() == 2 && b.size() == 2, "node {}: Gemm takes 2-D A and B, got {} {}",
+                   node_.label(), dims_to_string(a), dims_to_string(b));
+    Entry e;
+    e.a_dims = a;
+    e.b_dims = b;
+    if (c) e.c_in = *c;
+    e.m = trans_a_ ? a[1] : a[0];
+    e.k = trans_a_ ? a[0] : a[1];
+    const int64_t kb = trans_b_ ? b[1] : b[0];
+    e.n = trans_b_ ? b[0] : b[1];
+    KILN_CHECK_ARG(e.k == kb, "node {}: Gemm inner dims differ: A {} B {}", node_.label(),
+                   dims_to_string(a), dims_to_string(b));
+    if (c) {
+      std::vector<int64_t> cd = *c;
+      cd.insert(cd.begin(), 2 - std::min<size_t>(cd.size(), 2), 1);
+      KILN_CHECK_ARG(cd.size() == 2 && (cd[0] == 1 || cd[0] == e.m) && (cd[1] == 1 || cd[1] == e.n),
+                     "node {}: C {} does not broadcast to ({}, {})", node_.label(),
+                     dims_to_string(*c), e.m, e.n);
+      e.c_dims = cd;
+      // A bias of one row is what oneDNN's matmul adds fastest; its output scale applies to
+      // (A B + bias), so only when alpha is 1.
+      e.c_as_bias = alpha_ == 1.f && cd[0] == 1;
+    }
+    if (e.m > 0 && e.n > 0 && e.k > 0) {
+      memory::desc a_md({e.m, e.k}, memory::data_type::f32,
+                        trans_a_ ? memory::dims{1, e.m} : memory::dims{e.k, 1});
+      memory::desc b_md({e.k, e.n}, memory::data_type::f32,
+                        trans_b_ ? memory::dims{1, e.k} : memory::dims{e.n, 1});
+      dnnl::primitive_attr attr;
+      if (alpha_ != 1.f) attr.set_output_scales(0, {alpha_});
+      dnnl::post_ops post;
+      if (c && !e.c_as_bias) post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims));
+      append_activation(post, act_);
+      attr.set_post_ops(post);
+      try {
+        e.pd = dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(a_md, b_md, e.c_as_bias ? plain_desc(e.c_dims) : memory::desc(),
+                               plain_desc({e.m, e.n})),
+            attr, engine());
+        e.prim = dnnl::matmul(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
+      } catch (const dnnl::error& err) {
+        fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for Gemm {} x {}: {}",
+             node_.label(), dims_to_string(a), dims_to_string(b), err.what());
+      }
+    }
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
+  const ir::Node& node_;
+  ops::FusedActivation act_;
+  float alpha_ = 1, beta_ = 1;
+  bool trans_a_ = false, trans_b_ = false;
+  std::vector<float> scaled_c_;
+  std::vector<Entry> cache_;
+};
+
+std::unique_ptr<Kernel> create_matmul(const ir::Node& node) {
+  return std::make_unique<OnednnMatMul>(node);
+}
+std::unique_ptr<Kernel> create_gemm(const ir::Node& node) {
+  return std::make_unique<OnednnGemm>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "MatMul",
+                      .name = "onednn.matmul",
+                      .check = check_matmul,
+                      .create = create_matmul});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = "ai.kiln",
+                      .op_type = "FusedMatMul",
+                      .name = "onednn.matmul",
+                      .check = check_matmul,
+                      .create = create_matmul});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Gemm",
+                      .name = "onednn.gemm",
+                      .check = check_gemm,
+                      .create = create_gemm});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = "ai.kiln",
+                      .op_type = "FusedGemm",
+                      .name = "onednn.gemm",
+                      .check = check_gemm,
+                      .create = create_gemm});
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,138 @@
+#include "backends/cpu/onednn_common.hpp"
+
+#include <mutex>
+#include <set>
+
+#include "core/log.hpp"
+#include "core/tensor.hpp"
+
+namespace kiln::backends::cpu {
+
+using dnnl::algorithm;
+using tag = dnnl::memory::format_tag;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& dnnl_stream(Stream& stream) {
+  auto* s = dynamic_cast<CpuStream*>(&stream);
+  KILN_CHECK(s, ErrorCode::Internal, "a cpu kernel was given another backend's stream");
+  return s->dnnl();
+}
+
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims) {
+  static const tag kTags[] = {tag::a,    tag::a,     tag::ab,    tag::abc,
+                              tag::abcd, tag::abcde, tag::abcdef};
+  KILN_CHECK(dims.size() <= 6, ErrorCode::Internal, "plain_desc: rank {} over 6", dims.size());
+  dnnl::memory::dims d = dims.empty() ? dnnl::memory::dims{1} : dnnl::memory::dims(dims);
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, kTags[dims.size()]);
+}
+
+bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act) {
+  using ops::Activation;
+  switch (act.kind) {
+    case Activation::None:
+      return true;
+    case Activation::Relu:
+      ops.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      return true;
+    case Activation::LeakyRelu:
+      ops.append_eltwise(1.f, algorithm::eltwise_relu, act.alpha, 0.f);
+      return true;
+    case Activation::Clip:
+      ops.append_eltwise(1.f, algorithm::eltwise_clip_v2, act.alpha, act.beta);
+      return true;
+    case Activation::Sigmoid:
+      ops.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
+      return true;
+    case Activation::Silu:
+      ops.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+      return true;
+    case Activation::HardSwish:
+      ops.append_eltwise(1.f, algorithm::eltwise_hardswish, 0.f, 0.f);
+      return true;
+    case Activation::HardSigmoid:
+      // max(0, min(1, alpha x + beta)): oneDNN 2.6 has no hardsigmoid, so linear then clip.
+      ops.append_eltwise(1.f, algorithm::eltwise_linear, act.alpha, act.beta);
+      ops.append_eltwise(1.f, algorithm::eltwise_clip_v2, 0.f, 1.f);
+      return true;
+    case Activation::Tanh:
+      ops.append_eltwise(1.f, algorithm::eltwise_tanh, 0.f, 0.f);
+      return true;
+    case Activation::Gelu:
+      ops.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+      return true;
+    case Activation::GeluTanh:
+      ops.append_eltwise(1.f, algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      return true;
+  }
+  return false;
+}
+
+ops::FusedActivation node_activation(const ir::Node& node) {
+  if (node.domain() != ops::kKilnDomain) return {};
+  return ops::FusedActivation::from_node(ops::AttrReader(node));
+}
+
+void note_implementation(const ir::Node& node, const char* impl) {
+  if (std::string_view(impl).rfind("ref", 0) != 0) return;
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (seen.insert(node.op_type()).second) {
+    log_info("node {}: oneDNN has only its slow reference implementation ({}) for this shape",
+             node.label(), impl);
+  }
+}
+
+std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, size_t max_rank,
+                            bool optional) {
+  const ir::Value* v = node.input(i);
+  if (!v) return optional ? "" : fmt::format("input {} is missing", i);
+  const TypeInfo& t = v->type();
+  if (!t.is_tensor() || t.dtype != DataType::Float32) {
+    return fmt::format("input {} is not a float32 tensor", i);
+  }
+  if (!t.shape) return fmt::format("input {} has unknown rank", i);
+  if (t.shape->rank() < min_rank || t.shape->rank() > max_rank) {
+    return fmt::format("input {} has rank {}, the kernel takes {}..{}", i, t.shape->rank(),
+                       min_rank, max_rank);
+  }
+  return "";
+}
+
+std::string check_f32_outputs(const ir::Node& node) {
+  for (size_t i = 0; i < node.outputs().size(); ++i) {
+    const ir::Value* v = node.output(i);
+    if (!v) continue;
+    if (!v->type().is_tensor() || v->type().dtype != DataType::Float32) {
+      return fmt::format("output {} is not a float32 tensor", i);
+    }
+  }
+  return "";
+}
+
+const Tensor* constant_input(const ir::Node& node, size_t i) {
+  const ir::Value* v = node.input(i);
+  if (!v) return nullptr;
+  if (v->is_constant()) return &v->constant();
+  const ir::Node* p = v->producer();
+  if (p && p->op_type() == "Constant" && p->domain().empty()) {
+    if (const ir::Attribute* a = p->attribute("value")) {
+      if (const auto* t = std::get_if<Tensor>(&a->storage())) return t;
+    }
+  }
+  return nullptr;
+}
+
+std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i) {
+  const ir::Value* v = node.input(i);
+  if (!v || !v->type().shape) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& d : v->type().shape->dims()) dims.push_back(d.is_static() ? d.value() : -1);
+  return dims;
+}
+
+}  // namespace kiln::backends::cpu

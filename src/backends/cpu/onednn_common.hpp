@@ -1,0 +1,60 @@
+#pragma once
+// Shared by the CPU kernels: the oneDNN engine and stream, plain-layout memory descriptors,
+// fused activations as oneDNN post-ops, and the checks kernels run on declared node types.
+#include <dnnl.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "ops/fused_activation.hpp"
+
+namespace kiln::backends::cpu {
+
+dnnl::engine& engine();
+
+// The CPU stream: oneDNN's CPU primitives finish before execute() returns, so queued work is
+// done as soon as it is queued.
+class CpuStream final : public Stream {
+ public:
+  CpuStream() : stream_(engine()) {}
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void wait(const Event&) override {}
+  void synchronize() override { stream_.wait(); }
+  dnnl::stream& dnnl() { return stream_; }
+
+ private:
+  dnnl::stream stream_;
+};
+
+dnnl::stream& dnnl_stream(Stream& stream);
+
+// Row-major f32 descriptor of `dims` (a scalar is one element).
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims);
+inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
+  return dnnl::memory(md, engine(), const_cast<void*>(data));
+}
+
+// Appends `act` as eltwise post-ops (HardSigmoid takes two); false when oneDNN has no match.
+bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);
+// The fused activation of an ai.kiln node; None for plain ONNX ops. Throws for a malformed one.
+ops::FusedActivation node_activation(const ir::Node& node);
+
+// Logs (info level, once per op type) when oneDNN picked its slow reference implementation.
+void note_implementation(const ir::Node& node, const char* impl);
+
+// Declared type checks on a node, for KernelDef::check: "" when fine, else the reason.
+// Input `i` (must be present unless `optional`) is a float32 tensor of known rank in
+// [min_rank, max_rank].
+std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, size_t max_rank,
+                            bool optional = false);
+// Every output is a float32 tensor.
+std::string check_f32_outputs(const ir::Node& node);
+// The constant data of input i, when it is an initializer or the output of a Constant node
+// (its `value` attribute).
+const Tensor* constant_input(const ir::Node& node, size_t i);
+// Declared dims of input i (-1 for non-static), empty optional when the rank is unknown.
+std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i);
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,177 @@
+// Pooling on the CPU: MaxPool and AveragePool through oneDNN's pooling (plain NCHW), global
+// average and max pooling as Kiln's own row reductions.
+#include <algorithm>
+
+#include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/vector_math.hpp"
+#include "backends/kernel_table.hpp"
+#include "ops/conv_utils.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+std::string check_pool(const ir::Node& node) {
+  if (std::string why = check_f32_input(node, 0, 3, 5); !why.empty()) return why;
+  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  if (node.outputs().size() > 1 && node.output(1)) return "the Indices output is requested";
+  ops::AttrReader attrs(node);
+  if (!attrs.has_attr("kernel_shape")) return "no kernel_shape";
+  if (node.op_type() == "AveragePool") {
+    // ONNX's divisor for windows that ceil_mode adds past the padding is not oneDNN's.
+    if (attrs.attr_int("ceil_mode", 0) != 0) return "ceil_mode with average pooling";
+    for (int64_t d : attrs.attr_ints("dilations", {})) {
+      if (d != 1) return "dilated average pooling";
+    }
+  }
+  return "";
+}
+
+class OnednnPool final : public Kernel {
+ public:
+  explicit OnednnPool(const ir::Node& node) : node_(node) {
+    ops::AttrReader attrs(node);
+    max_ = node.op_type() == "MaxPool";
+    ceil_ = attrs.attr_int("ceil_mode", 0) != 0;
+    include_pad_ = attrs.attr_int("count_include_pad", 0) != 0;
+    kernel_ = attrs.attr_ints("kernel_shape");
+    if (auto x = declared_dims(node, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
+      prepared(*x);
+    }
+  }
+  std::string_view name() const override { return "onednn.pool"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    const DeviceTensor& x = in[0];
+    const Entry& e = prepared(x.dims);
+    DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    if (y.numel() == 0) return;
+    e.prim.execute(dnnl_stream(stream), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
+                                         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}});
+  }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> x_dims, out_dims;
+    dnnl::pooling_v2_forward::primitive_desc pd;
+    dnnl::pooling_v2_forward prim;
+  };
+
+  const Entry& prepared(const std::vector<int64_t>& x) {
+    for (const Entry& e : cache_) {
+      if (e.x_dims == x) return e;
+    }
+    ops::AttrReader attrs(node_);
+    attrs.check(x.size() == kernel_.size() + 2, "kernel_shape {} does not match X {}",
+                dims_to_string(kernel_), dims_to_string(x));
+    ops::window::WindowGeometry g = ops::window::forward_geometry(
+        attrs, std::vector<int64_t>(x.begin() + 2, x.end()), kernel_, ceil_, max_);
+    Entry e;
+    e.x_dims = x;
+    e.out_dims = {x[0], x[1]};
+    e.out_dims.insert(e.out_dims.end(), g.out.begin(), g.out.end());
+    if (shape_numel(e.out_dims) > 0) {
+      dnnl::memory::dims strides, kernel, dil, pad_l, pad_r;
+      for (size_t d = 0; d < g.nsp; ++d) {
+        strides.push_back(g.strides[d]);
+        kernel.push_back(g.kernel[d]);
+        dil.push_back(g.dilations[d] - 1);
+        pad_l.push_back(g.pad_begin(d));
+        // ceil_mode's extra window reaches past the end padding: pad to where it ends.
+        pad_r.push_back(std::max(
+            g.pad_end(d),
+            (g.out[d] - 1) * g.strides[d] + g.effective_kernel(d) - g.in[d] - g.pad_begin(d)));
+      }
+      auto alg = max_ ? dnnl::algorithm::pooling_max
+                      : (include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
+                                      : dnnl::algorithm::pooling_avg_exclude_padding);
+      try {
+        e.pd = dnnl::pooling_v2_forward::primitive_desc(
+            dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, alg, plain_desc(x),
+                                           plain_desc(e.out_dims), strides, kernel, dil, pad_l,
+                                           pad_r),
+            engine());
+        e.prim = dnnl::pooling_v2_forward(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
+      } catch (const dnnl::error& err) {
+        fail(ErrorCode::Unsupported, "node {}: oneDNN has no pooling for X {}: {}", node_.label(),
+             dims_to_string(x), err.what());
+      }
+    }
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
+  const ir::Node& node_;
+  bool max_ = true, ceil_ = false, include_pad_ = false;
+  std::vector<int64_t> kernel_;
+  std::vector<Entry> cache_;
+};
+
+std::string check_global_pool(const ir::Node& node) {
+  if (std::string why = check_f32_input(node, 0, 3, 8); !why.empty()) return why;
+  return check_f32_outputs(node);
+}
+
+class GlobalPool final : public Kernel {
+ public:
+  explicit GlobalPool(const ir::Node& node) : max_(node.op_type() == "GlobalMaxPool") {}
+  std::string_view name() const override { return "cpu.global_pool"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    std::vector<int64_t> dims = x.dims;
+    std::fill(dims.begin() + 2, dims.end(), 1);
+    DeviceTensor y = out.allocate(0, DataType::Float32, dims);
+    const int64_t rows = x.dims[0] * x.dims[1];
+    const int64_t len = rows > 0 ? shape_numel(x.dims) / rows : 0;
+    const auto* px = static_cast<const float*>(x.data);
+    auto* py = static_cast<float*>(y.data);
+    // Chunks of rows, so small tensors do not pay for a parallel region per row.
+    const int64_t chunk = std::max<int64_t>(1, 65536 / std::max<int64_t>(len, 1));
+    const int64_t chunks = (rows + chunk - 1) / chunk;
+    const bool max = max_;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t r0 = c * chunk, n = std::min(chunk, rows - r0);
+      if (max)
+        row_maxes(px + r0 * len, n, len, py + r0);
+      else
+        row_means(px + r0 * len, n, len, py + r0);
+    }
+  }
+
+ private:
+  bool max_;
+};
+
+std::unique_ptr<Kernel> create_pool(const ir::Node& node) {
+  return std::make_unique<OnednnPool>(node);
+}
+std::unique_ptr<Kernel> create_global_pool(const ir::Node& node) {
+  return std::make_unique<GlobalPool>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "MaxPool",
+                      .name = "onednn.pool",
+                      .check = check_pool,
+                      .create = create_pool});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "AveragePool",
+                      .name = "onednn.pool",
+                      .check = check_pool,
+                      .create = create_pool});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "GlobalAveragePool",
+                      .name = "cpu.global_pool",
+                      .check = check_global_pool,
+                      .create = create_global_pool});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "GlobalMaxPool",
+                      .name = "cpu.global_pool",
+                      .check = check_global_pool,
+                      .create = create_global_pool});
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,168 @@
+#include "backends/cpu/vector_math.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KILN_CLONES
+#endif
+
+namespace kiln::backends::cpu {
+
+namespace {
+
+// Extent of the zero-padded plane the taps read: every window lies inside it.
+int64_t padded_rows(const DepthwiseArgs& a) {
+  return std::max(a.h + a.pt, (a.oh - 1) * a.sh + (a.kh - 1) * a.dh + 1);
+}
+int64_t padded_cols(const DepthwiseArgs& a) {
+  return std::max(a.w + a.pl, (a.ow - 1) * a.sw + (a.kw - 1) * a.dw + 1);
+}
+
+}  // namespace
+
+size_t depthwise_scratch_floats(const DepthwiseArgs& a) {
+  // The padded plane, then the accumulators of the flattened output (stride 1).
+  return static_cast<size_t>(padded_rows(a) * padded_cols(a) + a.oh * padded_cols(a));
+}
+
+KILN_CLONES
+void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y,
+                     float* scratch) {
+  // Copy into a zero-padded plane, so no tap needs a bounds check.
+  const int64_t ph = padded_rows(a), pw = padded_cols(a);
+  float* pad = scratch;
+  std::fill(pad, pad + ph * pw, 0.f);
+  for (int64_t r = 0; r < a.h; ++r) {
+    std::copy(x + r * a.w, x + (r + 1) * a.w, pad + (r + a.pt) * pw + a.pl);
+  }
+  if (a.sh == 1 && a.sw == 1) {
+    // Output (oh, ow) reads pad[oh * pw + ow + tap offset]: over the output flattened with row
+    // stride pw, each tap is one long contiguous multiply-add. Columns past ow are computed and
+    // dropped.
+    float* acc = pad + ph * pw;
+    const int64_t len = (a.oh - 1) * pw + a.ow;
+    std::fill(acc, acc + len, bias);
+    for (int64_t kh = 0; kh < a.kh; ++kh) {
+      for (int64_t kw = 0; kw < a.kw; ++kw) {
+        const float wv = w[kh * a.kw + kw];
+        const float* src = pad + kh * a.dh * pw + kw * a.dw;
+        for (int64_t o = 0; o < len; ++o) acc[o] += wv * src[o];
+      }
+    }
+    for (int64_t oh = 0; oh < a.oh; ++oh) {
+      std::copy(acc + oh * pw, acc + oh * pw + a.ow, y + oh * a.ow);
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < a.oh; ++oh) {
+    float* row = y + oh * a.ow;
+    std::fill(row, row + a.ow, bias);
+    for (int64_t kh = 0; kh < a.kh; ++kh) {
+      const float* src = pad + (oh * a.sh + kh * a.dh) * pw;
+      for (int64_t kw = 0; kw < a.kw; ++kw) {
+        const float wv = w[kh * a.kw + kw];
+        const float* s = src + kw * a.dw;
+        for (int64_t o = 0; o < a.ow; ++o) row[o] += wv * s[o * a.sw];
+      }
+    }
+  }
+}
+
+KILN_CLONES
+void apply_activation(const ops::FusedActivation& act, const float* x, float* y, int64_t n) {
+  using ops::Activation;
+  const float alpha = act.alpha, beta = act.beta;
+  switch (act.kind) {
+    case Activation::None:
+      if (x != y) std::copy(x, x + n, y);
+      return;
+    case Activation::Relu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.f : x[i];  // NaN stays NaN
+      return;
+    case Activation::Clip:
+      // ONNX Clip: the lower bound first, so min > max gives max; NaN stays NaN.
+      for (int64_t i = 0; i < n; ++i) {
+        const float lo = x[i] < alpha ? alpha : x[i];
+        y[i] = lo > beta ? beta : lo;
+      }
+      return;
+    case Activation::LeakyRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
+      return;
+    case Activation::HardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::fmax(0.f, std::fmin(1.f, alpha * x[i] + beta));
+      return;
+    case Activation::HardSwish:
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] * std::fmax(0.f, std::fmin(1.f, x[i] / 6 + 0.5f));
+      }
+      return;
+    default:
+      // Transcendental ones: the shared reference numerics, one element at a time.
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(act.apply(x[i]));
+      return;
+  }
+}
+
+KILN_CLONES
+void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scalar, float* y,
+                       int64_t n) {
+  if (b_scalar) {
+    const float s = b[0];
+    switch (op) {
+      case BinaryOp::Add:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] + s;
+        return;
+      case BinaryOp::Sub:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] - s;
+        return;
+      case BinaryOp::Mul:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
+        return;
+      case BinaryOp::Div:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] / s;
+        return;
+    }
+  }
+  switch (op) {
+    case BinaryOp::Add:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+      return;
+    case BinaryOp::Sub:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+      return;
+    case BinaryOp::Mul:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+      return;
+    case BinaryOp::Div:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+      return;
+  }
+}
+
+KILN_CLONES
+void row_means(const float* x, int64_t rows, int64_t len, float* y) {
+  const float scale = len > 0 ? 1.f / static_cast<float>(len) : 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float sum = 0;
+    for (int64_t i = 0; i < len; ++i) sum += xr[i];
+    y[r] = len > 0 ? sum * scale : std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+KILN_CLONES
+void row_maxes(const float* x, int64_t rows, int64_t len, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < len; ++i) m = xr[i] > m ? xr[i] : m;
+    y[r] = m;
+  }
+}
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// Kiln's own CPU loops, for what oneDNN does slowly on plain layouts (depthwise convolution) or
+// what is simpler to write than to set up (activations on a buffer, global pooling). Built once
+// per instruction set and picked at load time (GCC target_clones), so a portable build still
+// runs AVX-512 code where the CPU has it.
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/fused_activation.hpp"
+
+namespace kiln::backends::cpu {
+
+struct DepthwiseArgs {
+  int64_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+// One channel plane: y[oh][ow] = bias + sum over taps inside the input of x * w. `scratch`
+// holds depthwise_scratch_floats(a) floats (a zero-padded copy of the plane).
+void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y,
+                     float* scratch);
+size_t depthwise_scratch_floats(const DepthwiseArgs& a);
+// y[i] = act(x[i]) for i < n (y may be x), with the numerics of FusedActivation::apply in
+// float.
+void apply_activation(const ops::FusedActivation& act, const float* x, float* y, int64_t n);
+inline void apply_activation(const ops::FusedActivation& act, float* p, int64_t n) {
+  apply_activation(act, p, p, n);
+}
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+// y[i] = a[i] op b[i] (y may be a or b); with `b_scalar`, b[0] for every i.
+void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scalar, float* y,
+                       int64_t n);
+// Mean (or max) of each of `rows` contiguous runs of `len` floats.
+void row_means(const float* x, int64_t rows, int64_t len, float* y);
+void row_maxes(const float* x, int64_t rows, int64_t len, float* y);
+
+}  // namespace kiln::backends::cpu

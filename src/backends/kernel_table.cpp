@@ -1,0 +1,53 @@
+#include "backends/kernel_table.hpp"
+
+#include <algorithm>
+
+namespace kiln::backends {
+
+KernelTable& KernelTable::instance() {
+  static KernelTable table;
+  return table;
+}
+
+void KernelTable::add(KernelDef def) {
+  defs_.push_back(std::move(def));
+}
+
+std::vector<const KernelDef*> KernelTable::for_op(std::string_view backend, std::string_view domain,
+                                                  std::string_view op_type) const {
+  std::vector<const KernelDef*> out;
+  for (const KernelDef& d : defs_) {
+    if (d.backend == backend && d.domain == domain && d.op_type == op_type) out.push_back(&d);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelDef* a, const KernelDef* b) {
+    return a->priority > b->priority;
+  });
+  return out;
+}
+
+const KernelDef* KernelTable::find(std::string_view backend, std::string_view domain,
+                                   std::string_view op_type, std::string_view name) const {
+  for (const KernelDef& d : defs_) {
+    if (d.backend == backend && d.domain == domain && d.op_type == op_type && d.name == name) {
+      return &d;
+    }
+  }
+  return nullptr;
+}
+
+Support KernelTable::select(std::string_view backend, const ir::Node& node) const {
+  std::vector<const KernelDef*> defs = for_op(backend, node.domain(), node.op_type());
+  if (defs.empty()) {
+    return Support::no(fmt::format("no {} kernel for {}", backend, node.op_type()));
+  }
+  std::string reasons;
+  for (const KernelDef* d : defs) {
+    std::string why = d->check(node);
+    if (why.empty()) return Support::yes(d->name);
+    if (!reasons.empty()) reasons += "; ";
+    reasons += fmt::format("{}: {}", d->name, why);
+  }
+  return Support::no(reasons);
+}
+
+}  // namespace kiln::backends

@@ -1,0 +1,67 @@
+#pragma once
+// The HTTP/REST frontend (Boost.Beast over Asio): KServe v2 / Triton endpoints on the API port
+// and Prometheus text on the metrics port, each served by its own HttpServer. One io_context
+// with --http-thread-count threads; each connection is handled on its own strand, one request at
+// a time (keep-alive), and inference completes asynchronously: the scheduler's callback posts
+// the encoded response back to the connection's strand, so no I/O thread waits on a model.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/http/infer_codec.hpp"
+#include "server/server.hpp"
+
+namespace kiln::server::http {
+
+// Restricted API (tritonserver's --http-restricted-api "cat1,cat2:key=value"): requests to an
+// endpoint of a listed category must carry header `key` with `value`, else 403.
+struct RestrictedApi {
+  std::map<std::string, std::pair<std::string, std::string>> by_category;  // category -> key,value
+  // Adds one flag value; InvalidArgument for an unknown category or a malformed value.
+  void add(std::string_view spec);
+};
+
+struct HttpOptions {
+  std::string address = "0.0.0.0";
+  uint16_t port = 8000;  // 0: any free port (see HttpServer::port)
+  int threads = 8;
+  size_t max_body_bytes = size_t{64} << 20;
+  size_t max_header_bytes = size_t{64} << 10;
+  size_t max_connections = 4096;
+  int idle_timeout_secs = 300;  // a connection silent this long is closed
+  CodecLimits codec;
+  RestrictedApi restricted;
+  std::string bearer_token;  // non-empty: every non-health request needs "Authorization: Bearer"
+  bool metrics = false;      // serve /metrics instead of the API
+  // HTTPS (OpenSSL): PEM certificate chain and private key; with a client CA, clients must
+  // present a certificate it signed (mutual TLS). Empty: plain HTTP.
+  std::string tls_cert, tls_key, tls_client_ca;
+};
+
+class HttpServer {
+ public:
+  HttpServer(InferenceServer& core, HttpOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts the I/O threads; throws Unavailable naming the address when binding fails.
+  void start();
+  // Stops accepting, waits up to `grace` for responses being written, then closes connections
+  // and joins the threads.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  uint16_t port() const { return bound_port_; }
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  uint16_t bound_port_ = 0;
+};
+
+}  // namespace kiln::server::http

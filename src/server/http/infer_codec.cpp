@@ -1,0 +1,395 @@
+#include "server/http/infer_codec.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <limits>
+
+#include "server/tensor_wire.hpp"
+
+namespace kiln::server::http {
+namespace rj = rapidjson;
+namespace {
+
+// Iterative parsing keeps the parser's depth off the call stack (the client controls nesting);
+// NaN / Infinity are accepted as Python's json module writes them.
+constexpr unsigned kParseFlags = rj::kParseIterativeFlag | rj::kParseNanAndInfFlag;
+using Writer =
+    rj::Writer<rj::StringBuffer, rj::UTF8<>, rj::UTF8<>, rj::CrtAllocator, rj::kWriteNanAndInfFlag>;
+
+std::string_view str(const rj::Value& v) {
+  return {v.GetString(), v.GetStringLength()};
+}
+
+const rj::Value* member(const rj::Value& obj, const char* key) {
+  auto it = obj.FindMember(key);
+  return it == obj.MemberEnd() ? nullptr : &it->value;
+}
+
+Parameters decode_parameters(const rj::Value& v, std::string_view where,
+                             const CodecLimits& limits) {
+  KILN_CHECK_ARG(v.IsObject(), "{}: 'parameters' must be a JSON object", where);
+  KILN_CHECK_ARG(v.MemberCount() <= limits.max_parameters, "{}: more than {} parameters", where,
+                 limits.max_parameters);
+  Parameters out;
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string key(str(it->name));
+    const rj::Value& p = it->value;
+    if (p.IsBool()) {
+      out[key] = p.GetBool();
+    } else if (p.IsInt64()) {
+      out[key] = p.GetInt64();
+    } else if (p.IsUint64()) {
+      out[key] = p.GetUint64();
+    } else if (p.IsDouble()) {
+      out[key] = p.GetDouble();
+    } else if (p.IsString()) {
+      out[key] = std::string(str(p));
+    } else {
+      fail(ErrorCode::InvalidArgument, "{}: parameter '{}' must be a bool, number or string", where,
+           key);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> decode_shape(const rj::Value& v, const std::string& input,
+                                  const CodecLimits& limits) {
+  KILN_CHECK_ARG(v.IsArray(), "input '{}': 'shape' must be an array of integers", input);
+  KILN_CHECK_ARG(v.Size() <= limits.max_rank, "input '{}': rank {} is more than {}", input,
+                 v.Size(), limits.max_rank);
+  std::vector<int64_t> shape;
+  for (const rj::Value& d : v.GetArray()) {
+    KILN_CHECK_ARG(d.IsInt64() && d.GetInt64() >= 0,
+                   "input '{}': 'shape' must hold non-negative integers", input);
+    shape.push_back(d.GetInt64());
+  }
+  return shape;
+}
+
+// The leaves of a (possibly nested) "data" array in row-major order, without recursion. Stops
+// as soon as there are more than `expected` so a huge array costs nothing beyond its parse.
+std::vector<const rj::Value*> flatten(const rj::Value& data, int64_t expected,
+                                      const std::string& input) {
+  std::vector<const rj::Value*> leaves;
+  if (!data.IsArray()) {
+    leaves.push_back(&data);  // a scalar for a one-element tensor
+    return leaves;
+  }
+  std::vector<std::pair<const rj::Value*, rj::SizeType>> stack{{&data, 0}};
+  while (!stack.empty()) {
+    auto& [arr, index] = stack.back();
+    if (index == arr->Size()) {
+      stack.pop_back();
+      continue;
+    }
+    const rj::Value& v = (*arr)[index++];
+    if (v.IsArray()) {
+      stack.emplace_back(&v, 0);
+      continue;
+    }
+    leaves.push_back(&v);
+    KILN_CHECK_ARG(static_cast<int64_t>(leaves.size()) <= expected,
+                   "input '{}': 'data' has more elements than the shape holds ({})", input,
+                   expected);
+  }
+  return leaves;
+}
+
+template <typename T>
+T json_int(const rj::Value& v, const std::string& input) {
+  if constexpr (std::is_signed_v<T>) {
+    KILN_CHECK_ARG(v.IsInt64() && v.GetInt64() >= std::numeric_limits<T>::min() &&
+                       v.GetInt64() <= std::numeric_limits<T>::max(),
+                   "input '{}': data value is not a {}-bit signed integer", input, 8 * sizeof(T));
+    return static_cast<T>(v.GetInt64());
+  } else {
+    KILN_CHECK_ARG(v.IsUint64() && v.GetUint64() <= std::numeric_limits<T>::max(),
+                   "input '{}': data value is not a {}-bit unsigned integer", input, 8 * sizeof(T));
+    return static_cast<T>(v.GetUint64());
+  }
+}
+
+Tensor decode_json_data(const rj::Value& data, DataType dtype, const std::vector<int64_t>& shape,
+                        const std::string& input) {
+  KILN_CHECK_ARG(dtype != DataType::Float16 && dtype != DataType::BFloat16,
+                 "input '{}': {} data must be sent with the binary tensor data extension", input,
+                 datatype_name(dtype));
+  const int64_t numel = shape_numel(shape);
+  std::vector<const rj::Value*> leaves = flatten(data, numel, input);
+  KILN_CHECK_ARG(static_cast<int64_t>(leaves.size()) == numel,
+                 "input '{}': 'data' has {} elements but shape {} needs {}", input, leaves.size(),
+                 dims_to_string(shape), numel);
+  Tensor t(dtype, shape);
+  dispatch_dtype(dtype, "JSON tensor data", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = t.data<T>();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const rj::Value& v = *leaves[i];
+      if constexpr (std::is_same_v<T, bool>) {
+        KILN_CHECK_ARG(v.IsBool(), "input '{}': BOOL data must be true or false", input);
+        out[i] = v.GetBool();
+      } else if constexpr (std::is_same_v<T, std::string>) {
+        KILN_CHECK_ARG(v.IsString(), "input '{}': BYTES data must be strings", input);
+        out[i].assign(v.GetString(), v.GetStringLength());
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        KILN_CHECK_ARG(v.IsNumber(), "input '{}': {} data must be numbers", input,
+                       datatype_name(dtype));
+        out[i] = static_cast<T>(v.GetDouble());
+      } else if constexpr (std::is_integral_v<T>) {
+        out[i] = json_int<T>(v, input);
+      } else {
+        fail(ErrorCode::InvalidArgument, "input '{}': {} cannot be sent as JSON", input,
+             datatype_name(dtype));
+      }
+    }
+  });
+  return t;
+}
+
+}  // namespace
+
+std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
+                                                   std::optional<size_t> header_length,
+                                                   const CodecLimits& limits) {
+  const size_t json_size = header_length.value_or(body.size());
+  KILN_CHECK_ARG(json_size <= body.size(),
+                 "Inference-Header-Content-Length {} is larger than the body ({} bytes)", json_size,
+                 body.size());
+  rj::Document doc;
+  doc.Parse<kParseFlags>(body.data(), json_size);
+  KILN_CHECK_ARG(!doc.HasParseError(), "failed to parse the request JSON buffer: {} at {}",
+                 rj::GetParseError_En(doc.GetParseError()), doc.GetErrorOffset());
+  KILN_CHECK_ARG(doc.IsObject(), "the inference request must be a JSON object");
+  std::string_view binary = body.substr(json_size);
+  size_t binary_used = 0;
+
+  auto request = std::make_unique<InferRequest>();
+  if (const rj::Value* id = member(doc, "id")) {
+    KILN_CHECK_ARG(id->IsString(), "'id' must be a string");
+    request->id = std::string(str(*id));
+  }
+  if (const rj::Value* p = member(doc, "parameters")) {
+    request->parameters = decode_parameters(*p, "request", limits);
+    if (auto prio = parameter_int(request->parameters, "priority")) {
+      KILN_CHECK_ARG(*prio >= 0, "parameter 'priority' must not be negative");
+      request->priority = static_cast<uint64_t>(*prio);
+    }
+    if (auto timeout = parameter_int(request->parameters, "timeout")) {
+      KILN_CHECK_ARG(*timeout >= 0, "parameter 'timeout' must not be negative");
+      request->timeout_us = static_cast<uint64_t>(*timeout);
+    }
+    parameter_bool(request->parameters, "binary_data_output");
+  }
+  const rj::Value* inputs = member(doc, "inputs");
+  KILN_CHECK_ARG(inputs != nullptr && inputs->IsArray(), "'inputs' must be an array");
+  KILN_CHECK_ARG(inputs->Size() <= limits.max_inputs, "request has {} inputs; at most {}",
+                 inputs->Size(), limits.max_inputs);
+  for (const rj::Value& in : inputs->GetArray()) {
+    KILN_CHECK_ARG(in.IsObject(), "each input must be a JSON object");
+    InferInput input;
+    const rj::Value* name = member(in, "name");
+    KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() > 0 &&
+                       name->GetStringLength() <= limits.max_name_bytes,
+                   "each input needs a 'name' string");
+    input.name = std::string(str(*name));
+    const rj::Value* datatype = member(in, "datatype");
+    KILN_CHECK_ARG(datatype && datatype->IsString(), "input '{}': 'datatype' must be a string",
+                   input.name);
+    std::optional<DataType> dt = datatype_from_name(str(*datatype));
+    KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input.name, str(*datatype));
+    input.datatype = *dt;
+    const rj::Value* shape = member(in, "shape");
+    KILN_CHECK_ARG(shape != nullptr, "input '{}': 'shape' is missing", input.name);
+    input.shape = decode_shape(*shape, input.name, limits);
+    shape_numel(input.shape);  // overflow check before anything is sized by it
+    if (const rj::Value* p = member(in, "parameters")) {
+      input.parameters = decode_parameters(*p, "input '" + input.name + "'", limits);
+    }
+    KILN_CHECK(!input.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
+               "input '{}': shared memory is not supported", input.name);
+    std::optional<int64_t> binary_size = parameter_int(input.parameters, "binary_data_size");
+    const rj::Value* data = member(in, "data");
+    if (binary_size) {
+      KILN_CHECK_ARG(data == nullptr, "input '{}' has both 'data' and 'binary_data_size'",
+                     input.name);
+      KILN_CHECK_ARG(
+          *binary_size >= 0 && static_cast<uint64_t>(*binary_size) <= binary.size() - binary_used,
+          "unexpected size {} for input '{}': only {} bytes of binary data remain", *binary_size,
+          input.name, binary.size() - binary_used);
+      input.data = decode_raw_tensor(binary.substr(binary_used, static_cast<size_t>(*binary_size)),
+                                     input.datatype, input.shape, input.name);
+      binary_used += static_cast<size_t>(*binary_size);
+    } else {
+      KILN_CHECK_ARG(data != nullptr, "input '{}' has neither 'data' nor 'binary_data_size'",
+                     input.name);
+      input.data = decode_json_data(*data, input.datatype, input.shape, input.name);
+    }
+    request->inputs.push_back(std::move(input));
+  }
+  KILN_CHECK_ARG(binary_used == binary.size(),
+                 "{} bytes of binary data follow the JSON header but the inputs use {}",
+                 binary.size(), binary_used);
+  if (const rj::Value* outputs = member(doc, "outputs")) {
+    KILN_CHECK_ARG(outputs->IsArray(), "'outputs' must be an array");
+    KILN_CHECK_ARG(outputs->Size() <= limits.max_outputs, "request asks for {} outputs; at most {}",
+                   outputs->Size(), limits.max_outputs);
+    for (const rj::Value& out : outputs->GetArray()) {
+      KILN_CHECK_ARG(out.IsObject(), "each requested output must be a JSON object");
+      RequestedOutput o;
+      const rj::Value* name = member(out, "name");
+      KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() <= limits.max_name_bytes,
+                     "each requested output needs a 'name' string");
+      o.name = std::string(str(*name));
+      if (const rj::Value* p = member(out, "parameters")) {
+        o.parameters = decode_parameters(*p, "output '" + o.name + "'", limits);
+        parameter_bool(o.parameters, "binary_data");
+        KILN_CHECK(!o.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
+                   "output '{}': shared memory is not supported", o.name);
+      }
+      request->outputs.push_back(std::move(o));
+    }
+  }
+  return request;
+}
+
+OutputEncoding output_encoding_of(const InferRequest& request) {
+  OutputEncoding e;
+  e.binary_default = parameter_bool(request.parameters, "binary_data_output").value_or(false);
+  for (const RequestedOutput& o : request.outputs) {
+    if (auto b = parameter_bool(o.parameters, "binary_data")) e.per_output.emplace_back(o.name, *b);
+  }
+  return e;
+}
+
+namespace {
+
+void write_parameter(Writer& w, const ParameterValue& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          w.Bool(x);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          w.Int64(x);
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+          w.Uint64(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          w.Double(x);
+        } else {
+          w.String(x.data(), static_cast<rj::SizeType>(x.size()));
+        }
+      },
+      v);
+}
+
+void write_json_data(Writer& w, const Tensor& t) {
+  w.StartArray();
+  dispatch_dtype(t.dtype(), "JSON output", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (const T& v : t.values<T>()) {
+      if constexpr (std::is_same_v<T, bool>) {
+        w.Bool(v);
+      } else if constexpr (std::is_same_v<T, std::string>) {
+        w.String(v.data(), static_cast<rj::SizeType>(v.size()));
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        w.Double(static_cast<double>(v));
+      } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+        w.Int64(static_cast<int64_t>(v));
+      } else if constexpr (std::is_integral_v<T>) {
+        w.Uint64(static_cast<uint64_t>(v));
+      } else {
+        fail(ErrorCode::Internal, "JSON output of {}", dtype_name(t.dtype()));
+      }
+    }
+  });
+  w.EndArray();
+}
+
+}  // namespace
+
+EncodedResponse encode_infer_response(const InferResponse& response,
+                                      const OutputEncoding& encoding) {
+  rj::StringBuffer buffer;
+  Writer w(buffer);
+  std::string binary;
+  bool any_binary = false;
+  w.StartObject();
+  w.Key("model_name");
+  w.String(response.model_name.data(), static_cast<rj::SizeType>(response.model_name.size()));
+  w.Key("model_version");
+  const std::string version = std::to_string(response.model_version);
+  w.String(version.data(), static_cast<rj::SizeType>(version.size()));
+  if (!response.id.empty()) {
+    w.Key("id");
+    w.String(response.id.data(), static_cast<rj::SizeType>(response.id.size()));
+  }
+  if (!response.parameters.empty()) {
+    w.Key("parameters");
+    w.StartObject();
+    for (const auto& [k, v] : response.parameters) {
+      w.Key(k.data(), static_cast<rj::SizeType>(k.size()));
+      write_parameter(w, v);
+    }
+    w.EndObject();
+  }
+  w.Key("outputs");
+  w.StartArray();
+  for (const InferOutput& out : response.outputs) {
+    bool as_binary = encoding.binary_default;
+    for (const auto& [name, b] : encoding.per_output) {
+      if (name == out.name) as_binary = b;
+    }
+    if (out.datatype == DataType::Float16 || out.datatype == DataType::BFloat16) as_binary = true;
+    w.StartObject();
+    w.Key("name");
+    w.String(out.name.data(), static_cast<rj::SizeType>(out.name.size()));
+    w.Key("datatype");
+    const std::string_view dt = datatype_name(out.datatype);
+    w.String(dt.data(), static_cast<rj::SizeType>(dt.size()));
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : out.shape) w.Int64(d);
+    w.EndArray();
+    if (as_binary) {
+      any_binary = true;
+      const size_t before = binary.size();
+      append_raw_tensor(binary, out.data);
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(binary.size() - before);
+      w.EndObject();
+    } else {
+      w.Key("data");
+      write_json_data(w, out.data);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  EncodedResponse encoded;
+  encoded.body.reserve(buffer.GetSize() + binary.size());
+  encoded.body.assign(buffer.GetString(), buffer.GetSize());
+  if (any_binary) encoded.header_length = buffer.GetSize();
+  encoded.body += binary;
+  return encoded;
+}
+
+EncodedResponse encode_infer_response(const InferResponse& response, const InferRequest& request) {
+  return encode_infer_response(response, output_encoding_of(request));
+}
+
+std::string error_json(std::string_view message) {
+  rj::StringBuffer buffer;
+  Writer w(buffer);
+  w.StartObject();
+  w.Key("error");
+  w.String(message.data(), static_cast<rj::SizeType>(message.size()));
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+}  // namespace kiln::server::http

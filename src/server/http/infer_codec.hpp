@@ -1,0 +1,55 @@
+#pragma once
+// KServe v2 HTTP/REST inference body codec: the JSON request (row-major flat or nested "data")
+// with the binary tensor data extension (a JSON header of Inference-Header-Content-Length bytes
+// followed by raw tensors sized by each input's "binary_data_size"; BYTES as 4-byte
+// little-endian length-prefixed elements; FP16 / BF16 only in binary), and the response in the
+// same two forms. Untrusted input: every size is checked, JSON nesting is flattened without
+// recursion, and nothing is allocated before its size is known to match the body.
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/infer_types.hpp"
+
+namespace kiln::server::http {
+
+struct CodecLimits {
+  size_t max_inputs = 1024;
+  size_t max_outputs = 1024;
+  size_t max_rank = 32;
+  size_t max_parameters = 256;
+  size_t max_name_bytes = 1024;
+};
+
+// Decodes a request body. `header_length` is the Inference-Header-Content-Length value (nullopt:
+// the whole body is JSON). Throws InvalidArgument (400) naming the offending field.
+std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
+                                                   std::optional<size_t> header_length,
+                                                   const CodecLimits& limits = {});
+
+struct EncodedResponse {
+  std::string body;
+  std::optional<size_t> header_length;  // set when binary outputs follow the JSON header
+};
+
+// Encodes a response. Output i is binary when the request asked (output parameter "binary_data"
+// or request parameter "binary_data_output"), and always for FP16 / BF16, which JSON cannot
+// carry. `request` is the decoded request the response answers.
+EncodedResponse encode_infer_response(const InferResponse& response, const InferRequest& request);
+
+// Only the output-encoding wishes of a request, kept by the frontend while the request itself
+// travels through the scheduler.
+struct OutputEncoding {
+  bool binary_default = false;
+  std::vector<std::pair<std::string, bool>> per_output;  // explicit "binary_data" per name
+};
+OutputEncoding output_encoding_of(const InferRequest& request);
+EncodedResponse encode_infer_response(const InferResponse& response,
+                                      const OutputEncoding& encoding);
+
+// {"error": message} as Triton writes it.
+std::string error_json(std::string_view message);
+
+}  // namespace kiln::server::http

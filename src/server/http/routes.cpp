@@ -1,0 +1,468 @@
+#include "server/http/routes.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <charconv>
+
+#include "server/http/metrics.hpp"
+
+namespace kiln::server::http {
+namespace rj = rapidjson;
+namespace bhttp = boost::beast::http;
+namespace {
+
+using Writer = rj::Writer<rj::StringBuffer>;
+
+void put(Writer& w, std::string_view s) {
+  w.String(s.data(), static_cast<rj::SizeType>(s.size()));
+}
+
+Response json_response(std::string body, unsigned status = 200) {
+  Response res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+Response empty_response(unsigned status) {
+  Response res{static_cast<bhttp::status>(status), 11};
+  return res;
+}
+
+std::optional<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    int value = 0;
+    auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
+    if (ec != std::errc() || p != s.data() + i + 3) return std::nullopt;
+    out.push_back(static_cast<char>(value));
+    i += 2;
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> split_path(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string> segments;
+  size_t start = 0;
+  while (start < target.size()) {
+    size_t slash = target.find('/', start);
+    if (slash == std::string_view::npos) slash = target.size();
+    if (slash > start) {
+      auto seg = percent_decode(target.substr(start, slash - start));
+      if (!seg) return std::nullopt;
+      segments.push_back(std::move(*seg));
+    }
+    start = slash + 1;
+    if (segments.size() > 16) return std::nullopt;
+  }
+  return segments;
+}
+
+int64_t parse_version(const std::string& text) {
+  int64_t v = -1;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  KILN_CHECK_ARG(ec == std::errc() && p == text.data() + text.size() && v >= 0,
+                 "invalid model version '{}'", text);
+  return v;
+}
+
+std::string server_metadata_json(const ServerMetadata& m) {
+  rj::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  w.Key("name");
+  put(w, m.name);
+  w.Key("version");
+  put(w, m.version);
+  w.Key("extensions");
+  w.StartArray();
+  for (const std::string& e : m.extensions) put(w, e);
+  w.EndArray();
+  w.EndObject();
+  return b.GetString();
+}
+
+void tensor_metadata(Writer& w, const std::vector<TensorMetadata>& tensors) {
+  w.StartArray();
+  for (const TensorMetadata& t : tensors) {
+    w.StartObject();
+    w.Key("name");
+    put(w, t.name);
+    w.Key("datatype");
+    put(w, t.datatype);
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : t.shape) w.Int64(d);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+std::string model_metadata_json(const ModelMetadata& m) {
+  rj::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  w.Key("name");
+  put(w, m.name);
+  w.Key("versions");
+  w.StartArray();
+  for (const std::string& v : m.versions) put(w, v);
+  w.EndArray();
+  w.Key("platform");
+  put(w, m.platform);
+  w.Key("inputs");
+  tensor_metadata(w, m.inputs);
+  w.Key("outputs");
+  tensor_metadata(w, m.outputs);
+  w.EndObject();
+  return b.GetString();
+}
+
+void duration(Writer& w, const char* key, const DurationStat& d) {
+  w.Key(key);
+  w.StartObject();
+  w.Key("count");
+  w.Uint64(d.count);
+  w.Key("ns");
+  w.Uint64(d.ns);
+  w.EndObject();
+}
+
+std::string statistics_json(const std::vector<ModelStatisticsEntry>& entries) {
+  rj::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  w.Key("model_stats");
+  w.StartArray();
+  for (const ModelStatisticsEntry& e : entries) {
+    const StatisticsSnapshot& s = e.stats;
+    w.StartObject();
+    w.Key("name");
+    put(w, e.name);
+    w.Key("version");
+    put(w, std::to_string(e.version));
+    w.Key("last_inference");
+    w.Uint64(s.last_inference_ms);
+    w.Key("inference_count");
+    w.Uint64(s.inference_count);
+    w.Key("execution_count");
+    w.Uint64(s.execution_count);
+    w.Key("inference_stats");
+    w.StartObject();
+    duration(w, "success", s.inference.success);
+    duration(w, "fail", s.inference.fail);
+    duration(w, "queue", s.inference.queue);
+    duration(w, "compute_input", s.inference.compute_input);
+    duration(w, "compute_infer", s.inference.compute_infer);
+    duration(w, "compute_output", s.inference.compute_output);
+    duration(w, "cache_hit", s.inference.cache_hit);
+    duration(w, "cache_miss", s.inference.cache_miss);
+    w.EndObject();
+    w.Key("response_stats");
+    w.StartObject();
+    w.EndObject();
+    w.Key("batch_stats");
+    w.StartArray();
+    for (const auto& [size, bs] : s.batches) {
+      w.StartObject();
+      w.Key("batch_size");
+      w.Uint64(size);
+      duration(w, "compute_input", bs.compute_input);
+      duration(w, "compute_infer", bs.compute_infer);
+      duration(w, "compute_output", bs.compute_output);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("memory_usage");
+    w.StartArray();
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return b.GetString();
+}
+
+std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
+  rj::StringBuffer b;
+  Writer w(b);
+  w.StartArray();
+  for (const RepositoryIndexEntry& e : entries) {
+    w.StartObject();
+    w.Key("name");
+    put(w, e.name);
+    if (!e.version.empty()) {
+      w.Key("version");
+      put(w, e.version);
+    }
+    w.Key("state");
+    put(w, model_state_name(e.state));
+    w.Key("reason");
+    put(w, e.reason);
+    w.EndObject();
+  }
+  w.EndArray();
+  return b.GetString();
+}
+
+// An optional JSON object body (empty means {}); InvalidArgument when it is not one.
+rj::Document parse_body_object(const std::string& body) {
+  rj::Document d;
+  if (body.empty()) {
+    d.SetObject();
+    return d;
+  }
+  d.Parse<rj::kParseIterativeFlag>(body.data(), body.size());
+  KILN_CHECK_ARG(!d.HasParseError() && d.IsObject(), "failed to parse the request JSON buffer");
+  return d;
+}
+
+void handle_load(InferenceServer& core, const std::string& model, const std::string& body) {
+  rj::Document d = parse_body_object(body);
+  std::optional<std::string> config;
+  auto params = d.FindMember("parameters");
+  if (params != d.MemberEnd()) {
+    KILN_CHECK_ARG(params->value.IsObject(), "'parameters' must be a JSON object");
+    for (auto it = params->value.MemberBegin(); it != params->value.MemberEnd(); ++it) {
+      std::string_view key(it->name.GetString(), it->name.GetStringLength());
+      if (key == "config") {
+        KILN_CHECK_ARG(it->value.IsString(), "load parameter 'config' must be a JSON string");
+        config = std::string(it->value.GetString(), it->value.GetStringLength());
+      } else if (key.starts_with("file:")) {
+        fail(ErrorCode::Unsupported, "file overrides in a load request are not supported ({})",
+             key);
+      }
+    }
+  }
+  core.repository().load(model, config);
+}
+
+// The API category of a route, for the restricted-API check.
+struct Route {
+  const char* category;
+  std::function<void()> run;
+};
+
+bool authorized(const HttpOptions& options, const Request& request, const char* category,
+                Response& refusal) {
+  auto restricted = options.restricted.by_category.find(category);
+  if (restricted != options.restricted.by_category.end()) {
+    const auto& [key, value] = restricted->second;
+    auto it = request.find(key);
+    if (it == request.end() || it->value() != value) {
+      refusal =
+          error_response(403, fmt::format("This API is restricted, expecting header '{}'", key));
+      return false;
+    }
+  }
+  if (!options.bearer_token.empty() && std::string_view(category) != "health") {
+    auto it = request.find(bhttp::field::authorization);
+    if (it == request.end() || it->value() != "Bearer " + options.bearer_token) {
+      refusal = error_response(401, "Unauthorized");
+      refusal.set(bhttp::field::www_authenticate, "Bearer");
+      return false;
+    }
+  }
+  return true;
+}
+
+void handle_infer(InferenceServer& core, const HttpOptions& options, Request& request,
+                  const std::string& model, int64_t version, Reply reply) {
+  std::optional<size_t> header_length;
+  auto hl = request.find("Inference-Header-Content-Length");
+  if (hl != request.end()) {
+    size_t n = 0;
+    std::string_view text(hl->value().data(), hl->value().size());
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    KILN_CHECK_ARG(ec == std::errc() && p == text.data() + text.size(),
+                   "invalid Inference-Header-Content-Length '{}'", text);
+    header_length = n;
+  }
+  auto enc = request.find(bhttp::field::content_encoding);
+  KILN_CHECK(enc == request.end() || enc->value() == "identity", ErrorCode::Unsupported,
+             "unsupported Content-Encoding '{}'",
+             std::string_view(enc->value().data(), enc->value().size()));
+  std::unique_ptr<InferRequest> infer =
+      decode_infer_request(request.body(), header_length, options.codec);
+  infer->model_name = model;
+  infer->model_version = version;
+  OutputEncoding encoding = output_encoding_of(*infer);
+  // The body is no longer needed once decoded; free it before the request waits in a queue.
+  std::string().swap(request.body());
+  core.infer_async(std::move(infer), [reply = std::move(reply), encoding = std::move(encoding)](
+                                         Status status, std::unique_ptr<InferResponse> response) {
+    if (!status) {
+      reply(error_response(http_status(status.code()), status.message()));
+      return;
+    }
+    try {
+      EncodedResponse encoded = encode_infer_response(*response, encoding);
+      Response res{bhttp::status::ok, 11};
+      if (encoded.header_length) {
+        res.set(bhttp::field::content_type, "application/octet-stream");
+        res.set("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
+      } else {
+        res.set(bhttp::field::content_type, "application/json");
+      }
+      res.body() = std::move(encoded.body);
+      reply(std::move(res));
+    } catch (const Error& e) {
+      reply(error_response(http_status(e.code()), e.message()));
+    }
+  });
+}
+
+}  // namespace
+
+Response error_response(unsigned status, std::string_view message, unsigned version) {
+  Response res{static_cast<bhttp::status>(status), version};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = error_json(message);
+  return res;
+}
+
+void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply) {
+  auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
+  if (!segments || segments->empty() || (*segments)[0] != "v2") {
+    reply(error_response(404, "Not Found"));
+    return;
+  }
+  const std::vector<std::string>& s = *segments;
+  const bool get = request.method() == bhttp::verb::get;
+  const bool post = request.method() == bhttp::verb::post;
+  const char* category = nullptr;
+  std::function<void()> action;
+  auto method_ok = [&](bool ok) {
+    if (!ok) reply(error_response(405, "Method Not Allowed"));
+    return ok;
+  };
+  try {
+    if (s.size() == 1) {
+      if (!method_ok(get)) return;
+      category = "metadata";
+      action = [&] { reply(json_response(server_metadata_json(core.metadata()))); };
+    } else if (s[1] == "health" && s.size() == 3 && (s[2] == "live" || s[2] == "ready")) {
+      if (!method_ok(get)) return;
+      category = "health";
+      action = [&] {
+        const bool ok = s[2] == "live" ? core.live() : core.ready();
+        reply(empty_response(ok ? 200 : 400));
+      };
+    } else if (s[1] == "repository" && s.size() == 3 && s[2] == "index") {
+      if (!method_ok(post)) return;
+      category = "model-repository";
+      action = [&] {
+        rj::Document d = parse_body_object(request.body());
+        bool ready = false;
+        auto it = d.FindMember("ready");
+        if (it != d.MemberEnd()) {
+          KILN_CHECK_ARG(it->value.IsBool(), "'ready' must be a bool");
+          ready = it->value.GetBool();
+        }
+        reply(json_response(index_json(core.repository().index(ready))));
+      };
+    } else if (s[1] == "repository" && s.size() == 5 && s[2] == "models" &&
+               (s[4] == "load" || s[4] == "unload")) {
+      if (!method_ok(post)) return;
+      category = "model-repository";
+      action = [&] {
+        if (s[4] == "load") {
+          handle_load(core, s[3], request.body());
+        } else {
+          parse_body_object(request.body());
+          core.repository().unload(s[3]);
+        }
+        reply(empty_response(200));
+      };
+    } else if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {
+      if (!method_ok(get)) return;
+      category = "statistics";
+      action = [&] { reply(json_response(statistics_json(core.statistics()))); };
+    } else if (s[1] == "models" && s.size() >= 3) {
+      const std::string& model = s[2];
+      int64_t version = -1;
+      size_t next = 3;
+      if (s.size() >= 5 && s[3] == "versions") {
+        version = parse_version(s[4]);
+        next = 5;
+      }
+      const std::string op = next < s.size() ? s[next] : "";
+      if (next + 1 < s.size()) {
+        reply(error_response(404, "Not Found"));
+        return;
+      }
+      if (op.empty()) {
+        if (!method_ok(get)) return;
+        category = "metadata";
+        action = [&, version] {
+          reply(json_response(model_metadata_json(core.model_metadata(model, version))));
+        };
+      } else if (op == "ready") {
+        if (!method_ok(get)) return;
+        category = "health";
+        action = [&, version] {
+          reply(empty_response(core.model_ready(model, version) ? 200 : 400));
+        };
+      } else if (op == "config") {
+        if (!method_ok(get)) return;
+        category = "model-config";
+        action = [&, version] {
+          std::shared_ptr<ModelVersion> hold;
+          reply(json_response(config_to_json(core.model_config(model, version, hold))));
+        };
+      } else if (op == "stats") {
+        if (!method_ok(get)) return;
+        category = "statistics";
+        action = [&, version] {
+          reply(json_response(statistics_json(core.statistics(model, version))));
+        };
+      } else if (op == "infer") {
+        if (!method_ok(post)) return;
+        category = "inference";
+        action = [&, version] { handle_infer(core, options, request, model, version, reply); };
+      } else {
+        reply(error_response(404, "Not Found"));
+        return;
+      }
+    } else {
+      reply(error_response(404, "Not Found"));
+      return;
+    }
+    Response refusal;
+    if (!authorized(options, request, category, refusal)) {
+      reply(std::move(refusal));
+      return;
+    }
+    action();
+  } catch (const Error& e) {
+    reply(error_response(http_status(e.code()), e.message()));
+  }
+}
+
+void route_metrics(InferenceServer& core, Request& request, Reply reply) {
+  auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
+  if (!segments || segments->size() != 1 || (*segments)[0] != "metrics") {
+    reply(error_response(404, "Not Found"));
+    return;
+  }
+  if (request.method() != bhttp::verb::get) {
+    reply(error_response(405, "Method Not Allowed"));
+    return;
+  }
+  Response res{bhttp::status::ok, 11};
+  res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.body() = render_metrics(core);
+  reply(std::move(res));
+}
+
+}  // namespace kiln::server::http

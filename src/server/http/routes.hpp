@@ -1,0 +1,24 @@
+#pragma once
+// Request routing of the HTTP frontend, separate from the socket handling so it can be driven
+// without a network (fuzzing, unit tests).
+#include <boost/beast/http.hpp>
+#include <functional>
+
+#include "server/http/http_server.hpp"
+
+namespace kiln::server::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+// Delivers the response; called exactly once, from any thread.
+using Reply = std::function<void(Response)>;
+
+// A JSON error response {"error": message} with `status`.
+Response error_response(unsigned status, std::string_view message, unsigned version = 11);
+
+// Serves one API request (health, metadata, config, infer, statistics, repository).
+void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply);
+// Serves one request on the metrics port (GET /metrics).
+void route_metrics(InferenceServer& core, Request& request, Reply reply);
+
+}  // namespace kiln::server::http

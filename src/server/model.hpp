@@ -1,0 +1,70 @@
+#pragma once
+// One loaded version of one model: its final config, metadata, instances (Sessions inside the
+// Scheduler) and statistics. Held by shared_ptr: the repository keeps the served versions, and
+// every accepted request keeps its version alive until it completes, so unloading or replacing a
+// version never drops a request in flight. The last owner hands the object to a reaper thread
+// (see ModelRepository) so a version is never destroyed on one of its own worker threads.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/infer_types.hpp"
+#include "server/model_config.hpp"
+#include "server/scheduler.hpp"
+#include "server/statistics.hpp"
+
+namespace kiln::server {
+
+// Where to load a version from and with which config (already merged with any override).
+struct ModelLoadSpec {
+  std::string name;
+  int64_t version = 0;
+  std::string model_dir;     // <repository>/<name>
+  std::string model_path;    // <model_dir>/<version>/<model file>, confined to the repository
+  ModelConfig config;        // before auto-completion
+  bool autocomplete = true;  // false with --strict-model-config / --disable-auto-complete-config
+};
+
+struct TensorMetadata {
+  std::string name;
+  std::string datatype;        // KServe v2 datatype string
+  std::vector<int64_t> shape;  // -1 for any size; leading -1 batch dim when batching
+};
+
+class ModelVersion {
+ public:
+  // Opens one Session per instance, completes and validates the config; throws kiln::Error
+  // naming the model and file on failure.
+  explicit ModelVersion(ModelLoadSpec spec);
+  ~ModelVersion();
+  ModelVersion(const ModelVersion&) = delete;
+  ModelVersion& operator=(const ModelVersion&) = delete;
+
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+  const ModelConfig& config() const { return config_; }
+  const std::string& platform() const { return config_.platform(); }
+  const std::vector<TensorMetadata>& input_metadata() const { return input_metadata_; }
+  const std::vector<TensorMetadata>& output_metadata() const { return output_metadata_; }
+  int max_batch_size() const { return config_.max_batch_size(); }
+  ModelStatistics& statistics() { return statistics_; }
+  const ModelStatistics& statistics() const { return statistics_; }
+  double load_seconds() const { return load_seconds_; }
+
+  // Runs the request through the scheduler; `self` must own this version (it is kept alive
+  // until `done` has run). `done` is called exactly once.
+  static void infer_async(const std::shared_ptr<ModelVersion>& self,
+                          std::unique_ptr<InferRequest> request, InferCallback done);
+
+ private:
+  std::string name_;
+  int64_t version_ = 0;
+  ModelConfig config_;
+  std::vector<TensorMetadata> input_metadata_, output_metadata_;
+  ModelStatistics statistics_;
+  double load_seconds_ = 0;
+  std::unique_ptr<Scheduler> scheduler_;  // last member: its workers use the ones above
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,201 @@
+// kiln-serve: the Triton / KServe v2 compatible inference server (`kiln serve` runs it). Flag
+// names follow tritonserver's so scripts and Helm charts written for Triton work unchanged.
+#include <pthread.h>
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "server/grpc/grpc_flags.hpp"
+#include "server/http/http_server.hpp"
+#include "server/server.hpp"
+
+namespace {
+
+using kiln::server::InferenceServer;
+
+struct Flags {
+  std::vector<std::string> repositories;
+  std::string model_control_mode = "none";
+  std::vector<std::string> load_models;
+  int poll_secs = 15;
+  bool strict_model_config = false;
+  bool disable_auto_complete = false;
+  bool strict_readiness = true;
+  bool exit_on_error = true;
+  int exit_timeout_secs = 30;
+  std::string id = "kiln";
+  bool allow_http = true, allow_grpc = true, allow_metrics = true;
+  std::string http_address = "0.0.0.0", metrics_address = "0.0.0.0", grpc_address = "0.0.0.0";
+  int http_port = 8000, grpc_port = 8001, metrics_port = 8002;
+  int http_threads = 8;
+  std::vector<std::string> http_restricted;
+  std::vector<std::string> grpc_restricted;
+  std::string bearer_token;
+  std::string http_cert, http_key, http_client_ca;
+  size_t max_body = size_t{64} << 20;
+  size_t max_header = size_t{64} << 10;
+  size_t max_connections = 4096;
+  std::vector<std::string> ignored;  // tritonserver flags with no meaning here (logging ...)
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--model-repository,--model-store", f.repositories,
+                 "model repository path (repeatable)")
+      ->required();
+  app.add_option("--model-control-mode", f.model_control_mode, "none, poll or explicit")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  app.add_option("--load-model", f.load_models,
+                 "model to load at start in explicit mode ('*' for all; repeatable)");
+  app.add_option("--repository-poll-secs", f.poll_secs, "poll interval in poll mode")
+      ->check(CLI::Range(1, 86400));
+  app.add_option("--strict-model-config", f.strict_model_config,
+                 "true: config.pbtxt must be complete (no auto-complete)");
+  app.add_option("--disable-auto-complete-config", f.disable_auto_complete,
+                 "do not auto-complete model configurations")
+      ->expected(0, 1)
+      ->default_str("true");
+  app.add_option("--strict-readiness", f.strict_readiness,
+                 "true: ready only when every model loaded");
+  app.add_option("--exit-on-error", f.exit_on_error, "exit when a model fails to load at start");
+  app.add_option("--exit-timeout-secs", f.exit_timeout_secs,
+                 "on SIGTERM, how long to wait for in-flight requests")
+      ->check(CLI::Range(0, 86400));
+  app.add_option("--id", f.id, "server identifier reported by server metadata");
+  app.add_option("--allow-http", f.allow_http, "serve HTTP/REST");
+  app.add_option("--allow-grpc", f.allow_grpc, "serve gRPC");
+  app.add_option("--allow-metrics", f.allow_metrics, "serve Prometheus metrics");
+  app.add_option("--http-address", f.http_address, "HTTP bind address");
+  app.add_option("--http-port", f.http_port, "HTTP port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--http-thread-count", f.http_threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--grpc-address", f.grpc_address, "gRPC bind address");
+  app.add_option("--grpc-port", f.grpc_port, "gRPC port")->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-address", f.metrics_address, "metrics bind address");
+  app.add_option("--metrics-port", f.metrics_port, "metrics port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--http-restricted-api", f.http_restricted,
+                 "<category,...>:<header>=<value>: restrict API categories (repeatable)");
+  app.add_option("--grpc-restricted-protocol", f.grpc_restricted,
+                 "<category,...>:<key>=<value>: restrict gRPC protocols (repeatable)");
+  app.add_option("--http-bearer-token", f.bearer_token,
+                 "require 'Authorization: Bearer <token>' on every non-health HTTP request");
+  app.add_option("--http-server-cert", f.http_cert, "PEM certificate chain: serve HTTPS");
+  app.add_option("--http-server-key", f.http_key, "PEM private key of --http-server-cert");
+  app.add_option("--http-root-cert", f.http_client_ca,
+                 "PEM CA: require client certificates it signed (mutual TLS)");
+  app.add_option("--http-max-body-bytes", f.max_body, "largest HTTP request body");
+  app.add_option("--http-max-header-bytes", f.max_header, "largest HTTP request header");
+  app.add_option("--http-max-connections", f.max_connections, "most open HTTP connections");
+  for (const char* name :
+       {"--log-verbose", "--log-info", "--log-warning", "--log-error", "--log-format", "--log-file",
+        "--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
+        "--cuda-memory-pool-byte-size", "--min-supported-compute-capability", "--backend-directory",
+        "--repoagent-directory", "--metrics-interval-ms", "--allow-gpu-metrics",
+        "--allow-cpu-metrics", "--grpc-infer-allocation-pool-size"}) {
+    app.add_option(name, f.ignored, "accepted for tritonserver compatibility; no effect");
+  }
+}
+
+// Blocks until SIGTERM or SIGINT. The signals are blocked in every thread (set before any
+// thread starts), so only this wait receives them.
+int wait_for_signal(const sigset_t& set) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln-serve: Triton / KServe v2 compatible inference server"};
+  Flags f;
+  add_flags(app, f);
+  kiln::server::grpc::GrpcFlags grpc_flags;
+  kiln::server::grpc::add_grpc_flags(app, grpc_flags);
+  CLI11_PARSE(app, argc, argv);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    kiln::server::ServerOptions options;
+    options.server_id = f.id;
+    options.repository.paths = f.repositories;
+    options.repository.mode = kiln::server::parse_model_control_mode(f.model_control_mode);
+    options.repository.startup_models = f.load_models;
+    options.repository.poll_seconds = f.poll_secs;
+    options.repository.autocomplete = !f.strict_model_config && !f.disable_auto_complete;
+    options.strict_readiness = f.strict_readiness;
+    options.exit_timeout_secs = f.exit_timeout_secs;
+    InferenceServer core(options);
+    if (!core.start() && f.exit_on_error) {
+      std::fprintf(stderr, "kiln-serve: some models failed to load; exiting (--exit-on-error)\n");
+      return 1;
+    }
+
+    std::unique_ptr<kiln::server::http::HttpServer> http, metrics;
+    if (f.allow_http) {
+      kiln::server::http::HttpOptions o;
+      o.address = f.http_address;
+      o.port = static_cast<uint16_t>(f.http_port);
+      o.threads = f.http_threads;
+      o.max_body_bytes = f.max_body;
+      o.max_header_bytes = f.max_header;
+      o.max_connections = f.max_connections;
+      o.bearer_token = f.bearer_token;
+      o.tls_cert = f.http_cert;
+      o.tls_key = f.http_key;
+      o.tls_client_ca = f.http_client_ca;
+      for (const std::string& spec : f.http_restricted) o.restricted.add(spec);
+      http = std::make_unique<kiln::server::http::HttpServer>(core, o);
+      http->start();
+      std::printf("Started %s at %s:%u\n", f.http_cert.empty() ? "HTTPService" : "HTTPSService",
+                  f.http_address.c_str(), http->port());
+    }
+    if (f.allow_metrics) {
+      kiln::server::http::HttpOptions o;
+      o.address = f.metrics_address;
+      o.port = static_cast<uint16_t>(f.metrics_port);
+      o.threads = 1;
+      o.metrics = true;
+      metrics = std::make_unique<kiln::server::http::HttpServer>(core, o);
+      metrics->start();
+      std::printf("Started Metrics Service at %s:%u\n", f.metrics_address.c_str(), metrics->port());
+    }
+    std::unique_ptr<kiln::server::grpc::GrpcServer> grpc;
+    if (f.allow_grpc) {
+      grpc = std::make_unique<kiln::server::grpc::GrpcServer>(
+          core, kiln::server::grpc::grpc_options(grpc_flags, f.grpc_address, f.grpc_port,
+                                                 f.grpc_restricted, f.bearer_token));
+      grpc->start();
+      std::printf("Started GRPCInferenceService at %s:%u\n", f.grpc_address.c_str(), grpc->port());
+    }
+    std::fflush(stdout);
+
+    const int sig = wait_for_signal(signals);
+    std::printf("kiln-serve: signal %d, draining (up to %d s)\n", sig, f.exit_timeout_secs);
+    std::fflush(stdout);
+    const size_t left = core.drain();
+    if (http) http->stop();
+    if (grpc) grpc->stop();
+    if (metrics) metrics->stop();
+    if (left > 0) {
+      // The exit timeout is a promise: do not wait for the queues to run dry in destructors.
+      std::fprintf(stderr, "kiln-serve: exit timeout with %zu requests in flight\n", left);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    std::printf("kiln-serve: stopped\n");
+    std::fflush(stdout);
+    return 0;
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln-serve: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,106 @@
+#include "server/server.hpp"
+
+namespace kiln::server {
+
+InferenceServer::InferenceServer(ServerOptions options)
+    : options_(std::move(options)),
+      repository_(std::make_unique<ModelRepository>(options_.repository)) {}
+
+InferenceServer::~InferenceServer() {
+  stopped_ = true;
+}
+
+bool InferenceServer::start() {
+  const bool ok = repository_->start();
+  start_ok_ = ok;
+  return ok;
+}
+
+bool InferenceServer::ready() const {
+  if (draining_.load() || stopped_.load()) return false;
+  return !options_.strict_readiness || start_ok_.load();
+}
+
+ServerMetadata InferenceServer::metadata() const {
+  ServerMetadata m;
+  m.name = options_.server_id;
+  m.version = KILN_VERSION;
+  m.extensions = {"binary_tensor_data",  "model_repository", "model_repository(unload_dependents)",
+                  "model_configuration", "schedule_policy",  "statistics"};
+  return m;
+}
+
+ModelMetadata InferenceServer::model_metadata(std::string_view name, int64_t version) const {
+  std::shared_ptr<ModelVersion> v = repository_->get(name, version);
+  ModelMetadata m;
+  m.name = v->name();
+  for (int64_t n : repository_->versions(name)) m.versions.push_back(std::to_string(n));
+  m.platform = v->platform();
+  m.inputs = v->input_metadata();
+  m.outputs = v->output_metadata();
+  return m;
+}
+
+const ModelConfig& InferenceServer::model_config(std::string_view name, int64_t version,
+                                                 std::shared_ptr<ModelVersion>& holder) const {
+  holder = repository_->get(name, version);
+  return holder->config();
+}
+
+bool InferenceServer::model_ready(std::string_view name, int64_t version) const {
+  return !draining_.load() && repository_->model_ready(name, version);
+}
+
+void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCallback done) {
+  if (draining_.load()) {
+    done(Status(ErrorCode::Unavailable, "Server is shutting down"), nullptr);
+    return;
+  }
+  std::shared_ptr<ModelVersion> version;
+  try {
+    version = repository_->get(request->model_name, request->model_version);
+  } catch (const Error& e) {
+    done(Status(e), nullptr);
+    return;
+  }
+  inflight_.fetch_add(1);
+  // Counted until the callback has returned, so drain waits for the response to be handed over.
+  InferCallback counted = [this, done = std::move(done)](Status status,
+                                                         std::unique_ptr<InferResponse> r) {
+    done(std::move(status), std::move(r));
+    if (inflight_.fetch_sub(1) == 1) {
+      std::lock_guard lock(idle_mutex_);
+      idle_cv_.notify_all();
+    }
+  };
+  ModelVersion::infer_async(version, std::move(request), std::move(counted));
+}
+
+std::vector<ModelStatisticsEntry> InferenceServer::statistics(std::string_view name,
+                                                              int64_t version) const {
+  std::vector<ModelStatisticsEntry> out;
+  if (!name.empty()) {
+    // Unknown names are an error, as Triton reports them.
+    if (version >= 0) {
+      std::shared_ptr<ModelVersion> v = repository_->get(name, version);
+      out.push_back({v->name(), v->version(), v->statistics().snapshot()});
+      return out;
+    }
+    repository_->get(name, -1);
+  }
+  for (const std::shared_ptr<ModelVersion>& v : repository_->all_versions()) {
+    if (!name.empty() && v->name() != name) continue;
+    out.push_back({v->name(), v->version(), v->statistics().snapshot()});
+  }
+  return out;
+}
+
+size_t InferenceServer::drain() {
+  draining_ = true;
+  std::unique_lock lock(idle_mutex_);
+  idle_cv_.wait_for(lock, std::chrono::seconds(std::max(0, options_.exit_timeout_secs)),
+                    [&] { return inflight_.load() == 0; });
+  return inflight_.load();
+}
+
+}  // namespace kiln::server

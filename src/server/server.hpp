@@ -1,0 +1,97 @@
+#pragma once
+// The protocol-neutral server core shared by the HTTP and gRPC frontends: health, server and
+// model metadata, inference dispatch, statistics, repository control, and graceful drain.
+// Frontends decode the wire into InferRequest, call infer_async and encode the result; they
+// never touch the repository or scheduler directly except through this class.
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/infer_types.hpp"
+#include "server/repository.hpp"
+#include "server/statistics.hpp"
+
+namespace kiln::server {
+
+struct ServerOptions {
+  std::string server_id = "kiln";  // --id
+  RepositoryOptions repository;
+  bool strict_readiness = true;  // ready only when every requested model loaded
+  int exit_timeout_secs = 30;    // --exit-timeout-secs: how long drain waits for in-flight work
+};
+
+struct ServerMetadata {
+  std::string name;
+  std::string version;
+  std::vector<std::string> extensions;
+};
+
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;  // served versions, as strings (protocol)
+  std::string platform;
+  std::vector<TensorMetadata> inputs, outputs;
+};
+
+// Statistics of one model version, for the statistics endpoints.
+struct ModelStatisticsEntry {
+  std::string name;
+  int64_t version = 0;
+  StatisticsSnapshot stats;
+};
+
+class InferenceServer {
+ public:
+  explicit InferenceServer(ServerOptions options);
+  ~InferenceServer();
+
+  // Loads models per the control mode. Returns false when some model failed to load.
+  bool start();
+
+  bool live() const { return !stopped_.load(); }
+  // False while draining and, with strict readiness, while some requested model failed to load.
+  bool ready() const;
+  ServerMetadata metadata() const;
+
+  // Metadata / config / readiness of a model: `version` < 0 means the highest ready version.
+  // Throw as ModelRepository::get does.
+  ModelMetadata model_metadata(std::string_view name, int64_t version = -1) const;
+  const ModelConfig& model_config(std::string_view name, int64_t version,
+                                  std::shared_ptr<ModelVersion>& holder) const;
+  bool model_ready(std::string_view name, int64_t version = -1) const;
+
+  // Runs a request. `done` is called exactly once, possibly before this returns (unknown model,
+  // invalid request, queue full, draining: Unavailable "Server is shutting down").
+  void infer_async(std::unique_ptr<InferRequest> request, InferCallback done);
+
+  // Statistics of every version of `name` (all models when empty; `version` < 0: all versions).
+  std::vector<ModelStatisticsEntry> statistics(std::string_view name = {},
+                                               int64_t version = -1) const;
+
+  ModelRepository& repository() { return *repository_; }
+  const ModelRepository& repository() const { return *repository_; }
+  const ServerOptions& options() const { return options_; }
+
+  // Graceful drain (SIGTERM): readiness fails at once, new requests get Unavailable, and this
+  // waits until every accepted request has completed or `exit_timeout_secs` passed. Returns the
+  // number of requests still in flight (0 on a clean drain).
+  size_t drain();
+  bool draining() const { return draining_.load(); }
+  size_t inflight() const { return inflight_.load(); }
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<ModelRepository> repository_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> start_ok_{false};
+  std::atomic<size_t> inflight_{0};
+  mutable std::mutex idle_mutex_;
+  std::condition_variable idle_cv_;
+};
+
+}  // namespace kiln::server

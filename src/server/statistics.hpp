@@ -1,0 +1,63 @@
+#pragma once
+// Per model-version statistics, counted as Triton counts them so that the statistics endpoint
+// (HTTP JSON and gRPC ModelStatisticsResponse) and the Prometheus metrics read the same numbers.
+//
+// Per request: success / fail (count + cumulative request duration), queue, compute_input,
+// compute_infer, compute_output (a request in a batch is charged the whole batch's compute time,
+// as Triton does). Per execution: execution_count and, keyed by batch size, batch_stats.
+// inference_count sums the batch size of every successful request.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace kiln::server {
+
+struct DurationStat {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+struct InferStatistics {
+  DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
+  DurationStat cache_hit, cache_miss;  // no response cache: always zero
+};
+
+struct BatchStatistics {
+  uint64_t batch_size = 0;
+  DurationStat compute_input, compute_infer, compute_output;
+};
+
+// A consistent copy for the frontends.
+struct StatisticsSnapshot {
+  uint64_t last_inference_ms = 0;  // milliseconds since the epoch; 0 before the first
+  uint64_t inference_count = 0;
+  uint64_t execution_count = 0;
+  InferStatistics inference;
+  std::map<uint64_t, BatchStatistics> batches;  // by batch size
+  int64_t pending = 0;                          // queued or executing requests now
+};
+
+class ModelStatistics {
+ public:
+  // One successful request: its batch size (1 for models without batching), end-to-end duration
+  // and the phases it went through.
+  void record_success(uint64_t batch_size, uint64_t request_ns, uint64_t queue_ns,
+                      uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
+  // One failed request (refused, timed out or failed in execution).
+  void record_failure(uint64_t request_ns);
+  // One model execution of `batch_size` (summed over the requests merged into it).
+  void record_execution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
+                        uint64_t output_ns);
+  void add_pending(int64_t delta) { pending_.fetch_add(delta, std::memory_order_relaxed); }
+  int64_t pending() const { return pending_.load(std::memory_order_relaxed); }
+
+  StatisticsSnapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  StatisticsSnapshot stats_;
+  std::atomic<int64_t> pending_{0};
+};
+
+}  // namespace kiln::server

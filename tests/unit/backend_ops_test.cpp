@@ -1,0 +1,371 @@
+// Every fast kernel against the reference kernel, over one table of cases (shapes, groups,
+// strides, pads, dilations, activations, broadcasting), like ggml's test-backend-ops. Each case
+// builds a one-node graph, checks the executor picked the kernel the case is about (so a case
+// never silently tests the reference against itself), runs it on random inputs and compares
+// with the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "ops/registry.hpp"
+#include "passes/passes.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/interpreter.hpp"
+
+namespace kiln {
+namespace {
+
+struct In {
+  std::vector<int64_t> dims;
+  bool constant = false;  // an initializer (weights) rather than a graph input
+  bool absent = false;    // an empty optional slot
+};
+
+using Attr = std::pair<std::string, ir::Attribute>;
+Attr i(const char* name, int64_t v) {
+  return {name, ir::Attribute(v)};
+}
+Attr f(const char* name, float v) {
+  return {name, ir::Attribute(v)};
+}
+Attr s(const char* name, const char* v) {
+  return {name, ir::Attribute(std::string(v))};
+}
+Attr ints(const char* name, std::vector<int64_t> v) {
+  return {name, ir::Attribute(std::move(v))};
+}
+Attr floats(const char* name, std::vector<float> v) {
+  return {name, ir::Attribute(std::move(v))};
+}
+
+struct Case {
+  std::string name;
+  std::string op;
+  std::vector<In> inputs;
+  std::vector<Attr> attrs;
+  std::string kernel;  // the fast kernel the executor must pick
+  std::string domain;  // "" or "ai.kiln"
+  int opset = 17;
+  bool positive = false;  // inputs in (0.1, 2) instead of (-2, 2) (Sqrt)
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+In x(std::vector<int64_t> d) {
+  return {std::move(d)};
+}
+In w(std::vector<int64_t> d) {
+  return {std::move(d), true};
+}
+In none() {
+  return {{}, false, true};
+}
+
+constexpr const char* kKiln = "ai.kiln";
+
+// Fused activation attributes of the ai.kiln ops.
+std::vector<Attr> act(const char* name, std::vector<float> params = {}) {
+  std::vector<Attr> a = {s("activation", name)};
+  if (!params.empty()) a.push_back(floats("activation_params", std::move(params)));
+  return a;
+}
+std::vector<Attr> operator+(std::vector<Attr> a, const std::vector<Attr>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<Case> cases() {
+  const char* conv = "onednn.conv";
+  const char* dw = "cpu.depthwise_conv";
+  const std::vector<Attr> pad1 = {ints("pads", {1, 1, 1, 1})};
+  std::vector<Case> c = {
+      // Conv: plain, strided, padded (asymmetric), dilated, grouped, 1-D and 3-D, auto_pad.
+      {"conv_3x3_pad_bias", "Conv", {x({1, 3, 8, 8}), w({4, 3, 3, 3}), w({4})}, pad1, conv},
+      {"conv_stride2_asym_pads",
+       "Conv",
+       {x({2, 3, 9, 7}), w({5, 3, 3, 2})},
+       {ints("strides", {2, 2}), ints("pads", {0, 1, 1, 0})},
+       conv},
+      {"conv_dilated",
+       "Conv",
+       {x({1, 2, 10, 10}), w({3, 2, 3, 3}), w({3})},
+       {ints("dilations", {2, 2}), ints("pads", {2, 2, 2, 2})},
+       conv},
+      {"conv_groups2",
+       "Conv",
+       {x({1, 4, 6, 6}), w({6, 2, 3, 3}), w({6})},
+       pad1 + std::vector<Attr>{i("group", 2)},
+       conv},
+      {"conv_1x1_batch3", "Conv", {x({3, 16, 5, 5}), w({8, 16, 1, 1}), w({8})}, {}, conv},
+      {"conv_1d",
+       "Conv",
+       {x({2, 3, 11}), w({4, 3, 3}), w({4})},
+       {ints("pads", {1, 0}), ints("strides", {2})},
+       conv},
+      {"conv_3d", "Conv", {x({1, 2, 4, 5, 6}), w({3, 2, 2, 3, 3})}, {}, conv},
+      {"conv_same_upper",
+       "Conv",
+       {x({1, 2, 7, 7}), w({3, 2, 4, 4})},
+       {s("auto_pad", "SAME_UPPER"), ints("strides", {2, 2})},
+       conv},
+      {"conv_same_lower",
+       "Conv",
+       {x({1, 2, 7, 7}), w({3, 2, 4, 4})},
+       {s("auto_pad", "SAME_LOWER")},
+       conv},
+      {"conv_valid", "Conv", {x({1, 2, 7, 6}), w({3, 2, 3, 3})}, {s("auto_pad", "VALID")}, conv},
+      {"conv_weights_as_input", "Conv", {x({1, 3, 6, 6}), x({2, 3, 3, 3}), x({2})}, pad1, conv},
+      // Depthwise: Kiln's own loop.
+      {"depthwise_3x3",
+       "Conv",
+       {x({1, 6, 9, 9}), w({6, 1, 3, 3}), w({6})},
+       pad1 + std::vector<Attr>{i("group", 6)},
+       dw},
+      {"depthwise_stride2_dilated_5x5",
+       "Conv",
+       {x({2, 4, 13, 11}), w({4, 1, 5, 5})},
+       {i("group", 4), ints("strides", {2, 2}), ints("dilations", {2, 1}),
+        ints("pads", {3, 1, 2, 2})},
+       dw},
+      {"depthwise_stride3_no_pad",
+       "Conv",
+       {x({1, 3, 10, 10}), w({3, 1, 3, 3}), w({3})},
+       {i("group", 3), ints("strides", {3, 3})},
+       dw},
+      // MatMul: 2-D, batched, numpy batch broadcast, 1-D operands.
+      {"matmul_2d", "MatMul", {x({5, 7}), w({7, 3})}, {}, "onednn.matmul"},
+      {"matmul_batched", "MatMul", {x({2, 4, 6}), x({2, 6, 5})}, {}, "onednn.matmul"},
+      {"matmul_broadcast_weights", "MatMul", {x({2, 3, 4, 5}), w({5, 6})}, {}, "onednn.matmul"},
+      {"matmul_broadcast_batch", "MatMul", {x({1, 4, 5}), x({3, 5, 2})}, {}, "onednn.matmul"},
+      {"matmul_vector_left", "MatMul", {x({6}), w({6, 4})}, {}, "onednn.matmul"},
+      {"matmul_vector_right", "MatMul", {x({3, 6}), w({6})}, {}, "onednn.matmul"},
+      // Gemm: transposes, alpha, beta, every shape of C.
+      {"gemm_plain", "Gemm", {x({4, 6}), w({6, 5}), w({5})}, {}, "onednn.gemm"},
+      {"gemm_transB_fc",
+       "Gemm",
+       {x({2, 16}), w({10, 16}), w({10})},
+       {i("transB", 1)},
+       "onednn.gemm"},
+      {"gemm_transA_alpha_beta",
+       "Gemm",
+       {x({6, 4}), w({6, 5}), w({4, 5})},
+       {i("transA", 1), f("alpha", 0.5f), f("beta", 2.0f)},
+       "onednn.gemm"},
+      {"gemm_column_c",
+       "Gemm",
+       {x({4, 3}), w({3, 5}), w({4, 1})},
+       {f("alpha", 1.5f)},
+       "onednn.gemm"},
+      {"gemm_scalar_c", "Gemm", {x({3, 3}), w({3, 2}), w({})}, {f("beta", 0.25f)}, "onednn.gemm"},
+      {"gemm_no_c", "Gemm", {x({3, 4}), x({5, 4})}, {i("transB", 1)}, "onednn.gemm"},
+      {"gemm_c_as_input", "Gemm", {x({3, 4}), w({4, 2}), x({3, 2})}, {}, "onednn.gemm"},
+      // Pooling.
+      {"maxpool_3x3_s2_p1",
+       "MaxPool",
+       {x({1, 4, 9, 9})},
+       {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})},
+       "onednn.pool"},
+      {"maxpool_ceil_mode",
+       "MaxPool",
+       {x({2, 3, 8, 7})},
+       {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), i("ceil_mode", 1)},
+       "onednn.pool"},
+      {"maxpool_dilated",
+       "MaxPool",
+       {x({1, 2, 9, 9})},
+       {ints("kernel_shape", {2, 2}), ints("dilations", {2, 2})},
+       "onednn.pool"},
+      {"maxpool_1d",
+       "MaxPool",
+       {x({2, 3, 10})},
+       {ints("kernel_shape", {3}), ints("strides", {2})},
+       "onednn.pool"},
+      {"avgpool_exclude_pad",
+       "AveragePool",
+       {x({1, 3, 7, 7})},
+       {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})},
+       "onednn.pool"},
+      {"avgpool_include_pad",
+       "AveragePool",
+       {x({1, 3, 7, 7})},
+       {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1}), i("count_include_pad", 1),
+        ints("strides", {2, 2})},
+       "onednn.pool"},
+      {"global_avg_pool", "GlobalAveragePool", {x({2, 5, 7, 7})}, {}, "cpu.global_pool"},
+      {"global_max_pool", "GlobalMaxPool", {x({2, 5, 3, 4})}, {}, "cpu.global_pool"},
+      // Element-wise, unary.
+      {"relu", "Relu", {x({2, 3, 4, 5})}, {}, "cpu.eltwise"},
+      {"leaky_relu", "LeakyRelu", {x({70000})}, {f("alpha", 0.2f)}, "cpu.eltwise"},
+      {"clip_inputs", "Clip", {x({3, 4}), w({}), w({})}, {}, "cpu.eltwise"},
+      {"clip_max_only", "Clip", {x({3, 4}), none(), w({})}, {}, "cpu.eltwise"},
+      {"clip_opset6",
+       "Clip",
+       {x({3, 4})},
+       {f("min", -0.5f), f("max", 0.25f)},
+       "cpu.eltwise",
+       "",
+       6},
+      {"hard_sigmoid",
+       "HardSigmoid",
+       {x({4, 5})},
+       {f("alpha", 0.3f), f("beta", 0.4f)},
+       "cpu.eltwise"},
+      {"hard_swish", "HardSwish", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"sigmoid", "Sigmoid", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"tanh", "Tanh", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"elu", "Elu", {x({4, 5})}, {f("alpha", 0.7f)}, "cpu.eltwise"},
+      {"gelu", "Gelu", {x({4, 5})}, {}, "cpu.eltwise", "", 20},
+      {"gelu_tanh", "Gelu", {x({4, 5})}, {s("approximate", "tanh")}, "cpu.eltwise", "", 20},
+      {"exp", "Exp", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"sqrt", "Sqrt", {x({4, 5})}, {}, "cpu.eltwise", "", 17, true},
+      {"abs", "Abs", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"neg", "Neg", {x({4, 5})}, {}, "cpu.eltwise"},
+      {"mish", "Mish", {x({4, 5})}, {}, "cpu.eltwise", "", 18},
+      // Element-wise, binary: same shape, scalar, channel broadcast, both sides broadcast.
+      {"add_same", "Add", {x({2, 3, 4}), x({2, 3, 4})}, {}, "cpu.binary"},
+      {"add_big_same", "Add", {x({3, 70000}), x({3, 70000})}, {}, "cpu.binary"},
+      {"mul_scalar", "Mul", {x({2, 3, 4}), w({})}, {}, "cpu.binary"},
+      {"mul_scalar_left", "Mul", {w({1}), x({2, 3, 4})}, {}, "cpu.binary"},
+      {"add_channel", "Add", {x({2, 3, 4, 4}), w({1, 3, 1, 1})}, {}, "cpu.binary"},
+      {"add_channel_left", "Add", {w({3, 1, 1}), x({2, 3, 4, 4})}, {}, "cpu.binary"},
+      {"sub_row", "Sub", {x({4, 5}), w({5})}, {}, "cpu.binary"},
+      {"sub_broadcast_left", "Sub", {w({5}), x({4, 5})}, {}, "cpu.binary"},
+      {"div_column", "Div", {x({4, 5}), x({4, 1})}, {}, "cpu.binary", "", 17, true},
+      {"add_both_broadcast", "Add", {x({3, 1}), x({1, 4})}, {}, "cpu.binary"},
+  };
+  // Kiln's fused ops: the fused-activation contract on each of them.
+  const std::vector<std::vector<Attr>> activations = {act("None"),
+                                                      act("Relu"),
+                                                      act("Clip", {0.f, 0.5f}),
+                                                      act("LeakyRelu", {0.1f}),
+                                                      act("HardSigmoid", {0.2f, 0.5f}),
+                                                      act("Sigmoid"),
+                                                      act("Silu"),
+                                                      act("HardSwish"),
+                                                      act("Tanh"),
+                                                      act("Gelu"),
+                                                      act("GeluTanh")};
+  for (const auto& a : activations) {
+    std::string name = std::get<std::string>(a[0].second.storage());
+    c.push_back({"fused_conv_" + name,
+                 "FusedConv",
+                 {x({1, 3, 7, 7}), w({4, 3, 3, 3}), w({4})},
+                 pad1 + a,
+                 conv,
+                 kKiln,
+                 1});
+    c.push_back({"fused_matmul_" + name,
+                 "FusedMatMul",
+                 {x({2, 3, 6}), w({6, 5}), w({5})},
+                 a,
+                 "onednn.matmul",
+                 kKiln,
+                 1});
+    c.push_back({"fused_gemm_" + name,
+                 "FusedGemm",
+                 {x({3, 6}), w({4, 6}), w({4})},
+                 std::vector<Attr>{i("transB", 1)} + a,
+                 "onednn.gemm",
+                 kKiln,
+                 1});
+  }
+  c.push_back({"fused_depthwise_clip6",
+               "FusedConv",
+               {x({1, 8, 6, 6}), w({8, 1, 3, 3}), w({8})},
+               pad1 + std::vector<Attr>{i("group", 8)} + act("Clip", {0.f, 6.f}),
+               dw,
+               kKiln,
+               1});
+  c.push_back({"fused_conv_no_bias_grouped",
+               "FusedConv",
+               {x({1, 4, 6, 6}), w({4, 2, 3, 3})},
+               std::vector<Attr>{i("group", 2)} + act("Relu"),
+               conv,
+               kKiln,
+               1});
+  c.push_back({"fused_matmul_no_bias",
+               "FusedMatMul",
+               {x({4, 6}), w({6, 5})},
+               act("Relu"),
+               "onednn.matmul",
+               kKiln,
+               1});
+  return c;
+}
+
+Tensor random_tensor(const std::vector<int64_t>& dims, std::mt19937& rng, bool positive) {
+  Tensor t(DataType::Float32, dims);
+  std::uniform_real_distribution<float> dist(positive ? 0.1f : -2.f, 2.f);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+class BackendOps : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BackendOps, FastKernelMatchesReference) {
+  const Case& c = GetParam();
+  if (!ops::OpRegistry::instance().find(c.domain, c.op, c.opset)) {
+    GTEST_SKIP() << c.domain << "::" << c.op << " has no reference kernel in this build";
+  }
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(c.name)));
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = c.domain.empty() ? c.opset : 17;
+  if (!c.domain.empty()) g->opsets()[c.domain] = c.opset;
+  std::vector<ir::Value*> inputs;
+  std::vector<RtValue> feeds;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const In& in = c.inputs[k];
+    std::string name = fmt::format("in{}", k);
+    if (in.absent) {
+      inputs.push_back(nullptr);
+    } else if (in.constant) {
+      inputs.push_back(g->add_initializer(name, random_tensor(in.dims, rng, c.positive)));
+    } else {
+      inputs.push_back(
+          g->add_input(name, TypeInfo::tensor(DataType::Float32, Shape::from_values(in.dims))));
+      feeds.push_back(random_tensor(in.dims, rng, c.positive));
+    }
+  }
+  if (c.op == "Clip" && c.inputs.size() > 1) {
+    // Bounds in order, so the case means what it says.
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      if (inputs[k]) inputs[k]->set_constant(Tensor::scalar<float>(k == 1 ? -0.5f : 0.75f));
+    }
+  }
+  ir::Value* y = g->add_value("y");
+  ir::Node* n = g->add_node(c.op, c.domain, c.name, inputs, {y});
+  n->set_opset(c.opset);
+  for (const auto& [name, value] : c.attrs) n->set_attribute(name, value);
+  passes::InferShapes{}.apply(*g);
+  g->add_output(y);
+
+  runtime::Executor ex(g);
+  ASSERT_EQ(ex.kernel_choices().size(), 1u);
+  EXPECT_EQ(ex.kernel_choices()[0].kernel, c.kernel)
+      << "the case must run the fast kernel it is about; cpu backend says: "
+      << backends::CpuBackend::instance().supports(*n).reason;
+  std::vector<RtValue> fast = ex.run(feeds);
+  std::vector<RtValue> ref = runtime::Interpreter(g).run(feeds);
+  const Tensor& a = fast.at(0).tensor();
+  const Tensor& b = ref.at(0).tensor();
+  ASSERT_EQ(a.dims(), b.dims());
+  ASSERT_GT(a.numel(), 0);
+  double worst = 0;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    const double va = a.data<float>()[k], vb = b.data<float>()[k];
+    worst = std::max(worst, std::abs(va - vb) / (1e-5 + 1e-4 * std::abs(vb)));
+  }
+  EXPECT_LE(worst, 1.0) << "fast and reference results differ beyond 1e-5 + 1e-4 |ref|";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, BackendOps, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,403 @@
+// The executor: memory plan used (in place, views), outputs never aliasing the arena across
+// runs, fallback from a device backend to the CPU with copies and one warning per op type,
+// dynamic batch within the declared range, stored plans used as they are, control flow on the
+// interpreter's path, and thread-safe Session runs.
+#include "runtime/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/log.hpp"
+#include "engine/engine_file.hpp"
+#include "expect_error.hpp"
+#include "passes/passes.hpp"
+#include "runtime/session.hpp"
+
+namespace kiln {
+namespace {
+
+TypeInfo f32(std::vector<int64_t> dims) {
+  return TypeInfo::tensor(DataType::Float32, Shape::from_values(dims));
+}
+
+Tensor random_tensor(std::vector<int64_t> dims, unsigned seed) {
+  Tensor t(DataType::Float32, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+ir::Node* node(ir::Graph& g, const char* op, std::vector<ir::Value*> in, const char* out,
+               int opset = 17) {
+  ir::Node* n = g.add_node(op, "", out, std::move(in), {g.add_value(out)});
+  n->set_opset(opset);
+  return n;
+}
+
+void expect_close(const RtValue& a, const RtValue& b) {
+  ASSERT_TRUE(a.is_tensor() && b.is_tensor());
+  const Tensor& x = a.tensor();
+  const Tensor& y = b.tensor();
+  ASSERT_EQ(x.dims(), y.dims());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-4 + 1e-4 * std::abs(y.data<float>()[i]))
+        << "element " << i;
+  }
+}
+
+// x[1,3,8,8] -> Conv -> c -> Relu -> r (in place) -> Reshape -> v (a view) -> Gemm -> y.
+std::shared_ptr<ir::Graph> cnn(Shape x_shape = Shape::from_values({1, 3, 8, 8})) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input("x", TypeInfo::tensor(DataType::Float32, x_shape));
+  ir::Value* w = g->add_initializer("w", random_tensor({4, 3, 3, 3}, 1));
+  ir::Value* b = g->add_initializer("b", random_tensor({4}, 2));
+  ir::Node* conv = node(*g, "Conv", {x, w, b}, "c");
+  conv->set_attribute("pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1}));
+  ir::Node* relu = node(*g, "Relu", {conv->output(0)}, "r");
+  ir::Node* pool = node(*g, "GlobalAveragePool", {relu->output(0)}, "p");
+  ir::Value* shape = g->add_initializer("shape", Tensor::from_vector<int64_t>({2}, {0, -1}));
+  ir::Node* flat = node(*g, "Reshape", {pool->output(0), shape}, "v");
+  ir::Value* fc_w = g->add_initializer("fc_w", random_tensor({5, 4}, 3));
+  ir::Value* fc_b = g->add_initializer("fc_b", random_tensor({5}, 4));
+  ir::Node* gemm = node(*g, "Gemm", {flat->output(0), fc_w, fc_b}, "y");
+  gemm->set_attribute("transB", ir::Attribute(int64_t{1}));
+  g->add_output(gemm->output(0));
+  passes::InferShapes{}.apply(*g);
+  return g;
+}
+
+const engine::StoredBuffer* planned(const engine::ExecutionPlan& p, const std::string& name) {
+  for (const auto& a : p.arenas) {
+    for (const auto& b : a.buffers) {
+      if (b.value == name) return &b;
+    }
+  }
+  return nullptr;
+}
+
+TEST(Executor, RunsFastKernelsInOneArenaWithInPlaceAndViews) {
+  auto g = cnn();
+  runtime::Executor ex(g);
+  std::vector<std::string> kernels;
+  for (const auto& c : ex.kernel_choices()) kernels.push_back(c.kernel);
+  EXPECT_EQ(kernels, (std::vector<std::string>{"onednn.conv", "cpu.eltwise", "cpu.global_pool",
+                                               "view", "onednn.gemm"}));
+  engine::ExecutionPlan plan = ex.execution_plan();
+  ASSERT_EQ(plan.arenas.size(), 1u);
+  const auto *c = planned(plan, "c"), *r = planned(plan, "r"), *p = planned(plan, "p"),
+             *v = planned(plan, "v");
+  ASSERT_TRUE(c && r && p && v);
+  EXPECT_EQ(r->offset, c->offset) << "Relu runs in place over the Conv output";
+  EXPECT_EQ(v->offset, p->offset) << "Reshape is a view of its input";
+  EXPECT_EQ(planned(plan, "y"), nullptr) << "graph outputs get memory of their own";
+  ASSERT_EQ(ex.arena_summaries().size(), 1u);
+  EXPECT_EQ(ex.arena_summaries()[0].shared, 2u);
+  EXPECT_LT(ex.arena_summaries()[0].bytes, ex.arena_summaries()[0].naive_bytes);
+
+  Tensor x = random_tensor({1, 3, 8, 8}, 5);
+  expect_close(ex.run({x})[0], runtime::Interpreter(g).run(std::vector<RtValue>{x})[0]);
+}
+
+TEST(Executor, ReturnedTensorsNeverAliasTheArena) {
+  // y = Reshape(Relu(x)): the output is a view of an arena slot, so it must be copied out.
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input("x", f32({2, 8}));
+  ir::Node* relu = node(*g, "Relu", {x}, "r");
+  ir::Value* shape = g->add_initializer("shape", Tensor::from_vector<int64_t>({1}, {16}));
+  ir::Node* reshape = node(*g, "Reshape", {relu->output(0), shape}, "y");
+  g->add_output(reshape->output(0));
+  passes::InferShapes{}.apply(*g);
+  runtime::Executor ex(g);
+  Tensor x1 = random_tensor({2, 8}, 1), x2 = random_tensor({2, 8}, 2);
+  RtValue y1 = ex.run({x1})[0];
+  Tensor y1_copy = y1.tensor().clone();
+  RtValue y2 = ex.run({x2})[0];
+  EXPECT_NE(y1.tensor().raw_data(), y2.tensor().raw_data());
+  EXPECT_EQ(std::memcmp(y1.tensor().raw_data(), y1_copy.raw_data(), y1_copy.nbytes()), 0)
+      << "the second run changed the first run's result";
+  expect_close(y2, runtime::Interpreter(g).run(std::vector<RtValue>{x2})[0]);
+}
+
+// A device whose memory the host must not touch directly (tracked allocations) and that runs
+// Relu only: everything else falls back to the CPU through explicit copies.
+class FakeDevice final : public backends::Backend {
+ public:
+  std::string_view name() const override { return "fake"; }
+  backends::DeviceKind device_kind() const override { return backends::DeviceKind::Gpu; }
+  backends::DeviceBuffer allocate(size_t bytes) override {
+    void* p = std::malloc(std::max<size_t>(bytes, 1));
+    live_[p] = bytes;
+    return backends::DeviceBuffer(p, bytes, [this](void* q) {
+      live_.erase(q);
+      std::free(q);
+    });
+  }
+  std::unique_ptr<backends::Stream> create_stream() override {
+    struct S final : backends::Stream {
+      void enqueue(std::function<void()> fn) override { fn(); }
+      void wait(const backends::Event&) override {}
+      void synchronize() override {}
+    };
+    return std::make_unique<S>();
+  }
+  std::unique_ptr<backends::Event> create_event() override { return nullptr; }
+  void copy_to_device(void* dst, const void* src, size_t n, backends::Stream&) override {
+    ++to_device;
+    std::memcpy(dst, src, n);
+  }
+  void copy_to_host(void* dst, const void* src, size_t n, backends::Stream&) override {
+    ++to_host;
+    std::memcpy(dst, src, n);
+  }
+  backends::Support supports(const ir::Node& n) const override {
+    if (n.op_type() == "Relu") return backends::Support::yes("fake.relu");
+    return backends::Support::no("the fake device runs Relu only");
+  }
+  std::unique_ptr<backends::Kernel> create_kernel(const ir::Node&, std::string_view) override {
+    struct Relu final : backends::Kernel {
+      FakeDevice& dev;
+      explicit Relu(FakeDevice& d) : dev(d) {}
+      std::string_view name() const override { return "fake.relu"; }
+      void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
+               backends::Stream&) override {
+        // Only an arena or buffer of this device is acceptable input: never host memory.
+        EXPECT_TRUE(dev.owns(in[0].data)) << "a host pointer reached the device kernel";
+        backends::DeviceTensor y = out.allocate(0, in[0].dtype, in[0].dims);
+        EXPECT_TRUE(dev.owns(y.data));
+        const auto* x = static_cast<const float*>(in[0].data);
+        for (int64_t i = 0; i < y.numel(); ++i)
+          static_cast<float*>(y.data)[i] = std::max(x[i], 0.f);
+      }
+    };
+    return std::make_unique<Relu>(*this);
+  }
+  // A pointer inside one of this device's allocations.
+  bool owns(const void* p) const {
+    for (const auto& [a, size] : live_) {
+      if (p >= a && static_cast<const char*>(p) < static_cast<char*>(a) + size) return true;
+    }
+    return false;
+  }
+  int to_device = 0, to_host = 0;
+
+ private:
+  std::map<void*, size_t> live_;
+};
+
+TEST(Executor, FallsBackToTheCpuWithCopiesAndOneWarningPerOpType) {
+  // x -> Relu -> Add -> Relu -> Mul -> Add -> Relu -> y: Add and Mul cannot run on the device.
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input("x", f32({4, 8}));
+  ir::Value* k = g->add_initializer("k", random_tensor({4, 8}, 3));
+  ir::Value* a = node(*g, "Relu", {x}, "a")->output(0);
+  ir::Value* b = node(*g, "Add", {a, k}, "b")->output(0);
+  ir::Value* c = node(*g, "Relu", {b}, "c")->output(0);
+  ir::Value* d = node(*g, "Mul", {c, k}, "d")->output(0);
+  ir::Value* e = node(*g, "Add", {d, x}, "e")->output(0);
+  ir::Value* y = node(*g, "Relu", {e}, "y")->output(0);
+  g->add_output(y);
+  passes::InferShapes{}.apply(*g);
+
+  std::vector<std::string> warnings;
+  LogSink previous = set_log_sink([&](LogLevel level, std::string_view m) {
+    if (level == LogLevel::Warning) warnings.emplace_back(m);
+  });
+  FakeDevice fake;
+  runtime::ExecutorOptions options;
+  options.backends = {&fake};
+  std::unique_ptr<runtime::Executor> ex;
+  try {
+    ex = std::make_unique<runtime::Executor>(g, options);
+  } catch (...) {
+    set_log_sink(previous);
+    throw;
+  }
+  set_log_sink(previous);
+  ASSERT_EQ(warnings.size(), 2u) << "one warning per op type (Add twice, Mul once)";
+  EXPECT_NE(warnings[0].find("Add: fake cannot run it (the fake device runs Relu only)"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("falling back to the CPU (cpu.binary)"), std::string::npos);
+  EXPECT_NE(warnings[1].find("Mul"), std::string::npos) << warnings[1];
+  EXPECT_EQ(ex->kernel_choices()[0].backend, "fake");
+  EXPECT_EQ(ex->kernel_choices()[1].backend, "cpu");
+  EXPECT_TRUE(ex->arena_bytes().count("fake"));
+
+  Tensor xv = random_tensor({4, 8}, 9);
+  RtValue out = ex->run({xv})[0];
+  EXPECT_GT(fake.to_device, 0);
+  EXPECT_GT(fake.to_host, 0);
+  EXPECT_FALSE(fake.owns(out.tensor().raw_data())) << "results come back in host memory";
+  expect_close(out, runtime::Interpreter(g).run(std::vector<RtValue>{xv})[0]);
+}
+
+TEST(Executor, DynamicBatchWithinTheDeclaredRange) {
+  auto g = cnn(Shape({Dim::symbol("batch", 1, 4), Dim(3), Dim(8), Dim(8)}));
+  runtime::Executor ex(g);
+  const engine::StoredBuffer* c = planned(ex.execution_plan(), "c");
+  ASSERT_TRUE(c);
+  EXPECT_GE(c->size, 4u * 4 * 8 * 8 * 4) << "planned for the maximum batch";
+  runtime::Interpreter ref(g);
+  for (int64_t batch : {1, 4, 2, 4}) {
+    Tensor x = random_tensor({batch, 3, 8, 8}, static_cast<unsigned>(batch));
+    RtValue y = ex.run({x})[0];
+    EXPECT_EQ(y.tensor().dim(0), batch);
+    expect_close(y, ref.run(std::vector<RtValue>{x})[0]);
+  }
+  expect_error(
+      [&] {
+        ex.run({random_tensor({5, 3, 8, 8}, 1)});
+      },
+      ErrorCode::InvalidArgument, "outside the declared range");
+}
+
+TEST(Executor, UsesAStoredPlanAsItIs) {
+  auto g = cnn();
+  engine::ExecutionPlan plan = runtime::Executor(g).execution_plan();
+  // A choice the executor would not make itself proves the stored one is used.
+  plan.kernels[0].kernel = "reference";
+  runtime::Executor ex(g, {}, &plan);
+  EXPECT_EQ(ex.kernel_choices()[0].kernel, "reference");
+  EXPECT_EQ(ex.kernel_choices()[1].kernel, "cpu.eltwise");
+  Tensor x = random_tensor({1, 3, 8, 8}, 3);
+  expect_close(ex.run({x})[0], runtime::Interpreter(g).run(std::vector<RtValue>{x})[0]);
+
+  engine::ExecutionPlan small = plan;
+  for (auto& b : small.arenas[0].buffers) b.size = 64;
+  expect_error([&] { runtime::Executor(g, {}, &small); }, ErrorCode::InvalidArgument,
+               "recompile the model");
+
+  // A kernel this build does not have: chosen afresh, with a warning.
+  engine::ExecutionPlan unknown = runtime::Executor(g).execution_plan();
+  unknown.kernels[0].kernel = "onednn.conv_from_the_future";
+  std::vector<std::string> warnings;
+  LogSink previous = set_log_sink([&](LogLevel, std::string_view m) { warnings.emplace_back(m); });
+  runtime::Executor fallback(g, {}, &unknown);
+  set_log_sink(previous);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("onednn.conv_from_the_future"), std::string::npos);
+  EXPECT_EQ(fallback.kernel_choices()[0].kernel, "reference");
+  expect_close(fallback.run({x})[0], runtime::Interpreter(g).run(std::vector<RtValue>{x})[0]);
+}
+
+TEST(Executor, PlanRoundTripsThroughTheEngineFile) {
+  auto g = cnn();
+  runtime::Executor ex(g);
+  engine::ExecutionPlan plan = ex.execution_plan();
+  ir::Model m;
+  m.graph = g;
+  m.ir_version = 8;
+  auto path = std::filesystem::temp_directory_path() / "kiln_executor_plan.kiln";
+  engine::write_engine(m, {}, path.string(), &plan);
+  engine::LoadedEngine e = engine::read_engine(path.string());
+  ASSERT_TRUE(e.plan.has_value());
+  ASSERT_EQ(e.plan->arenas.size(), 1u);
+  EXPECT_EQ(e.plan->arenas[0].bytes, plan.arenas[0].bytes);
+  ASSERT_EQ(e.plan->arenas[0].buffers.size(), plan.arenas[0].buffers.size());
+  for (size_t i = 0; i < plan.arenas[0].buffers.size(); ++i) {
+    EXPECT_EQ(e.plan->arenas[0].buffers[i].value, plan.arenas[0].buffers[i].value);
+    EXPECT_EQ(e.plan->arenas[0].buffers[i].offset, plan.arenas[0].buffers[i].offset);
+    EXPECT_EQ(e.plan->arenas[0].buffers[i].size, plan.arenas[0].buffers[i].size);
+  }
+  ASSERT_EQ(e.plan->kernels.size(), plan.kernels.size());
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    EXPECT_EQ(e.plan->kernels[i].kernel, plan.kernels[i].kernel);
+  }
+  Session s(path.string());
+  ASSERT_TRUE(s.executor());
+  EXPECT_TRUE(s.executor()->arena_summaries()[0].from_engine);
+
+  // A file of the previous format version is refused with a clear message.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    uint32_t old_version = 1;
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&old_version), sizeof old_version);
+  }
+  expect_error([&] { engine::read_engine(path.string()); }, ErrorCode::Unsupported,
+               "engine file format version 1, this Kiln reads 2: recompile the model");
+  std::filesystem::remove(path);
+}
+
+TEST(Executor, ControlFlowRunsOnTheInterpreterPathWithCaptures) {
+  // r = Relu(x) on a fast kernel; If(cond) then r + r else -r, both branches capturing r.
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input("x", f32({3}));
+  ir::Value* cond = g->add_input("cond", TypeInfo::tensor(DataType::Bool, Shape::from_values({})));
+  ir::Value* r = node(*g, "Relu", {x}, "r")->output(0);
+  auto branch = [&](const char* op, std::vector<ir::Value*> in) {
+    auto b = std::make_shared<ir::Graph>(op, g.get());
+    ir::Node* n =
+        b->add_node(op, "", "", std::move(in), {b->add_value(std::string(op) + "_out", f32({3}))});
+    n->set_opset(17);
+    b->add_output(n->output(0));
+    return b;
+  };
+  ir::Node* iff = g->add_node("If", "", "if", {cond}, {g->add_value("y", f32({3}))});
+  iff->set_opset(17);
+  iff->set_attribute("then_branch", ir::Attribute(ir::GraphPtr(branch("Add", {r, r}))));
+  iff->set_attribute("else_branch", ir::Attribute(ir::GraphPtr(branch("Neg", {r}))));
+  g->add_output(iff->output(0));
+  passes::InferShapes{}.apply(*g);
+  runtime::Executor ex(g);
+  EXPECT_EQ(ex.kernel_choices()[0].kernel, "cpu.eltwise");
+  EXPECT_EQ(ex.kernel_choices()[1].kernel, "reference");
+  Tensor xv = Tensor::from_vector<float>({3}, {-1.f, 2.f, 3.f});
+  for (bool c : {true, false}) {
+    Tensor cv = Tensor::scalar<bool>(c);
+    RtValue y = ex.run({xv, cv})[0];
+    std::vector<float> want = c ? std::vector<float>{0, 4, 6} : std::vector<float>{0, -2, -3};
+    ASSERT_EQ(y.tensor().numel(), 3);
+    for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(y.tensor().data<float>()[i], want[i]);
+  }
+}
+
+TEST(Executor, SessionRunsAreThreadSafe) {
+  ir::Model m;
+  m.graph = cnn(Shape({Dim::symbol("batch", 1, 4), Dim(3), Dim(8), Dim(8)}));
+  m.ir_version = 8;
+  runtime::Interpreter ref(m.graph);
+  std::vector<Tensor> inputs;
+  std::vector<RtValue> expected;
+  for (int i = 0; i < 4; ++i) {
+    inputs.push_back(random_tensor({i % 4 + 1, 3, 8, 8}, 100 + i));
+    expected.push_back(ref.run(std::vector<RtValue>{inputs.back()})[0]);
+  }
+  Session s(std::move(m));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 10; ++rep) {
+        RtValue y = s.run({}, {{"x", inputs[t]}})[0];
+        const Tensor& a = y.tensor();
+        const Tensor& b = expected[t].tensor();
+        if (a.dims() != b.dims()) {
+          ++mismatches[t];
+          continue;
+        }
+        for (int64_t i = 0; i < a.numel(); ++i) {
+          if (std::abs(a.data<float>()[i] - b.data<float>()[i]) > 1e-4f) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+}  // namespace
+}  // namespace kiln
