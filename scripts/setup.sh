@@ -8,7 +8,7 @@ APT_PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libfmt-dev libspdlog-dev libcli11-dev libgtest-dev
   libjpeg62-turbo-dev libpng-dev libtiff-dev
-  libboost-dev rapidjson-dev libssl-dev openssl
+  libboost-dev rapidjson-dev libssl-dev
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
 PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest "tritonclient[all]")
