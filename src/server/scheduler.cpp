@@ -395,6 +395,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
       const TensorSpec& spec = options_.outputs[wanted[k]];
       KILN_CHECK(results[k].is_tensor(), ErrorCode::Internal,
                  "model '{}' output '{}' is not a tensor", options_.model_name, spec.name);
+      // Session::run returns tensors the caller owns; responses keep them past the next run.
       Tensor t = results[k].tensor();
       KILN_CHECK(t.dtype() == spec.dtype, ErrorCode::Internal,
                  "model '{}' output '{}' is {} but the config says {}", options_.model_name,

@@ -64,10 +64,15 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
     return;
   }
   inflight_.fetch_add(1);
-  // Counted until the callback has returned, so drain waits for the response to be handed over.
-  InferCallback counted = [this, done = std::move(done)](Status status,
-                                                         std::unique_ptr<InferResponse> r) {
-    done(std::move(status), std::move(r));
+  // Counted until the callback has returned and the frontend's closure is destroyed, so that a
+  // drain returns only when nothing of a request still refers to the frontend (its connection
+  // objects must not outlive the frontend's I/O context).
+  auto holder = std::make_shared<InferCallback>(std::move(done));
+  InferCallback counted = [this, holder](Status status, std::unique_ptr<InferResponse> r) {
+    {
+      InferCallback cb = std::move(*holder);
+      cb(std::move(status), std::move(r));
+    }
     if (inflight_.fetch_sub(1) == 1) {
       std::lock_guard lock(idle_mutex_);
       idle_cv_.notify_all();

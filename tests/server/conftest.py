@@ -49,7 +49,8 @@ class Server:
         raise RuntimeError(f"kiln-serve did not come up: {self.output()}")
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 
@@ -92,5 +93,15 @@ def serve(request, tmp_path_factory):
         return s.wait_live() if wait else s
 
     yield start
+    problems = []
     for s in started:
-        s.stop()
+        was_running = s.proc.poll() is None
+        code = s.stop()
+        out = s.output()
+        # A clean SIGTERM exits 0; sanitizer builds (make fuzz-build) also report here.
+        if was_running and code != 0:
+            problems.append(f"exit code {code} after SIGTERM:\n{out[-3000:]}")
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in out:
+                problems.append(out[out.index(marker) - 200:][:4000])
+    assert not problems, "\n".join(problems)

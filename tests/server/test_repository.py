@@ -163,3 +163,40 @@ def test_startup_failure_exits_unless_told(serve, tmp_path):
     assert c.is_server_live() and not c.is_server_ready() and c.is_model_ready("fine")
     s2 = serve(str(tmp_path), "--exit-on-error=false", "--strict-readiness=false")
     assert s2.client().is_server_ready()
+
+
+def test_kiln_engine_models(serve, tmp_path, request):
+    """model.kiln engines (backend "kiln"), compiled by the kiln binary beside kiln-serve; a
+    bounded batch range becomes the auto-completed max_batch_size."""
+    import subprocess
+    kiln = os.path.join(os.path.dirname(os.path.abspath(request.config.getoption("--kiln-serve"))),
+                        "kiln")
+    if not os.path.exists(kiln):
+        pytest.skip(f"no kiln binary beside kiln-serve ({kiln})")
+    src = str(tmp_path / "src")
+    models.add_sub(src, "m", "FP32")
+    repo = tmp_path / "repo"
+    os.makedirs(repo / "engine" / "1")
+    os.makedirs(repo / "ranged" / "1")
+    onnx_path = os.path.join(src, "m", "1", "model.onnx")
+    subprocess.run([kiln, "compile", onnx_path, "-o", str(repo / "engine" / "1" / "model.kiln")],
+                   check=True, capture_output=True)
+    subprocess.run([kiln, "compile", onnx_path, "-o", str(repo / "ranged" / "1" / "model.kiln"),
+                    "--shape-range", "INPUT0:1..2x4", "--shape-range", "INPUT1:1..2x4"],
+                   check=True, capture_output=True)
+    server = serve(str(repo))
+    c = server.client()
+    assert c.get_model_metadata("engine")["platform"] == "kiln"
+    cfg = c.get_model_config("engine")
+    assert cfg["backend"] == "kiln" and cfg["max_batch_size"] == 4
+    assert c.get_model_config("ranged")["max_batch_size"] == 2
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    inputs = []
+    for i in range(2):
+        inp = httpclient.InferInput(f"INPUT{i}", [2, 4], "FP32")
+        inp.set_data_from_numpy(a)
+        inputs.append(inp)
+    for model in ("engine", "ranged"):
+        r = c.infer(model, inputs)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), a + a)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - a)
