@@ -6,7 +6,7 @@ FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine fuzz-http format clean python test-python test-pip
+	fuzz-engine fuzz-http fuzz-grpc format clean python test-python test-pip
 
 all: build
 
@@ -83,13 +83,14 @@ test-pip: build
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
 # found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-fuzz: fuzz-onnx fuzz-engine fuzz-http
+fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc
 
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)"
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader fuzz_http_infer kiln_cli
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader fuzz_http_infer fuzz_grpc_infer \
+	  kiln_cli
 
 fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
@@ -124,6 +125,16 @@ fuzz-http: fuzz-build
 	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	  > build-fuzz/fuzz-http.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-http.log; exit $$status
+
+# The gRPC frontend's ModelInferRequest decoder (and the response encoder on what it decodes),
+# seeded with the serialized requests in tests/fuzz/regressions/grpc_infer.
+fuzz-grpc: fuzz-build
+	mkdir -p build-fuzz/grpc-corpus
+	cp tests/fuzz/regressions/grpc_infer/* build-fuzz/grpc-corpus/
+	build-fuzz/tests/fuzz_grpc_infer build-fuzz/grpc-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-grpc.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-grpc.log; exit $$status
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')

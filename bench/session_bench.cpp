@@ -3,6 +3,7 @@
 // process's peak resident memory. One JSON line on stdout, for bench/cpu_backend.py.
 //
 //   kiln_session_bench MODEL [--threads N] [--runs N] [--warmup N] [--input F] [--output F]
+//                      [--profile 1|all] [--executor kernels|interpreter]
 //
 // --input reads the first input's float32 data from F (raw, native order; its static shape, a
 // symbolic dim taken as its minimum); otherwise a fixed pseudo-random pattern. --output writes
@@ -56,16 +57,18 @@ double percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: kiln_session_bench MODEL [--threads N] [--runs N] [--warmup N] "
-                 "[--input F] [--output F]\n";
+                 "[--input F] [--output F] [--profile 1|all] [--executor kernels|interpreter]\n";
     return 2;
   }
-  std::string model = argv[1], input_file, output_file;
+  std::string model = argv[1], input_file, output_file, executor = "kernels";
   int threads = 0, runs = 20, warmup = 2;
   bool profile = false, profile_all = false;  // --profile 1: per op type; all: every node
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--profile")
       profile = v == "1" || v == "all", profile_all = v == "all";
+    else if (a == "--executor")
+      executor = v;
     else if (a == "--threads")
       threads = std::stoi(v);
     else if (a == "--runs")
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
     kiln::SessionOptions options;
     options.threads = threads;
     options.profiling = profile;
+    options.config["executor"] = executor;
     kiln::Session session(model, options);
     const double open_ms = ms_since(t0);
     const double rss_open = rss_mb(false);
@@ -110,6 +114,10 @@ int main(int argc, char** argv) {
     }
     std::map<std::string, kiln::RtValue> feeds = {{in.name, x}};
 
+    if (runs == 0) {  // open only
+      std::printf("{\"open_ms\": %.3f, \"rss_after_open_mb\": %.1f}\n", open_ms, rss_open);
+      return 0;
+    }
     auto t1 = std::chrono::steady_clock::now();
     std::vector<kiln::RtValue> out = session.run({}, feeds);
     const double first_ms = ms_since(t1);

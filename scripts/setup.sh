@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libdnnl-dev
   python3-torch python3-torchvision
   libboost-dev libssl-dev
+  libgrpc++-dev protobuf-compiler-grpc openssl
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
 PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime "tritonclient[all]")

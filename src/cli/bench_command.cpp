@@ -23,6 +23,7 @@ struct BenchOptions {
   InputOptions inputs;
   int64_t batch = 0;  // 0: whatever the inputs have
   int threads = 0;
+  bool no_optimize = false;
   int warmup = 3;
   int iterations = 0;
   double duration = 0;  // seconds; 0: run `iterations`
@@ -129,6 +130,7 @@ int bench(BenchOptions o) {
   auto dims = o.inputs.dims();
   SessionOptions so;
   so.threads = o.threads;
+  so.optimize = !o.no_optimize;
   Session session(o.model, so);
   if (o.batch > 0) apply_batch(session.inputs(), o.batch, dims);
   runtime::Feeds feeds = make_feeds(session.inputs(), files, dims, o.inputs.seed);
@@ -189,6 +191,7 @@ Command add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-optimize", o->no_optimize, "ONNX models: run the graph as imported");
   cmd->add_option("--warmup", o->warmup, "Untimed runs first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

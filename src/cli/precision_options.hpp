@@ -13,6 +13,7 @@ namespace kiln::cli {
 struct ToleranceOptions {
   double max_rel_l2 = 1e-4;
   double rtol = 0, atol = 0;
+  CLI::Option* max_rel_l2_option = nullptr;
   CLI::Option* rtol_option = nullptr;
   CLI::Option* atol_option = nullptr;
 

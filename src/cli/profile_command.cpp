@@ -22,6 +22,7 @@ struct ProfileOptions {
   std::string model;
   InputOptions inputs;
   int threads = 0;
+  bool no_optimize = false;
   int warmup = 1;
   int iterations = 10;
   int top = 15;
@@ -152,6 +153,7 @@ int profile(const ProfileOptions& o) {
   auto dims = o.inputs.dims();
   SessionOptions so;
   so.threads = o.threads;
+  so.optimize = !o.no_optimize;
   so.profiling = true;
   Session session(o.model, so);
   runtime::Feeds feeds = make_feeds(session.inputs(), files, dims, o.inputs.seed);
@@ -244,6 +246,7 @@ Command add_profile_command(CLI::App& app) {
   add_input_options(cmd, o->inputs);
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-optimize", o->no_optimize, "ONNX models: run the graph as imported");
   cmd->add_option("--warmup", o->warmup, "Unprofiled runs first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

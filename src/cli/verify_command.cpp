@@ -160,7 +160,8 @@ int verify(const VerifyOptions& o) {
         failed.push_back(compared.back());
         runtime::Feeds ort_values = run_onnxruntime(source, ort_feeds, true, o.threads);
         runtime::Feeds candidate_values = runtime::run_keeping_values(session.model().graph, feeds);
-        auto drift = runtime::first_drift_in(*original.graph, ort_values, candidate_values, tol);
+        auto drift = runtime::first_drift_in(*original.graph, ort_values, candidate_values, tol,
+                                             session.model().graph.get());
         if (drift) {
           std::cout << "  first drifting node: " << format_drift(*drift) << "\n";
         } else {

@@ -1,7 +1,9 @@
 #include "core/log.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 namespace kiln {
 namespace {
@@ -30,6 +32,18 @@ const char* level_name(LogLevel level) {
   return "?";
 }
 
+// The least severe level the default sink prints.
+LogLevel default_threshold() {
+  static const LogLevel level = [] {
+    const char* env = std::getenv("KILN_LOG");
+    std::string v = env ? env : "";
+    if (v == "debug") return LogLevel::Debug;
+    if (v == "info") return LogLevel::Info;
+    return LogLevel::Warning;
+  }();
+  return level;
+}
+
 }  // namespace
 
 void log_message(LogLevel level, std::string_view message) {
@@ -38,6 +52,7 @@ void log_message(LogLevel level, std::string_view message) {
     current_sink()(level, message);
     return;
   }
+  if (level < default_threshold()) return;
   std::fprintf(stderr, "kiln: %s: %.*s\n", level_name(level), static_cast<int>(message.size()),
                message.data());
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <set>
 
 #include "backends/cpu/cpu_backend.hpp"
@@ -35,24 +36,6 @@ bool needs_interpreter(const ir::Node& n) {
   };
   return std::any_of(n.inputs().begin(), n.inputs().end(), non_tensor) ||
          std::any_of(n.outputs().begin(), n.outputs().end(), non_tensor);
-}
-
-// Every value a node reads, including those its subgraphs capture from enclosing graphs.
-void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
-  for (const ir::Value* v : n.inputs()) {
-    if (v) out.insert(v);
-  }
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) collect_reads(*inner, out);
-      for (const ir::Value* v : g->outputs()) out.insert(v);
-    }
-  }
 }
 
 std::vector<Backend*> with_cpu(std::span<Backend* const> backends) {
@@ -138,8 +121,9 @@ class Executor::Run {
  public:
   Run(Executor& ex, std::vector<Slot>& values) : ex_(ex), values_(values) {}
 
-  // The value in host memory (a copy when it lives on a device).
-  const RtValue& host(int idx, std::vector<RtValue>& keep) {
+  // The value in host memory (a copy, kept in `keep`, when it lives on a device). A deque, so
+  // earlier references stay valid as copies are added.
+  const RtValue& host(int idx, std::deque<RtValue>& keep) {
     Slot& s = values_[idx];
     if (is_host(s.device) || !s.value.is_tensor()) return s.value;
     const Tensor& t = s.value.tensor();
@@ -230,7 +214,7 @@ void Executor::Run::run_fast(Step& step) {
   backends::Stream& stream = ex_.stream_for(&b);
   std::vector<DeviceTensor> ins(step.inputs.size());
   std::vector<backends::DeviceBuffer> copies;  // inputs brought over from another device
-  std::vector<RtValue> keep;
+  std::deque<RtValue> keep;
   for (size_t k = 0; k < step.inputs.size(); ++k) {
     const int idx = step.inputs[k];
     if (idx < 0 || values_[idx].value.is_none()) continue;
@@ -257,8 +241,7 @@ void Executor::Run::run_fast(Step& step) {
 
 void Executor::Run::run_host(Step& step) {
   const ir::Node& n = *step.node;
-  std::vector<RtValue> keep;
-  keep.reserve(step.inputs.size() + 1);
+  std::deque<RtValue> keep;
   std::vector<const RtValue*> in_ptrs;
   Backend* view_device = nullptr;
   for (size_t k = 0; k < step.inputs.size(); ++k) {
@@ -277,8 +260,8 @@ void Executor::Run::run_host(Step& step) {
   struct Runner final : ops::SubgraphRunner {
     Executor::Run& run;
     Executor& ex;
-    std::vector<RtValue>& keep;
-    Runner(Executor::Run& r, Executor& e, std::vector<RtValue>& k) : run(r), ex(e), keep(k) {}
+    std::deque<RtValue>& keep;
+    Runner(Executor::Run& r, Executor& e, std::deque<RtValue>& k) : run(r), ex(e), keep(k) {}
     std::vector<RtValue> run_subgraph(const ir::Graph& body,
                                       const std::vector<RtValue>& inputs) override {
       Interpreter::ValueLookup outer = [this](const ir::Value* v) -> const RtValue* {
@@ -289,7 +272,7 @@ void Executor::Run::run_host(Step& step) {
       return ex.interpreter_->run_subgraph(body, inputs, outer);
     }
   };
-  std::vector<RtValue> captured;  // host copies of captured device values
+  std::deque<RtValue> captured;  // host copies of captured device values
   Runner runner(*this, ex_, captured);
   ops::KernelContext ctx(n, in_ptrs, outs, ex_.interpreter_ ? &runner : nullptr);
   step.def->kernel(ctx);
@@ -589,7 +572,7 @@ std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs) {
     for (int idx : step->release) values[idx] = Slot{};
   }
   std::vector<RtValue> results;
-  std::vector<RtValue> keep;
+  std::deque<RtValue> keep;
   for (const ir::Value* v : g.outputs()) {
     const int idx = value_index(v);
     RtValue r = run.host(idx, keep);

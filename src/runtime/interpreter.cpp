@@ -39,8 +39,6 @@ class Interpreter::BodyRunner : public ops::SubgraphRunner {
   const Scope& scope_;
 };
 
-namespace {
-
 // Every value a node reads, including those its subgraphs capture from enclosing graphs.
 void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
   for (const ir::Value* v : n.inputs()) {
@@ -58,8 +56,6 @@ void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
     }
   }
 }
-
-}  // namespace
 
 void check_value_matches(const RtValue& value, const TypeInfo& type, const std::string& what) {
   if (type.kind == TypeInfo::Kind::Tensor) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,9 @@ class Interpreter {
   std::vector<NodeTiming> profile_;
   NodeObserver observer_;
 };
+
+// Every value a node reads, including those its subgraphs capture from enclosing graphs.
+void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out);
 
 // Checks a runtime value against a declared type (element type, rank, static dims); throws
 // InvalidArgument naming `what`.

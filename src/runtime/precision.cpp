@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/session.hpp"
@@ -48,6 +49,7 @@ void accumulate(const Tensor& a, const Tensor& e, const DriftTolerance& tol, Acc
     return;
   }
   s.elements += a.numel();
+  s.dtype = a.dtype();
   if (a.dtype() == DataType::String) {
     for (int64_t i = 0; i < a.numel(); ++i) {
       if (a.data<std::string>()[i] != e.data<std::string>()[i]) {
@@ -127,8 +129,20 @@ bool is_random(const ir::Node& n) {
 
 }  // namespace
 
+double DriftTolerance::max_rel_l2_for(DataType type) const {
+  if (!scale_by_type) return max_rel_l2;
+  double floor = 0;
+  if (type == DataType::Float16) floor = 1e-3;
+  if (type == DataType::BFloat16) floor = 1e-2;
+  if (dtype_is_low_precision(type) && !dtype_is_integer(type) && type != DataType::Int4 &&
+      type != DataType::UInt4 && type != DataType::Int2 && type != DataType::UInt2)
+    floor = 1e-1;
+  return std::max(max_rel_l2, floor);
+}
+
 std::string DriftTolerance::describe() const {
   std::string s = fmt::format("relative L2 <= {:.1e}", max_rel_l2);
+  if (scale_by_type && max_rel_l2 < 1e-1) s += " (float16 1e-3, bfloat16 1e-2, float8 1e-1)";
   if (rtol || atol) {
     s += fmt::format(", |a-e| <= {:.1e} + {:.1e}*|e| per element", atol.value_or(0),
                      rtol.value_or(0));
@@ -160,7 +174,7 @@ ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const Dri
 }
 
 bool within_tolerance(const ErrorStats& s, const DriftTolerance& tol) {
-  return s.mismatch.empty() && s.rel_l2 <= tol.max_rel_l2 && s.outside == 0;
+  return s.mismatch.empty() && s.rel_l2 <= tol.max_rel_l2_for(s.dtype) && s.outside == 0;
 }
 
 void skip_nondeterministic(const ir::Graph& reference, std::vector<OutputCheck>& checks) {
@@ -227,8 +241,48 @@ Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& fe
   return kept;
 }
 
+namespace {
+
+// The candidate's values under reference names: as they are, plus renamed ones matched by place.
+Feeds align_candidate(const ir::Graph& reference, const ir::Graph& candidate, const Feeds& values) {
+  Feeds aligned = values;
+  auto same_op = [](const ir::Node& c, const ir::Node& r) {
+    if (c.domain() == r.domain() && c.op_type() == r.op_type()) return true;
+    return c.domain() == ops::kKilnDomain && r.domain().empty() &&
+           c.op_type() == "Fused" + r.op_type();
+  };
+  for (const ir::Node* c : candidate.nodes()) {
+    const ir::Node* r = nullptr;
+    for (const ir::Value* out : c->outputs()) {
+      const ir::Value* twin = out ? reference.find_local_value(out->name()) : nullptr;
+      if (twin && twin->producer()) {
+        r = twin->producer();
+        break;
+      }
+    }
+    if (!r || !same_op(*c, *r)) continue;
+    for (size_t k = 0; k < std::min(c->inputs().size(), r->inputs().size()); ++k) {
+      const ir::Value* cv = c->input(k);
+      const ir::Value* rv = r->input(k);
+      if (!cv || !rv || cv->is_constant() || rv->is_constant() || cv->name() == rv->name())
+        continue;
+      // Only a value the candidate renamed, standing where a value it lacks stood.
+      if (reference.find_local_value(cv->name()) || values.count(rv->name())) continue;
+      auto it = values.find(cv->name());
+      if (it != values.end()) aligned.emplace(rv->name(), it->second);
+    }
+  }
+  return aligned;
+}
+
+}  // namespace
+
 std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds& reference_values,
-                                        const Feeds& candidate_values, const DriftTolerance& tol) {
+                                        const Feeds& given_candidate_values,
+                                        const DriftTolerance& tol, const ir::Graph* candidate) {
+  Feeds candidate_values = candidate
+                               ? align_candidate(reference, *candidate, given_candidate_values)
+                               : given_candidate_values;
   std::unordered_map<const ir::Value*, Status> status;
   std::unordered_map<const ir::Value*, ErrorStats> stats;
   for (const ir::Node* n : reference.nodes()) {
@@ -316,7 +370,7 @@ std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> refer
                                           const Feeds& feeds, const DriftTolerance& tol) {
   Feeds candidate_values = run_keeping_values(candidate, feeds);
   Feeds reference_values = run_keeping_values(reference, feeds);
-  return first_drift_in(*reference, reference_values, candidate_values, tol);
+  return first_drift_in(*reference, reference_values, candidate_values, tol, candidate.get());
 }
 
 bool PrecisionReport::pass() const {

@@ -23,6 +23,11 @@ using Feeds = std::map<std::string, RtValue>;
 struct DriftTolerance {
   // Relative L2 error ||a - e|| / ||e|| allowed per value (||a - e|| when e is all zeros).
   double max_rel_l2 = 1e-4;
+  // Values of a type coarser than float32 cannot be held to 1e-4: the order of operations alone
+  // moves them more. When set, the limit is at least 1e-3 for float16, 1e-2 for bfloat16 and 1e-1
+  // for the float8/float4 types.
+  bool scale_by_type = true;
+  double max_rel_l2_for(DataType type) const;
   // When either is set, every element must also satisfy |a - e| <= atol + rtol * |e| (an unset
   // one counts as 0).
   std::optional<double> rtol, atol;
@@ -41,6 +46,7 @@ struct ErrorStats {
   int64_t elements = 0;
   int64_t outside = 0;  // elements breaking the rtol/atol rule, when one is set
   std::string mismatch;
+  DataType dtype = DataType::Undefined;  // of the values compared
 };
 
 ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const DriftTolerance& tol);
@@ -83,8 +89,15 @@ Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& fe
 // drifts only because a pass legitimately changed what its name holds (BatchNormalization folded
 // into the Conv before it) is followed by matching values again, so it is not blamed. nullopt
 // when no graph output drifts.
+//
+// With `candidate` (the graph `candidate_values` come from), a value the candidate renamed is
+// still compared when its place says what it is: a candidate node whose output keeps its name and
+// whose op is the reference node's (or Kiln's fused form of it) reads, in each input slot, the
+// counterpart of the reference node's input in that slot (a FusedConv's output read by the MaxPool
+// that read the Relu's output).
 std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds& reference_values,
-                                        const Feeds& candidate_values, const DriftTolerance& tol);
+                                        const Feeds& candidate_values, const DriftTolerance& tol,
+                                        const ir::Graph* candidate = nullptr);
 
 // first_drift_in with both sides computed by the reference interpreter from `feeds`.
 std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> reference,

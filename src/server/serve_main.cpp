@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "server/grpc/grpc_flags.hpp"
 #include "server/http/http_server.hpp"
 #include "server/server.hpp"
 
@@ -111,6 +112,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln-serve: Triton / KServe v2 compatible inference server"};
   Flags f;
   add_flags(app, f);
+  kiln::server::grpc::GrpcFlags grpc_flags;
+  kiln::server::grpc::add_grpc_flags(app, grpc_flags);
   CLI11_PARSE(app, argc, argv);
 
   sigset_t signals;
@@ -165,9 +168,13 @@ int main(int argc, char** argv) {
       metrics->start();
       std::printf("Started Metrics Service at %s:%u\n", f.metrics_address.c_str(), metrics->port());
     }
+    std::unique_ptr<kiln::server::grpc::GrpcServer> grpc;
     if (f.allow_grpc) {
-      // The gRPC frontend is built on the same core; until it is linked in, say so plainly.
-      std::fprintf(stderr, "kiln-serve: gRPC is not available in this build; serving HTTP only\n");
+      grpc = std::make_unique<kiln::server::grpc::GrpcServer>(
+          core, kiln::server::grpc::grpc_options(grpc_flags, f.grpc_address, f.grpc_port,
+                                                 f.grpc_restricted, f.bearer_token));
+      grpc->start();
+      std::printf("Started GRPCInferenceService at %s:%u\n", f.grpc_address.c_str(), grpc->port());
     }
     std::fflush(stdout);
 
@@ -176,6 +183,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     const size_t left = core.drain();
     if (http) http->stop();
+    if (grpc) grpc->stop();
     if (metrics) metrics->stop();
     if (left > 0) {
       // The exit timeout is a promise: do not wait for the queues to run dry in destructors.

@@ -7,6 +7,13 @@ from onnx import numpy_helper
 CORRUPT = {"KILN_TEST_CORRUPT_WEIGHT": "conv_w"}
 
 
+def blames_the_conv(stderr):
+    """The corrupted conv_w is read by Conv #0: the gate names it as the first drifting node or,
+    when the compiled graph fused its output away (FusedConv), as where the drift may start."""
+    line = re.search(r"first drifting node: (.*)", stderr).group(1)
+    return line.startswith("Conv #0 (output 'conv'") or "may start earlier, in Conv #0" in line
+
+
 def leftovers(tmp_path):
     return [p.name for p in tmp_path.iterdir() if p.name.endswith(".unverified")]
 
@@ -25,7 +32,7 @@ def test_gate_refuses_a_drifting_engine_and_names_the_node(kiln, demo, tmp_path)
     r = kiln("compile", demo, "-o", engine, env=CORRUPT)
     assert r.returncode == 1
     assert "precision gate: output 'probs' drifts" in r.stderr
-    assert "first drifting node: Conv #0 (output 'conv'" in r.stderr
+    assert blames_the_conv(r.stderr), r.stderr
     assert "not written" in r.stderr and "--allow-drift" in r.stderr
     assert not engine.exists() and not leftovers(tmp_path)
     # The table of what drifted is on stdout.
@@ -36,7 +43,7 @@ def test_allow_drift_writes_with_a_warning(kiln, demo, tmp_path):
     engine = tmp_path / "d.kiln"
     r = kiln("compile", demo, "-o", engine, "--allow-drift", env=CORRUPT)
     assert r.returncode == 0, r.stderr
-    assert "warning: precision gate" in r.stderr and "first drifting node: Conv #0" in r.stderr
+    assert "warning: precision gate" in r.stderr and blames_the_conv(r.stderr)
     assert engine.exists() and not leftovers(tmp_path)
 
 
@@ -65,7 +72,7 @@ def test_gate_on_user_inputs(kiln, demo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"PASS on 2 input sets from {sets}" in r.stdout
     r = kiln("compile", demo, "-o", tmp_path / "e.kiln", "--calibration-inputs", sets, env=CORRUPT)
-    assert r.returncode == 1 and "first drifting node: Conv #0" in r.stderr
+    assert r.returncode == 1 and blames_the_conv(r.stderr)
 
     # A single directory of NAME.pb files is one set; --input gives one input directly.
     one = tmp_path / "one"

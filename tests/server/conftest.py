@@ -27,8 +27,10 @@ class Server:
         self.http_port = free_port()
         self.metrics_port = free_port()
         self.url = f"localhost:{self.http_port}"
+        # gRPC stays off unless a test asks for it with --grpc-port (tests/server/grpc_util.py).
+        grpc = [] if any(a.startswith("--grpc-port") for a in args) else ["--allow-grpc=false"]
         cmd = [binary, f"--model-repository={repo}", f"--http-port={self.http_port}",
-               f"--metrics-port={self.metrics_port}", "--allow-grpc=false", *args]
+               f"--metrics-port={self.metrics_port}", *grpc, *args]
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)

@@ -48,6 +48,24 @@ TEST(Precision, NaNsMatchOnlyNaNsAndIntegersCompareExactly) {
   EXPECT_DOUBLE_EQ(ints.max_abs, 1.0);
 }
 
+TEST(Precision, CoarseTypesGetALooserDefaultLimit) {
+  auto halves = [](std::vector<float> v) {
+    Tensor t(DataType::Float16, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<Float16>()[i] = Float16(v[i]);
+    return RtValue(t);
+  };
+  // 1000 and 1000.5 are both exact float16 values: a relative L2 error of 5e-4.
+  DriftTolerance tol;
+  ErrorStats s = error_stats(halves({1000.5f}), halves({1000}), tol);
+  EXPECT_NEAR(s.rel_l2, 5e-4, 1e-9);
+  EXPECT_TRUE(within_tolerance(s, tol));
+  // The same error in float32 is past the default, as it is for float16 once a limit is given.
+  EXPECT_FALSE(
+      within_tolerance(error_stats(floats({1}, {1000.5f}), floats({1}, {1000}), tol), tol));
+  tol.scale_by_type = false;
+  EXPECT_FALSE(within_tolerance(s, tol));
+}
+
 TEST(Precision, ShapeOrTypeMismatchNeverPasses) {
   DriftTolerance tol;
   ErrorStats s = error_stats(floats({2}, {1, 2}), floats({1, 2}, {1, 2}), tol);
@@ -158,15 +176,33 @@ TEST(Precision, ValueRewrittenByALegitimateFoldIsNotBlamed) {
   EXPECT_EQ(drift->node, "Mul 'scale'");  // not Mul 'double', whose "a" differs legitimately
 }
 
-TEST(Precision, FusedAwayValuesAreReportedAsUnobserved) {
-  // The candidate lacks "h" (fused into the Relu, say) and its first weight is wrong.
+TEST(Precision, RenamedValuesAreMatchedByPlace) {
+  // The candidate renamed "h" (as a fusion pass names its result); the Relu reading it still has
+  // its output "r", so the renamed value is compared where "h" stood, and the Mul that made it,
+  // whose weight is wrong, is named.
   GraphBuilder cand;
-  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "fused");
+  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "h_fused");
   ir::Value* r = cand.node("Relu", "act", {h}, "r");
   auto candidate = cand.finish(cand.node("Mul", "second", {r, cand.constant("w2", 3)}, "y"));
   auto drift = find_first_drift(two_layer(2, 3), candidate, feeds(), {});
   ASSERT_TRUE(drift);
+  EXPECT_EQ(drift->node, "Mul 'first'");
+  EXPECT_EQ(drift->value, "h");
+  EXPECT_TRUE(drift->unobserved.empty());
+}
+
+TEST(Precision, ValuesWithNoCounterpartAreReportedAsUnobserved) {
+  // Both "h" and "r" renamed: "r" is matched by place (the last Mul reads it), "h" cannot be (the
+  // node reading it renamed its output too), so the drift is seen first at the Relu and the Mul
+  // before it is named as where it may start.
+  GraphBuilder cand;
+  ir::Value* h = cand.node("Mul", "first", {cand.x(), cand.constant("w1", 2.5f)}, "m");
+  ir::Value* r = cand.node("Relu", "act", {h}, "r2");
+  auto candidate = cand.finish(cand.node("Mul", "second", {r, cand.constant("w2", 3)}, "y"));
+  auto drift = find_first_drift(two_layer(2, 3), candidate, feeds(), {});
+  ASSERT_TRUE(drift);
   EXPECT_EQ(drift->node, "Relu 'act'");
+  EXPECT_EQ(drift->value, "r");
   ASSERT_EQ(drift->unobserved.size(), 1u);
   EXPECT_EQ(drift->unobserved[0], "Mul 'first'");
 }

@@ -158,6 +158,7 @@ class OnednnConv final : public Kernel {
                                             strides, dil, pad_l, pad_r),
             attr, engine());
         e.prim = dnnl::convolution_forward(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no convolution for X {} W {}: {}",
              node_.label(), dims_to_string(x.dims), dims_to_string(w.dims), err.what());

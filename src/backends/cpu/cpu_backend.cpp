@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -32,32 +31,8 @@ class CpuEvent final : public Event {
 
 }  // namespace
 
-// oneDNN generates its sgemm kernels (used by convolutions on plain layouts) on the first call
-// in the process, ~100 ms. A thread started with the backend does that first call, so it
-// overlaps with loading a model instead of landing on the first run. Joined at exit, so the
-// process never ends in the middle of code generation.
-class GemmWarmup {
- public:
-  GemmWarmup()
-      : thread_([] {
-#ifdef _OPENMP
-          omp_set_num_threads(1);
-#endif
-          float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4];
-          dnnl_sgemm('N', 'N', 2, 2, 2, 1.f, a, 2, b, 2, 0.f, c, 2);
-        }) {
-  }
-  ~GemmWarmup() {
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  std::thread thread_;
-};
-
 CpuBackend& CpuBackend::instance() {
   static CpuBackend backend;
-  static GemmWarmup warmup;
   return backend;
 }
 

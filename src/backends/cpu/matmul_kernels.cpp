@@ -133,6 +133,7 @@ class OnednnMatMul final : public Kernel {
                                bias ? plain_desc(bias_dims) : memory::desc(), plain_desc(c)),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for {} x {}: {}", node_.label(),
              dims_to_string(a_in), dims_to_string(b_in), err.what());
@@ -276,6 +277,7 @@ class OnednnGemm final : public Kernel {
                                plain_desc({e.m, e.n})),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for Gemm {} x {}: {}",
              node_.label(), dims_to_string(a), dims_to_string(b), err.what());

@@ -1,5 +1,9 @@
 #include "backends/cpu/onednn_common.hpp"
 
+#include <mutex>
+#include <set>
+
+#include "core/log.hpp"
 #include "core/tensor.hpp"
 
 namespace kiln::backends::cpu {
@@ -70,6 +74,17 @@ bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act) {
 ops::FusedActivation node_activation(const ir::Node& node) {
   if (node.domain() != ops::kKilnDomain) return {};
   return ops::FusedActivation::from_node(ops::AttrReader(node));
+}
+
+void note_implementation(const ir::Node& node, const char* impl) {
+  if (std::string_view(impl).rfind("ref", 0) != 0) return;
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (seen.insert(node.op_type()).second) {
+    log_info("node {}: oneDNN has only its slow reference implementation ({}) for this shape",
+             node.label(), impl);
+  }
 }
 
 std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, size_t max_rank,

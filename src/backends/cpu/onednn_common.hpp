@@ -41,6 +41,9 @@ bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);
 // The fused activation of an ai.kiln node; None for plain ONNX ops. Throws for a malformed one.
 ops::FusedActivation node_activation(const ir::Node& node);
 
+// Logs (info level, once per op type) when oneDNN picked its slow reference implementation.
+void note_implementation(const ir::Node& node, const char* impl);
+
 // Declared type checks on a node, for KernelDef::check: "" when fine, else the reason.
 // Input `i` (must be present unless `optional`) is a float32 tensor of known rank in
 // [min_rank, max_rank].

@@ -91,6 +91,7 @@ class OnednnPool final : public Kernel {
                                            pad_r),
             engine());
         e.prim = dnnl::pooling_v2_forward(e.pd);
+        note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no pooling for X {}: {}", node_.label(),
              dims_to_string(x), err.what());

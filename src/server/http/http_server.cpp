@@ -33,6 +33,7 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{ioc};
   std::vector<std::thread> threads;
   std::atomic<size_t> connections{0};
+  std::atomic<size_t> open_requests{0};  // read and not yet answered on the wire
   std::shared_ptr<Liveness> liveness = std::make_shared<Liveness>();
   std::unique_ptr<net::ssl::context> tls;  // set when serving HTTPS
 
@@ -110,6 +111,8 @@ class Connection {
     }
     if (ec) return write(error_response(400, "malformed HTTP request: " + ec.message()));
     Request request = parser_->release();
+    impl_.open_requests.fetch_add(1);
+    counted_ = true;
     keep_alive_ = request.keep_alive();
     version_ = request.version();
     // The reply may come from a scheduler thread: hop back onto this connection's strand.
@@ -150,6 +153,10 @@ class Connection {
  private:
   void on_write(bool close, beast::error_code ec, std::size_t) {
     response_.reset();
+    if (counted_) {
+      counted_ = false;
+      impl_.open_requests.fetch_sub(1);
+    }
     if (ec || close) return derived().do_close();
     do_read();
   }
@@ -157,6 +164,7 @@ class Connection {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<Response> response_;
   bool keep_alive_ = true;
+  bool counted_ = false;  // this connection holds one of impl_.open_requests
   unsigned version_ = 11;
 };
 
@@ -278,16 +286,21 @@ void HttpServer::start() {
   }
 }
 
-void HttpServer::stop() {
-  if (!impl_) return;
-  {
-    std::lock_guard lock(impl_->liveness->mutex);
-    impl_->liveness->alive = false;
-  }
+void HttpServer::stop(std::chrono::milliseconds grace) {
+  if (!impl_ || impl_->threads.empty()) return;
   net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
   });
+  // Answers already computed are still being written: let them reach their clients.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (impl_->open_requests.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard lock(impl_->liveness->mutex);
+    impl_->liveness->alive = false;
+  }
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) {
     if (t.joinable()) t.join();

@@ -5,6 +5,7 @@
 // a time (keep-alive), and inference completes asynchronously: the scheduler's callback posts
 // the encoded response back to the connection's strand, so no I/O thread waits on a model.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -51,8 +52,9 @@ class HttpServer {
 
   // Binds and starts the I/O threads; throws Unavailable naming the address when binding fails.
   void start();
-  // Stops accepting, closes connections and joins the threads.
-  void stop();
+  // Stops accepting, waits up to `grace` for responses being written, then closes connections
+  // and joins the threads.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
   uint16_t port() const { return bound_port_; }
 
   struct Impl;

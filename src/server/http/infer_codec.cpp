@@ -5,8 +5,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <cstring>
 #include <limits>
+
+#include "server/tensor_wire.hpp"
 
 namespace kiln::server::http {
 namespace rj = rapidjson;
@@ -148,54 +149,6 @@ Tensor decode_json_data(const rj::Value& data, DataType dtype, const std::vector
   return t;
 }
 
-Tensor decode_binary_data(std::string_view bytes, DataType dtype, const std::vector<int64_t>& shape,
-                          const std::string& input) {
-  const int64_t numel = shape_numel(shape);
-  if (dtype == DataType::String) {
-    // Count the elements before allocating: a tiny body cannot claim a huge tensor.
-    size_t pos = 0;
-    int64_t count = 0;
-    while (pos < bytes.size()) {
-      KILN_CHECK_ARG(bytes.size() - pos >= 4,
-                     "input '{}': BYTES element {} is cut short in its length prefix", input,
-                     count);
-      uint32_t len = 0;
-      std::memcpy(&len, bytes.data() + pos, 4);
-      pos += 4;
-      KILN_CHECK_ARG(len <= bytes.size() - pos, "input '{}': BYTES element {} claims {} bytes",
-                     input, count, len);
-      pos += len;
-      ++count;
-    }
-    KILN_CHECK_ARG(count == numel, "input '{}': {} BYTES elements for shape {} ({} elements)",
-                   input, count, dims_to_string(shape), numel);
-    Tensor t(dtype, shape);
-    std::string* out = t.data<std::string>();
-    pos = 0;
-    for (int64_t i = 0; i < numel; ++i) {
-      uint32_t len = 0;
-      std::memcpy(&len, bytes.data() + pos, 4);
-      out[i].assign(bytes.data() + pos + 4, len);
-      pos += 4 + len;
-    }
-    return t;
-  }
-  const size_t elem = datatype_wire_size(dtype);
-  const uint64_t count = static_cast<uint64_t>(numel);
-  const uint64_t needed = count <= UINT64_MAX / elem ? count * elem : UINT64_MAX;
-  KILN_CHECK_ARG(needed == bytes.size(),
-                 "input '{}': binary data is {} bytes but shape {} of {} needs {}", input,
-                 bytes.size(), dims_to_string(shape), datatype_name(dtype), needed);
-  Tensor t(dtype, shape);
-  if (dtype == DataType::Bool) {
-    bool* out = t.data<bool>();
-    for (int64_t i = 0; i < numel; ++i) out[i] = bytes[static_cast<size_t>(i)] != 0;
-  } else if (!bytes.empty()) {
-    std::memcpy(t.raw_data(), bytes.data(), bytes.size());
-  }
-  return t;
-}
-
 }  // namespace
 
 std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
@@ -266,8 +219,8 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
           *binary_size >= 0 && static_cast<uint64_t>(*binary_size) <= binary.size() - binary_used,
           "unexpected size {} for input '{}': only {} bytes of binary data remain", *binary_size,
           input.name, binary.size() - binary_used);
-      input.data = decode_binary_data(binary.substr(binary_used, static_cast<size_t>(*binary_size)),
-                                      input.datatype, input.shape, input.name);
+      input.data = decode_raw_tensor(binary.substr(binary_used, static_cast<size_t>(*binary_size)),
+                                     input.datatype, input.shape, input.name);
       binary_used += static_cast<size_t>(*binary_size);
     } else {
       KILN_CHECK_ARG(data != nullptr, "input '{}' has neither 'data' nor 'binary_data_size'",
@@ -355,19 +308,6 @@ void write_json_data(Writer& w, const Tensor& t) {
   w.EndArray();
 }
 
-// The binary form of a tensor: raw little-endian elements, or length-prefixed BYTES.
-void append_binary(std::string& out, const Tensor& t) {
-  if (t.dtype() == DataType::String) {
-    for (const std::string& s : t.values<std::string>()) {
-      const uint32_t len = static_cast<uint32_t>(s.size());
-      out.append(reinterpret_cast<const char*>(&len), 4);
-      out.append(s);
-    }
-    return;
-  }
-  out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
-}
-
 }  // namespace
 
 EncodedResponse encode_infer_response(const InferResponse& response,
@@ -416,7 +356,7 @@ EncodedResponse encode_infer_response(const InferResponse& response,
     if (as_binary) {
       any_binary = true;
       const size_t before = binary.size();
-      append_binary(binary, out.data);
+      append_raw_tensor(binary, out.data);
       w.Key("parameters");
       w.StartObject();
       w.Key("binary_data_size");

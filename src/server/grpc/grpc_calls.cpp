@@ -1,0 +1,342 @@
+#include "server/grpc/grpc_calls.hpp"
+
+#include "server/grpc/grpc_stream.hpp"
+
+namespace kiln::server::grpc {
+namespace {
+
+// Runs `fn`, turning what it throws into the status the client sees.
+template <typename Fn>
+::grpc::Status guarded(Fn&& fn) {
+  try {
+    fn();
+    return ::grpc::Status::OK;
+  } catch (const Error& e) {
+    return to_grpc_status(Status(e));
+  } catch (const std::exception& e) {
+    return {::grpc::StatusCode::INTERNAL, e.what()};
+  }
+}
+
+// ---- unary RPCs answered on the queue thread -----------------------------------------------
+
+template <class Req, class Resp>
+struct UnaryKind {
+  using RequestFn = void (Service::*)(::grpc::ServerContext*, Req*,
+                                      ::grpc::ServerAsyncResponseWriter<Resp>*,
+                                      ::grpc::CompletionQueue*, ::grpc::ServerCompletionQueue*,
+                                      void*);
+  RequestFn request;
+  void (*handle)(InferenceServer& core, const Req& request, Resp& response);  // throws Error
+  const char* category;                                                       // restricted API
+};
+
+template <class Req, class Resp>
+class UnaryCall final : public Tag {
+ public:
+  static void listen(Frontend& frontend, ::grpc::ServerCompletionQueue* cq,
+                     const UnaryKind<Req, Resp>& kind) {
+    frontend.if_accepting([&] {
+      auto* call = new UnaryCall(frontend, cq, kind);
+      (frontend.service.*kind.request)(&call->context_, &call->request_, &call->responder_, cq, cq,
+                                       call);
+    });
+  }
+
+  void proceed(bool ok) override {
+    if (!ok || finishing_) {
+      delete this;
+      return;
+    }
+    listen(frontend_, cq_, kind_);
+    ::grpc::Status status = frontend_.check_access(context_, kind_.category);
+    if (status.ok()) {
+      status = guarded([&] { kind_.handle(frontend_.core, request_, response_); });
+    }
+    finishing_ = true;
+    const bool started = frontend_.if_open([&] {
+      if (status.ok()) {
+        responder_.Finish(response_, status, this);
+      } else {
+        responder_.FinishWithError(status, this);
+      }
+    });
+    if (!started) delete this;
+  }
+
+ private:
+  UnaryCall(Frontend& frontend, ::grpc::ServerCompletionQueue* cq, const UnaryKind<Req, Resp>& kind)
+      : frontend_(frontend), cq_(cq), kind_(kind), responder_(&context_) {}
+
+  Frontend& frontend_;
+  ::grpc::ServerCompletionQueue* cq_;
+  const UnaryKind<Req, Resp>& kind_;
+  ::grpc::ServerContext context_;
+  Req request_;
+  Resp response_;
+  ::grpc::ServerAsyncResponseWriter<Resp> responder_;
+  bool finishing_ = false;
+};
+
+void load_model(InferenceServer& core, const inference::RepositoryModelLoadRequest& request) {
+  std::optional<std::string> config;
+  for (const auto& [key, value] : request.parameters()) {
+    if (key == "config") {
+      KILN_CHECK_ARG(
+          value.parameter_choice_case() == inference::ModelRepositoryParameter::kStringParam,
+          "load parameter 'config' must be a string");
+      config = value.string_param();
+    } else if (key.starts_with("file:")) {
+      fail(ErrorCode::Unsupported, "file overrides in a load request are not supported ({})", key);
+    }
+  }
+  core.repository().load(request.model_name(), config);
+}
+
+template <class Req, class Resp>
+void not_supported(InferenceServer&, const Req&, Resp&) {
+  fail(ErrorCode::Unsupported, "{} is not supported by this server",
+       Req::descriptor()->name().substr(0, Req::descriptor()->name().size() - 7));
+}
+
+using namespace inference;  // the message names below are the protocol's
+
+const UnaryKind<ServerLiveRequest, ServerLiveResponse> kServerLive{
+    &Service::RequestServerLive,
+    [](InferenceServer& core, const ServerLiveRequest&, ServerLiveResponse& r) {
+      r.set_live(core.live());
+    },
+    "health"};
+const UnaryKind<ServerReadyRequest, ServerReadyResponse> kServerReady{
+    &Service::RequestServerReady,
+    [](InferenceServer& core, const ServerReadyRequest&, ServerReadyResponse& r) {
+      r.set_ready(core.ready());
+    },
+    "health"};
+const UnaryKind<ModelReadyRequest, ModelReadyResponse> kModelReady{
+    &Service::RequestModelReady,
+    [](InferenceServer& core, const ModelReadyRequest& q, ModelReadyResponse& r) {
+      r.set_ready(core.model_ready(q.name(), parse_model_version(q.version())));
+    },
+    "health"};
+const UnaryKind<ServerMetadataRequest, ServerMetadataResponse> kServerMetadata{
+    &Service::RequestServerMetadata,
+    [](InferenceServer& core, const ServerMetadataRequest&, ServerMetadataResponse& r) {
+      encode_server_metadata(core.metadata(), r);
+    },
+    "metadata"};
+const UnaryKind<ModelMetadataRequest, ModelMetadataResponse> kModelMetadata{
+    &Service::RequestModelMetadata,
+    [](InferenceServer& core, const ModelMetadataRequest& q, ModelMetadataResponse& r) {
+      encode_model_metadata(core.model_metadata(q.name(), parse_model_version(q.version())), r);
+    },
+    "metadata"};
+const UnaryKind<ModelConfigRequest, ModelConfigResponse> kModelConfig{
+    &Service::RequestModelConfig,
+    [](InferenceServer& core, const ModelConfigRequest& q, ModelConfigResponse& r) {
+      std::shared_ptr<ModelVersion> hold;
+      *r.mutable_config() = core.model_config(q.name(), parse_model_version(q.version()), hold);
+    },
+    "model-config"};
+const UnaryKind<ModelStatisticsRequest, ModelStatisticsResponse> kModelStatistics{
+    &Service::RequestModelStatistics,
+    [](InferenceServer& core, const ModelStatisticsRequest& q, ModelStatisticsResponse& r) {
+      encode_statistics(core.statistics(q.name(), parse_model_version(q.version())), r);
+    },
+    "statistics"};
+const UnaryKind<RepositoryIndexRequest, RepositoryIndexResponse> kRepositoryIndex{
+    &Service::RequestRepositoryIndex,
+    [](InferenceServer& core, const RepositoryIndexRequest& q, RepositoryIndexResponse& r) {
+      encode_repository_index(core.repository().index(q.ready()), r);
+    },
+    "model-repository"};
+const UnaryKind<RepositoryModelLoadRequest, RepositoryModelLoadResponse> kRepositoryModelLoad{
+    &Service::RequestRepositoryModelLoad,
+    [](InferenceServer& core, const RepositoryModelLoadRequest& q, RepositoryModelLoadResponse&) {
+      load_model(core, q);
+    },
+    "model-repository"};
+const UnaryKind<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse> kRepositoryModelUnload{
+    &Service::RequestRepositoryModelUnload,
+    [](InferenceServer& core, const RepositoryModelUnloadRequest& q,
+       RepositoryModelUnloadResponse&) { core.repository().unload(q.model_name()); },
+    "model-repository"};
+
+// Part of the protocol, not of Kiln: UNIMPLEMENTED (after the access check, as Triton orders it).
+#define KILN_GRPC_UNSUPPORTED(Rpc, category)                                      \
+  const UnaryKind<Rpc##Request, Rpc##Response> k##Rpc {                           \
+    &Service::Request##Rpc, &not_supported<Rpc##Request, Rpc##Response>, category \
+  }
+KILN_GRPC_UNSUPPORTED(SystemSharedMemoryStatus, "shared-memory");
+KILN_GRPC_UNSUPPORTED(SystemSharedMemoryRegister, "shared-memory");
+KILN_GRPC_UNSUPPORTED(SystemSharedMemoryUnregister, "shared-memory");
+KILN_GRPC_UNSUPPORTED(CudaSharedMemoryStatus, "shared-memory");
+KILN_GRPC_UNSUPPORTED(CudaSharedMemoryRegister, "shared-memory");
+KILN_GRPC_UNSUPPORTED(CudaSharedMemoryUnregister, "shared-memory");
+KILN_GRPC_UNSUPPORTED(TraceSetting, "trace");
+KILN_GRPC_UNSUPPORTED(LogSettings, "logging");
+#undef KILN_GRPC_UNSUPPORTED
+
+// ---- ModelInfer: answered from the scheduler's callback ------------------------------------
+
+class InferCall final : public Tag {
+ public:
+  static void listen(const std::shared_ptr<Frontend>& frontend, ::grpc::ServerCompletionQueue* cq) {
+    frontend->if_accepting([&] {
+      auto* call = new InferCall(frontend, cq);
+      frontend->service.RequestModelInfer(&call->context_, &call->request_, &call->responder_, cq,
+                                          cq, call);
+    });
+  }
+
+  void proceed(bool ok) override {
+    if (!ok || finishing_) {
+      delete this;
+      return;
+    }
+    const Clock::time_point received = Clock::now();
+    listen(frontend_, cq_);
+    std::unique_ptr<InferRequest> request;
+    ::grpc::Status status = frontend_->check_access(context_, "inference");
+    if (status.ok()) {
+      status = guarded([&] { request = decode_infer_request(request_, frontend_->options.codec); });
+    }
+    if (!status.ok()) {
+      finish(status);
+      return;
+    }
+    // The tensors are decoded; free the message's copy before the request waits in a queue.
+    ModelInferRequest().Swap(&request_);
+    request->received = received;
+    finishing_ = true;
+    frontend_->core.infer_async(std::move(request),
+                                [this](Status s, std::unique_ptr<InferResponse> response) {
+                                  complete(s, std::move(response));
+                                });
+  }
+
+ private:
+  InferCall(std::shared_ptr<Frontend> frontend, ::grpc::ServerCompletionQueue* cq)
+      : frontend_(std::move(frontend)), cq_(cq), responder_(&context_) {}
+
+  // On a scheduler thread (or the queue thread for a request refused up front). Encoding here
+  // spares a hop back to the queue thread; the write itself is asynchronous.
+  void complete(const Status& s, std::unique_ptr<InferResponse> response) {
+    ::grpc::Status status = to_grpc_status(s);
+    if (status.ok()) status = guarded([&] { encode_infer_response(*response, response_); });
+    response.reset();
+    finish(status);
+  }
+
+  void finish(const ::grpc::Status& status) {
+    finishing_ = true;
+    // `this` may be deleted by the queue thread as soon as Finish is called: hold the frontend.
+    std::shared_ptr<Frontend> frontend = frontend_;
+    const bool started = frontend->if_open([&] {
+      if (status.ok()) {
+        if (frontend->infer_compression != GRPC_COMPRESS_LEVEL_NONE) {
+          context_.set_compression_level(frontend->infer_compression);
+        }
+        responder_.Finish(response_, status, this);
+      } else {
+        responder_.FinishWithError(status, this);
+      }
+    });
+    if (!started) delete this;
+  }
+
+  std::shared_ptr<Frontend> frontend_;
+  ::grpc::ServerCompletionQueue* cq_;
+  ::grpc::ServerContext context_;
+  ModelInferRequest request_;
+  ModelInferResponse response_;
+  ::grpc::ServerAsyncResponseWriter<ModelInferResponse> responder_;
+  bool finishing_ = false;
+};
+
+}  // namespace
+
+Frontend::Frontend(InferenceServer& c, const GrpcOptions& o, Service& s)
+    : core(c), options(o), service(s) {
+  const std::string& level = options.infer_compression;
+  if (level == "none") {
+    infer_compression = GRPC_COMPRESS_LEVEL_NONE;
+  } else if (level == "low") {
+    infer_compression = GRPC_COMPRESS_LEVEL_LOW;
+  } else if (level == "medium") {
+    infer_compression = GRPC_COMPRESS_LEVEL_MED;
+  } else if (level == "high") {
+    infer_compression = GRPC_COMPRESS_LEVEL_HIGH;
+  } else {
+    fail(ErrorCode::InvalidArgument,
+         "--grpc-infer-response-compression-level '{}' must be none, low, medium or high", level);
+  }
+}
+
+::grpc::Status Frontend::check_access(const ::grpc::ServerContext& context,
+                                      std::string_view category) const {
+  const auto& metadata = context.client_metadata();
+  auto restricted = options.restricted.by_category.find(std::string(category));
+  if (restricted != options.restricted.by_category.end()) {
+    const auto& [key, value] = restricted->second;
+    auto it = metadata.find(key);
+    if (it == metadata.end() || std::string_view(it->second.data(), it->second.size()) != value) {
+      return {::grpc::StatusCode::UNAVAILABLE,
+              fmt::format("This protocol is restricted, expecting header '{}'", key)};
+    }
+  }
+  if (!options.bearer_token.empty() && category != "health") {
+    auto it = metadata.find("authorization");
+    const std::string expected = "Bearer " + options.bearer_token;
+    if (it == metadata.end() ||
+        std::string_view(it->second.data(), it->second.size()) != expected) {
+      return {::grpc::StatusCode::UNAUTHENTICATED, "Unauthorized"};
+    }
+  }
+  return ::grpc::Status::OK;
+}
+
+void Frontend::stop_accepting() {
+  std::unique_lock lock(mutex_);
+  accepting_ = false;
+}
+
+void Frontend::close() {
+  std::unique_lock lock(mutex_);
+  accepting_ = false;
+  open_ = false;
+}
+
+void listen_all(const std::shared_ptr<Frontend>& frontend, ::grpc::ServerCompletionQueue* cq) {
+  Frontend& f = *frontend;
+  UnaryCall<ServerLiveRequest, ServerLiveResponse>::listen(f, cq, kServerLive);
+  UnaryCall<ServerReadyRequest, ServerReadyResponse>::listen(f, cq, kServerReady);
+  UnaryCall<ModelReadyRequest, ModelReadyResponse>::listen(f, cq, kModelReady);
+  UnaryCall<ServerMetadataRequest, ServerMetadataResponse>::listen(f, cq, kServerMetadata);
+  UnaryCall<ModelMetadataRequest, ModelMetadataResponse>::listen(f, cq, kModelMetadata);
+  UnaryCall<ModelConfigRequest, ModelConfigResponse>::listen(f, cq, kModelConfig);
+  UnaryCall<ModelStatisticsRequest, ModelStatisticsResponse>::listen(f, cq, kModelStatistics);
+  UnaryCall<RepositoryIndexRequest, RepositoryIndexResponse>::listen(f, cq, kRepositoryIndex);
+  UnaryCall<RepositoryModelLoadRequest, RepositoryModelLoadResponse>::listen(f, cq,
+                                                                             kRepositoryModelLoad);
+  UnaryCall<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>::listen(
+      f, cq, kRepositoryModelUnload);
+  UnaryCall<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>::listen(
+      f, cq, kSystemSharedMemoryStatus);
+  UnaryCall<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>::listen(
+      f, cq, kSystemSharedMemoryRegister);
+  UnaryCall<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>::listen(
+      f, cq, kSystemSharedMemoryUnregister);
+  UnaryCall<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>::listen(
+      f, cq, kCudaSharedMemoryStatus);
+  UnaryCall<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>::listen(
+      f, cq, kCudaSharedMemoryRegister);
+  UnaryCall<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>::listen(
+      f, cq, kCudaSharedMemoryUnregister);
+  UnaryCall<TraceSettingRequest, TraceSettingResponse>::listen(f, cq, kTraceSetting);
+  UnaryCall<LogSettingsRequest, LogSettingsResponse>::listen(f, cq, kLogSettings);
+  InferCall::listen(frontend, cq);
+  listen_stream(frontend, cq);
+}
+
+}  // namespace kiln::server::grpc

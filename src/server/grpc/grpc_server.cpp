@@ -1,0 +1,151 @@
+#include "server/grpc/grpc_server.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <climits>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server/grpc/grpc_calls.hpp"
+
+namespace kiln::server::grpc {
+namespace {
+
+std::string read_pem(const std::string& path, const char* flag) {
+  KILN_CHECK_ARG(!path.empty(), "--grpc-use-ssl needs {}", flag);
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK_ARG(in.good(), "{}: cannot read '{}'", flag, path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<::grpc::ServerCredentials> credentials(const GrpcSslOptions& ssl) {
+  if (!ssl.use_ssl) return ::grpc::InsecureServerCredentials();
+  ::grpc::SslServerCredentialsOptions options(
+      ssl.mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                 : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (ssl.mutual || !ssl.root_cert.empty()) {
+    options.pem_root_certs = read_pem(ssl.root_cert, "--grpc-root-cert");
+  }
+  options.pem_key_cert_pairs.push_back({read_pem(ssl.server_key, "--grpc-server-key"),
+                                        read_pem(ssl.server_cert, "--grpc-server-cert")});
+  return ::grpc::SslServerCredentials(options);
+}
+
+// "host:port" as gRPC parses it (IPv6 literals in brackets).
+std::string host_port(const std::string& address, uint16_t port) {
+  if (address.find(':') != std::string::npos && !address.starts_with('[')) {
+    return fmt::format("[{}]:{}", address, port);
+  }
+  return fmt::format("{}:{}", address, port);
+}
+
+}  // namespace
+
+struct GrpcServer::Impl {
+  InferenceServer& core;
+  GrpcOptions options;
+  Service service;
+  std::shared_ptr<Frontend> frontend;
+  std::unique_ptr<::grpc::Server> server;
+  std::vector<std::unique_ptr<::grpc::ServerCompletionQueue>> queues;
+  std::vector<std::thread> threads;
+
+  Impl(InferenceServer& c, GrpcOptions o) : core(c), options(std::move(o)) {}
+};
+
+GrpcServer::GrpcServer(InferenceServer& core, GrpcOptions options)
+    : impl_(std::make_unique<Impl>(core, std::move(options))) {
+  const GrpcOptions& o = impl_->options;
+  KILN_CHECK_ARG(o.threads >= 1 && o.threads <= 1024, "gRPC thread count {} must be in 1..1024",
+                 o.threads);
+  KILN_CHECK_ARG(o.max_receive_bytes >= 1, "the gRPC receive limit must be positive");
+  // Fails early on a bad compression level.
+  impl_->frontend = std::make_shared<Frontend>(core, impl_->options, impl_->service);
+}
+
+GrpcServer::~GrpcServer() {
+  stop();
+}
+
+void GrpcServer::start() {
+  Impl& impl = *impl_;
+  KILN_CHECK(!impl.server, ErrorCode::Internal, "gRPC server started twice");
+  ::grpc::ServerBuilder builder;
+  int selected_port = 0;
+  const std::string where = host_port(impl.options.address, impl.options.port);
+  builder.AddListeningPort(where, credentials(impl.options.ssl), &selected_port);
+  builder.RegisterService(&impl.service);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(impl.options.max_receive_bytes, INT_MAX)));
+  // Without this a second server silently shares the port instead of failing to bind.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (const auto& [name, value] : impl.options.channel_args) {
+    builder.AddChannelArgument(name, value);
+  }
+  for (int i = 0; i < impl.options.threads; ++i) {
+    impl.queues.push_back(builder.AddCompletionQueue());
+  }
+  impl.server = builder.BuildAndStart();
+  if (!impl.server || selected_port == 0) {
+    impl.server.reset();
+    impl.queues.clear();
+    fail(ErrorCode::Unavailable, "cannot listen for gRPC on {}", where);
+  }
+  bound_port_ = static_cast<uint16_t>(selected_port);
+  for (auto& queue : impl.queues) {
+    ::grpc::ServerCompletionQueue* cq = queue.get();
+    listen_all(impl.frontend, cq);
+    impl.threads.emplace_back([cq] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) static_cast<Tag*>(tag)->proceed(ok);
+    });
+  }
+}
+
+void GrpcServer::stop(std::chrono::milliseconds grace) {
+  if (!impl_ || !impl_->server) return;
+  Impl& impl = *impl_;
+  impl.frontend->stop_accepting();
+  impl.server->Shutdown(std::chrono::system_clock::now() + grace);
+  impl.frontend->close();
+  for (auto& queue : impl.queues) queue->Shutdown();
+  for (std::thread& t : impl.threads) t.join();
+  impl.threads.clear();
+  impl.server.reset();
+  impl.queues.clear();
+}
+
+void RestrictedProtocol::add(std::string_view spec) {
+  static const char* kCategories[] = {"health",        "metadata",     "inference",
+                                      "shared-memory", "model-config", "model-repository",
+                                      "statistics",    "trace",        "logging"};
+  const size_t colon = spec.find(':');
+  const size_t eq = colon == std::string_view::npos ? colon : spec.find('=', colon);
+  KILN_CHECK_ARG(colon != std::string_view::npos && eq != std::string_view::npos && eq > colon + 1,
+                 "--grpc-restricted-protocol '{}' must be <categories>:<key>=<value>", spec);
+  std::string key(spec.substr(colon + 1, eq - colon - 1));
+  // gRPC metadata keys travel in lower case.
+  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string value(spec.substr(eq + 1));
+  std::string_view categories = spec.substr(0, colon);
+  size_t start = 0;
+  while (start <= categories.size()) {
+    size_t comma = categories.find(',', start);
+    if (comma == std::string_view::npos) comma = categories.size();
+    const std::string category(categories.substr(start, comma - start));
+    bool known = false;
+    for (const char* k : kCategories) known |= category == k;
+    KILN_CHECK_ARG(known, "--grpc-restricted-protocol: unknown protocol category '{}'", category);
+    KILN_CHECK_ARG(!by_category.count(category),
+                   "--grpc-restricted-protocol: category '{}' given twice", category);
+    by_category[category] = {key, value};
+    start = comma + 1;
+  }
+}
+
+}  // namespace kiln::server::grpc

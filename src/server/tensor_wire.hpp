@@ -1,0 +1,24 @@
+#pragma once
+// The raw tensor layout both protocols carry: the HTTP binary tensor data extension and gRPC's
+// raw_input_contents / raw_output_contents. Elements are little-endian and row-major, BOOL is
+// one byte per element, and BYTES elements are each prefixed by a 4-byte little-endian length.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace kiln::server {
+
+// A tensor of `dtype` and `shape` from its raw bytes. Untrusted input: the byte count must match
+// the shape exactly (BYTES elements are counted before anything is allocated); InvalidArgument
+// naming `input` otherwise.
+Tensor decode_raw_tensor(std::string_view bytes, DataType dtype, const std::vector<int64_t>& shape,
+                         const std::string& input);
+
+// Bytes the raw form of `t` takes.
+size_t raw_tensor_size(const Tensor& t);
+// Appends the raw form of `t` to `out`.
+void append_raw_tensor(std::string& out, const Tensor& t);
+
+}  // namespace kiln::server
