@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/open_session.hpp"
+#include "runtime/model_loader.hpp"
 #include "runtime/session.hpp"
 
 namespace nb = nanobind;
@@ -246,7 +246,7 @@ class PySession {
       nb::bytes b = nb::borrow<nb::bytes>(source);
       std::string_view bytes(b.c_str(), b.size());
       nb::gil_scoped_release release;
-      session_ = runtime::open_session_from_bytes(bytes, std::move(o));
+      session_ = std::make_unique<Session>(runtime::load_model_bytes(bytes), std::move(o));
     } else {
       std::string path = nb::cast<std::string>(source);
       nb::gil_scoped_release release;

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "capi/capi_internal.hpp"
-#include "runtime/open_session.hpp"
+#include "runtime/model_loader.hpp"
 
 namespace kiln::capi {
 namespace {
@@ -195,8 +195,8 @@ KilnStatus kiln_session_open_from_memory(const void* data, size_t size,
     KILN_CAPI_REQUIRE(data, "kiln_session_open_from_memory");
     KILN_CAPI_REQUIRE(out, "kiln_session_open_from_memory");
     auto s = std::make_unique<KilnSession>();
-    s->session = kiln::runtime::open_session_from_bytes(
-        std::string_view(static_cast<const char*>(data), size),
+    s->session = std::make_unique<kiln::Session>(
+        kiln::runtime::load_model_bytes(std::string_view(static_cast<const char*>(data), size)),
         kiln::capi::options_or_default(options));
     *out = s.release();
   });

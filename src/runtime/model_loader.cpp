@@ -17,4 +17,19 @@ LoadedModel load_model(const std::string& path) {
   return out;
 }
 
+LoadedModel load_model_bytes(std::string_view bytes) {
+  KILN_CHECK_ARG(!bytes.empty(), "the model buffer is empty");
+  LoadedModel out;
+  if (engine::has_engine_magic(bytes)) {
+    // read_engine_bytes copies the bytes; the model's weights keep that copy alive.
+    engine::LoadedEngine e = engine::read_engine_bytes(bytes);
+    out.model = std::move(e.model);
+    out.engine = std::move(e.info);
+    out.plan = std::move(e.plan);
+  } else {
+    out.model = onnx_io::import_model_bytes(bytes, {});
+  }
+  return out;
+}
+
 }  // namespace kiln::runtime

@@ -3,6 +3,7 @@
 // first bytes, not its name.
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "engine/engine_file.hpp"
 #include "ir/model.hpp"
@@ -16,5 +17,7 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& path);
+// The same from bytes in memory (engines are copied; ONNX bytes may not use external data).
+LoadedModel load_model_bytes(std::string_view bytes);
 
 }  // namespace kiln::runtime

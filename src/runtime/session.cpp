@@ -7,11 +7,14 @@
 
 namespace kiln {
 
-Session::Session(const std::string& path, SessionOptions options) : options_(std::move(options)) {
-  runtime::LoadedModel loaded = runtime::load_model(path);
-  model_ = std::move(loaded.model);
-  engine_ = std::move(loaded.engine);
-  plan_ = std::move(loaded.plan);
+Session::Session(const std::string& path, SessionOptions options)
+    : Session(runtime::load_model(path), std::move(options)) {}
+
+Session::Session(runtime::LoadedModel loaded, SessionOptions options)
+    : options_(std::move(options)),
+      model_(std::move(loaded.model)),
+      engine_(std::move(loaded.engine)),
+      plan_(std::move(loaded.plan)) {
   init();
 }
 

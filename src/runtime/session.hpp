@@ -16,6 +16,7 @@
 #include "ir/model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/interpreter.hpp"
+#include "runtime/model_loader.hpp"
 
 namespace kiln {
 
@@ -40,6 +41,8 @@ class Session {
   // Opens an engine file or an ONNX model; throws kiln::Error naming the file on failure.
   explicit Session(const std::string& path, SessionOptions options = {});
   explicit Session(ir::Model model, SessionOptions options = {});
+  // What runtime::load_model or load_model_bytes read: an engine keeps its stamp and stored plan.
+  explicit Session(runtime::LoadedModel loaded, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

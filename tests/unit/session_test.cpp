@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/engine_file.hpp"
 #include "expect_error.hpp"
@@ -84,6 +86,29 @@ TEST(Session, OpensOnnxAndEngineFilesAlike) {
   Tensor b = from_engine.run({{"x", batch_of(3)}}).at("y").tensor();
   auto av = a.values<float>(), bv = b.values<float>();
   EXPECT_EQ(std::vector<float>(av.begin(), av.end()), std::vector<float>(bv.begin(), bv.end()));
+  std::filesystem::remove_all(dir);
+}
+
+// From bytes, through the same loader a path takes: an engine keeps its stamp.
+TEST(Session, OpensModelsFromBytes) {
+  auto dir = std::filesystem::temp_directory_path() / "kiln_session_bytes_test";
+  std::filesystem::create_directories(dir);
+  onnx_io::save_model_file(relu_double_model(), (dir / "m.onnx").string());
+  engine::write_engine(relu_double_model(), {}, (dir / "m.kiln").string());
+  auto read = [&](const char* name) {
+    std::ifstream f(dir / name, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  Session from_onnx(runtime::load_model_bytes(read("m.onnx")));
+  Session from_engine(runtime::load_model_bytes(read("m.kiln")));
+  EXPECT_FALSE(from_onnx.engine_info().has_value());
+  EXPECT_TRUE(from_engine.engine_info().has_value());
+  Tensor a = from_engine.run({{"x", batch_of(2)}}).at("y").tensor();
+  Tensor b = from_onnx.run({{"x", batch_of(2)}}).at("y").tensor();
+  auto y = a.values<float>(), want = b.values<float>();
+  EXPECT_EQ(std::vector<float>(y.begin(), y.end()), std::vector<float>(want.begin(), want.end()));
+  expect_error([] { runtime::load_model_bytes(""); }, ErrorCode::InvalidArgument,
+               "buffer is empty");
   std::filesystem::remove_all(dir);
 }
 
