@@ -37,7 +37,7 @@ dynamic_batching {
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching { priority_levels: 2 default_priority_level: 2 }
-""")
+""", layers=64)
     models.slow(repo, "slow_instances", """
 backend: "onnxruntime"
 max_batch_size: 1
@@ -168,6 +168,8 @@ def test_timeout_override_only_shortens(server):
 
 
 def test_priority_levels(server):
+    # 64 layers: each run (~0.2 s or more) outlasts the client threads' start-up, so the low
+    # requests are all queued behind the blocker before the high one arrives.
     _, inputs = slow_input()
     done = []
     lock = threading.Lock()
