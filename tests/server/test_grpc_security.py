@@ -253,7 +253,7 @@ dynamic_batching {
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching { priority_levels: 2 default_priority_level: 2 }
-""", layers=32)
+""", layers=64)
     return grpc_util.start(serve, repo)
 
 
