@@ -57,8 +57,8 @@ def pair(rows=1):
 
 
 def slow_input():
-    x = np.random.default_rng(0).random((1, 64, 256), dtype=np.float32)
-    inp = httpclient.InferInput("INPUT0", [1, 64, 256], "FP32")
+    x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
+    inp = httpclient.InferInput("INPUT0", [1, 1024, 256], "FP32")
     inp.set_data_from_numpy(x)
     return x, [inp]
 
