@@ -32,7 +32,7 @@ dynamic_batching {
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 20000
                          allow_timeout_override: true }
 }
-""", layers=32)
+""", layers=128)
     models.slow(repo, "slow_priority", """
 backend: "onnxruntime"
 max_batch_size: 1
@@ -156,7 +156,7 @@ def test_timeout_override_only_shortens(server):
     with pytest.raises(InferenceServerException, match="Request timeout expired"):
         server.client().infer("slow_timeout", inputs, timeout=1)
     clients = [server.client() for _ in range(2)]
-    # A 10 s timeout cannot lengthen the default: queued behind a 32-layer run (~100 ms), it
+    # A 10 s timeout cannot lengthen the default: queued behind a 128-layer run, it
     # still expires.
     def one(i):
         if i == 1:
