@@ -15,7 +15,7 @@ import models
 def repo(tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("repo"))
     models.add_sub(repo, "simple", "FP32")
-    models.slow(repo, "slow", 'backend: "onnxruntime"\nmax_batch_size: 1\ndynamic_batching { }')
+    models.slow(repo, "slow", 'backend: "onnxruntime"\nmax_batch_size: 1\ndynamic_batching { }', layers=64)
     return repo
 
 
