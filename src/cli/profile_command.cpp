@@ -13,6 +13,7 @@
 #include "cli/profile_report.hpp"
 #include "cli/progress.hpp"
 #include "runtime/interpreter.hpp"
+#include "runtime/precision.hpp"
 #include "runtime/session.hpp"
 
 namespace kiln::cli {
@@ -41,26 +42,6 @@ size_t value_bytes(const RtValue& v) {
 
 std::string value_shape(const RtValue& v) {
   return v.is_none() ? "none" : v.describe();
-}
-
-// Values of `owner` that `n` reads, its subgraphs' captures included.
-void reads_of(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
-  for (const ir::Value* v : n.inputs()) {
-    if (v && v->owner() == &owner) out.push_back(v);
-  }
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) reads_of(*inner, owner, out);
-      for (const ir::Value* v : g->outputs()) {
-        if (v->owner() == &owner) out.push_back(v);
-      }
-    }
-  }
 }
 
 // One run on the reference interpreter to see every value: shapes, bytes, and from the graph's
@@ -110,7 +91,7 @@ void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
   }
   for (size_t i = 0; i < steps; ++i) {
     std::vector<const ir::Value*> reads;
-    reads_of(*nodes[i], *graph, reads);
+    runtime::collect_reads(*nodes[i], *graph, reads);
     for (const ir::Value* v : reads) {
       auto it = life.find(v);
       if (it != life.end()) it->second.second = std::max(it->second.second, i);

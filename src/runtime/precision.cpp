@@ -88,26 +88,6 @@ void finish(Accumulator& acc) {
   s.rel_l2 = ref > 0 ? diff / ref : diff;
 }
 
-// Every value of an enclosing graph that `n` reads, its subgraphs' captures included.
-void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
-  for (const ir::Value* v : n.inputs()) {
-    if (v && v->owner() == &owner) out.push_back(v);
-  }
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) collect_reads(*inner, owner, out);
-      for (const ir::Value* v : g->outputs()) {
-        if (v->owner() == &owner) out.push_back(v);
-      }
-    }
-  }
-}
-
 enum class Status { NotCompared, Matches, Drifts };
 
 bool is_random(const ir::Node& n) {
@@ -128,6 +108,26 @@ bool is_random(const ir::Node& n) {
 }
 
 }  // namespace
+
+// Every value of an enclosing graph that `n` reads, its subgraphs' captures included.
+void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
+  for (const ir::Value* v : n.inputs()) {
+    if (v && v->owner() == &owner) out.push_back(v);
+  }
+  for (const auto& [name, a] : n.attributes()) {
+    std::vector<const ir::Graph*> subs;
+    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
+    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
+      for (const auto& g : *gs) subs.push_back(g.get());
+    }
+    for (const ir::Graph* g : subs) {
+      for (const ir::Node* inner : g->nodes()) collect_reads(*inner, owner, out);
+      for (const ir::Value* v : g->outputs()) {
+        if (v->owner() == &owner) out.push_back(v);
+      }
+    }
+  }
+}
 
 double DriftTolerance::max_rel_l2_for(DataType type) const {
   if (!scale_by_type) return max_rel_l2;

@@ -50,6 +50,10 @@ struct ErrorStats {
   DataType dtype = DataType::Undefined;  // of the values compared
 };
 
+// Every value of `owner` that `n` reads, the captures of its subgraphs included (in reading
+// order, repeats kept).
+void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out);
+
 ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const DriftTolerance& tol);
 bool within_tolerance(const ErrorStats& stats, const DriftTolerance& tol);
 
