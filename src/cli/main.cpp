@@ -1,12 +1,16 @@
 // kiln: the command-line driver.
 #include <iostream>
+#include <string_view>
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/serve_command.hpp"
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;
+  // `kiln serve` hands its flags, tritonserver's names, to the kiln-serve program unparsed.
+  if (argc >= 2 && std::string_view(argv[1]) == "serve") return serve_command(argc - 1, argv + 1);
   CLI::App app{"Kiln: compile, verify, benchmark and run ONNX models"};
   app.set_version_flag("--version", KILN_VERSION);
   app.require_subcommand(1);

@@ -2,7 +2,11 @@
 // kiln::Session and compares each output with the expected one by relative L2 error
 // (||actual - expected|| / ||expected||), the measure the real-model acceptance uses.
 //
-//   kiln_model_check MODEL CASE_DIR [--max-rel-l2 1e-4] [--no-optimize] [--repeat N]
+//   kiln_model_check MODEL CASE_DIR [--max-rel-l2 1e-4] [--no-optimize] [--interpreter]
+//                    [--repeat N]
+//
+// --interpreter runs the reference interpreter (every node on its reference kernel, the oracle)
+// instead of the executor's prepared fast kernels.
 //
 // Prints one line per output and data set, then one line
 //   RESULT {"max_rel_l2": ..., "open_ms": ..., "first_run_ms": ..., "median_run_ms": ...,
@@ -36,6 +40,7 @@ struct Options {
   std::string model, cases;
   double max_rel_l2 = 1e-4;
   bool optimize = true;
+  bool interpreter = false;  // the reference interpreter (the oracle) instead of the executor
   int repeat = 1;
 };
 
@@ -97,6 +102,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 int check(const Options& o) {
   SessionOptions session_options;
   session_options.optimize = o.optimize;
+  if (o.interpreter) session_options.config["executor"] = "interpreter";
   auto open_start = std::chrono::steady_clock::now();
   Session session(o.model, session_options);
   double open_ms = ms_since(open_start);
@@ -170,6 +176,8 @@ int main(int argc, char** argv) {
         o.repeat = std::max(1, std::stoi(argv[++i]));
       } else if (a == "--no-optimize") {
         o.optimize = false;
+      } else if (a == "--interpreter") {
+        o.interpreter = true;
       } else if (a.rfind("--", 0) == 0) {
         positional.clear();
         break;
@@ -183,7 +191,7 @@ int main(int argc, char** argv) {
   }
   if (positional.size() != 2) {
     std::cerr << "usage: kiln_model_check MODEL CASE_DIR [--max-rel-l2 X] [--no-optimize] "
-                 "[--repeat N]\n";
+                 "[--interpreter] [--repeat N]\n";
     return 2;
   }
   o.model = positional[0];

@@ -68,7 +68,7 @@ def add_constant(repo, name, versions, config=None):
         _write(os.path.join(repo, name, "config.pbtxt"), config)
 
 
-def slow(repo, name, config, layers=8, width=256, rows=64):
+def slow(repo, name, config, layers=8, width=256, rows=1024):
     """A chain of MatMuls with identity weights: OUTPUT0 == INPUT0, tens of milliseconds per
     request on the reference kernels, so requests visibly queue."""
     nodes, inits, prev = [], [], "INPUT0"

@@ -202,7 +202,7 @@ def pending(server, model):
 
 def test_sigterm_drains_grpc_without_losing_requests(serve, repo):
     server = grpc_util.start(serve, repo, "--exit-timeout-secs=60")
-    x = np.random.default_rng(0).random((1, 64, 256), dtype=np.float32)
+    x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
     n = 6
     results = [None] * n
 
@@ -253,7 +253,7 @@ dynamic_batching {
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching { priority_levels: 2 default_priority_level: 2 }
-""", layers=32)
+""", layers=64)
     return grpc_util.start(serve, repo)
 
 
@@ -265,7 +265,7 @@ def wait_pending(server, model, n, timeout=30):
 
 
 def slow_infer(server, model, results, key, **kwargs):
-    x = np.ones((1, 64, 256), np.float32)
+    x = np.ones((1, 1024, 256), np.float32)
     try:
         server.grpc_client().infer(model, grpc_util.inputs([x], "FP32"), **kwargs)
         results[key] = "ok"

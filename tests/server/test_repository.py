@@ -101,11 +101,11 @@ def test_failed_loads_keep_server_live(explicit):
 
 def test_reload_keeps_inflight_requests(explicit):
     """Requests queued on a version finish after the version is replaced or unloaded."""
-    x = np.random.default_rng(0).random((1, 64, 256), dtype=np.float32)
+    x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
     results = []
     def send():
         c = explicit.client()
-        inp = httpclient.InferInput("INPUT0", [1, 64, 256], "FP32")
+        inp = httpclient.InferInput("INPUT0", [1, 1024, 256], "FP32")
         inp.set_data_from_numpy(x)
         try:
             results.append(np.array_equal(c.infer("slow", [inp]).as_numpy("OUTPUT0"), x))

@@ -32,12 +32,12 @@ dynamic_batching {
   default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 20000
                          allow_timeout_override: true }
 }
-""", layers=32)
+""", layers=128)
     models.slow(repo, "slow_priority", """
 backend: "onnxruntime"
 max_batch_size: 1
 dynamic_batching { priority_levels: 2 default_priority_level: 2 }
-""")
+""", layers=64)
     models.slow(repo, "slow_instances", """
 backend: "onnxruntime"
 max_batch_size: 1
@@ -57,8 +57,8 @@ def pair(rows=1):
 
 
 def slow_input():
-    x = np.random.default_rng(0).random((1, 64, 256), dtype=np.float32)
-    inp = httpclient.InferInput("INPUT0", [1, 64, 256], "FP32")
+    x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
+    inp = httpclient.InferInput("INPUT0", [1, 1024, 256], "FP32")
     inp.set_data_from_numpy(x)
     return x, [inp]
 
@@ -156,7 +156,7 @@ def test_timeout_override_only_shortens(server):
     with pytest.raises(InferenceServerException, match="Request timeout expired"):
         server.client().infer("slow_timeout", inputs, timeout=1)
     clients = [server.client() for _ in range(2)]
-    # A 10 s timeout cannot lengthen the default: queued behind a 32-layer run (~100 ms), it
+    # A 10 s timeout cannot lengthen the default: queued behind a 128-layer run, it
     # still expires.
     def one(i):
         if i == 1:
@@ -168,6 +168,8 @@ def test_timeout_override_only_shortens(server):
 
 
 def test_priority_levels(server):
+    # 64 layers: each run (~0.2 s or more) outlasts the client threads' start-up, so the low
+    # requests are all queued behind the blocker before the high one arrives.
     _, inputs = slow_input()
     done = []
     lock = threading.Lock()

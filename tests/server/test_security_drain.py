@@ -67,12 +67,12 @@ def test_bearer_token(serve, repo):
 
 def test_sigterm_drains_without_losing_requests(serve, repo):
     server = serve(repo, "--exit-timeout-secs=60")
-    x = np.random.default_rng(0).random((1, 64, 256), dtype=np.float32)
+    x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
     n = 8
     results = [None] * n
     def send(i):
         c = server.client()
-        inp = httpclient.InferInput("INPUT0", [1, 64, 256], "FP32")
+        inp = httpclient.InferInput("INPUT0", [1, 1024, 256], "FP32")
         inp.set_data_from_numpy(x)
         try:
             results[i] = np.array_equal(c.infer("slow", [inp]).as_numpy("OUTPUT0"), x)
@@ -112,10 +112,10 @@ def test_sigterm_drains_without_losing_requests(serve, repo):
 
 def test_exit_timeout_bounds_the_drain(serve, repo):
     server = serve(repo, "--exit-timeout-secs=0")
-    x = np.zeros((1, 64, 256), np.float32)
+    x = np.zeros((1, 1024, 256), np.float32)
     def send():
         c = server.client()
-        inp = httpclient.InferInput("INPUT0", [1, 64, 256], "FP32")
+        inp = httpclient.InferInput("INPUT0", [1, 1024, 256], "FP32")
         inp.set_data_from_numpy(x)
         try:
             c.infer("slow", [inp])

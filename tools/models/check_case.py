@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks one test case (a directory from make_cases.py) through Kiln, both ways:
 
-  direct: the ONNX model on the reference interpreter as imported (kiln_model_check --no-optimize)
+  direct: the ONNX model as imported, no passes, on the reference interpreter (the oracle:
+          kiln_model_check --no-optimize --interpreter)
   engine: `kiln compile` with the default passes (and the case's --shape ranges), then the .kiln
+          through the executor (fast kernels where they exist, the planned arena)
 
 Each compares every output of every data set with onnxruntime's by relative L2 error. Returns
 (and, run as a script, prints as JSON) the figures: node counts before/after optimization,
@@ -34,11 +36,18 @@ def parse_compile(stdout):
     m = re.search(r"^nodes: (\d+) -> (\d+)", stdout, re.M)
     if m:
         out["nodes_before"], out["nodes_after"] = int(m.group(1)), int(m.group(2))
-    m = re.search(r"^activation memory: (\d+) bytes planned in one arena \(naive sum (\d+) bytes"
-                  r"[^)]*\)(?:; (\d+) values of unbounded size)?", stdout, re.M)
+    # One line per arena (device); older builds printed one line without the device.
+    arenas = re.findall(r"^activation memory: (\d+) bytes planned in one (?:(\S+) )?arena "
+                        r"\(naive sum (\d+) bytes, [0-9.]+x(?:; (\d+) of (\d+) values in place "
+                        r"or views)?\)(?:; (\d+) values of unbounded size)?", stdout, re.M)
+    if arenas or re.search(r"^activation memory: 0 bytes", stdout, re.M):
+        out["arena_bytes"] = sum(int(a[0]) for a in arenas)
+        out["naive_bytes"] = sum(int(a[2]) for a in arenas)
+        out["shared_values"] = sum(int(a[3] or 0) for a in arenas)
+        out["unplanned_values"] = sum(int(a[5] or 0) for a in arenas)
+    m = re.search(r"^kernels:(.*)$", stdout, re.M)
     if m:
-        out["arena_bytes"], out["naive_bytes"] = int(m.group(1)), int(m.group(2))
-        out["unplanned_values"] = int(m.group(3) or 0)
+        out["kernels"] = m.group(1).strip()
     m = re.search(r"^wrote .*: (\d+) bytes \((\d+) of weights\) in ([0-9.]+) ms", stdout, re.M)
     if m:
         out["engine_bytes"], out["compile_ms"] = int(m.group(1)), float(m.group(3))
@@ -71,7 +80,8 @@ def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2,
     os.makedirs(work_dir, exist_ok=True)
     common = [case_dir, "--max-rel-l2", str(max_rel_l2), "--repeat", str(repeat)]
     start = time.monotonic()
-    direct = subprocess.Popen([check, model, *common, "--no-optimize"], stdout=subprocess.PIPE,
+    direct = subprocess.Popen([check, model, *common, "--no-optimize", "--interpreter"],
+                              stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     if not parallel:
         direct_out = direct.communicate(timeout=timeout)[0]
