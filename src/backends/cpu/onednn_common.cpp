@@ -1,8 +1,10 @@
 #include "backends/cpu/onednn_common.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
+#include "backends/cpu/vector_math.hpp"
 #include "core/log.hpp"
 #include "core/tensor.hpp"
 
@@ -69,6 +71,39 @@ bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act) {
       return true;
   }
   return false;
+}
+
+void ActivationPass::run(float* data, int64_t n, Stream& stream) {
+  using ops::Activation;
+  if (n == 0 || none()) return;
+  if (is_piecewise_linear(act_.kind)) {
+    {
+      constexpr int64_t kChunk = 1 << 15;
+      const int64_t chunks = (n + kChunk - 1) / kChunk;
+      const ops::FusedActivation act = act_;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+      for (int64_t c = 0; c < chunks; ++c) {
+        apply_activation(act, data + c * kChunk, std::min(kChunk, n - c * kChunk));
+      }
+      return;
+    }
+  }
+  if (n != prim_n_) {
+    dnnl::post_ops ops;
+    append_activation(ops, act_);
+    KILN_CHECK(ops.len() == 1, ErrorCode::Internal, "activation {} is not one oneDNN eltwise",
+               ops::FusedActivation::name(act_.kind));
+    dnnl::algorithm alg;
+    float scale, alpha, beta;
+    ops.get_params_eltwise(0, scale, alg, alpha, beta);
+    md_ = plain_desc({n});
+    prim_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, md_, alpha, beta),
+        engine()));
+    prim_n_ = n;
+  }
+  prim_.execute(dnnl_stream(stream),
+                {{DNNL_ARG_SRC, wrap(md_, data)}, {DNNL_ARG_DST, wrap(md_, data)}});
 }
 
 ops::FusedActivation node_activation(const ir::Node& node) {

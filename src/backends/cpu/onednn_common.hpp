@@ -38,6 +38,22 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
 
 // Appends `act` as eltwise post-ops (HardSigmoid takes two); false when oneDNN has no match.
 bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);
+// A fused activation applied in place after a kernel that cannot fuse it cheaply (oneDNN's
+// sgemm-based convolution runs most eltwise post-ops element by element): Kiln's vector loops
+// for the piecewise-linear ones, oneDNN's eltwise for the others. Not thread-safe (a kernel's).
+class ActivationPass {
+ public:
+  explicit ActivationPass(const ops::FusedActivation& act) : act_(act) {}
+  bool none() const { return act_.kind == ops::Activation::None; }
+  void run(float* data, int64_t n, Stream& stream);
+
+ private:
+  ops::FusedActivation act_;
+  dnnl::eltwise_forward prim_;
+  int64_t prim_n_ = -1;
+  dnnl::memory::desc md_;
+};
+
 // The fused activation of an ai.kiln node; None for plain ONNX ops. Throws for a malformed one.
 ops::FusedActivation node_activation(const ir::Node& node);
 

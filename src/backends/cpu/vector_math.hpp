@@ -19,6 +19,13 @@ struct DepthwiseArgs {
 void depthwise_plane(const DepthwiseArgs& a, const float* x, const float* w, float bias, float* y,
                      float* scratch);
 size_t depthwise_scratch_floats(const DepthwiseArgs& a);
+// Activations apply_activation computes with vector loops (the others call
+// FusedActivation::apply per element).
+inline bool is_piecewise_linear(ops::Activation a) {
+  using ops::Activation;
+  return a == Activation::None || a == Activation::Relu || a == Activation::Clip ||
+         a == Activation::LeakyRelu || a == Activation::HardSigmoid || a == Activation::HardSwish;
+}
 // y[i] = act(x[i]) for i < n (y may be x), with the numerics of FusedActivation::apply in
 // float.
 void apply_activation(const ops::FusedActivation& act, const float* x, float* y, int64_t n);
