@@ -3,6 +3,8 @@
 #include <chrono>
 #include <set>
 
+#include "ir/node_reads.hpp"
+
 namespace kiln::runtime {
 
 class Interpreter::Scope {
@@ -39,22 +41,8 @@ class Interpreter::BodyRunner : public ops::SubgraphRunner {
   const Scope& scope_;
 };
 
-// Every value a node reads, including those its subgraphs capture from enclosing graphs.
 void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
-  for (const ir::Value* v : n.inputs()) {
-    if (v) out.insert(v);
-  }
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) collect_reads(*inner, out);
-      for (const ir::Value* v : g->outputs()) out.insert(v);
-    }
-  }
+  ir::visit_reads(n, [&](const ir::Value* v) { out.insert(v); });
 }
 
 void check_value_matches(const RtValue& value, const TypeInfo& type, const std::string& what) {

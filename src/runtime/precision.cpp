@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "ir/node_reads.hpp"
 #include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
 #include "runtime/interpreter.hpp"
@@ -109,24 +110,10 @@ bool is_random(const ir::Node& n) {
 
 }  // namespace
 
-// Every value of an enclosing graph that `n` reads, its subgraphs' captures included.
 void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
-  for (const ir::Value* v : n.inputs()) {
-    if (v && v->owner() == &owner) out.push_back(v);
-  }
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) collect_reads(*inner, owner, out);
-      for (const ir::Value* v : g->outputs()) {
-        if (v->owner() == &owner) out.push_back(v);
-      }
-    }
-  }
+  ir::visit_reads(n, [&](const ir::Value* v) {
+    if (v->owner() == &owner) out.push_back(v);
+  });
 }
 
 double DriftTolerance::max_rel_l2_for(DataType type) const {
