@@ -105,6 +105,7 @@ ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_stride
 	test_equal_string test_optional_get_element_sequence test_constant test_gather_0
 fuzz-engine: fuzz-build
 	mkdir -p build-fuzz/engine-corpus
+	cp tests/fuzz/regressions/engine_reader/* build-fuzz/engine-corpus/
 	python3 tools/make_demo_model.py build-fuzz/engine-seeds
 	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln \
 	  --no-verify >/dev/null

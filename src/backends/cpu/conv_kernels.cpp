@@ -69,6 +69,7 @@ ConvGeometry conv_geometry(const ir::Node& node, const DeviceTensor& x, const De
   cg.g = ops::window::forward_geometry(attrs, spatial(x.dims), kernel, false);
   cg.out_dims = {x.dims[0], m};
   cg.out_dims.insert(cg.out_dims.end(), cg.g.out.begin(), cg.g.out.end());
+  check_output_fits(node, cg.out_dims);
   return cg;
 }
 

@@ -118,6 +118,7 @@ class OnednnMatMul final : public Kernel {
     e.out_dims.assign(c.begin(), c.end() - 2);
     if (a_in.size() != 1) e.out_dims.push_back(c[rank - 2]);
     if (b_in.size() != 1) e.out_dims.push_back(c[rank - 1]);
+    check_output_fits(node_, e.out_dims);
     if (shape_numel(c) > 0 && e.k > 0) {
       KILN_CHECK(rank <= 6, ErrorCode::Unsupported, "node {}: MatMul of rank {} over 6",
                  node_.label(), rank);
@@ -260,6 +261,7 @@ class OnednnGemm final : public Kernel {
       // (A B + bias), so only when alpha is 1.
       e.c_as_bias = alpha_ == 1.f && cd[0] == 1;
     }
+    check_output_fits(node_, {e.m, e.n});
     if (e.m > 0 && e.n > 0 && e.k > 0) {
       memory::desc a_md({e.m, e.k}, memory::data_type::f32,
                         trans_a_ ? memory::dims{1, e.m} : memory::dims{e.k, 1});

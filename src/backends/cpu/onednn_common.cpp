@@ -162,11 +162,33 @@ const Tensor* constant_input(const ir::Node& node, size_t i) {
   return nullptr;
 }
 
+void check_output_fits(const ir::Node& node, const std::vector<int64_t>& dims) {
+  size_t bytes = sizeof(float);
+  bool fits = true;
+  for (int64_t d : dims) {
+    fits = fits && d >= 0 && !__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes);
+  }
+  KILN_CHECK(fits && bytes <= Tensor::max_bytes(), ErrorCode::InvalidArgument,
+             "node {}: an output of shape {} is over the tensor size limit of {} bytes",
+             node.label(), dims_to_string(dims), Tensor::max_bytes());
+}
+
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i) {
   const ir::Value* v = node.input(i);
   if (!v || !v->type().shape) return std::nullopt;
   std::vector<int64_t> dims;
-  for (const Dim& d : v->type().shape->dims()) dims.push_back(d.is_static() ? d.value() : -1);
+  size_t bytes = dtype_is_supported(v->type().dtype) ? dtype_size(v->type().dtype) : 1;
+  bool fits = true;
+  for (const Dim& d : v->type().shape->dims()) {
+    dims.push_back(d.is_static() ? d.value() : -1);
+    if (d.is_static() && d.value() > 0) {
+      fits = fits && !__builtin_mul_overflow(bytes, static_cast<size_t>(d.value()), &bytes);
+    }
+  }
+  // A declared shape no tensor could have (past Tensor::max_bytes) is reported as unknown, so no
+  // kernel builds a primitive for it at open (oneDNN's size arithmetic overflows on such dims);
+  // real inputs at run time exist, so they fit.
+  if (!fits || bytes > Tensor::max_bytes()) std::fill(dims.begin(), dims.end(), -1);
   return dims;
 }
 

@@ -72,5 +72,9 @@ std::string check_f32_outputs(const ir::Node& node);
 const Tensor* constant_input(const ir::Node& node, size_t i);
 // Declared dims of input i (-1 for non-static), empty optional when the rank is unknown.
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i);
+// Throws InvalidArgument naming the node when a float32 tensor of `dims` would pass
+// Tensor::max_bytes (or overflow): checked before a primitive is built, because oneDNN's own size
+// arithmetic overflows on such shapes instead of failing cleanly.
+void check_output_fits(const ir::Node& node, const std::vector<int64_t>& dims);
 
 }  // namespace kiln::backends::cpu

@@ -69,6 +69,7 @@ class OnednnPool final : public Kernel {
     e.x_dims = x;
     e.out_dims = {x[0], x[1]};
     e.out_dims.insert(e.out_dims.end(), g.out.begin(), g.out.end());
+    check_output_fits(node_, e.out_dims);
     if (shape_numel(e.out_dims) > 0) {
       dnnl::memory::dims strides, kernel, dil, pad_l, pad_r;
       for (size_t d = 0; d < g.nsp; ++d) {
