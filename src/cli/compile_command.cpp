@@ -143,11 +143,17 @@ void corrupt_weight_for_tests(ir::Graph& g) {
   const char* name = std::getenv("KILN_TEST_CORRUPT_WEIGHT");
   if (!name || !*name) return;
   ir::Value* v = g.find_local_value(name);
-  KILN_CHECK(v && v->is_constant() && v->constant().dtype() == DataType::Float32,
+  KILN_CHECK(v && v->is_constant() &&
+                 (v->constant().dtype() == DataType::Float32 ||
+                  v->constant().dtype() == DataType::Float16),
              ErrorCode::NotFound,
              "KILN_TEST_CORRUPT_WEIGHT: the compiled graph has no float initializer '{}'", name);
   Tensor t = v->constant().clone();
-  for (float& x : t.values<float>()) x = x * 1.25f + 0.01f;
+  if (t.dtype() == DataType::Float16) {  // a --fp16 engine's weights
+    for (Float16& x : t.values<Float16>()) x = Float16(static_cast<float>(x) * 1.25f + 0.01f);
+  } else {
+    for (float& x : t.values<float>()) x = x * 1.25f + 0.01f;
+  }
   v->set_constant(std::move(t));
   std::cerr << fmt::format("kiln: test hook: corrupted weight '{}'\n", name);
 }

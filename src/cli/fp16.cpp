@@ -76,8 +76,11 @@ std::string describe_precision(const ir::Graph& g) {
                                                  : "mixed float16/float32";
   std::string weights;
   for (const auto& [dtype, bytes] : weight_bytes) {
-    weights += fmt::format("{}{:.2f} MiB {}", weights.empty() ? "" : ", ",
-                           static_cast<double>(bytes) / (1 << 20), dtype_name(dtype));
+    const double b = static_cast<double>(bytes);
+    std::string size = bytes >= (1 << 20) ? fmt::format("{:.2f} MiB", b / (1 << 20))
+                                          : fmt::format("{:.1f} KiB", b / 1024);
+    weights += fmt::format("{}{} {}", weights.empty() ? "" : ", ", size,
+                           dtype == DataType::Float32 ? "float32" : dtype_name(dtype));
   }
   return fmt::format("precision: {} ({} of {} float nodes compute in float16{}{})\n", kind,
                      half_nodes, float_nodes, weights.empty() ? "" : "; float weights: ", weights);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/fp16.hpp"
 #include "cli/inputs.hpp"
 #include "cli/ort_reference.hpp"
 #include "cli/precision_options.hpp"
@@ -87,6 +88,14 @@ int verify(const VerifyOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
   Session session(o.model, so);
+  // A --fp16 engine is held to the float16 limit unless --max-rel-l2 says otherwise.
+  const auto& metadata = session.model().metadata;
+  if (auto it = metadata.find(kPrecisionMetadataKey);
+      it != metadata.end() && it->second == "float16") {
+    ToleranceOptions fp16 = o.tolerance;
+    use_fp16_tolerance(fp16);
+    tol = fp16.tolerance();
+  }
   std::string source = source_model(o, session);
   warn_if_other_model(session, source);
   ir::Model original = onnx_io::import_model_file(source);
