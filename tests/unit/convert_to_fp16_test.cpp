@@ -279,7 +279,8 @@ struct OpCase {
   std::map<std::string, ir::Attribute> attrs;
   std::string domain;
   int opset = 17;
-  std::string kernel = "cpu.fp16";  // what the executor must pick for the node
+  std::string kernel = "cpu.fp16";              // what the executor must pick for the node
+  std::vector<std::vector<int64_t>> ints = {};  // int64 1-D initializers after the weights
 };
 
 void PrintTo(const OpCase& c, std::ostream* os) {
@@ -352,6 +353,89 @@ std::vector<OpCase> op_cases() {
        1},
       {"reduce_mean", "ReduceMean", {{3, 20}}, {}, A{{"axes", std::vector<int64_t>{1}}}, "", 13},
       {"batch_norm", "BatchNormalization", {{2, 3, 4, 4}}, {{3}, {3}, {3}, {3}}},
+      // The rest of the allowlist: reference kernels on float16 (or views), or cpu.fp16.
+      {"conv_transpose",
+       "ConvTranspose",
+       {{1, 3, 5, 5}},
+       {{3, 2, 3, 3}, {2}},
+       {},
+       "",
+       17,
+       "reference"},
+      {"global_maxpool", "GlobalMaxPool", {{2, 3, 4, 4}}},
+      {"instance_norm",
+       "InstanceNormalization",
+       {{2, 3, 4, 4}},
+       {{3}, {3}},
+       {},
+       "",
+       17,
+       "reference"},
+      {"leaky_relu", "LeakyRelu", {{3, 40}}, {}, A{{"alpha", 0.1f}}},
+      {"prelu", "PRelu", {{2, 3, 4}}, {{4}}, {}, "", 17, "reference"},
+      {"elu", "Elu", {{3, 40}}},
+      {"selu", "Selu", {{3, 40}}, {}, {}, "", 17, "reference"},
+      {"tanh", "Tanh", {{3, 40}}},
+      {"hard_sigmoid", "HardSigmoid", {{3, 40}}},
+      {"erf", "Erf", {{3, 40}}, {}, {}, "", 17, "reference"},
+      {"softplus", "Softplus", {{3, 40}}, {}, {}, "", 17, "reference"},
+      {"mish", "Mish", {{3, 40}}, {}, {}, "", 18},
+      {"abs", "Abs", {{3, 40}}},
+      {"neg", "Neg", {{3, 40}}},
+      {"sub", "Sub", {{2, 3, 4}}, {{2, 3, 4}}},
+      {"max", "Max", {{2, 3, 4}, {4}}, {}, {}, "", 17, "reference"},
+      {"min", "Min", {{2, 3, 4}, {4}}, {}, {}, "", 17, "reference"},
+      {"fused_gemm_sigmoid",
+       "FusedGemm",
+       {{4, 16}},
+       {{16, 6}, {6}},
+       A{{"activation", std::string("Sigmoid")}},
+       "ai.kiln",
+       1},
+      {"kiln_gelu", "Gelu", {{3, 40}}, {}, {}, "ai.kiln", 1},
+      {"kiln_layer_norm", "LayerNormalization", {{2, 3, 16}}, {{16}, {16}}, {}, "ai.kiln", 1},
+      {"reduce_max",
+       "ReduceMax",
+       {{3, 20}},
+       {},
+       A{{"axes", std::vector<int64_t>{1}}},
+       "",
+       13,
+       "reference"},
+      {"reduce_min",
+       "ReduceMin",
+       {{3, 20}},
+       {},
+       A{{"axes", std::vector<int64_t>{0}}},
+       "",
+       13,
+       "reference"},
+      {"flatten", "Flatten", {{2, 3, 4}}, {}, {}, "", 17, "view"},
+      {"identity", "Identity", {{2, 3}}, {}, {}, "", 17, "view"},
+      {"depth_to_space",
+       "DepthToSpace",
+       {{1, 8, 2, 3}},
+       {},
+       A{{"blocksize", int64_t{2}}},
+       "",
+       17,
+       "reference"},
+      {"space_to_depth",
+       "SpaceToDepth",
+       {{1, 2, 4, 6}},
+       {},
+       A{{"blocksize", int64_t{2}}},
+       "",
+       17,
+       "reference"},
+      {"reshape", "Reshape", {{2, 3, 4}}, {}, {}, "", 17, "view", {{4, 6}}},
+      {"squeeze", "Squeeze", {{2, 1, 4}}, {}, {}, "", 17, "view", {{1}}},
+      {"unsqueeze", "Unsqueeze", {{2, 4}}, {}, {}, "", 17, "view", {{0}}},
+      {"slice", "Slice", {{4, 6}}, {}, {}, "", 17, "reference", {{1}, {5}, {1}}},
+      {"gather", "Gather", {{5, 3}}, {}, {}, "", 17, "reference", {{4, 0, 2}}},
+      {"pad", "Pad", {{2, 3}}, {}, {}, "", 17, "reference", {{1, 0, 0, 2}}},
+      {"tile", "Tile", {{2, 3}}, {}, {}, "", 17, "reference", {{2, 1}}},
+      {"expand", "Expand", {{3, 1}}, {}, {}, "", 17, "reference", {{2, 3, 4}}},
       {"transpose",
        "Transpose",
        {{2, 3, 4}},
@@ -389,6 +473,11 @@ TEST_P(Fp16Ops, FastKernelReferenceAndFloat32Agree) {
         for (float& v : t.values<float>()) v = std::abs(v) + 0.5f;  // variance
       }
       ins.push_back(g->add_initializer(fmt::format("w{}", k), std::move(t)));
+    }
+    for (size_t k = 0; k < c.ints.size(); ++k) {
+      const int64_t len = static_cast<int64_t>(c.ints[k].size());
+      ins.push_back(g->add_initializer(fmt::format("i{}", k),
+                                       Tensor::from_vector<int64_t>({len}, c.ints[k])));
     }
     ir::Value* y = g->add_value("y");
     ir::Node* n = g->add_node(c.op, c.domain, c.name, ins, {y});
