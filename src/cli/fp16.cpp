@@ -31,7 +31,13 @@ void convert_model_to_fp16(ir::Model& model, const Fp16Options& o, std::ostream&
   convert.summary = &summary;
   passes::PassManagerOptions pm_options = passes::PassManagerOptions::from_env();
   pm_options.max_iterations = 1;  // the conversion runs once; the cleanup needs one round
-  pm_options.disabled.clear();    // KILN_DISABLE_PASSES names the default pipeline's passes
+  // KILN_DISABLE_PASSES names passes of the default pipeline: keep those this one runs too.
+  std::set<std::string> disabled;
+  for (const char* name :
+       {"fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"}) {
+    if (pm_options.disabled.count(name)) disabled.insert(name);
+  }
+  pm_options.disabled = disabled;
   passes::PassManager pm(pm_options);
   pm.add(convert)
       .add(passes::FoldConstants{})
