@@ -6,7 +6,9 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized in _mm512_cvtph_ps.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define KILN_HAVE_X86_HALF 1
 #endif
