@@ -109,14 +109,25 @@ int verify(const VerifyOptions& o) {
   std::cout << fmt::format("tolerance: {}\n", tol.describe());
   progress.step("running the candidate");
   runtime::Feeds actual = session.run(feeds);
+  // A float16-IO engine's outputs are compared in the original's types; its float16 feeds are
+  // widened for the original (feeds_for).
+  auto in_reference_types = [&actual](const runtime::Feeds& expected) {
+    runtime::Feeds converted = actual;
+    for (auto& [name, value] : converted) {
+      auto it = expected.find(name);
+      if (it != expected.end()) value = runtime::as_reference_float_type(value, it->second);
+    }
+    return converted;
+  };
 
   bool pass = true;
   std::vector<std::string> compared, failed;
   if (use_interpreter) {
     progress.step("running the reference interpreter");
     runtime::Interpreter ref(original.graph);
-    runtime::Feeds expected = ref.run(graph_feeds(*original.graph, feeds));
-    auto checks = runtime::compare_outputs(actual, expected, tol);
+    runtime::Feeds expected =
+        ref.run(graph_feeds(*original.graph, runtime::feeds_for(*original.graph, feeds)));
+    auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
     runtime::skip_nondeterministic(*original.graph, checks);
     progress.finish();
     std::cout << "against the reference interpreter on the original graph:\n"
@@ -136,7 +147,8 @@ int verify(const VerifyOptions& o) {
   }
   if (use_ort) {
     OrtStatus ort = probe_onnxruntime();
-    runtime::Feeds ort_feeds = graph_feeds(*original.graph, feeds);
+    runtime::Feeds ort_feeds =
+        graph_feeds(*original.graph, runtime::feeds_for(*original.graph, feeds));
     runtime::Feeds expected;
     bool ran = false;
     if (!ort.available) {
@@ -158,7 +170,7 @@ int verify(const VerifyOptions& o) {
       }
     }
     if (ran) {
-      auto checks = runtime::compare_outputs(actual, expected, tol);
+      auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
       runtime::skip_nondeterministic(*original.graph, checks);
       progress.finish();
       std::cout << fmt::format("against onnxruntime {} on the original model:\n", ort.version)

@@ -111,6 +111,8 @@ RtValue as_float_type(const RtValue& value, DataType to) {
   return RtValue(std::move(out));
 }
 
+}  // namespace
+
 // A candidate value computed in another float type than the reference's (a float16 engine's
 // activations) converted to the reference's type, so the drift search can compare it.
 RtValue as_reference_float_type(const RtValue& candidate, const RtValue& reference) {
@@ -146,8 +148,6 @@ bool is_random(const ir::Node& n) {
   }
   return false;
 }
-
-}  // namespace
 
 // Every value of an enclosing graph that `n` reads, its subgraphs' captures included.
 void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {

@@ -180,6 +180,17 @@ def test_verify_holds_an_fp16_engine_to_the_fp16_limit(kiln, demo, tmp_path):
     assert f"relative L2 <= {FP16_MAX_REL_L2:.1e}" in r.stdout
 
 
+def test_verify_takes_an_fp16_io_engine(kiln, demo, tmp_path):
+    """Float16 inputs and outputs: verify widens the feeds for the float32 original and
+    compares in its types, against both references."""
+    engine = tmp_path / "io.kiln"
+    assert kiln("compile", demo, "-o", engine, "--fp16", "--fp16-io").returncode == 0
+    r = kiln("verify", engine)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "image: float16[" in r.stdout
+    assert len(re.findall(r"probs .* PASS", r.stdout)) == 2, r.stdout
+
+
 def test_out_of_range_weight_is_clamped_with_a_warning(kiln, tmp_path):
     nodes = [helper.make_node("Mul", ["x", "big"], ["y"])]
     big = numpy_helper.from_array(np.array([1e6, 2.0], np.float32), "big")
