@@ -113,25 +113,6 @@ RtValue as_float_type(const RtValue& value, DataType to) {
 
 }  // namespace
 
-// A candidate value computed in another float type than the reference's (a float16 engine's
-// activations) converted to the reference's type, so the drift search can compare it.
-RtValue as_reference_float_type(const RtValue& candidate, const RtValue& reference) {
-  if (!reference.is_tensor() || !dtype_is_float(reference.tensor().dtype())) return candidate;
-  return as_float_type(candidate, reference.tensor().dtype());
-}
-
-// The feeds with each float tensor converted to the float type `graph` declares for that input
-// (a --fp16-io engine takes float16 where the original model takes float32).
-Feeds feeds_for(const ir::Graph& graph, const Feeds& feeds) {
-  Feeds out = feeds;
-  for (const ir::Value* in : graph.inputs()) {
-    auto it = out.find(in->name());
-    if (it == out.end() || !in->type().is_tensor() || !dtype_is_float(in->type().dtype)) continue;
-    it->second = as_float_type(it->second, in->type().dtype);
-  }
-  return out;
-}
-
 bool is_random(const ir::Node& n) {
   if (passes::is_nondeterministic(n)) return true;
   for (const auto& [name, a] : n.attributes()) {
@@ -410,6 +391,25 @@ std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> refer
   Feeds candidate_values = run_keeping_values(candidate, feeds_for(*candidate, feeds));
   Feeds reference_values = run_keeping_values(reference, feeds_for(*reference, feeds));
   return first_drift_in(*reference, reference_values, candidate_values, tol, candidate.get());
+}
+
+// A candidate value computed in another float type than the reference's (a float16 engine's
+// activations) converted to the reference's type, so the drift search can compare it.
+RtValue as_reference_float_type(const RtValue& candidate, const RtValue& reference) {
+  if (!reference.is_tensor() || !dtype_is_float(reference.tensor().dtype())) return candidate;
+  return as_float_type(candidate, reference.tensor().dtype());
+}
+
+// The feeds with each float tensor converted to the float type `graph` declares for that input
+// (a --fp16-io engine takes float16 where the original model takes float32).
+Feeds feeds_for(const ir::Graph& graph, const Feeds& feeds) {
+  Feeds out = feeds;
+  for (const ir::Value* in : graph.inputs()) {
+    auto it = out.find(in->name());
+    if (it == out.end() || !in->type().is_tensor() || !dtype_is_float(in->type().dtype)) continue;
+    it->second = as_float_type(it->second, in->type().dtype);
+  }
+  return out;
 }
 
 bool PrecisionReport::pass() const {
