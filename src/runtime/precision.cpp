@@ -111,8 +111,6 @@ RtValue as_float_type(const RtValue& value, DataType to) {
   return RtValue(std::move(out));
 }
 
-}  // namespace
-
 bool is_random(const ir::Node& n) {
   if (passes::is_nondeterministic(n)) return true;
   for (const auto& [name, a] : n.attributes()) {
@@ -129,6 +127,8 @@ bool is_random(const ir::Node& n) {
   }
   return false;
 }
+
+}  // namespace
 
 // Every value of an enclosing graph that `n` reads, its subgraphs' captures included.
 void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const ir::Value*>& out) {
