@@ -4,13 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
-#include <map>
 
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/fp16.hpp"
 #include "cli/load_model.hpp"
 #include "cli/precision_gate.hpp"
 #include "cli/progress.hpp"
@@ -33,6 +34,7 @@ struct CompileOptions {
   // NAME:1x3x224x224 fixes an input's dims; NAME:1..64x3x224x224 bounds them (a range per dim).
   std::vector<std::string> shapes;
   GateOptions gate;
+  Fp16Options fp16;
 };
 
 // "name:1x3x224x224" or "name:1..64x3x224x224" -> (name, shape); a range gives a bounded symbol.
@@ -101,7 +103,6 @@ std::string describe_execution_plan(const runtime::Executor& ex) {
   return out + "\n";
 }
 
-
 ir::Model import(const std::string& bytes, const CompileOptions& o) {
   onnx_io::ImportOptions import;
   import.base_dir = fs::absolute(o.model).parent_path().string();
@@ -142,11 +143,17 @@ void corrupt_weight_for_tests(ir::Graph& g) {
   const char* name = std::getenv("KILN_TEST_CORRUPT_WEIGHT");
   if (!name || !*name) return;
   ir::Value* v = g.find_local_value(name);
-  KILN_CHECK(v && v->is_constant() && v->constant().dtype() == DataType::Float32,
+  KILN_CHECK(v && v->is_constant() &&
+                 (v->constant().dtype() == DataType::Float32 ||
+                  v->constant().dtype() == DataType::Float16),
              ErrorCode::NotFound,
              "KILN_TEST_CORRUPT_WEIGHT: the compiled graph has no float initializer '{}'", name);
   Tensor t = v->constant().clone();
-  for (float& x : t.values<float>()) x = x * 1.25f + 0.01f;
+  if (t.dtype() == DataType::Float16) {  // a --fp16 engine's weights
+    for (Float16& x : t.values<Float16>()) x = Float16(static_cast<float>(x) * 1.25f + 0.01f);
+  } else {
+    for (float& x : t.values<float>()) x = x * 1.25f + 0.01f;
+  }
   v->set_constant(std::move(t));
   std::cerr << fmt::format("kiln: test hook: corrupted weight '{}'\n", name);
 }
@@ -203,6 +210,7 @@ int compile(const CompileOptions& o) {
     passes::add_default_passes(pm);
     pm.run(*model.graph);
   }
+  if (o.fp16.enabled) convert_model_to_fp16(model, o.fp16, std::cout);
   corrupt_weight_for_tests(*model.graph);
   size_t after = count_nodes(*model.graph);
   std::cout << fmt::format("nodes: {} -> {}{}\n", before, after,
@@ -229,8 +237,10 @@ int compile(const CompileOptions& o) {
     std::cout << "precision gate: skipped (--no-verify): the engine's outputs were not checked\n";
   } else {
     GateResult gate;
+    GateOptions gate_options = o.gate;
+    if (o.fp16.enabled) use_fp16_tolerance(gate_options.tolerance);
     try {
-      gate = run_precision_gate(staged, info.target, model, original, o.gate, std::cout);
+      gate = run_precision_gate(staged, info.target, model, original, gate_options, std::cout);
     } catch (...) {
       fs::remove(staged);
       throw;
@@ -254,6 +264,7 @@ int compile(const CompileOptions& o) {
   std::cout << fmt::format("wrote {}: {} bytes ({} of weights) in {:.1f} ms\n", output, loaded.size,
                            loaded.weights_size, ms);
   std::cout << describe_engine(loaded.info);
+  std::cout << describe_precision(*loaded.model.graph);
   return kExitOk;
 }
 
@@ -275,6 +286,7 @@ Command add_compile_command(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "Target to stamp, DEVICE[:FEATURE,...] (default: portable CPU)");
   add_gate_options(cmd, o->gate);
+  add_fp16_options(cmd, o->fp16);
   return {cmd, [o] { return compile(*o); }};
 }
 

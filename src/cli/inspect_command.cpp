@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "cli/flops.hpp"
+#include "cli/fp16.hpp"
 #include "cli/graph_dot.hpp"
 #include "cli/inputs.hpp"
 #include "cli/load_model.hpp"
@@ -48,6 +49,7 @@ int inspect(const InspectOptions& o) {
   }
   std::cout << fmt::format("parameters: {} ({:.2f} MiB)\n", params,
                            static_cast<double>(bytes) / (1 << 20));
+  std::cout << describe_precision(g);
   auto hist = ir::op_histogram(g);
   size_t total = 0;
   for (const auto& [op, n] : hist) total += n;

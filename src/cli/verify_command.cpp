@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/fp16.hpp"
 #include "cli/inputs.hpp"
 #include "cli/ort_reference.hpp"
 #include "cli/precision_options.hpp"
@@ -87,6 +88,14 @@ int verify(const VerifyOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
   Session session(o.model, so);
+  // A --fp16 engine is held to the float16 limit unless --max-rel-l2 says otherwise.
+  const auto& metadata = session.model().metadata;
+  if (auto it = metadata.find(kPrecisionMetadataKey);
+      it != metadata.end() && it->second == "float16") {
+    ToleranceOptions fp16 = o.tolerance;
+    use_fp16_tolerance(fp16);
+    tol = fp16.tolerance();
+  }
   std::string source = source_model(o, session);
   warn_if_other_model(session, source);
   ir::Model original = onnx_io::import_model_file(source);
@@ -100,14 +109,25 @@ int verify(const VerifyOptions& o) {
   std::cout << fmt::format("tolerance: {}\n", tol.describe());
   progress.step("running the candidate");
   runtime::Feeds actual = session.run(feeds);
+  // A float16-IO engine's outputs are compared in the original's types; its float16 feeds are
+  // widened for the original (feeds_for).
+  auto in_reference_types = [&actual](const runtime::Feeds& expected) {
+    runtime::Feeds converted = actual;
+    for (auto& [name, value] : converted) {
+      auto it = expected.find(name);
+      if (it != expected.end()) value = runtime::as_reference_float_type(value, it->second);
+    }
+    return converted;
+  };
 
   bool pass = true;
   std::vector<std::string> compared, failed;
   if (use_interpreter) {
     progress.step("running the reference interpreter");
     runtime::Interpreter ref(original.graph);
-    runtime::Feeds expected = ref.run(graph_feeds(*original.graph, feeds));
-    auto checks = runtime::compare_outputs(actual, expected, tol);
+    runtime::Feeds expected =
+        ref.run(graph_feeds(*original.graph, runtime::feeds_for(*original.graph, feeds)));
+    auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
     runtime::skip_nondeterministic(*original.graph, checks);
     progress.finish();
     std::cout << "against the reference interpreter on the original graph:\n"
@@ -127,7 +147,8 @@ int verify(const VerifyOptions& o) {
   }
   if (use_ort) {
     OrtStatus ort = probe_onnxruntime();
-    runtime::Feeds ort_feeds = graph_feeds(*original.graph, feeds);
+    runtime::Feeds ort_feeds =
+        graph_feeds(*original.graph, runtime::feeds_for(*original.graph, feeds));
     runtime::Feeds expected;
     bool ran = false;
     if (!ort.available) {
@@ -149,7 +170,7 @@ int verify(const VerifyOptions& o) {
       }
     }
     if (ran) {
-      auto checks = runtime::compare_outputs(actual, expected, tol);
+      auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
       runtime::skip_nondeterministic(*original.graph, checks);
       progress.finish();
       std::cout << fmt::format("against onnxruntime {} on the original model:\n", ort.version)

@@ -1,8 +1,10 @@
 #pragma once
 // The graph passes. Each is a small value type; its file holds the one job it does.
 #include <cstddef>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/graph.hpp"
 
@@ -108,6 +110,34 @@ struct CollapseReshapes {
   std::string_view name() const { return "collapse_reshapes"; }
   bool apply(ir::Graph& graph) const;
 };
+
+// What ConvertToFloat16 did, for the compile summary and tests.
+struct Fp16Summary {
+  size_t float_nodes = 0;             // nodes with a float32 output before the pass
+  size_t converted_nodes = 0;         // of them, now computing in float16
+  size_t casts = 0;                   // Cast nodes inserted at precision boundaries
+  size_t weight_bytes_converted = 0;  // float32 bytes of initializers stored as float16 now
+  std::vector<std::string> clamped;   // initializers with values beyond +-65504 (clamped)
+};
+
+// Converts float32 compute to float16 (not in the default pipeline: `kiln compile --fp16` runs
+// it after the fusions). Nodes of an allowlist of ops whose ONNX type constraints take float16
+// in those slots (convolutions, matrix products, pooling, normalizations, activations,
+// element-wise arithmetic, data movement; fp16_convertible) read and write float16; float32
+// initializers they read are stored as float16 (values beyond +-65504 clamped, with a warning
+// naming the tensor); a Cast is inserted wherever a float32 value meets a float16 reader or the
+// other way round. Graph inputs and outputs keep float32 unless keep_io_types is false. Nodes
+// holding subgraphs, values captured by subgraphs, and subgraph bodies stay float32.
+struct ConvertToFloat16 {
+  bool keep_io_types = true;
+  std::set<std::string> keep_ops;  // op types to leave float32 even though allowlisted
+  Fp16Summary* summary = nullptr;  // filled in when set
+  std::string_view name() const { return "convert_to_fp16"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// True for ops in ConvertToFloat16's allowlist.
+bool fp16_convertible(const ir::Node& node);
 
 // Re-runs shape inference over the graph's nodes in order, so dims fixed or bounded on the inputs
 // reach every value (kiln compile --shape / --shape-range).

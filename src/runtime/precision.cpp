@@ -91,6 +91,27 @@ void finish(Accumulator& acc) {
 
 enum class Status { NotCompared, Matches, Drifts };
 
+// A float tensor converted to another float type (float32, float64 or float16); anything else
+// as it is.
+RtValue as_float_type(const RtValue& value, DataType to) {
+  if (!value.is_tensor()) return value;
+  const Tensor& c = value.tensor();
+  if (c.dtype() == to || !dtype_is_float(c.dtype()) ||
+      (to != DataType::Float32 && to != DataType::Float64 && to != DataType::Float16))
+    return value;
+  Tensor out(to, c.dims());
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const double v = c.double_at(i);
+    if (to == DataType::Float32)
+      out.data<float>()[i] = static_cast<float>(v);
+    else if (to == DataType::Float64)
+      out.data<double>()[i] = v;
+    else
+      out.data<Float16>()[i] = Float16(static_cast<float>(v));
+  }
+  return RtValue(std::move(out));
+}
+
 bool is_random(const ir::Node& n) {
   if (passes::is_nondeterministic(n)) return true;
   for (const auto& [name, a] : n.attributes()) {
@@ -277,7 +298,7 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
       auto r = reference_values.find(v->name());
       auto c = candidate_values.find(v->name());
       if (r == reference_values.end() || c == candidate_values.end()) continue;
-      ErrorStats s = error_stats(c->second, r->second, tol);
+      ErrorStats s = error_stats(as_reference_float_type(c->second, r->second), r->second, tol);
       // Another shape or type under the same name is a rewritten value (a layout change), not
       // evidence either way; the graph outputs are checked on their own.
       if (!s.mismatch.empty() && !reference.is_output(v)) continue;
@@ -354,9 +375,28 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
 std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> reference,
                                           std::shared_ptr<const ir::Graph> candidate,
                                           const Feeds& feeds, const DriftTolerance& tol) {
-  Feeds candidate_values = run_keeping_values(candidate, feeds);
-  Feeds reference_values = run_keeping_values(reference, feeds);
+  Feeds candidate_values = run_keeping_values(candidate, feeds_for(*candidate, feeds));
+  Feeds reference_values = run_keeping_values(reference, feeds_for(*reference, feeds));
   return first_drift_in(*reference, reference_values, candidate_values, tol, candidate.get());
+}
+
+// A candidate value computed in another float type than the reference's (a float16 engine's
+// activations) converted to the reference's type, so the drift search can compare it.
+RtValue as_reference_float_type(const RtValue& candidate, const RtValue& reference) {
+  if (!reference.is_tensor() || !dtype_is_float(reference.tensor().dtype())) return candidate;
+  return as_float_type(candidate, reference.tensor().dtype());
+}
+
+// The feeds with each float tensor converted to the float type `graph` declares for that input
+// (a --fp16-io engine takes float16 where the original model takes float32).
+Feeds feeds_for(const ir::Graph& graph, const Feeds& feeds) {
+  Feeds out = feeds;
+  for (const ir::Value* in : graph.inputs()) {
+    auto it = out.find(in->name());
+    if (it == out.end() || !in->type().is_tensor() || !dtype_is_float(in->type().dtype)) continue;
+    it->second = as_float_type(it->second, in->type().dtype);
+  }
+  return out;
 }
 
 bool PrecisionReport::pass() const {
@@ -370,13 +410,19 @@ PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Gr
                                 const Feeds& feeds, const DriftTolerance& tol) {
   PrecisionReport report;
   Interpreter ref(reference);
-  Feeds expected = ref.run(feeds);
+  Feeds expected = ref.run(feeds_for(*reference, feeds));
   Feeds cand_feeds;
+  const Feeds typed = feeds_for(*candidate.model().graph, feeds);
   for (const IoInfo& in : candidate.inputs()) {
-    auto it = feeds.find(in.name);
-    if (it != feeds.end()) cand_feeds[in.name] = it->second;
+    auto it = typed.find(in.name);
+    if (it != typed.end()) cand_feeds[in.name] = it->second;
   }
   Feeds actual = candidate.run(cand_feeds);
+  // An engine with float16 inputs and outputs (--fp16-io) is compared in the reference's type.
+  for (auto& [name, value] : actual) {
+    auto it = expected.find(name);
+    if (it != expected.end()) value = as_reference_float_type(value, it->second);
+  }
   report.outputs = compare_outputs(actual, expected, tol);
   skip_nondeterministic(*reference, report.outputs);
   if (report.pass()) return report;

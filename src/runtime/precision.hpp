@@ -57,6 +57,13 @@ void collect_reads(const ir::Node& n, const ir::Graph& owner, std::vector<const 
 ErrorStats error_stats(const RtValue& actual, const RtValue& expected, const DriftTolerance& tol);
 bool within_tolerance(const ErrorStats& stats, const DriftTolerance& tol);
 
+// `value` converted to `reference`'s float type when both are float tensors of different types
+// (a float16 engine's value against a float32 reference), else `value` as it is.
+RtValue as_reference_float_type(const RtValue& value, const RtValue& reference);
+// The feeds with each float tensor converted to the float type `graph` declares for that input
+// (an engine with float16 inputs takes what the float32 original takes, and the other way).
+Feeds feeds_for(const ir::Graph& graph, const Feeds& feeds);
+
 struct OutputCheck {
   std::string name;
   ErrorStats stats;
