@@ -46,7 +46,7 @@ GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int por
   if (o.ssl.mutual) o.ssl.use_ssl = true;
   o.infer_compression = f.compression;
   o.bearer_token = f.bearer_token.value_or(http_bearer_token);
-  for (const std::string& spec : restricted) o.restricted.add(spec);
+  for (const std::string& spec : restricted) o.restricted.add(spec, "--grpc-restricted-protocol");
   auto arg = [&](const char* name, const auto& value) {
     if (value) o.channel_args.emplace_back(name, static_cast<int>(*value));
   };

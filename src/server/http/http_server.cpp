@@ -308,34 +308,4 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   impl_->threads.clear();
 }
 
-void RestrictedApi::add(std::string_view spec) {
-  static const char* kCategories[] = {"health",        "metadata",     "inference",
-                                      "shared-memory", "model-config", "model-repository",
-                                      "statistics",    "trace",        "logging"};
-  const size_t colon = spec.rfind(':');
-  KILN_CHECK_ARG(colon != std::string_view::npos,
-                 "--http-restricted-api '{}' must be <categories>:<key>=<value>", spec);
-  std::string_view cats = spec.substr(0, colon);
-  std::string_view kv = spec.substr(colon + 1);
-  const size_t eq = kv.find('=');
-  KILN_CHECK_ARG(eq != std::string_view::npos && eq > 0,
-                 "--http-restricted-api '{}' must be <categories>:<key>=<value>", spec);
-  std::string key(kv.substr(0, eq));
-  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string value(kv.substr(eq + 1));
-  size_t start = 0;
-  while (start <= cats.size()) {
-    size_t comma = cats.find(',', start);
-    if (comma == std::string_view::npos) comma = cats.size();
-    const std::string cat(cats.substr(start, comma - start));
-    bool known = false;
-    for (const char* k : kCategories) known |= cat == k;
-    KILN_CHECK_ARG(known, "--http-restricted-api: unknown API category '{}'", cat);
-    KILN_CHECK_ARG(!by_category.count(cat), "--http-restricted-api: category '{}' given twice",
-                   cat);
-    by_category[cat] = {key, value};
-    start = comma + 1;
-  }
-}
-
 }  // namespace kiln::server::http
