@@ -9,6 +9,7 @@ import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 import grpc_util
 import models
@@ -95,3 +96,40 @@ def test_idle_connections_are_closed(serve, repo):
         assert time.time() < deadline, state
         time.sleep(0.05)
     assert c.is_server_live()
+
+
+def test_connections_are_capped(serve, repo):
+    server = grpc_util.start(serve, repo, "--grpc-max-connections=2")
+    clients = [own_connection(server) for _ in range(2)]
+    for c in clients:
+        assert c.is_server_live()
+    # A third connection is closed as it comes: its call fails cleanly, the server stays up.
+    third = own_connection(server)
+    with pytest.raises(InferenceServerException) as e:
+        third.is_server_live()
+    assert "UNAVAILABLE" in e.value.status(), e.value
+    third.close()
+    for c in clients:
+        assert c.is_server_live() and c.is_model_ready("slow")
+    assert server.client().is_server_live()  # HTTP too
+    # Once a connection closes, its place is free again (gRPC closes its side asynchronously).
+    clients.pop().close()
+    deadline = time.time() + 30
+    while True:
+        late = own_connection(server)
+        try:
+            assert late.is_server_live()
+            break
+        except InferenceServerException:
+            late.close()
+            assert time.time() < deadline, "the closed connection's place never came free"
+            time.sleep(0.1)
+    assert clients[0].is_server_live()
+
+
+def test_connection_cap_refuses_tls(serve, repo):
+    s = serve(repo, f"--grpc-port={grpc_util.free_port()}", "--grpc-max-connections=2",
+              "--grpc-use-ssl=true", "--grpc-server-cert=/nonexistent",
+              "--grpc-server-key=/nonexistent", wait=False)
+    code = s.proc.wait(60)
+    assert code != 0 and "cannot be combined with --grpc-use-ssl" in s.output(), (code, s.output())

@@ -35,6 +35,9 @@ void add_grpc_flags(CLI::App& app, GrpcFlags& f) {
   app.add_option("--grpc-max-concurrent-streams", f.max_concurrent_streams,
                  "most calls open at once on one gRPC connection (HTTP/2 streams)")
       ->check(CLI::Range(1, INT32_MAX));
+  app.add_option("--grpc-max-connections", f.max_connections,
+                 "most gRPC connections open at once; further ones are closed (0: no cap; "
+                 "plaintext only)");
   app.add_option("--grpc-max-connection-age", f.max_connection_age_ms,
                  "close a connection (GOAWAY) after this many ms, so clients rebalance")
       ->check(CLI::Range(1, INT32_MAX));
@@ -54,6 +57,7 @@ GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int por
   o.port = static_cast<uint16_t>(port);
   o.threads = f.threads;
   o.max_receive_bytes = f.max_receive_bytes;
+  o.max_connections = f.max_connections;
   o.ssl = f.ssl;
   if (o.ssl.mutual) o.ssl.use_ssl = true;
   o.infer_compression = f.compression;

@@ -47,6 +47,9 @@ struct GrpcOptions {
   GrpcSslOptions ssl;
   // --grpc-infer-response-compression-level: none, low, medium or high.
   std::string infer_compression = "none";
+  // Most connections open at once (0: no cap): further ones are closed as they come. Plaintext
+  // only (see grpc_acceptor.hpp).
+  size_t max_connections = 0;
   // Extra channel arguments (keepalive and HTTP/2 ping settings), name -> value.
   std::vector<std::pair<std::string, int>> channel_args;
 };
