@@ -122,10 +122,12 @@ def test_exit_timeout_bounds_the_drain(serve, repo):
     threads = [threading.Thread(target=send) for _ in range(6)]
     for t in threads:
         t.start()
-    time.sleep(0.1)
+    # Several accepted (one running, the rest queued behind it) before the signal, whatever the
+    # machine's load: none of them can finish within a zero exit timeout.
+    server.wait_pending("slow", 4)
     t0 = time.time()
     server.proc.send_signal(signal.SIGTERM)
-    assert server.proc.wait(60) == 1
+    assert server.proc.wait(60) == 1, server.output()
     assert time.time() - t0 < 10
     assert "exit timeout" in server.output()
     for t in threads:
