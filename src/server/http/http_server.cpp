@@ -30,7 +30,10 @@ struct HttpServer::Impl {
   InferenceServer& core;
   HttpOptions options;
   net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
+  // The acceptor's completions and its close run on one strand: with several I/O threads a
+  // completion racing the close could otherwise re-arm an accept on a socket being torn down.
+  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
   std::vector<std::thread> threads;
   std::atomic<size_t> connections{0};
   std::atomic<size_t> open_requests{0};  // read and not yet answered on the wire
@@ -221,7 +224,7 @@ class TlsConnection : public Connection<TlsConnection>,
 
 void HttpServer::Impl::do_accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (!acceptor.is_open()) return;
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
       if (connections.load() >= options.max_connections) {
         beast::error_code ignored;
@@ -288,7 +291,7 @@ void HttpServer::start() {
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   if (!impl_ || impl_->threads.empty()) return;
-  net::post(impl_->ioc, [impl = impl_.get()] {
+  net::post(impl_->accept_strand, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
   });
