@@ -46,8 +46,8 @@ TEST(ServerMetrics, ConfigErrors) {
                ErrorCode::InvalidArgument, "'0.9' is not <quantile>:<error>");
   expect_error([&] { apply_metrics_config(o, "summary_quantiles=0:0.05"); },
                ErrorCode::InvalidArgument, "quantile '0' is not a number in (0, 1)");
-  expect_error([&] { apply_metrics_config(o, "summary_quantiles="); },
-               ErrorCode::InvalidArgument, "no quantile given");
+  expect_error([&] { apply_metrics_config(o, "summary_quantiles="); }, ErrorCode::InvalidArgument,
+               "no quantile given");
   expect_error([&] { apply_metrics_config(o, "cache,hit=1"); }, ErrorCode::InvalidArgument,
                "only global settings");
   expect_error([&] { apply_metrics_config(o, "bogus=1"); }, ErrorCode::InvalidArgument,
