@@ -13,9 +13,10 @@ APT_PACKAGES=(
   python3-torch python3-torchvision
   libboost-dev libssl-dev
   libgrpc++-dev protobuf-compiler-grpc openssl
+  prometheus-cpp-dev
 )
 # The ONNX schema and node tests come from the pinned onnx wheel (see docs/DEPENDENCIES.md).
-PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime "tritonclient[all]")
+PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime "tritonclient[all]" prometheus_client)
 # The Python package (python/): nanobind builds its module; scikit-build-core is the backend
 # `pip install ./python` uses.
 PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core)
@@ -50,6 +51,7 @@ for name, ver in want.items():
         sys.exit(1)
 import numpy, pytest, onnxruntime, scikit_build_core  # noqa: F401
 import tritonclient.http, tritonclient.grpc  # noqa: F401
+import prometheus_client  # noqa: F401
 PYEOF
 if ((need_pip)); then
   echo "setup: installing ${PIP_PACKAGES[*]}"

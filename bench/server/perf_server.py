@@ -2,20 +2,24 @@
 """Triton's perf_analyzer, unchanged, against `kiln serve` over HTTP and gRPC.
 
 Builds a small model repository (tests/server/models.py add_sub: OUTPUT0 = INPUT0 + INPUT1,
-OUTPUT1 = INPUT0 - INPUT1, FP32 [N, 16]), starts kiln-serve on free ports, and runs perf_analyzer
-at each concurrency for each protocol. Prints a markdown table: throughput, client p50 / p99
-latency, the server-side breakdown perf_analyzer reads from the statistics endpoint (queue and
-compute averages), and two server overheads:
-  * server overhead = server request latency - queue - compute (perf_analyzer's own "overhead",
-    averaged from the statistics the server reports);
-  * p50 - compute = client p50 latency minus the server's compute time: everything that is not
-    running the model (client, loopback network, protocol, queueing, server overhead).
+OUTPUT1 = INPUT0 - INPUT1, FP32 [N, 16]) and, for each protocol, concurrency and repeat, starts a
+fresh kiln-serve on free ports (`--metrics-config summary_latencies=true`), runs perf_analyzer,
+then scrapes the server's latency summaries. A fresh server per run keeps the summaries' 60 s
+sliding window to that run alone. Prints a markdown table of the medians over the repeats:
+  * throughput, client p50 / p99 latency (perf_analyzer);
+  * server-side p50 / p99 of the overhead, kiln_inference_overhead_summary_us: per request, its
+    request duration minus its compute infer duration (queue, hand-off, batching, input concat,
+    output split, decode), as quantiles over the run;
+  * server-side p50 of the request duration and of compute infer (nv_inference_*_summary_us);
+  * avg server overhead = server request latency - queue - compute, perf_analyzer's own
+    "overhead", averaged from the statistics endpoint.
 
     python3 bench/server/perf_server.py --kiln-serve build/src/kiln-serve
 """
 import argparse
 import csv
 import os
+import statistics
 import re
 import shlex
 import socket
@@ -83,6 +87,24 @@ SERVER_LINE = re.compile(
     r"compute input (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)")
 
 
+QUANTILES = "0.5:0.05,0.9:0.01,0.99:0.001"
+
+
+def scrape_summaries(port):
+    """{(family, quantile): value} of the add_sub model's latency summaries."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.type != "summary":
+            continue
+        for smp in fam.samples:
+            if smp.labels.get("model") == "add_sub" and "quantile" in smp.labels:
+                out[(fam.name, smp.labels["quantile"])] = smp.value
+    return out
+
+
 def run_pa(pa, protocol, port, concurrency, interval_ms, stability, workdir):
     out_csv = os.path.join(workdir, f"{protocol}_{concurrency}.csv")
     cmd = pa + ["-m", "add_sub", "-u", f"localhost:{port}", "-i", protocol,
@@ -121,6 +143,7 @@ def main():
     ap.add_argument("--instances", type=int, default=2)
     ap.add_argument("--dynamic-batching", action="store_true")
     ap.add_argument("--threads", type=int, default=4, help="HTTP and gRPC server threads")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per point; medians reported")
     args = ap.parse_args()
 
     pa = shlex.split(subprocess.run([os.path.join(HERE, "setup_perf_analyzer.sh")], check=True,
@@ -129,29 +152,52 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         repo = os.path.join(work, "repo")
         make_repo(repo, args.instances, args.dynamic_batching)
-        ports = {"http": free_port(), "grpc": free_port()}
-        cmd = [args.kiln_serve, f"--model-repository={repo}", f"--http-port={ports['http']}",
-               f"--grpc-port={ports['grpc']}", f"--metrics-port={free_port()}",
-               f"--http-thread-count={args.threads}", f"--grpc-thread-count={args.threads}"]
-        print("$", " ".join(cmd), file=sys.stderr)
-        log = open(os.path.join(work, "server.log"), "w")
+        for protocol in args.protocols.split(","):
+            for c in map(int, args.concurrency.split(",")):
+                runs = [run_point(args, pa, repo, work, protocol, c) for _ in range(args.repeats)]
+                row = {k: (statistics.median(r[k] for r in runs)
+                           if isinstance(runs[0][k], (int, float)) else runs[0][k])
+                       for k in runs[0]}
+                row["overhead_p50_runs"] = [r["overhead_p50"] for r in runs]
+                rows.append(row)
+    print(f"medians of {args.repeats} runs per row; server-side quantiles from "
+          f"kiln_inference_overhead_summary_us and nv_inference_*_summary_us")
+    print("| protocol | concurrency | infer/s | client p50 us | client p99 us "
+          "| server overhead p50 us | server overhead p99 us | request p50 us "
+          "| compute infer p50 us | avg server overhead us (perf_analyzer) "
+          "| overhead p50 of each run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        each = ", ".join(f"{v:.1f}" for v in r["overhead_p50_runs"])
+        print(f"| {r['protocol']} | {r['concurrency']} | {r['throughput']:.0f} | {r['p50']:.0f} | "
+              f"{r['p99']:.0f} | {r['overhead_p50']:.1f} | {r['overhead_p99']:.1f} | "
+              f"{r['request_p50']:.1f} | {r['infer_p50']:.1f} | {r['overhead']:.0f} | {each} |")
+
+
+def run_point(args, pa, repo, work, protocol, concurrency):
+    """One perf_analyzer run against a fresh server, with the server's summaries after it."""
+    ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+    cmd = [args.kiln_serve, f"--model-repository={repo}", f"--http-port={ports['http']}",
+           f"--grpc-port={ports['grpc']}", f"--metrics-port={ports['metrics']}",
+           f"--http-thread-count={args.threads}", f"--grpc-thread-count={args.threads}",
+           "--metrics-config=summary_latencies=true",
+           f"--metrics-config=summary_quantiles={QUANTILES}"]
+    print("$", " ".join(cmd), file=sys.stderr)
+    with open(os.path.join(work, "server.log"), "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_live(ports["http"], proc)
-            for protocol in args.protocols.split(","):
-                for c in map(int, args.concurrency.split(",")):
-                    rows.append(run_pa(pa, protocol, ports[protocol], c, args.interval_ms,
-                                       args.stability, work))
+            row = run_pa(pa, protocol, ports[protocol], concurrency, args.interval_ms,
+                         args.stability, work)
+            q = scrape_summaries(ports["metrics"])
         finally:
             proc.terminate()
             proc.wait(60)
-    print("| protocol | concurrency | infer/s | p50 us | p99 us | server latency us | queue us "
-          "| compute us | server overhead us | p50 - compute us |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['protocol']} | {r['concurrency']} | {r['throughput']:.0f} | {r['p50']} | "
-              f"{r['p99']} | {r['server_latency']} | {r['queue']} | {r['compute']} | "
-              f"{r['overhead']} | {r['p50_minus_compute']} |")
+    row["overhead_p50"] = q[("kiln_inference_overhead_summary_us", "0.5")]
+    row["overhead_p99"] = q[("kiln_inference_overhead_summary_us", "0.99")]
+    row["request_p50"] = q[("nv_inference_request_summary_us", "0.5")]
+    row["infer_p50"] = q[("nv_inference_compute_infer_summary_us", "0.5")]
+    return row
 
 
 if __name__ == "__main__":

@@ -99,6 +99,23 @@ std::optional<std::string> parameter_string(const Parameters& params, std::strin
   return *value;
 }
 
+void read_scheduling_parameters(InferRequest& request) {
+  if (auto prio = parameter_int(request.parameters, "priority")) {
+    KILN_CHECK_ARG(*prio >= 0, "parameter 'priority' must not be negative");
+    request.priority = static_cast<uint64_t>(*prio);
+  }
+  if (auto timeout = parameter_int(request.parameters, "timeout")) {
+    KILN_CHECK_ARG(*timeout >= 0, "parameter 'timeout' must not be negative");
+    request.timeout_us = static_cast<uint64_t>(*timeout);
+  }
+}
+
+void refuse_shared_memory(const Parameters& params, std::string_view what,
+                          const std::string& name) {
+  KILN_CHECK(!params.count("shared_memory_region"), ErrorCode::Unsupported,
+             "{} '{}': shared memory is not supported", what, name);
+}
+
 ErrorCode Status::code() const {
   return error_ ? error_->code() : ErrorCode::Internal;
 }

@@ -80,6 +80,14 @@ struct InferRequest {
   Clock::time_point received = Clock::now();
 };
 
+// Both frontends' checks on what they decoded, so HTTP and gRPC refuse the same things alike:
+// - the request parameters "priority" and "timeout" (microseconds) into the scheduling fields
+//   (InvalidArgument when negative or not integers);
+void read_scheduling_parameters(InferRequest& request);
+// - "shared_memory_region" on an input or output `name` ("input" / "output" in `what`) is
+//   Unsupported (no shared memory);
+void refuse_shared_memory(const Parameters& params, std::string_view what, const std::string& name);
+
 struct InferOutput {
   std::string name;
   DataType datatype = DataType::Undefined;

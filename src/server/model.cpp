@@ -49,7 +49,10 @@ SessionOptions session_options(const ModelConfig& config,
 }  // namespace
 
 ModelVersion::ModelVersion(ModelLoadSpec spec)
-    : name_(std::move(spec.name)), version_(spec.version), config_(std::move(spec.config)) {
+    : name_(std::move(spec.name)),
+      version_(spec.version),
+      config_(std::move(spec.config)),
+      statistics_(spec.metrics) {
   const Clock::time_point start = Clock::now();
   if (config_.name().empty()) config_.set_name(name_);
   KILN_CHECK_ARG(config_.name() == name_,

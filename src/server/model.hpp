@@ -24,6 +24,7 @@ struct ModelLoadSpec {
   std::string model_path;    // <model_dir>/<version>/<model file>, confined to the repository
   ModelConfig config;        // before auto-completion
   bool autocomplete = true;  // false with --strict-model-config / --disable-auto-complete-config
+  MetricsOptions metrics;    // which latency metrics the version's statistics keep
 };
 
 struct TensorMetadata {

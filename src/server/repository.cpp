@@ -405,6 +405,7 @@ void ModelRepository::load_locked(const std::string& name,
       spec.model_dir = dir.string();
       spec.config = config;
       spec.autocomplete = options_.autocomplete;
+      spec.metrics = options_.metrics;
       const fs::path file = dir / std::to_string(v) / config_model_filename(config);
       KILN_CHECK_ARG(fs::is_regular_file(file, ec),
                      "model '{}' version {}: '{}' is missing or not a file", name, v,

@@ -35,6 +35,7 @@ struct RepositoryOptions {
   std::vector<std::string> startup_models;  // --load-model (explicit mode); "*" loads all
   int poll_seconds = 15;                    // --repository-poll-secs
   bool autocomplete = true;                 // false: --strict-model-config=true
+  MetricsOptions metrics;                   // --metrics-config: latency metrics per version
 };
 
 // States as the repository index reports them.

@@ -36,6 +36,7 @@ struct Flags {
   size_t max_body = size_t{64} << 20;
   size_t max_header = size_t{64} << 10;
   size_t max_connections = 4096;
+  std::vector<std::string> metrics_config;
   std::vector<std::string> ignored;  // tritonserver flags with no meaning here (logging ...)
 };
 
@@ -88,6 +89,9 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--http-max-body-bytes", f.max_body, "largest HTTP request body");
   app.add_option("--http-max-header-bytes", f.max_header, "largest HTTP request header");
   app.add_option("--http-max-connections", f.max_connections, "most open HTTP connections");
+  app.add_option("--metrics-config", f.metrics_config,
+                 "<setting>=<value>: counter_latencies, summary_latencies, summary_quantiles "
+                 "(repeatable)");
   for (const char* name :
        {"--log-verbose", "--log-info", "--log-warning", "--log-error", "--log-format", "--log-file",
         "--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
@@ -131,6 +135,9 @@ int main(int argc, char** argv) {
     options.repository.startup_models = f.load_models;
     options.repository.poll_seconds = f.poll_secs;
     options.repository.autocomplete = !f.strict_model_config && !f.disable_auto_complete;
+    for (const std::string& spec : f.metrics_config) {
+      kiln::server::apply_metrics_config(options.repository.metrics, spec);
+    }
     options.strict_readiness = f.strict_readiness;
     options.exit_timeout_secs = f.exit_timeout_secs;
     InferenceServer core(options);

@@ -18,8 +18,13 @@ uint64_t now_ms() {
 
 }  // namespace
 
+ModelStatistics::ModelStatistics(const MetricsOptions& metrics) {
+  if (metrics.summary_latencies) summaries_ = std::make_unique<LatencySummaries>(metrics.quantiles);
+}
+
 void ModelStatistics::record_success(uint64_t batch_size, uint64_t request_ns, uint64_t queue_ns,
                                      uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+  if (summaries_) summaries_->observe(request_ns, queue_ns, input_ns, infer_ns, output_ns);
   std::lock_guard lock(mutex_);
   add(stats_.inference.success, request_ns);
   add(stats_.inference.queue, queue_ns);

@@ -9,7 +9,10 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+
+#include "server/latency_summary.hpp"
 
 namespace kiln::server {
 
@@ -40,6 +43,9 @@ struct StatisticsSnapshot {
 
 class ModelStatistics {
  public:
+  // Latency summaries are kept only when `metrics.summary_latencies` asks for them.
+  explicit ModelStatistics(const MetricsOptions& metrics = {});
+
   // One successful request: its batch size (1 for models without batching), end-to-end duration
   // and the phases it went through.
   void record_success(uint64_t batch_size, uint64_t request_ns, uint64_t queue_ns,
@@ -53,11 +59,14 @@ class ModelStatistics {
   int64_t pending() const { return pending_.load(std::memory_order_relaxed); }
 
   StatisticsSnapshot snapshot() const;
+  // Null unless summary latencies are enabled.
+  const LatencySummaries* summaries() const { return summaries_.get(); }
 
  private:
   mutable std::mutex mutex_;
   StatisticsSnapshot stats_;
   std::atomic<int64_t> pending_{0};
+  std::unique_ptr<LatencySummaries> summaries_;  // thread-safe on its own
 };
 
 }  // namespace kiln::server

@@ -7,6 +7,22 @@
 
 namespace kiln::server {
 
+DataType wire_datatype(std::string_view name, const std::string& input) {
+  std::optional<DataType> dt = datatype_from_name(name);
+  KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input, name);
+  return *dt;
+}
+
+void check_wire_shape(const std::vector<int64_t>& shape, size_t max_rank,
+                      const std::string& input) {
+  KILN_CHECK_ARG(shape.size() <= max_rank, "input '{}': rank {} is more than {}", input,
+                 shape.size(), max_rank);
+  for (int64_t d : shape) {
+    KILN_CHECK_ARG(d >= 0, "input '{}': 'shape' must hold non-negative integers", input);
+  }
+  shape_numel(shape);  // throws on overflow
+}
+
 Tensor decode_raw_tensor(std::string_view bytes, DataType dtype, const std::vector<int64_t>& shape,
                          const std::string& input) {
   const int64_t numel = shape_numel(shape);

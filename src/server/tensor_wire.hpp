@@ -10,6 +10,14 @@
 
 namespace kiln::server {
 
+// The datatype an input names on the wire ("FP32", ...); InvalidArgument naming `input` and the
+// string otherwise.
+DataType wire_datatype(std::string_view name, const std::string& input);
+// Checks a shape an input gives on the wire before anything is sized by it: at most `max_rank`
+// dims, none negative, and an element count that does not overflow; InvalidArgument naming
+// `input` otherwise.
+void check_wire_shape(const std::vector<int64_t>& shape, size_t max_rank, const std::string& input);
+
 // A tensor of `dtype` and `shape` from its raw bytes. Untrusted input: the byte count must match
 // the shape exactly (BYTES elements are counted before anything is allocated); InvalidArgument
 // naming `input` otherwise.

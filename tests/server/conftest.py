@@ -63,6 +63,22 @@ class Server:
         finally:
             conn.close()
 
+    def pending(self, model):
+        """nv_inference_pending_request_count of `model` (queued or executing; 0 before the
+        metric shows the model)."""
+        _, body, _ = self.request("GET", "/metrics", port=self.metrics_port)
+        prefix = f'nv_inference_pending_request_count{{model="{model}",'
+        line = [l for l in body.decode().splitlines() if l.startswith(prefix)]
+        return int(line[0].split()[-1]) if line else 0
+
+    def wait_pending(self, model, n, timeout=120):
+        """Waits until at least `n` requests of `model` are pending: the server has accepted
+        them, so what a test sends next arrives after them whatever the machine's load."""
+        deadline = time.time() + timeout
+        while self.pending(model) < n:
+            assert time.time() < deadline, f"{model}: never {n} pending"
+            time.sleep(0.002)
+
     def client(self, **kwargs):
         import tritonclient.http as httpclient
         return httpclient.InferenceServerClient(self.url, **kwargs)

@@ -55,6 +55,28 @@ def add_sub(repo, name, datatype, batch=True, config=None, version=1):
         _write(os.path.join(repo, name, "config.pbtxt"), config)
 
 
+def simple(repo):
+    """Triton's `simple` example (INT32 add_sub [N, 4]) with a complete Triton-style
+    config.pbtxt, as existing repositories carry them."""
+    add_sub(repo, "simple", "INT32", config="""
+name: "simple"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+version_policy: { latest: { num_versions: 1 } }
+input [
+  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
+  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
+]
+output [
+  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
+  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
+]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 100 }
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+""")
+
+
 def add_constant(repo, name, versions, config=None):
     """OUTPUT0 = INPUT0 + version, one folder per version: tells versions apart."""
     for v in versions:
@@ -70,7 +92,10 @@ def add_constant(repo, name, versions, config=None):
 
 def slow(repo, name, config, layers=8, width=256, rows=1024):
     """A chain of MatMuls with identity weights: OUTPUT0 == INPUT0, tens of milliseconds per
-    request on the reference kernels, so requests visibly queue."""
+    request on the reference kernels, so requests visibly queue. `rows=None` leaves the row
+    count free ([N, R, width]), so one long request can hold the instance while short ones
+    queue behind it."""
+    rows = "R" if rows is None else rows
     nodes, inits, prev = [], [], "INPUT0"
     for i in range(layers):
         inits.append(onh.from_array(np.eye(width, dtype=np.float32), f"W{i}"))
@@ -82,6 +107,22 @@ def slow(repo, name, config, layers=8, width=256, rows=1024):
         [oh.make_tensor_value_info("OUTPUT0", T.FLOAT, ["N", rows, width])], inits)
     _save(g, os.path.join(repo, name, "1", "model.onnx"))
     _write(os.path.join(repo, name, "config.pbtxt"), config)
+
+
+def slow_policies(repo, timeout_us, timeout_layers):
+    """The queue-policy models both protocols' tests use, free row count (see `slow`):
+    slow_queue (max_queue_size 2), slow_timeout (REJECT after `timeout_us`, overridable) and
+    slow_priority (2 levels, default 2)."""
+    batching = 'backend: "onnxruntime"\nmax_batch_size: 1\n'
+    slow(repo, "slow_queue", batching +
+         "dynamic_batching { default_queue_policy { max_queue_size: 2 } }", layers=32, rows=None)
+    slow(repo, "slow_timeout", batching + f"""
+dynamic_batching {{
+  default_queue_policy {{ timeout_action: REJECT default_timeout_microseconds: {timeout_us}
+                         allow_timeout_override: true }}
+}}""", layers=timeout_layers, rows=None)
+    slow(repo, "slow_priority", batching +
+         "dynamic_batching { priority_levels: 2 default_priority_level: 2 }", layers=64, rows=None)
 
 
 def reshape_model(repo, name):

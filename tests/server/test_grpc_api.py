@@ -23,22 +23,7 @@ def server(serve, tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("repo"))
     for dt in models.DATATYPES:
         models.add_sub(repo, f"add_sub_{dt.lower()}", dt)
-    models.add_sub(repo, "simple", "INT32", config="""
-name: "simple"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [
-  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
-]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 100 }
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-""")
+    models.simple(repo)
     models.add_sub(repo, "nobatch", "FP32", batch=False)
     models.add_constant(repo, "allv", [1, 2, 3], 'version_policy: { all: {} }')
     return grpc_util.start(serve, repo, "--grpc-thread-count=2")

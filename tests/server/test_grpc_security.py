@@ -193,13 +193,6 @@ def test_dynamic_batching_in_statistics(serve, repo):
     assert any(b.batch_size > 1 for b in stats.batch_stats)
 
 
-def pending(server, model):
-    _, body, _ = server.request("GET", "/metrics", port=server.metrics_port)
-    line = [l for l in body.decode().splitlines()
-            if l.startswith(f'nv_inference_pending_request_count{{model="{model}"')]
-    return int(line[0].split()[-1]) if line else 0
-
-
 def test_sigterm_drains_grpc_without_losing_requests(serve, repo):
     server = grpc_util.start(serve, repo, "--exit-timeout-secs=60")
     x = np.random.default_rng(0).random((1, 1024, 256), dtype=np.float32)
@@ -216,14 +209,13 @@ def test_sigterm_drains_grpc_without_losing_requests(serve, repo):
     threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
-    deadline = time.time() + 30
-    while pending(server, "slow") != n:
-        assert time.time() < deadline
-        time.sleep(0.005)
+    server.wait_pending("slow", n)
     server.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.05)
     c = server.grpc_client()
-    assert not c.is_server_ready()
+    deadline = time.time() + 30
+    while c.is_server_ready():  # readiness fails as soon as the signal is handled
+        assert time.time() < deadline, "still ready after SIGTERM"
+        time.sleep(0.005)
     with pytest.raises(InferenceServerException) as e:
         infer_simple(c)
     assert e.value.status() == "StatusCode.UNAVAILABLE" and "shutting down" in e.value.message()
@@ -236,36 +228,16 @@ def test_sigterm_drains_grpc_without_losing_requests(serve, repo):
 @pytest.fixture(scope="module")
 def queue_server(serve, tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("queue_repo"))
-    models.slow(repo, "slow_queue", """
-backend: "onnxruntime"
-max_batch_size: 1
-dynamic_batching { default_queue_policy { max_queue_size: 2 } }
-""", layers=32)
-    models.slow(repo, "slow_timeout", """
-backend: "onnxruntime"
-max_batch_size: 1
-dynamic_batching {
-  default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 5000000
-                         allow_timeout_override: true }
-}
-""", layers=32)
-    models.slow(repo, "slow_priority", """
-backend: "onnxruntime"
-max_batch_size: 1
-dynamic_batching { priority_levels: 2 default_priority_level: 2 }
-""", layers=64)
+    models.slow_policies(repo, timeout_us=5000000, timeout_layers=32)
     return grpc_util.start(serve, repo)
 
 
-def wait_pending(server, model, n, timeout=30):
-    deadline = time.time() + timeout
-    while pending(server, model) < n:
-        assert time.time() < deadline, f"{model}: never {n} pending"
-        time.sleep(0.002)
+# A blocker of 8x the rows holds the instance for several ordinary runs (see test_scheduling).
+BLOCKER_ROWS = 8192
 
 
-def slow_infer(server, model, results, key, **kwargs):
-    x = np.ones((1, 1024, 256), np.float32)
+def slow_infer(server, model, results, key, rows=1024, **kwargs):
+    x = np.ones((1, rows, 256), np.float32)
     try:
         server.grpc_client().infer(model, grpc_util.inputs([x], "FP32"), **kwargs)
         results[key] = "ok"
@@ -281,10 +253,10 @@ def start_thread(*args, **kwargs):
 
 def test_queue_full_is_unavailable(queue_server):
     s, results = queue_server, {}
-    threads = [start_thread(s, "slow_queue", results, "running")]
-    wait_pending(s, "slow_queue", 1)
+    threads = [start_thread(s, "slow_queue", results, "running", rows=BLOCKER_ROWS)]
+    s.wait_pending("slow_queue", 1)
     threads += [start_thread(s, "slow_queue", results, f"queued{i}") for i in range(2)]
-    wait_pending(s, "slow_queue", 3)
+    s.wait_pending("slow_queue", 3)
     slow_infer(s, "slow_queue", results, "refused")
     for t in threads:
         t.join()
@@ -294,8 +266,8 @@ def test_queue_full_is_unavailable(queue_server):
 
 def test_queue_timeout_is_unavailable(queue_server):
     s, results = queue_server, {}
-    blocker = start_thread(s, "slow_timeout", results, "running")
-    wait_pending(s, "slow_timeout", 1)
+    blocker = start_thread(s, "slow_timeout", results, "running", rows=BLOCKER_ROWS)
+    s.wait_pending("slow_timeout", 1)
     # The request's own 1 ms timeout (shorter than the model's 5 s) expires behind the blocker.
     slow_infer(s, "slow_timeout", results, "expired", timeout=1000)
     blocker.join()
@@ -308,20 +280,21 @@ def test_priority_overtakes(queue_server):
     s, results, order = queue_server, {}, []
     lock = threading.Lock()
 
-    def send(key, priority):
-        slow_infer(s, "slow_priority", results, key, priority=priority)
+    def send(key, priority, rows=1024):
+        slow_infer(s, "slow_priority", results, key, rows=rows, priority=priority)
         with lock:
             order.append(key)
 
-    threads = [threading.Thread(target=send, args=("blocker", 2))]
+    threads = [threading.Thread(target=send, args=("blocker", 2, BLOCKER_ROWS))]
     threads[0].start()
-    wait_pending(s, "slow_priority", 1)
+    s.wait_pending("slow_priority", 1)
     for i in range(3):
         threads.append(threading.Thread(target=send, args=(f"low{i}", 2)))
         threads[-1].start()
-    wait_pending(s, "slow_priority", 4)
+    s.wait_pending("slow_priority", 4)
     threads.append(threading.Thread(target=send, args=("high", 1)))
     threads[-1].start()
+    s.wait_pending("slow_priority", 5)
     for t in threads:
         t.join()
     assert set(results.values()) == {"ok"}, results

@@ -22,24 +22,7 @@ def server(serve, tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("repo"))
     for dt in models.DATATYPES:
         models.add_sub(repo, f"add_sub_{dt.lower()}", dt)
-    # A complete Triton-style config.pbtxt, as existing repositories carry them.
-    models.add_sub(repo, "simple", "INT32", config="""
-name: "simple"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-version_policy: { latest: { num_versions: 1 } }
-input [
-  { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
-  { name: "INPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
-]
-output [
-  { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] },
-  { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 4 ] }
-]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 100 }
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-""")
+    models.simple(repo)
     models.add_sub(repo, "nobatch", "FP32", batch=False)
     models.reshape_model(repo, "reshaped")
     models.add_constant(repo, "latest2", [1, 2, 3],

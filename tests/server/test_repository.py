@@ -27,7 +27,7 @@ def explicit(serve, tmp_path_factory):
     models.add_constant(repo, "d", [1])
     models.add_sub(repo, "simple", "FP32")
     models.slow(repo, "slow", 'backend: "onnxruntime"\nmax_batch_size: 1\n'
-                'instance_group [ { count: 1 kind: KIND_CPU } ]\ndynamic_batching { }')
+                'instance_group [ { count: 1 kind: KIND_CPU } ]\ndynamic_batching { }', layers=32)
     models.add_constant(repo, "broken", [1], 'backend: "onnxruntime"\ninput [ { name: "NOPE" '
                         'data_type: TYPE_FP32 dims: [ 4 ] } ]')
     os.makedirs(os.path.join(repo, "escape", "1"))
@@ -114,7 +114,12 @@ def test_reload_keeps_inflight_requests(explicit):
     threads = [threading.Thread(target=send) for _ in range(6)]
     for t in threads:
         t.start()
-    time.sleep(0.05)
+    # Every request accepted (queued, running or done) before the version changes.
+    deadline = time.time() + 120
+    while (pending := explicit.pending("slow")) + len(results) < 6:
+        assert time.time() < deadline, "the requests never reached the server"
+        time.sleep(0.002)
+    assert pending > 0, "every request finished before the reload: nothing was in flight"
     c = explicit.client()
     c.load_model("slow")    # replace the version while requests are queued on the old one
     c.unload_model("slow")  # and unload the new one

@@ -208,14 +208,14 @@ TEST(ServerGrpcCodec, StatisticsAndStatus) {
 
 TEST(ServerGrpcCodec, RestrictedProtocolFlag) {
   RestrictedProtocol r;
-  r.add("inference,model-repository:Admin-Key=a:b=c");
+  r.add("inference,model-repository:Admin-Key=a:b=c", "--grpc-restricted-protocol");
   ASSERT_EQ(r.by_category.count("inference"), 1u);
   EXPECT_EQ(r.by_category["inference"].first, "admin-key");
   EXPECT_EQ(r.by_category["model-repository"].second, "a:b=c");
-  expect_error([&] { r.add("statistics"); }, ErrorCode::InvalidArgument,
-               "<categories>:<key>=<value>");
+  expect_error([&] { r.add("statistics", "--grpc-restricted-protocol"); },
+               ErrorCode::InvalidArgument, "--grpc-restricted-protocol 'statistics' must be");
   expect_error([&] { r.add("bogus:k=v"); }, ErrorCode::InvalidArgument,
-               "unknown protocol category");
+               "--http-restricted-api: unknown category 'bogus'");
   expect_error([&] { r.add("inference:k=v"); }, ErrorCode::InvalidArgument, "given twice");
 }
 

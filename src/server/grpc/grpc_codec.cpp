@@ -39,26 +39,18 @@ Parameters decode_parameters(const ParameterMap& map, std::string_view where,
   return out;
 }
 
+// Sets the InferParameter field of the value's type (std::visit picks the exact overload).
+struct SetParameter {
+  inference::InferParameter& p;
+  void operator()(bool v) const { p.set_bool_param(v); }
+  void operator()(int64_t v) const { p.set_int64_param(v); }
+  void operator()(uint64_t v) const { p.set_uint64_param(v); }
+  void operator()(double v) const { p.set_double_param(v); }
+  void operator()(const std::string& v) const { p.set_string_param(v); }
+};
+
 void encode_parameters(const Parameters& params, ParameterMap& map) {
-  for (const auto& [key, value] : params) {
-    inference::InferParameter& p = map[key];
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            p.set_bool_param(v);
-          } else if constexpr (std::is_same_v<T, int64_t>) {
-            p.set_int64_param(v);
-          } else if constexpr (std::is_same_v<T, uint64_t>) {
-            p.set_uint64_param(v);
-          } else if constexpr (std::is_same_v<T, double>) {
-            p.set_double_param(v);
-          } else {
-            p.set_string_param(v);
-          }
-        },
-        value);
-  }
+  for (const auto& [key, value] : params) std::visit(SetParameter{map[key]}, value);
 }
 
 // Which InferTensorContents field carries a datatype (narrow integers travel widened).
@@ -207,14 +199,7 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
   request->model_version = parse_model_version(message.model_version());
   request->id = message.id();
   request->parameters = decode_parameters(message.parameters(), "request", limits);
-  if (auto prio = parameter_int(request->parameters, "priority")) {
-    KILN_CHECK_ARG(*prio >= 0, "parameter 'priority' must not be negative");
-    request->priority = static_cast<uint64_t>(*prio);
-  }
-  if (auto timeout = parameter_int(request->parameters, "timeout")) {
-    KILN_CHECK_ARG(*timeout >= 0, "parameter 'timeout' must not be negative");
-    request->timeout_us = static_cast<uint64_t>(*timeout);
-  }
+  read_scheduling_parameters(*request);
 
   const int n_inputs = message.inputs_size();
   KILN_CHECK_ARG(static_cast<size_t>(n_inputs) <= limits.max_inputs,
@@ -229,20 +214,11 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
     check_name(in.name(), "input", limits);
     InferInput input;
     input.name = in.name();
-    std::optional<DataType> dt = datatype_from_name(in.datatype());
-    KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input.name, in.datatype());
-    input.datatype = *dt;
-    KILN_CHECK_ARG(static_cast<size_t>(in.shape_size()) <= limits.max_rank,
-                   "input '{}': rank {} is more than {}", input.name, in.shape_size(),
-                   limits.max_rank);
+    input.datatype = wire_datatype(in.datatype(), input.name);
     input.shape.assign(in.shape().begin(), in.shape().end());
-    for (int64_t d : input.shape) {
-      KILN_CHECK_ARG(d >= 0, "input '{}': 'shape' must hold non-negative integers", input.name);
-    }
-    shape_numel(input.shape);  // overflow check before anything is sized by it
+    check_wire_shape(input.shape, limits.max_rank, input.name);
     input.parameters = decode_parameters(in.parameters(), "input '" + input.name + "'", limits);
-    KILN_CHECK(!input.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
-               "input '{}': shared memory is not supported", input.name);
+    refuse_shared_memory(input.parameters, "input", input.name);
     if (n_raw > 0) {
       const std::array<int, 8> sizes = field_sizes(in.contents());
       for (size_t f = 0; f < sizes.size(); ++f) {
@@ -265,8 +241,7 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
     RequestedOutput o;
     o.name = out.name();
     o.parameters = decode_parameters(out.parameters(), "output '" + o.name + "'", limits);
-    KILN_CHECK(!o.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
-               "output '{}': shared memory is not supported", o.name);
+    refuse_shared_memory(o.parameters, "output", o.name);
     request->outputs.push_back(std::move(o));
   }
   return request;

@@ -32,6 +32,21 @@ void add_grpc_flags(CLI::App& app, GrpcFlags& f) {
                  "minimum interval (ms) between pings received without data");
   app.add_option("--grpc-http2-max-ping-strikes", f.max_ping_strikes,
                  "bad pings tolerated before the connection is closed");
+  app.add_option("--grpc-max-concurrent-streams", f.max_concurrent_streams,
+                 "most calls open at once on one gRPC connection (HTTP/2 streams)")
+      ->check(CLI::Range(1, INT32_MAX));
+  app.add_option("--grpc-max-connections", f.max_connections,
+                 "most gRPC connections open at once; further ones are closed (0: no cap; "
+                 "plaintext only)");
+  app.add_option("--grpc-max-connection-age", f.max_connection_age_ms,
+                 "close a connection (GOAWAY) after this many ms, so clients rebalance")
+      ->check(CLI::Range(1, INT32_MAX));
+  app.add_option("--grpc-max-connection-age-grace", f.max_connection_age_grace_ms,
+                 "ms a connection past its age has to finish its calls")
+      ->check(CLI::Range(0, INT32_MAX));
+  app.add_option("--grpc-max-connection-idle", f.max_connection_idle_ms,
+                 "close a connection without calls for this many ms")
+      ->check(CLI::Range(1, INT32_MAX));
 }
 
 GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int port,
@@ -42,11 +57,12 @@ GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int por
   o.port = static_cast<uint16_t>(port);
   o.threads = f.threads;
   o.max_receive_bytes = f.max_receive_bytes;
+  o.max_connections = f.max_connections;
   o.ssl = f.ssl;
   if (o.ssl.mutual) o.ssl.use_ssl = true;
   o.infer_compression = f.compression;
   o.bearer_token = f.bearer_token.value_or(http_bearer_token);
-  for (const std::string& spec : restricted) o.restricted.add(spec);
+  for (const std::string& spec : restricted) o.restricted.add(spec, "--grpc-restricted-protocol");
   auto arg = [&](const char* name, const auto& value) {
     if (value) o.channel_args.emplace_back(name, static_cast<int>(*value));
   };
@@ -56,6 +72,10 @@ GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int por
   arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, f.max_pings_without_data);
   arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, f.min_recv_ping_interval_ms);
   arg(GRPC_ARG_HTTP2_MAX_PING_STRIKES, f.max_ping_strikes);
+  arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::optional<int>(f.max_concurrent_streams));
+  arg(GRPC_ARG_MAX_CONNECTION_AGE_MS, f.max_connection_age_ms);
+  arg(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, f.max_connection_age_grace_ms);
+  arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, f.max_connection_idle_ms);
   return o;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // The gRPC flags of kiln-serve, named as tritonserver names them (--grpc-use-ssl,
-// --grpc-keepalive-time, ...) plus Kiln's own (--grpc-thread-count, --grpc-max-receive-bytes,
+// --grpc-keepalive-time, --grpc-max-connection-age, ...) plus Kiln's own (--grpc-thread-count,
+// --grpc-max-receive-bytes, --grpc-max-concurrent-streams, --grpc-max-connections,
+// --grpc-max-connection-idle,
 // --grpc-bearer-token). The address, port and restricted-protocol flags live with the others in
 // serve_main.cpp.
 #include <CLI/CLI.hpp>
@@ -21,6 +23,11 @@ struct GrpcFlags {
   std::optional<int> keepalive_time_ms, keepalive_timeout_ms, max_pings_without_data,
       min_recv_ping_interval_ms, max_ping_strikes;
   std::optional<bool> keepalive_permit_without_calls;
+  // HTTP/2 streams (calls) one connection may have open at once; gRPC's own default is
+  // unbounded. Further calls wait in the client, or are refused with REFUSED_STREAM.
+  int max_concurrent_streams = 1024;
+  size_t max_connections = 0;  // 0: no cap
+  std::optional<int> max_connection_age_ms, max_connection_age_grace_ms, max_connection_idle_ms;
 };
 
 void add_grpc_flags(CLI::App& app, GrpcFlags& flags);

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/grpc/grpc_acceptor.hpp"
 #include "server/grpc/grpc_calls.hpp"
 
 namespace kiln::server::grpc {
@@ -51,6 +52,7 @@ struct GrpcServer::Impl {
   Service service;
   std::shared_ptr<Frontend> frontend;
   std::unique_ptr<::grpc::Server> server;
+  std::unique_ptr<CappedAcceptor> acceptor;  // with --grpc-max-connections only
   std::vector<std::unique_ptr<::grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> threads;
 
@@ -77,7 +79,16 @@ void GrpcServer::start() {
   ::grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string where = host_port(impl.options.address, impl.options.port);
-  builder.AddListeningPort(where, credentials(impl.options.ssl), &selected_port);
+  if (impl.options.max_connections > 0) {
+    KILN_CHECK(!impl.options.ssl.use_ssl, ErrorCode::Unsupported,
+               "--grpc-max-connections cannot be combined with --grpc-use-ssl: grpc++ 1.51 takes "
+               "connections from the application only in plaintext");
+    impl.acceptor = std::make_unique<CappedAcceptor>(impl.options.address, impl.options.port,
+                                                     impl.options.max_connections);
+    selected_port = impl.acceptor->port();
+  } else {
+    builder.AddListeningPort(where, credentials(impl.options.ssl), &selected_port);
+  }
   builder.RegisterService(&impl.service);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<size_t>(impl.options.max_receive_bytes, INT_MAX)));
@@ -93,8 +104,10 @@ void GrpcServer::start() {
   if (!impl.server || selected_port == 0) {
     impl.server.reset();
     impl.queues.clear();
+    impl.acceptor.reset();
     fail(ErrorCode::Unavailable, "cannot listen for gRPC on {}", where);
   }
+  if (impl.acceptor) impl.acceptor->start(impl.server.get());
   bound_port_ = static_cast<uint16_t>(selected_port);
   for (auto& queue : impl.queues) {
     ::grpc::ServerCompletionQueue* cq = queue.get();
@@ -110,6 +123,7 @@ void GrpcServer::start() {
 void GrpcServer::stop(std::chrono::milliseconds grace) {
   if (!impl_ || !impl_->server) return;
   Impl& impl = *impl_;
+  if (impl.acceptor) impl.acceptor->stop();
   impl.frontend->stop_accepting();
   impl.server->Shutdown(std::chrono::system_clock::now() + grace);
   impl.frontend->close();
@@ -118,34 +132,6 @@ void GrpcServer::stop(std::chrono::milliseconds grace) {
   impl.threads.clear();
   impl.server.reset();
   impl.queues.clear();
-}
-
-void RestrictedProtocol::add(std::string_view spec) {
-  static const char* kCategories[] = {"health",        "metadata",     "inference",
-                                      "shared-memory", "model-config", "model-repository",
-                                      "statistics",    "trace",        "logging"};
-  const size_t colon = spec.find(':');
-  const size_t eq = colon == std::string_view::npos ? colon : spec.find('=', colon);
-  KILN_CHECK_ARG(colon != std::string_view::npos && eq != std::string_view::npos && eq > colon + 1,
-                 "--grpc-restricted-protocol '{}' must be <categories>:<key>=<value>", spec);
-  std::string key(spec.substr(colon + 1, eq - colon - 1));
-  // gRPC metadata keys travel in lower case.
-  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string value(spec.substr(eq + 1));
-  std::string_view categories = spec.substr(0, colon);
-  size_t start = 0;
-  while (start <= categories.size()) {
-    size_t comma = categories.find(',', start);
-    if (comma == std::string_view::npos) comma = categories.size();
-    const std::string category(categories.substr(start, comma - start));
-    bool known = false;
-    for (const char* k : kCategories) known |= category == k;
-    KILN_CHECK_ARG(known, "--grpc-restricted-protocol: unknown protocol category '{}'", category);
-    KILN_CHECK_ARG(!by_category.count(category),
-                   "--grpc-restricted-protocol: category '{}' given twice", category);
-    by_category[category] = {key, value};
-    start = comma + 1;
-  }
 }
 
 }  // namespace kiln::server::grpc

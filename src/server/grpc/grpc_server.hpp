@@ -18,17 +18,14 @@
 #include <vector>
 
 #include "server/grpc/grpc_codec.hpp"
+#include "server/http/restricted_api.hpp"
 #include "server/server.hpp"
 
 namespace kiln::server::grpc {
 
-// tritonserver's --grpc-restricted-protocol "<category,...>:<key>=<value>": RPCs of a listed
-// category must carry metadata `key` (lower-cased, as gRPC sends keys) with `value`.
-struct RestrictedProtocol {
-  std::map<std::string, std::pair<std::string, std::string>> by_category;  // category -> key,value
-  // Adds one flag value; InvalidArgument for an unknown category or a malformed value.
-  void add(std::string_view spec);
-};
+// tritonserver's --grpc-restricted-protocol: the same categories and value form as HTTP's
+// --http-restricted-api; an RPC of a restricted category without its metadata is UNAVAILABLE.
+using RestrictedProtocol = http::RestrictedApi;
 
 struct GrpcSslOptions {
   bool use_ssl = false;     // --grpc-use-ssl
@@ -50,6 +47,9 @@ struct GrpcOptions {
   GrpcSslOptions ssl;
   // --grpc-infer-response-compression-level: none, low, medium or high.
   std::string infer_compression = "none";
+  // Most connections open at once (0: no cap): further ones are closed as they come. Plaintext
+  // only (see grpc_acceptor.hpp).
+  size_t max_connections = 0;
   // Extra channel arguments (keepalive and HTTP/2 ping settings), name -> value.
   std::vector<std::pair<std::string, int>> channel_args;
 };

@@ -30,7 +30,10 @@ struct HttpServer::Impl {
   InferenceServer& core;
   HttpOptions options;
   net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
+  // The acceptor's completions and its close run on one strand: with several I/O threads a
+  // completion racing the close could otherwise re-arm an accept on a socket being torn down.
+  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
   std::vector<std::thread> threads;
   std::atomic<size_t> connections{0};
   std::atomic<size_t> open_requests{0};  // read and not yet answered on the wire
@@ -221,7 +224,7 @@ class TlsConnection : public Connection<TlsConnection>,
 
 void HttpServer::Impl::do_accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (!acceptor.is_open()) return;
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
       if (connections.load() >= options.max_connections) {
         beast::error_code ignored;
@@ -288,7 +291,7 @@ void HttpServer::start() {
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   if (!impl_ || impl_->threads.empty()) return;
-  net::post(impl_->ioc, [impl = impl_.get()] {
+  net::post(impl_->accept_strand, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
   });
@@ -306,36 +309,6 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     if (t.joinable()) t.join();
   }
   impl_->threads.clear();
-}
-
-void RestrictedApi::add(std::string_view spec) {
-  static const char* kCategories[] = {"health",        "metadata",     "inference",
-                                      "shared-memory", "model-config", "model-repository",
-                                      "statistics",    "trace",        "logging"};
-  const size_t colon = spec.rfind(':');
-  KILN_CHECK_ARG(colon != std::string_view::npos,
-                 "--http-restricted-api '{}' must be <categories>:<key>=<value>", spec);
-  std::string_view cats = spec.substr(0, colon);
-  std::string_view kv = spec.substr(colon + 1);
-  const size_t eq = kv.find('=');
-  KILN_CHECK_ARG(eq != std::string_view::npos && eq > 0,
-                 "--http-restricted-api '{}' must be <categories>:<key>=<value>", spec);
-  std::string key(kv.substr(0, eq));
-  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string value(kv.substr(eq + 1));
-  size_t start = 0;
-  while (start <= cats.size()) {
-    size_t comma = cats.find(',', start);
-    if (comma == std::string_view::npos) comma = cats.size();
-    const std::string cat(cats.substr(start, comma - start));
-    bool known = false;
-    for (const char* k : kCategories) known |= cat == k;
-    KILN_CHECK_ARG(known, "--http-restricted-api: unknown API category '{}'", cat);
-    KILN_CHECK_ARG(!by_category.count(cat), "--http-restricted-api: category '{}' given twice",
-                   cat);
-    by_category[cat] = {key, value};
-    start = comma + 1;
-  }
 }
 
 }  // namespace kiln::server::http

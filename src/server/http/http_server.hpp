@@ -14,17 +14,10 @@
 #include <vector>
 
 #include "server/http/infer_codec.hpp"
+#include "server/http/restricted_api.hpp"
 #include "server/server.hpp"
 
 namespace kiln::server::http {
-
-// Restricted API (tritonserver's --http-restricted-api "cat1,cat2:key=value"): requests to an
-// endpoint of a listed category must carry header `key` with `value`, else 403.
-struct RestrictedApi {
-  std::map<std::string, std::pair<std::string, std::string>> by_category;  // category -> key,value
-  // Adds one flag value; InvalidArgument for an unknown category or a malformed value.
-  void add(std::string_view spec);
-};
 
 struct HttpOptions {
   std::string address = "0.0.0.0";
@@ -35,7 +28,7 @@ struct HttpOptions {
   size_t max_connections = 4096;
   int idle_timeout_secs = 300;  // a connection silent this long is closed
   CodecLimits codec;
-  RestrictedApi restricted;
+  RestrictedApi restricted;  // a request of a restricted category without its header: 403
   std::string bearer_token;  // non-empty: every non-health request needs "Authorization: Bearer"
   bool metrics = false;      // serve /metrics instead of the API
   // HTTPS (OpenSSL): PEM certificate chain and private key; with a client CA, clients must

@@ -62,8 +62,7 @@ std::vector<int64_t> decode_shape(const rj::Value& v, const std::string& input,
                  v.Size(), limits.max_rank);
   std::vector<int64_t> shape;
   for (const rj::Value& d : v.GetArray()) {
-    KILN_CHECK_ARG(d.IsInt64() && d.GetInt64() >= 0,
-                   "input '{}': 'shape' must hold non-negative integers", input);
+    KILN_CHECK_ARG(d.IsInt64(), "input '{}': 'shape' must hold non-negative integers", input);
     shape.push_back(d.GetInt64());
   }
   return shape;
@@ -173,14 +172,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   }
   if (const rj::Value* p = member(doc, "parameters")) {
     request->parameters = decode_parameters(*p, "request", limits);
-    if (auto prio = parameter_int(request->parameters, "priority")) {
-      KILN_CHECK_ARG(*prio >= 0, "parameter 'priority' must not be negative");
-      request->priority = static_cast<uint64_t>(*prio);
-    }
-    if (auto timeout = parameter_int(request->parameters, "timeout")) {
-      KILN_CHECK_ARG(*timeout >= 0, "parameter 'timeout' must not be negative");
-      request->timeout_us = static_cast<uint64_t>(*timeout);
-    }
+    read_scheduling_parameters(*request);
     parameter_bool(request->parameters, "binary_data_output");
   }
   const rj::Value* inputs = member(doc, "inputs");
@@ -198,18 +190,15 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     const rj::Value* datatype = member(in, "datatype");
     KILN_CHECK_ARG(datatype && datatype->IsString(), "input '{}': 'datatype' must be a string",
                    input.name);
-    std::optional<DataType> dt = datatype_from_name(str(*datatype));
-    KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input.name, str(*datatype));
-    input.datatype = *dt;
+    input.datatype = wire_datatype(str(*datatype), input.name);
     const rj::Value* shape = member(in, "shape");
     KILN_CHECK_ARG(shape != nullptr, "input '{}': 'shape' is missing", input.name);
     input.shape = decode_shape(*shape, input.name, limits);
-    shape_numel(input.shape);  // overflow check before anything is sized by it
+    check_wire_shape(input.shape, limits.max_rank, input.name);
     if (const rj::Value* p = member(in, "parameters")) {
       input.parameters = decode_parameters(*p, "input '" + input.name + "'", limits);
     }
-    KILN_CHECK(!input.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
-               "input '{}': shared memory is not supported", input.name);
+    refuse_shared_memory(input.parameters, "input", input.name);
     std::optional<int64_t> binary_size = parameter_int(input.parameters, "binary_data_size");
     const rj::Value* data = member(in, "data");
     if (binary_size) {
@@ -246,8 +235,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
       if (const rj::Value* p = member(out, "parameters")) {
         o.parameters = decode_parameters(*p, "output '" + o.name + "'", limits);
         parameter_bool(o.parameters, "binary_data");
-        KILN_CHECK(!o.parameters.count("shared_memory_region"), ErrorCode::Unsupported,
-                   "output '{}': shared memory is not supported", o.name);
+        refuse_shared_memory(o.parameters, "output", o.name);
       }
       request->outputs.push_back(std::move(o));
     }
@@ -266,24 +254,17 @@ OutputEncoding output_encoding_of(const InferRequest& request) {
 
 namespace {
 
-void write_parameter(Writer& w, const ParameterValue& v) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) {
-          w.Bool(x);
-        } else if constexpr (std::is_same_v<T, int64_t>) {
-          w.Int64(x);
-        } else if constexpr (std::is_same_v<T, uint64_t>) {
-          w.Uint64(x);
-        } else if constexpr (std::is_same_v<T, double>) {
-          w.Double(x);
-        } else {
-          w.String(x.data(), static_cast<rj::SizeType>(x.size()));
-        }
-      },
-      v);
-}
+// Writes the JSON value of the parameter's type (std::visit picks the exact overload).
+struct WriteParameter {
+  Writer& w;
+  void operator()(bool v) const { w.Bool(v); }
+  void operator()(int64_t v) const { w.Int64(v); }
+  void operator()(uint64_t v) const { w.Uint64(v); }
+  void operator()(double v) const { w.Double(v); }
+  void operator()(const std::string& v) const {
+    w.String(v.data(), static_cast<rj::SizeType>(v.size()));
+  }
+};
 
 void write_json_data(Writer& w, const Tensor& t) {
   w.StartArray();
@@ -331,7 +312,7 @@ EncodedResponse encode_infer_response(const InferResponse& response,
     w.StartObject();
     for (const auto& [k, v] : response.parameters) {
       w.Key(k.data(), static_cast<rj::SizeType>(k.size()));
-      write_parameter(w, v);
+      std::visit(WriteParameter{w}, v);
     }
     w.EndObject();
   }

@@ -1,5 +1,8 @@
 #include "server/http/metrics.hpp"
 
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -65,6 +68,26 @@ std::pair<uint64_t, uint64_t> cpu_memory() {
   return {total, total >= available ? total - available : 0};
 }
 
+// The latency summaries of every version that keeps them, one family per kind, in Prometheus
+// text through prometheus-cpp's serializer.
+std::string render_summaries(const InferenceServer& core) {
+  std::vector<prometheus::MetricFamily> families;
+  const auto versions = core.repository().all_versions();
+  for (size_t k = 0; k < kLatencyKinds; ++k) {
+    const LatencySummaryFamily& f = latency_summary_families()[k];
+    prometheus::MetricFamily family{f.name, f.help, prometheus::MetricType::Summary, {}};
+    for (const auto& v : versions) {
+      const LatencySummaries* summaries = v->statistics().summaries();
+      if (summaries == nullptr) continue;
+      prometheus::ClientMetric metric = summaries->collect(static_cast<LatencyKind>(k));
+      metric.label = {{"model", v->name()}, {"version", std::to_string(v->version())}};
+      family.metric.push_back(std::move(metric));
+    }
+    if (!family.metric.empty()) families.push_back(std::move(family));
+  }
+  return families.empty() ? std::string() : prometheus::TextSerializer().Serialize(families);
+}
+
 }  // namespace
 
 std::string render_metrics(const InferenceServer& core) {
@@ -76,6 +99,7 @@ std::string render_metrics(const InferenceServer& core) {
         v->load_seconds());
   }
   std::string out;
+  const bool latency_counters = core.repository().options().metrics.counter_latencies;
   auto family = [&](const Family& f, auto value_of) {
     header(out, f);
     for (const ModelStatisticsEntry& e : entries) {
@@ -95,28 +119,32 @@ std::string render_metrics(const InferenceServer& core) {
   family({"nv_inference_exec_count", "counter",
           "Number of model executions performed (does not include cached requests)"},
          [](const StatisticsSnapshot& s) { return s.execution_count; });
-  family({"nv_inference_request_duration_us", "counter",
-          "Cumulative inference request duration in microseconds (includes cached requests)"},
-         [](const StatisticsSnapshot& s) {
-           return (s.inference.success.ns + s.inference.fail.ns) / 1000;
-         });
-  family({"nv_inference_queue_duration_us", "counter",
-          "Cumulative inference queuing duration in microseconds (includes cached requests)"},
-         [](const StatisticsSnapshot& s) { return s.inference.queue.ns / 1000; });
-  family({"nv_inference_compute_input_duration_us", "counter",
-          "Cumulative compute input duration in microseconds (does not include cached requests)"},
-         [](const StatisticsSnapshot& s) { return s.inference.compute_input.ns / 1000; });
-  family({"nv_inference_compute_infer_duration_us", "counter",
-          "Cumulative compute inference duration in microseconds (does not include cached "
-          "requests)"},
-         [](const StatisticsSnapshot& s) { return s.inference.compute_infer.ns / 1000; });
-  family({"nv_inference_compute_output_duration_us", "counter",
-          "Cumulative inference compute output duration in microseconds (does not include cached "
-          "requests)"},
-         [](const StatisticsSnapshot& s) { return s.inference.compute_output.ns / 1000; });
+  // --metrics-config counter_latencies=false drops the cumulative latency counters.
+  if (latency_counters) {
+    family({"nv_inference_request_duration_us", "counter",
+            "Cumulative inference request duration in microseconds (includes cached requests)"},
+           [](const StatisticsSnapshot& s) {
+             return (s.inference.success.ns + s.inference.fail.ns) / 1000;
+           });
+    family({"nv_inference_queue_duration_us", "counter",
+            "Cumulative inference queuing duration in microseconds (includes cached requests)"},
+           [](const StatisticsSnapshot& s) { return s.inference.queue.ns / 1000; });
+    family({"nv_inference_compute_input_duration_us", "counter",
+            "Cumulative compute input duration in microseconds (does not include cached requests)"},
+           [](const StatisticsSnapshot& s) { return s.inference.compute_input.ns / 1000; });
+    family({"nv_inference_compute_infer_duration_us", "counter",
+            "Cumulative compute inference duration in microseconds (does not include cached "
+            "requests)"},
+           [](const StatisticsSnapshot& s) { return s.inference.compute_infer.ns / 1000; });
+    family({"nv_inference_compute_output_duration_us", "counter",
+            "Cumulative inference compute output duration in microseconds (does not include cached "
+            "requests)"},
+           [](const StatisticsSnapshot& s) { return s.inference.compute_output.ns / 1000; });
+  }
   family({"nv_inference_pending_request_count", "gauge",
           "Instantaneous number of pending requests awaiting execution per-model."},
          [](const StatisticsSnapshot& s) { return s.pending; });
+  out += render_summaries(core);
   header(out, {"nv_model_load_duration_secs", "gauge", "Model load time in seconds"});
   for (const auto& [labels, secs] : load_times) {
     out += fmt::format("nv_model_load_duration_secs{{{}}} {}\n", labels, secs);
