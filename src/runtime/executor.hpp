@@ -97,6 +97,7 @@ class Executor {
   void choose(const engine::ExecutionPlan* stored);
   void plan_arenas(const engine::ExecutionPlan* stored);
   void prepare_steps();
+  void plan_layouts();
   backends::Backend* backend_named(const std::string& name) const;
   backends::Stream& stream_for(backends::Backend* backend);
   int value_index(const ir::Value* v) const;
@@ -109,6 +110,7 @@ class Executor {
   std::map<const ir::Value*, int> index_;
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::vector<PlannedSlot> planned_;  // by value index
+  std::vector<int> block_;            // by value index: channel block of its layout, 0 row-major
   std::vector<ArenaSummary> summaries_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<RtValue> constants_;            // by value index: initializers' data (None otherwise)

@@ -118,11 +118,15 @@ class UnaryKernel final : public Kernel {
     }
   }
   std::string_view name() const override { return "cpu.eltwise"; }
+  // Element by element, so any layout works as long as input and output share it.
+  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
     DeviceTensor y = out.allocate(0, DataType::Float32, x.dims);
-    const int64_t n = y.numel();
+    KILN_CHECK(x.block == y.block, ErrorCode::Internal, "cpu.eltwise: layouts {} -> {}", x.block,
+               y.block);
+    const int64_t n = y.storage_numel();
     if (n == 0) return;
     const auto* px = static_cast<const float*>(x.data);
     auto* py = static_cast<float*>(y.data);
@@ -177,6 +181,16 @@ class BinaryKernel final : public Kernel {
  public:
   explicit BinaryKernel(const ir::Node& node) : node_(node), op_(*binary_op(node.op_type())) {}
   std::string_view name() const override { return "cpu.binary"; }
+  // Same-shape operands, element by element: any layout they share. Not Div: a blocked
+  // tensor's padding channels would divide 0 by 0, and the NaN would reach the next conv.
+  BlockedLayouts blocked_layouts() const override {
+    const ir::Value* a = node_.input(0);
+    const ir::Value* b = node_.input(1);
+    const bool same = a && b && a->type().shape && b->type().shape &&
+                      a->type().shape->is_static() &&
+                      a->type().shape->to_string() == b->type().shape->to_string();
+    return {.uniform = same && op_ != BinaryOp::Div};
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& a = in[0];
@@ -184,8 +198,13 @@ class BinaryKernel final : public Kernel {
     ops::AttrReader attrs(node_);
     std::vector<int64_t> dims = ops::broadcast_dims(attrs, {a.dims, b.dims});
     DeviceTensor y = out.allocate(0, DataType::Float32, dims);
-    const int64_t n = y.numel();
-    if (n == 0) return;
+    if (y.numel() == 0) return;
+    if (a.block || b.block || y.block) {
+      KILN_CHECK(a.dims == b.dims && a.block == b.block && a.block == y.block, ErrorCode::Internal,
+                 "node {}: blocked operands {} / {} of different shapes or layouts", node_.label(),
+                 dims_to_string(a.dims), dims_to_string(b.dims));
+    }
+    const int64_t n = y.storage_numel();
     const auto* pa = static_cast<const float*>(a.data);
     const auto* pb = static_cast<const float*>(b.data);
     auto* py = static_cast<float*>(y.data);
