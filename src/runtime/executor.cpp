@@ -159,8 +159,8 @@ class Executor::Outputs final : public backends::KernelOutputs {
     Tensor t;
     const int idx = step_.outputs[index];
     const int block = idx >= 0 ? ex_.block_[idx] : 0;
-    const size_t bytes = static_cast<size_t>(backends::blocked_numel(dims, block)) *
-                         dtype_size(dtype);
+    const size_t bytes =
+        static_cast<size_t>(backends::blocked_numel(dims, block)) * dtype_size(dtype);
     const PlannedSlot* p = idx >= 0 ? &ex_.planned_[idx] : nullptr;
     if (p && p->arena >= 0 && ex_.arenas_[p->arena]->backend == step_.backend && bytes <= p->size) {
       const Arena& a = *ex_.arenas_[p->arena];
@@ -472,18 +472,15 @@ void Executor::plan_layouts() {
   }
   for (const ir::Value* v : graph_->inputs()) pinned[value_index(v)] = true;
   block_ = runtime::plan_layouts(ls, values_, pinned);
-  auto t0 = std::chrono::steady_clock::now();
   for (auto& step : steps_) {
     if (step->kind != Step::Kind::Fast) continue;
     const int in0 = !step->inputs.empty() && step->inputs[0] >= 0 ? block_[step->inputs[0]] : 0;
-    const int out0 =
-        !step->outputs.empty() && step->outputs[0] >= 0 ? block_[step->outputs[0]] : 0;
+    const int out0 = !step->outputs.empty() && step->outputs[0] >= 0 ? block_[step->outputs[0]] : 0;
     const backends::BlockedLayouts caps = step->kernel->blocked_layouts();
     if (caps.input0 || caps.output0 || caps.uniform) {
       with_node_errors(*step->node, [&] { step->kernel->set_layouts(in0, out0); });
     }
   }
-  if (getenv("KILN_T")) fprintf(stderr, "set_layouts %.1f ms\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
@@ -554,6 +551,11 @@ void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
     }
     arenas_.push_back(std::move(arena));
   }
+}
+
+int Executor::layout_block(const ir::Value* v) const {
+  const int idx = value_index(v);
+  return idx >= 0 ? block_[idx] : 0;
 }
 
 std::map<std::string, size_t> Executor::arena_bytes() const {

@@ -80,6 +80,9 @@ class Executor {
   const std::vector<ArenaSummary>& arena_summaries() const { return summaries_; }
   // Arena bytes per device name.
   std::map<std::string, size_t> arena_bytes() const;
+  // The channel block of `v`'s layout between fast kernels (0: row-major; see
+  // runtime/layout_plan.hpp).
+  int layout_block(const ir::Value* v) const;
   // The plan as an engine file stores it (kernel choices and arenas).
   engine::ExecutionPlan execution_plan() const;
 

@@ -155,7 +155,7 @@ class OnednnConv final : public Kernel {
     // row-major input or output with their buffers.
     dnnl::memory::desc plain_w_md;
     const void* packed_from = nullptr;  // the constant weights `packed_w` was made from
-    mutable dnnl::memory packed_w;  // oneDNN's execute takes non-const memories
+    mutable dnnl::memory packed_w;      // oneDNN's execute takes non-const memories
     std::optional<dnnl::reorder> src_reorder, dst_reorder;
     mutable dnnl::memory src_buf, dst_buf, w_buf;
     std::shared_ptr<void> packed_owner;
@@ -199,8 +199,7 @@ class OnednnConv final : public Kernel {
     };
     std::vector<int64_t> wd = e.plain_w_md.dims();
     dnnl::memory::desc src_md = in_block_ ? blocked_desc(x.dims, in_block_) : any(x.dims);
-    dnnl::memory::desc dst_md =
-        out_block_ ? blocked_desc(e.out_dims, out_block_) : any(e.out_dims);
+    dnnl::memory::desc dst_md = out_block_ ? blocked_desc(e.out_dims, out_block_) : any(e.out_dims);
     dnnl::post_ops ops;
     append_activation(ops, act_);
     dnnl::primitive_attr attr;
@@ -229,8 +228,8 @@ class OnednnConv final : public Kernel {
       e.src_buf = dnnl::memory(e.pd.src_desc(), engine());
       e.src_reorder = dnnl::reorder(dnnl::memory(x_md, engine(), nullptr), e.src_buf);
     }
-    const dnnl::memory::desc y_md = out_block_ ? blocked_desc(e.out_dims, out_block_)
-                                               : plain_desc(e.out_dims);
+    const dnnl::memory::desc y_md =
+        out_block_ ? blocked_desc(e.out_dims, out_block_) : plain_desc(e.out_dims);
     if (e.pd.dst_desc() != y_md) {
       e.dst_buf = dnnl::memory(e.pd.dst_desc(), engine());
       e.dst_reorder = dnnl::reorder(e.dst_buf, dnnl::memory(y_md, engine(), nullptr));

@@ -1,8 +1,8 @@
 #include "backends/cpu/onednn_common.hpp"
 
 #include <algorithm>
-#include <mutex>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include <sys/mman.h>

@@ -105,8 +105,8 @@ class OnednnPool final : public Kernel {
             dnnl::pooling_v2_forward::desc(
                 dnnl::prop_kind::forward_inference, alg,
                 block_ ? blocked_desc(x, block_) : plain_desc(x),
-                block_ ? blocked_desc(e.out_dims, block_) : plain_desc(e.out_dims), strides,
-                kernel, dil, pad_l, pad_r),
+                block_ ? blocked_desc(e.out_dims, block_) : plain_desc(e.out_dims), strides, kernel,
+                dil, pad_l, pad_r),
             engine());
         e.prim = dnnl::pooling_v2_forward(e.pd);
         note_implementation(node_, e.pd.impl_info_str());
