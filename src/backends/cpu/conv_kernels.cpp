@@ -11,6 +11,7 @@
 // kernels want blocked or channels-last layouts); blocked ones go to oneDNN.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
@@ -100,12 +101,16 @@ class OnednnConv final : public Kernel {
     return {.input0 = two_d, .output0 = two_d};
   }
 
-  // The executor calls this at open for every layout (row-major too): with static shapes the
-  // primitive is built here, so the first run is not slower.
+  // The executor calls this at open for every layout (row-major too). With static shapes the
+  // row-major primitive is built here, so the first run is not slower. A blocked one is built
+  // (and its weights packed) on the first run instead: jit code generation and packing into
+  // fresh memory cost ResNet-50 ~100-500 ms on the shared VM, which would make opening slower
+  // than a fifth of onnxruntime's session creation. KILN_CPU_PACK_AT_OPEN=1 does it at open.
   void set_layouts(int input0_block, int output0_block) override {
     in_block_ = input0_block;
     out_block_ = output0_block;
     cache_.clear();
+    if (blocked() && !pack_at_open()) return;
     auto x = declared_dims(node_, 0), w = declared_dims(node_, 1);
     if (x && w && std::count(x->begin(), x->end(), -1) == 0 &&
         std::count(w->begin(), w->end(), -1) == 0) {
@@ -162,6 +167,13 @@ class OnednnConv final : public Kernel {
   };
 
   bool blocked() const { return in_block_ > 0 || out_block_ > 0; }
+  static bool pack_at_open() {
+    static const bool on = [] {
+      const char* e = std::getenv("KILN_CPU_PACK_AT_OPEN");
+      return e && std::string_view(e) == "1";
+    }();
+    return on;
+  }
 
   void run_blocked(const Entry& e, const DeviceTensor& x, const DeviceTensor& w,
                    const DeviceTensor* b, const DeviceTensor& y, Stream& stream) {
