@@ -102,6 +102,9 @@ struct BlockedLayouts {
   bool output0 = false;  // output 0 may be written blocked, independently of input 0
   // Element-wise style: every tensor input and output 0 share one layout (all blocked or none).
   bool uniform = false;
+  // Broadcast style: input `follows` and output 0 share one layout; the other inputs are
+  // row-major (a per-channel scale of a blocked tensor). -1: none.
+  int follows = -1;
 };
 
 // Where a kernel's outputs go. The executor hands out the output's planned arena slot (sized for

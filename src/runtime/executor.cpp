@@ -477,7 +477,7 @@ void Executor::plan_layouts() {
     const int in0 = !step->inputs.empty() && step->inputs[0] >= 0 ? block_[step->inputs[0]] : 0;
     const int out0 = !step->outputs.empty() && step->outputs[0] >= 0 ? block_[step->outputs[0]] : 0;
     const backends::BlockedLayouts caps = step->kernel->blocked_layouts();
-    if (caps.input0 || caps.output0 || caps.uniform) {
+    if (caps.input0 || caps.output0 || caps.uniform || caps.follows >= 0) {
       with_node_errors(*step->node, [&] { step->kernel->set_layouts(in0, out0); });
     }
   }

@@ -34,7 +34,7 @@ std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
     const LayoutStep& ps = steps[p];
     if (!ps.backend || ps.backend->layout_block() <= 0) continue;
     if (ps.outputs.empty() || ps.outputs[0] != static_cast<int>(v)) continue;
-    if (!ps.layouts.output0 && !ps.layouts.uniform) continue;
+    if (!ps.layouts.output0 && !ps.layouts.uniform && ps.layouts.follows < 0) continue;
     block[v] = ps.backend->layout_block();
   }
   for (const LayoutStep& s : steps) {
@@ -45,7 +45,8 @@ std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
       for (size_t k = 0; k < s.inputs.size() && ok; ++k) {
         if (s.inputs[k] != v) continue;
         as_input = true;
-        ok = s.layouts.uniform || (k == 0 && s.layouts.input0);
+        ok = s.layouts.uniform || (k == 0 && s.layouts.input0) ||
+             static_cast<int>(k) == s.layouts.follows;
       }
       if (!ok || !as_input) block[v] = 0;  // a capture is read by the host: row-major
     }
@@ -54,10 +55,13 @@ std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
   for (bool changed = true; changed;) {
     changed = false;
     for (const LayoutStep& s : steps) {
-      if (!s.backend || !s.layouts.uniform) continue;
+      if (!s.backend || (!s.layouts.uniform && s.layouts.follows < 0)) continue;
       std::vector<int> group;
-      for (int v : s.inputs) {
-        if (v >= 0) group.push_back(v);
+      for (size_t k = 0; k < s.inputs.size(); ++k) {
+        const int v = s.inputs[k];
+        if (v >= 0 && (s.layouts.uniform || static_cast<int>(k) == s.layouts.follows)) {
+          group.push_back(v);
+        }
       }
       if (!s.outputs.empty() && s.outputs[0] >= 0) group.push_back(s.outputs[0]);
       bool all = !group.empty();

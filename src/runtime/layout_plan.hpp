@@ -4,9 +4,9 @@
 // the layout oneDNN's direct kernels want without a reorder per op. A value is blocked only when
 // its producer can write it blocked, every reader can read it blocked, and it is neither a graph
 // input, a graph output nor a constant; element-wise style kernels (uniform) need all their
-// tensor operands in one layout. Everything else stays row-major, so reorders happen only
-// inside the kernels at the edges of a blocked region (a convolution reading a plain input,
-// global pooling reading a blocked one).
+// tensor operands in one layout, broadcast ones (follows) their full-shape operand and output.
+// Everything else stays row-major, so reorders happen only inside the kernels at the edges of a
+// blocked region (a convolution reading a plain input, global pooling reading a blocked one).
 #include <vector>
 
 #include "backends/backend.hpp"

@@ -193,8 +193,8 @@ TEST_F(BlockedLayout, BoundariesStayRowMajor) {
   // Div would put 0/0 in the padding: row-major, and so are its operands.
   ir::Value* q = c.node("Div", {a, b});
   ir::Value* d = c.conv(q, 16, 16, 1);
-  // A broadcast operand: row-major.
-  ir::Value* bias = c.weight({1, 16, 1, 1});
+  // A broadcast operand that is not per channel: row-major.
+  ir::Value* bias = c.weight({1, 1, 1, 8});
   ir::Value* e = c.node("Add", {d, bias});
   // Read by a conv and by the graph's output: row-major.
   ir::Value* f = c.conv(e, 16, 8, 3);
@@ -204,6 +204,26 @@ TEST_F(BlockedLayout, BoundariesStayRowMajor) {
   ir::Value* h = c.node("Flatten", {g});
   c.compare({f, y, h}, [&](const runtime::Executor& ex) {
     for (ir::Value* v : {a, b, q, d, e, f, y, g}) EXPECT_EQ(ex.layout_block(v), 0) << v->name();
+  });
+}
+
+// EfficientNet's squeeze-excitation: a per-channel scale of a blocked tensor, either operand
+// order, channels padded; Div too (its padding lanes are written as 0).
+TEST_F(BlockedLayout, PerChannelScaleOfABlockedTensor) {
+  Chain c(7);
+  ir::Value* x = c.input("x", {2, 3, 9, 9});
+  ir::Value* a = c.conv(x, 3, 20, 3, {{"pads", ints({1, 1, 1, 1})}}, 1, "Silu");
+  ir::Value* g = c.node("GlobalAveragePool", {a});
+  ir::Value* r = c.conv(g, 20, 8, 1, {}, 1, "Relu");
+  ir::Value* s = c.node("Sigmoid", {c.conv(r, 8, 20, 1)});
+  ir::Value* m = c.node("Mul", {s, a});
+  ir::Value* d = c.conv(m, 20, 20, 3, {{"pads", ints({1, 1, 1, 1})}}, 20);
+  ir::Value* q = c.node("Div", {d, s});
+  ir::Value* k = c.node("Add", {q, c.weight({20, 1, 1})});
+  ir::Value* y = c.conv(k, 20, 6, 1);
+  c.compare({y}, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, m, d, q, k}) EXPECT_EQ(ex.layout_block(v), block_) << v->name();
+    EXPECT_EQ(ex.layout_block(s), 0);
   });
 }
 
