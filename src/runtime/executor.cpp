@@ -341,7 +341,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
   }
   choose(stored);
   prepare_steps();
-  plan_layouts();
+  plan_layouts(stored);
   plan_arenas(stored);
 }
 
@@ -451,7 +451,7 @@ void Executor::prepare_steps() {
   }
 }
 
-void Executor::plan_layouts() {
+void Executor::plan_layouts(const engine::ExecutionPlan* stored) {
   std::vector<LayoutStep> ls(steps_.size());
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = *steps_[i];
@@ -471,6 +471,20 @@ void Executor::plan_layouts() {
     pinned[i] = values_[i]->is_constant() || graph_->is_output(values_[i]);
   }
   for (const ir::Value* v : graph_->inputs()) pinned[value_index(v)] = true;
+  // An engine planned without blocked layouts (an older build, or KILN_CPU_BLOCKED=0) may give
+  // a value too small a slot for its padded channels: that value stays row-major.
+  if (stored) {
+    for (const engine::StoredArena& a : stored->arenas) {
+      const Backend* b = backend_named(a.device);
+      if (!b || b->layout_block() <= 0) continue;
+      for (const engine::StoredBuffer& buf : a.buffers) {
+        const ir::Value* v = graph_->find_local_value(buf.value);
+        if (!v || value_index(v) < 0) continue;
+        std::optional<size_t> need = max_value_bytes_in(*v, b->layout_block());
+        if (need && buf.size < *need) pinned[value_index(v)] = true;
+      }
+    }
+  }
   block_ = runtime::plan_layouts(ls, values_, pinned);
   for (auto& step : steps_) {
     if (step->kind != Step::Kind::Fast) continue;

@@ -100,7 +100,7 @@ class Executor {
   void choose(const engine::ExecutionPlan* stored);
   void plan_arenas(const engine::ExecutionPlan* stored);
   void prepare_steps();
-  void plan_layouts();
+  void plan_layouts(const engine::ExecutionPlan* stored);
   backends::Backend* backend_named(const std::string& name) const;
   backends::Stream& stream_for(backends::Backend* backend);
   int value_index(const ir::Value* v) const;
