@@ -4,7 +4,17 @@
     sess = kiln.InferenceSession("model.onnx")          # or a compiled .kiln engine
     [y] = sess.run(None, {"x": np.zeros((1, 3), np.float32)})
 """
-from ._kiln import (  # noqa: F401  (the native module; errors carry Kiln's messages)
+import os as _os
+
+# Kiln's CPU kernels run on GNU OpenMP (oneDNN's runtime), which reads its wait policy once, when
+# it is loaded. Its default keeps idle threads spinning for milliseconds after each parallel
+# region, which on a machine shared with other work made 2-thread runs 4-12x slower
+# (bench/results/2026-11-30-cpu-speed.md); sleeping threads cost next to nothing on a quiet one.
+# Set before the native module loads OpenMP, and only when the user has not chosen.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln's messages)
     Internal,
     InvalidArgument,
     KilnError,
@@ -13,7 +23,7 @@ from ._kiln import (  # noqa: F401  (the native module; errors carry Kiln's mess
     Unsupported,
     __version__,
 )
-from .session import (  # noqa: F401
+from .session import (  # noqa: F401, E402
     GraphOptimizationLevel,
     InferenceSession,
     NodeArg,

@@ -36,8 +36,19 @@ int64_t DeviceTensor::numel() const {
   return shape_numel(dims);
 }
 
+int64_t DeviceTensor::storage_numel() const {
+  return blocked_numel(dims, block);
+}
+
 size_t DeviceTensor::nbytes() const {
-  return defined() ? static_cast<size_t>(numel()) * dtype_size(dtype) : 0;
+  return defined() ? static_cast<size_t>(storage_numel()) * dtype_size(dtype) : 0;
+}
+
+int64_t blocked_numel(const std::vector<int64_t>& dims, int block) {
+  if (block <= 0 || dims.size() < 2) return shape_numel(dims);
+  std::vector<int64_t> padded = dims;
+  padded[1] = (dims[1] + block - 1) / block * block;
+  return shape_numel(padded);
 }
 
 }  // namespace kiln::backends

@@ -72,16 +72,39 @@ class Stream {
   virtual void synchronize() = 0;
 };
 
-// A dense tensor in a backend's memory: element type, dims, and a device pointer (row-major,
-// contiguous). An absent optional input has dtype Undefined and no data.
+// A dense tensor in a backend's memory: element type, dims, and a device pointer. An absent
+// optional input has dtype Undefined and no data.
+//
+// Layout: row-major and contiguous when `block` is 0. A 4-D tensor passed between kernels that
+// agreed on it (Kernel::blocked_layouts, decided by the executor) may instead be channel-blocked
+// (`block` = b > 0, oneDNN's nChw16c / nChw8c): memory order (N, ceil(C/b), H, W, b), channels
+// past C padded. `dims` stay the logical NCHW dims.
 struct DeviceTensor {
   DataType dtype = DataType::Undefined;
   std::vector<int64_t> dims;
   void* data = nullptr;
+  int block = 0;
 
   bool defined() const { return dtype != DataType::Undefined; }
   int64_t numel() const;
-  size_t nbytes() const;
+  // Elements in memory: numel() for row-major, the padded count when blocked.
+  int64_t storage_numel() const;
+  size_t nbytes() const;  // of storage_numel() elements
+};
+
+// Elements a tensor of `dims` occupies in channel-blocked layout with block `block` (0: numel).
+int64_t blocked_numel(const std::vector<int64_t>& dims, int block);
+
+// Which blocked layouts a kernel accepts (see DeviceTensor). The executor keeps a value blocked
+// only when its producer can write it so and every reader can read it so.
+struct BlockedLayouts {
+  bool input0 = false;   // input 0 may be blocked, independently of the output
+  bool output0 = false;  // output 0 may be written blocked, independently of input 0
+  // Element-wise style: every tensor input and output 0 share one layout (all blocked or none).
+  bool uniform = false;
+  // Broadcast style: input `follows` and output 0 share one layout; the other inputs are
+  // row-major (a per-channel scale of a blocked tensor). -1: none.
+  int follows = -1;
 };
 
 // Where a kernel's outputs go. The executor hands out the output's planned arena slot (sized for
@@ -102,6 +125,15 @@ class Kernel {
   // use what it prepared from them instead. Work is queued on `stream`.
   virtual void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs,
                    Stream& stream) = 0;
+  // Blocked layouts this kernel can read and write (none by default).
+  virtual BlockedLayouts blocked_layouts() const { return {}; }
+  // Called once by the executor after kernels are created, before any run, for every kernel
+  // that has blocked layouts: the layouts chosen for input 0 and output 0 (block sizes; 0:
+  // row-major). A kernel prepares its primitives (and packs its weights) for them here.
+  virtual void set_layouts(int input0_block, int output0_block) {
+    (void)input0_block;
+    (void)output0_block;
+  }
 };
 
 // Whether a backend can run a node, and with which kernel; otherwise why not.
@@ -140,6 +172,9 @@ class Backend {
   // Called by the executor before each run and before kernels are created, from the thread that
   // runs: the number of intra-op threads to use (0: one per core).
   virtual void set_threads(int threads) { (void)threads; }
+  // Channel block of this backend's blocked layout (see DeviceTensor); 0: kernels of this
+  // backend never exchange blocked tensors.
+  virtual int layout_block() const { return 0; }
 };
 
 }  // namespace kiln::backends

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "core/log.hpp"
 #include "ops/registry.hpp"
+#include "runtime/layout_plan.hpp"
 
 namespace kiln::runtime {
 namespace {
@@ -157,7 +158,9 @@ class Executor::Outputs final : public backends::KernelOutputs {
                step_.kernel->name(), index, step_.outputs.size());
     Tensor t;
     const int idx = step_.outputs[index];
-    const size_t bytes = static_cast<size_t>(shape_numel(dims)) * dtype_size(dtype);
+    const int block = idx >= 0 ? ex_.block_[idx] : 0;
+    const size_t bytes =
+        static_cast<size_t>(backends::blocked_numel(dims, block)) * dtype_size(dtype);
     const PlannedSlot* p = idx >= 0 ? &ex_.planned_[idx] : nullptr;
     if (p && p->arena >= 0 && ex_.arenas_[p->arena]->backend == step_.backend && bytes <= p->size) {
       const Arena& a = *ex_.arenas_[p->arena];
@@ -167,7 +170,7 @@ class Executor::Outputs final : public backends::KernelOutputs {
       auto buf = std::make_shared<backends::DeviceBuffer>(step_.backend->allocate(bytes));
       t = Tensor::view(dtype, std::move(dims), buf->data(), buf);
     }
-    DeviceTensor out{t.dtype(), t.dims(), t.raw_data()};
+    DeviceTensor out{t.dtype(), t.dims(), t.raw_data(), block};
     if (idx >= 0) {
       values_[idx] = {RtValue(t), step_.backend};
     } else {
@@ -223,7 +226,7 @@ void Executor::Run::run_fast(Step& step) {
                step.node->label(), k, s.value.describe());
     const Tensor& t = s.value.tensor();
     if (s.device == &b || (is_host(s.device) && is_host(&b))) {
-      ins[k] = {t.dtype(), t.dims(), const_cast<void*>(t.raw_data())};
+      ins[k] = {t.dtype(), t.dims(), const_cast<void*>(t.raw_data()), ex_.block_[idx]};
       continue;
     }
     // Another device's memory: through the host, explicitly.
@@ -338,6 +341,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
   }
   choose(stored);
   prepare_steps();
+  plan_layouts(stored);
   plan_arenas(stored);
 }
 
@@ -447,6 +451,52 @@ void Executor::prepare_steps() {
   }
 }
 
+void Executor::plan_layouts(const engine::ExecutionPlan* stored) {
+  std::vector<LayoutStep> ls(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = *steps_[i];
+    LayoutStep& l = ls[i];
+    if (s.kind == Step::Kind::Fast) {
+      l.backend = s.backend;
+      l.layouts = s.kernel->blocked_layouts();
+    }
+    l.inputs = s.inputs;
+    l.outputs = s.outputs;
+    std::set<const ir::Value*> reads;
+    collect_reads(*s.node, reads);
+    for (const ir::Value* v : reads) l.reads.push_back(value_index(v));
+  }
+  std::vector<bool> pinned(values_.size(), false);
+  for (size_t i = 0; i < values_.size(); ++i) {
+    pinned[i] = values_[i]->is_constant() || graph_->is_output(values_[i]);
+  }
+  for (const ir::Value* v : graph_->inputs()) pinned[value_index(v)] = true;
+  // An engine planned without blocked layouts (an older build, or KILN_CPU_BLOCKED=0) may give
+  // a value too small a slot for its padded channels: that value stays row-major.
+  if (stored) {
+    for (const engine::StoredArena& a : stored->arenas) {
+      const Backend* b = backend_named(a.device);
+      if (!b || b->layout_block() <= 0) continue;
+      for (const engine::StoredBuffer& buf : a.buffers) {
+        const ir::Value* v = graph_->find_local_value(buf.value);
+        if (!v || value_index(v) < 0) continue;
+        std::optional<size_t> need = max_value_bytes_in(*v, b->layout_block());
+        if (need && buf.size < *need) pinned[value_index(v)] = true;
+      }
+    }
+  }
+  block_ = runtime::plan_layouts(ls, values_, pinned);
+  for (auto& step : steps_) {
+    if (step->kind != Step::Kind::Fast) continue;
+    const int in0 = !step->inputs.empty() && step->inputs[0] >= 0 ? block_[step->inputs[0]] : 0;
+    const int out0 = !step->outputs.empty() && step->outputs[0] >= 0 ? block_[step->outputs[0]] : 0;
+    const backends::BlockedLayouts caps = step->kernel->blocked_layouts();
+    if (caps.input0 || caps.output0 || caps.uniform || caps.follows >= 0) {
+      with_node_errors(*step->node, [&] { step->kernel->set_layouts(in0, out0); });
+    }
+  }
+}
+
 void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
   planned_.assign(values_.size(), PlannedSlot{});
   for (Backend* b : options_.backends) {
@@ -471,7 +521,7 @@ void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
       for (const engine::StoredBuffer& buf : from_file->buffers) {
         const ir::Value* v = graph_->find_local_value(buf.value);
         KILN_CHECK_ARG(v, "engine plan: value '{}' is not in the graph", buf.value);
-        std::optional<size_t> need = max_value_bytes(*v);
+        std::optional<size_t> need = max_value_bytes_in(*v, block_[value_index(v)]);
         if (!need) continue;  // unbounded now: allocated per run
         KILN_CHECK_ARG(buf.size >= *need && buf.offset <= arena->bytes &&
                            buf.size <= arena->bytes - buf.offset,
@@ -491,6 +541,9 @@ void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
       po.writes_arena = [&](const ir::Node& n) {
         const Step* s = by_node.at(&n);
         return (s->kind == Step::Kind::Fast && s->backend == b) || s->kind == Step::Kind::View;
+      };
+      po.value_bytes = [&](const ir::Value& v) {
+        return max_value_bytes_in(v, block_[value_index(&v)]);
       };
       MemoryPlan plan = plan_memory(*graph_, po);
       arena->bytes = plan.arena_bytes;
@@ -512,6 +565,11 @@ void Executor::plan_arenas(const engine::ExecutionPlan* stored) {
     }
     arenas_.push_back(std::move(arena));
   }
+}
+
+int Executor::layout_block(const ir::Value* v) const {
+  const int idx = value_index(v);
+  return idx >= 0 ? block_[idx] : 0;
 }
 
 std::map<std::string, size_t> Executor::arena_bytes() const {

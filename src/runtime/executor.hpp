@@ -80,6 +80,9 @@ class Executor {
   const std::vector<ArenaSummary>& arena_summaries() const { return summaries_; }
   // Arena bytes per device name.
   std::map<std::string, size_t> arena_bytes() const;
+  // The channel block of `v`'s layout between fast kernels (0: row-major; see
+  // runtime/layout_plan.hpp).
+  int layout_block(const ir::Value* v) const;
   // The plan as an engine file stores it (kernel choices and arenas).
   engine::ExecutionPlan execution_plan() const;
 
@@ -97,6 +100,7 @@ class Executor {
   void choose(const engine::ExecutionPlan* stored);
   void plan_arenas(const engine::ExecutionPlan* stored);
   void prepare_steps();
+  void plan_layouts(const engine::ExecutionPlan* stored);
   backends::Backend* backend_named(const std::string& name) const;
   backends::Stream& stream_for(backends::Backend* backend);
   int value_index(const ir::Value* v) const;
@@ -109,6 +113,7 @@ class Executor {
   std::map<const ir::Value*, int> index_;
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::vector<PlannedSlot> planned_;  // by value index
+  std::vector<int> block_;            // by value index: channel block of its layout, 0 row-major
   std::vector<ArenaSummary> summaries_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<RtValue> constants_;            // by value index: initializers' data (None otherwise)

@@ -44,6 +44,8 @@ std::vector<size_t> in_place_inputs(const ir::Node& node) {
 
 namespace {
 
+// In place needs the same bytes for both: same type and shape (and, through the executor's
+// uniform layout rule, the same layout).
 bool same_type(const ir::Value& a, const ir::Value& b) {
   const TypeInfo& x = a.type();
   const TypeInfo& y = b.type();
@@ -104,7 +106,8 @@ MemoryPlan plan_memory(const ir::Graph& graph, const PlanOptions& options) {
       const ir::Value* v = n.output(k);
       if (!v) continue;
       if (!options.plan_graph_outputs && graph.is_output(v)) continue;
-      std::optional<size_t> bytes = max_value_bytes(*v);
+      std::optional<size_t> bytes =
+          options.value_bytes ? options.value_bytes(*v) : max_value_bytes(*v);
       if (!bytes) {
         plan.unplanned.push_back(v);
         continue;

@@ -47,6 +47,8 @@ struct PlanOptions {
   // Nodes whose outputs live in the arena; the others (run where their kernel allocates, or on
   // another device) get no slot. Default: every node.
   std::function<bool(const ir::Node&)> writes_arena;
+  // Bytes a value needs (a blocked layout pads channels); default max_value_bytes.
+  std::function<std::optional<size_t>(const ir::Value&)> value_bytes;
 };
 
 MemoryPlan plan_memory(const ir::Graph& graph, const PlanOptions& options = {});

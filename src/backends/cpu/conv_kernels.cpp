@@ -1,10 +1,17 @@
-// Convolution on the CPU: Conv and ai.kiln FusedConv (bias in the convolution, the activation in
-// one pass over its output) through oneDNN on plain NCHW activations and plain OIHW weights,
-// which oneDNN reads in place (no packed copy: a session's weights stay the engine file's mapped
-// pages). Depthwise 2-D convolutions get Kiln's own loop, because oneDNN only has fast depthwise
-// kernels for channels-last or blocked layouts.
+// Convolution on the CPU: Conv and ai.kiln FusedConv through oneDNN.
+//
+// Two ways, by the layouts the executor chose (runtime/layout_plan.hpp):
+// - row-major in and out: oneDNN on plain NCHW activations and plain OIHW weights, which it
+//   reads in place (weights stay the engine file's mapped pages); the activation in one pass
+//   over the output (oneDNN's sgemm-based convolution runs eltwise post-ops slowly);
+// - a blocked input or output (2-D only): oneDNN's direct kernels on nChw16c / nChw8c, weights
+//   reordered once at open into the layout oneDNN picks, the activation as a post-op (its jit
+//   kernels apply it in registers); a row-major side is reordered inside the kernel.
+// Depthwise 2-D convolutions on row-major tensors get Kiln's own loop (oneDNN's fast depthwise
+// kernels want blocked or channels-last layouts); blocked ones go to oneDNN.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
@@ -85,28 +92,55 @@ class OnednnConv final : public Kernel {
   // The fused activation runs as a pass of its own over the output: oneDNN's sgemm-based
   // convolution applies eltwise post-ops more slowly than that pass (Relu included; measured on
   // ResNet-50 and MobileNetV2).
-  explicit OnednnConv(const ir::Node& node) : node_(node), after_(node_activation(node)) {
-    // Shapes known now: build the primitive at open, so the first run is not slower.
-    auto x = declared_dims(node, 0), w = declared_dims(node, 1);
-    bool has_bias = node.input(2) != nullptr;
+  explicit OnednnConv(const ir::Node& node)
+      : node_(node), act_(node_activation(node)), after_(act_) {}
+  std::string_view name() const override { return "onednn.conv"; }
+
+  BlockedLayouts blocked_layouts() const override {
+    auto x = declared_dims(node_, 0);
+    const bool two_d = x && x->size() == 4;
+    return {.input0 = two_d, .output0 = two_d};
+  }
+
+  // The executor calls this at open for every layout (row-major too). With static shapes the
+  // row-major primitive is built here, so the first run is not slower. A blocked one is built
+  // (and its weights packed) on the first run instead: jit code generation and packing into
+  // fresh memory cost ResNet-50 ~100-500 ms on the shared VM, which would make opening slower
+  // than a fifth of onnxruntime's session creation. KILN_CPU_PACK_AT_OPEN=1 does it at open.
+  void set_layouts(int input0_block, int output0_block) override {
+    in_block_ = input0_block;
+    out_block_ = output0_block;
+    cache_.clear();
+    if (blocked() && !pack_at_open()) return;
+    auto x = declared_dims(node_, 0), w = declared_dims(node_, 1);
     if (x && w && std::count(x->begin(), x->end(), -1) == 0 &&
         std::count(w->begin(), w->end(), -1) == 0) {
-      DeviceTensor xt{DataType::Float32, *x, nullptr}, wt{DataType::Float32, *w, nullptr};
-      prepared(xt, wt, has_bias);
+      DeviceTensor xt{DataType::Float32, *x, nullptr, in_block_};
+      DeviceTensor wt{DataType::Float32, *w, nullptr};
+      prepared(xt, wt, node_.input(2) != nullptr);
     }
   }
-  std::string_view name() const override { return "onednn.conv"; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
     const DeviceTensor& w = in[1];
     const DeviceTensor* b = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
+    KILN_CHECK(x.block == in_block_, ErrorCode::Internal,
+               "node {}: input in layout block {}, prepared for {}", node_.label(), x.block,
+               in_block_);
     const Entry& e = prepared(x, w, b != nullptr);
     check_bias(node_, b, w.dims[0]);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    KILN_CHECK(y.block == out_block_, ErrorCode::Internal,
+               "node {}: output in layout block {}, prepared for {}", node_.label(), y.block,
+               out_block_);
     if (y.numel() == 0) return;
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
                    dims_to_string(x.dims));
+    if (blocked()) {
+      run_blocked(e, x, w, b, y, stream);
+      return;
+    }
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
         {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), w.data)},
@@ -123,7 +157,109 @@ class OnednnConv final : public Kernel {
     std::vector<int64_t> out_dims;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward prim;
+    // Blocked way only: weights packed at open (when constant), and the reorders of a
+    // row-major input or output with their buffers.
+    dnnl::memory::desc plain_w_md;
+    const void* packed_from = nullptr;  // the constant weights `packed_w` was made from
+    mutable dnnl::memory packed_w;      // oneDNN's execute takes non-const memories
+    std::optional<dnnl::reorder> src_reorder, dst_reorder;
+    mutable dnnl::memory src_buf, dst_buf, w_buf;
+    std::shared_ptr<void> packed_owner;
   };
+
+  bool blocked() const { return in_block_ > 0 || out_block_ > 0; }
+  static bool pack_at_open() {
+    static const bool on = [] {
+      const char* e = std::getenv("KILN_CPU_PACK_AT_OPEN");
+      return e && std::string_view(e) == "1";
+    }();
+    return on;
+  }
+
+  void run_blocked(const Entry& e, const DeviceTensor& x, const DeviceTensor& w,
+                   const DeviceTensor* b, const DeviceTensor& y, Stream& stream) {
+    dnnl::stream& s = dnnl_stream(stream);
+    dnnl::memory src = wrap(tensor_desc(x), x.data);
+    if (e.src_reorder) {
+      e.src_reorder->execute(s, src, e.src_buf);
+      src = e.src_buf;
+    }
+    dnnl::memory weights = e.packed_w;
+    if (w.data != e.packed_from || !e.packed_w) {
+      // Weights that are not the constant packed at open: reorder them now.
+      weights = e.w_buf;
+      dnnl::memory plain_w = wrap(e.plain_w_md, w.data);
+      dnnl::reorder(plain_w, weights).execute(s, plain_w, weights);
+    }
+    dnnl::memory dst = e.dst_reorder ? e.dst_buf : wrap(tensor_desc(y), y.data);
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (b) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), b->data);
+    e.prim.execute(s, args);
+    if (e.dst_reorder) {
+      dnnl::memory plain_y = wrap(tensor_desc(y), y.data);
+      e.dst_reorder->execute(s, e.dst_buf, plain_y);
+    }
+  }
+
+  // The primitive for the blocked way, weights packed from the constant when there is one.
+  void prepare_blocked(Entry& e, const DeviceTensor& x, const dnnl::memory::desc& bias_md,
+                       const dnnl::memory::dims& strides, const dnnl::memory::dims& dil,
+                       const dnnl::memory::dims& pad_l, const dnnl::memory::dims& pad_r) {
+    using tag = dnnl::memory::format_tag;
+    auto any = [](const std::vector<int64_t>& d) {
+      return dnnl::memory::desc(dnnl::memory::dims(d), dnnl::memory::data_type::f32, tag::any);
+    };
+    std::vector<int64_t> wd = e.plain_w_md.dims();
+    dnnl::memory::desc src_md = in_block_ ? blocked_desc(x.dims, in_block_) : any(x.dims);
+    dnnl::memory::desc dst_md = out_block_ ? blocked_desc(e.out_dims, out_block_) : any(e.out_dims);
+    dnnl::post_ops ops;
+    append_activation(ops, act_);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    auto make = [&] {
+      return dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::convolution_direct, src_md, any(wd),
+                                          bias_md, dst_md, strides, dil, pad_l, pad_r),
+          attr, engine());
+    };
+    e.pd = make();
+    if (std::string_view(e.pd.impl_info_str()).rfind("ref", 0) == 0) {
+      // Left free, the row-major side can lead oneDNN to its reference kernel (a depthwise
+      // convolution writing `any` picks channels-last there): blocked on both sides instead,
+      // with the reorder in this kernel.
+      const int b = std::max(in_block_, out_block_);
+      src_md = blocked_desc(x.dims, b);
+      dst_md = blocked_desc(e.out_dims, b);
+      e.pd = make();
+    }
+    e.prim = dnnl::convolution_forward(e.pd);
+    note_implementation(node_, e.pd.impl_info_str());
+    const dnnl::memory::desc x_md = tensor_desc(x);
+    if (e.pd.src_desc() != x_md) {
+      e.src_buf = dnnl::memory(e.pd.src_desc(), engine());
+      e.src_reorder = dnnl::reorder(dnnl::memory(x_md, engine(), nullptr), e.src_buf);
+    }
+    const dnnl::memory::desc y_md =
+        out_block_ ? blocked_desc(e.out_dims, out_block_) : plain_desc(e.out_dims);
+    if (e.pd.dst_desc() != y_md) {
+      e.dst_buf = dnnl::memory(e.pd.dst_desc(), engine());
+      e.dst_reorder = dnnl::reorder(e.dst_buf, dnnl::memory(y_md, engine(), nullptr));
+    }
+    const Tensor* wc = constant_input(node_, 1);
+    if (!wc || wc->dims() != e.w_dims || wc->dtype() != DataType::Float32) {
+      e.w_buf = dnnl::memory(e.pd.weights_desc(), engine());
+    } else {
+      // Packed once here: every run then reads the packed copy.
+      e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
+      dnnl::memory src_w = wrap(e.plain_w_md, wc->raw_data());
+      dnnl::stream s(engine());
+      dnnl::reorder(src_w, e.packed_w).execute(s, src_w, e.packed_w);
+      s.wait();
+      e.packed_from = wc->raw_data();
+    }
+  }
 
   const Entry& prepared(const DeviceTensor& x, const DeviceTensor& w, bool bias) {
     for (const Entry& e : cache_) {
@@ -151,7 +287,15 @@ class OnednnConv final : public Kernel {
         wd.insert(wd.begin(), cg.group);
       }
       dnnl::memory::desc bias_md = bias ? plain_desc({w.dims[0]}) : dnnl::memory::desc();
+      e.plain_w_md = plain_desc(wd);
       try {
+        if (blocked()) {
+          KILN_CHECK(nsp == 2, ErrorCode::Internal, "node {}: a blocked layout for a {}-D conv",
+                     node_.label(), nsp);
+          prepare_blocked(e, x, bias_md, strides, dil, pad_l, pad_r);
+          cache_.push_back(std::move(e));
+          return cache_.back();
+        }
         e.pd = dnnl::convolution_forward::primitive_desc(
             dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                             dnnl::algorithm::convolution_direct, plain_desc(x.dims),
@@ -170,7 +314,9 @@ class OnednnConv final : public Kernel {
   }
 
   const ir::Node& node_;
+  ops::FusedActivation act_;
   ActivationPass after_;
+  int in_block_ = 0, out_block_ = 0;
   std::vector<Entry> cache_;  // one entry per input shape seen (a few at most)
 };
 
@@ -191,7 +337,19 @@ class DepthwiseConv final : public Kernel {
       : node_(node), act_(node_activation(node)), after_(act_) {}
   std::string_view name() const override { return "cpu.depthwise_conv"; }
 
+  BlockedLayouts blocked_layouts() const override { return {.input0 = true, .output0 = true}; }
+  // Blocked tensors go to oneDNN's depthwise kernels (the loop below reads row-major planes).
+  void set_layouts(int input0_block, int output0_block) override {
+    if (!input0_block && !output0_block) return;
+    blocked_ = std::make_unique<OnednnConv>(node_);
+    blocked_->set_layouts(input0_block, output0_block);
+  }
+
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    if (blocked_) {
+      blocked_->run(in, out, stream);
+      return;
+    }
     const DeviceTensor& x = in[0];
     const DeviceTensor& w = in[1];
     const DeviceTensor* b = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
@@ -250,6 +408,7 @@ class DepthwiseConv final : public Kernel {
   ops::FusedActivation act_;
   ActivationPass after_;
   std::optional<Geo> geo_;
+  std::unique_ptr<OnednnConv> blocked_;
 };
 
 std::unique_ptr<Kernel> create_conv(const ir::Node& node) {

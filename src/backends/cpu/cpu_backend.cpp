@@ -85,6 +85,15 @@ void CpuBackend::set_threads(int threads) {
 #endif
 }
 
+int CpuBackend::layout_block() const {
+  // KILN_CPU_BLOCKED=0 keeps every activation row-major (for comparisons).
+  static const bool off = [] {
+    const char* e = std::getenv("KILN_CPU_BLOCKED");
+    return e && std::string_view(e) == "0";
+  }();
+  return off ? 0 : cpu::cpu_channel_block();
+}
+
 int cpu_threads() {
 #ifdef _OPENMP
   return omp_get_max_threads();

@@ -118,11 +118,15 @@ class UnaryKernel final : public Kernel {
     }
   }
   std::string_view name() const override { return "cpu.eltwise"; }
+  // Element by element, so any layout works as long as input and output share it.
+  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
     DeviceTensor y = out.allocate(0, DataType::Float32, x.dims);
-    const int64_t n = y.numel();
+    KILN_CHECK(x.block == y.block, ErrorCode::Internal, "cpu.eltwise: layouts {} -> {}", x.block,
+               y.block);
+    const int64_t n = y.storage_numel();
     if (n == 0) return;
     const auto* px = static_cast<const float*>(x.data);
     auto* py = static_cast<float*>(y.data);
@@ -177,6 +181,28 @@ class BinaryKernel final : public Kernel {
  public:
   explicit BinaryKernel(const ir::Node& node) : node_(node), op_(*binary_op(node.op_type())) {}
   std::string_view name() const override { return "cpu.binary"; }
+  // Same-shape operands, element by element: any layout they share. Not Div: a blocked
+  // tensor's padding channels would divide 0 by 0, and the NaN would reach the next conv.
+  // A 4-D operand times a per-channel one ([N or 1, C, 1, 1], a squeeze-excitation scale): the
+  // full operand and the output share a layout, padding lanes written as 0 (Div included).
+  BlockedLayouts blocked_layouts() const override {
+    const ir::Value* a = node_.input(0);
+    const ir::Value* b = node_.input(1);
+    if (!a || !b || !a->type().shape || !b->type().shape) return {};
+    const bool same = a->type().shape->is_static() &&
+                      a->type().shape->to_string() == b->type().shape->to_string();
+    if (same) return {.uniform = op_ != BinaryOp::Div};
+    for (int full = 0; full < 2; ++full) {
+      auto f = declared_dims(node_, full), o = declared_dims(node_, 1 - full);
+      if (f->size() != 4 || std::count(f->begin(), f->end(), -1) != 0 || o->size() > 4) continue;
+      o->insert(o->begin(), 4 - o->size(), 1);
+      if (((*o)[0] == 1 || (*o)[0] == (*f)[0]) && (*o)[1] == (*f)[1] && (*o)[2] == 1 &&
+          (*o)[3] == 1) {
+        return {.follows = full};
+      }
+    }
+    return {};
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& a = in[0];
@@ -184,8 +210,17 @@ class BinaryKernel final : public Kernel {
     ops::AttrReader attrs(node_);
     std::vector<int64_t> dims = ops::broadcast_dims(attrs, {a.dims, b.dims});
     DeviceTensor y = out.allocate(0, DataType::Float32, dims);
-    const int64_t n = y.numel();
-    if (n == 0) return;
+    if (y.numel() == 0) return;
+    if (a.block != b.block) {
+      run_per_channel(a.block ? a : b, a.block ? b : a, a.block == 0, y);
+      return;
+    }
+    if (a.block || b.block || y.block) {
+      KILN_CHECK(a.dims == b.dims && a.block == b.block && a.block == y.block, ErrorCode::Internal,
+                 "node {}: blocked operands {} / {} of different shapes or layouts", node_.label(),
+                 dims_to_string(a.dims), dims_to_string(b.dims));
+    }
+    const int64_t n = y.storage_numel();
     const auto* pa = static_cast<const float*>(a.data);
     const auto* pb = static_cast<const float*>(b.data);
     auto* py = static_cast<float*>(y.data);
@@ -216,6 +251,41 @@ class BinaryKernel final : public Kernel {
   }
 
  private:
+  // `full` blocked (N, C/b, H, W, b), `other` row-major per channel; `swapped`: other is input 0.
+  void run_per_channel(const DeviceTensor& full, const DeviceTensor& other, bool swapped,
+                       const DeviceTensor& y) {
+    KILN_CHECK(y.block == full.block && y.dims == full.dims && full.dims.size() == 4 &&
+                   other.numel() > 0 && other.numel() % full.dims[1] == 0 &&
+                   (other.numel() == full.dims[1] || other.numel() == full.dims[0] * full.dims[1]),
+               ErrorCode::Internal, "node {}: per-channel operands {} / {} in layouts {} / {}",
+               node_.label(), dims_to_string(full.dims), dims_to_string(other.dims), full.block,
+               other.block);
+    const int64_t n = full.dims[0], c = full.dims[1], hw = full.dims[2] * full.dims[3];
+    const int64_t b = full.block, cb = (c + b - 1) / b;
+    const bool per_batch = other.numel() != c;
+    const auto* pf = static_cast<const float*>(full.data);
+    const auto* po = static_cast<const float*>(other.data);
+    auto* py = static_cast<float*>(y.data);
+    const BinaryOp op = op_;
+#pragma omp parallel for schedule(static) if (n * cb * hw > 32768)
+    for (int64_t i = 0; i < n * cb; ++i) {
+      const int64_t nn = i / cb, c0 = (i % cb) * b;
+      const int64_t lanes = std::min(b, c - c0);
+      float ov[64] = {};
+      for (int64_t l = 0; l < lanes; ++l) ov[l] = po[(per_batch ? nn * c : 0) + c0 + l];
+      const float* src = pf + i * hw * b;
+      float* dst = py + i * hw * b;
+      for (int64_t r = 0; r < hw; ++r) {
+        if (swapped) {
+          binary_same_shape(op, ov, src + r * b, false, dst + r * b, lanes);
+        } else {
+          binary_same_shape(op, src + r * b, ov, false, dst + r * b, lanes);
+        }
+        for (int64_t l = lanes; l < b; ++l) dst[r * b + l] = 0.f;
+      }
+    }
+  }
+
   void run_onednn(const DeviceTensor& full, const DeviceTensor& other, const DeviceTensor& y,
                   Stream& stream) {
     if (!prim_ || full.dims != full_dims_ || other.dims != other_dims_) {

@@ -1,8 +1,11 @@
 #include "backends/cpu/onednn_common.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <set>
+
+#include <sys/mman.h>
 
 #include "backends/cpu/vector_math.hpp"
 #include "core/log.hpp"
@@ -30,6 +33,44 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims) {
   KILN_CHECK(dims.size() <= 6, ErrorCode::Internal, "plain_desc: rank {} over 6", dims.size());
   dnnl::memory::dims d = dims.empty() ? dnnl::memory::dims{1} : dnnl::memory::dims(dims);
   return dnnl::memory::desc(d, dnnl::memory::data_type::f32, kTags[dims.size()]);
+}
+
+dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block) {
+  KILN_CHECK(dims.size() == 4 && (block == 8 || block == 16), ErrorCode::Internal,
+             "blocked_desc: dims {} with block {}", dims_to_string(dims), block);
+  return dnnl::memory::desc(dnnl::memory::dims(dims), dnnl::memory::data_type::f32,
+                            block == 16 ? tag::nChw16c : tag::nChw8c);
+}
+
+dnnl::memory::desc tensor_desc(const DeviceTensor& t) {
+  return t.block ? blocked_desc(t.dims, t.block) : plain_desc(t.dims);
+}
+
+dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& owner) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = std::max<size_t>(md.get_size(), 1);
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  KILN_CHECK(p, ErrorCode::Unavailable, "out of memory allocating {} bytes", bytes);
+  if (align == kHuge) madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+  owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return dnnl::memory(md, engine(), p);
+}
+
+int cpu_channel_block() {
+  static const int block = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    switch (isa) {
+      case dnnl::cpu_isa::avx512_core:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return 16;
+      default:
+        return 8;
+    }
+  }();
+  return block;
 }
 
 bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act) {

@@ -3,6 +3,7 @@
 // fused activations as oneDNN post-ops, and the checks kernels run on declared node types.
 #include <dnnl.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,16 @@ dnnl::stream& dnnl_stream(Stream& stream);
 
 // Row-major f32 descriptor of `dims` (a scalar is one element).
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims);
+// Channel-blocked f32 descriptor (nChw16c / nChw8c) of 4-D `dims`; see DeviceTensor::block.
+dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block);
+// The descriptor of `t` in its layout (plain or blocked).
+dnnl::memory::desc tensor_desc(const DeviceTensor& t);
+// The channel block of the CPU's blocked layout: 16 with AVX-512, else 8.
+int cpu_channel_block();
+// oneDNN memory of `md` in a buffer it keeps alive (the returned memory holds no ownership:
+// keep `owner`). Large buffers (packed weights) are backed by transparent huge pages where the
+// kernel allows them, so filling them at open faults 512x fewer pages.
+dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& owner);
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, engine(), const_cast<void*>(data));
 }

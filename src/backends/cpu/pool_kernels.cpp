@@ -39,9 +39,25 @@ class OnednnPool final : public Kernel {
     }
   }
   std::string_view name() const override { return "onednn.pool"; }
+  // 2-D pooling reads and writes one layout: plain, or blocked (oneDNN's jit pooling).
+  BlockedLayouts blocked_layouts() const override { return {.uniform = kernel_.size() == 2}; }
+  void set_layouts(int input0_block, int output0_block) override {
+    KILN_CHECK(input0_block == output0_block, ErrorCode::Internal,
+               "node {}: pooling from layout block {} to {}", node_.label(), input0_block,
+               output0_block);
+    if (input0_block == block_ && !cache_.empty()) return;
+    block_ = input0_block;
+    cache_.clear();
+    if (auto x = declared_dims(node_, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
+      prepared(*x);
+    }
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
+    KILN_CHECK(x.block == block_, ErrorCode::Internal,
+               "node {}: input in layout block {}, prepared for {}", node_.label(), x.block,
+               block_);
     const Entry& e = prepared(x.dims);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
     if (y.numel() == 0) return;
@@ -87,9 +103,11 @@ class OnednnPool final : public Kernel {
                                       : dnnl::algorithm::pooling_avg_exclude_padding);
       try {
         e.pd = dnnl::pooling_v2_forward::primitive_desc(
-            dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, alg, plain_desc(x),
-                                           plain_desc(e.out_dims), strides, kernel, dil, pad_l,
-                                           pad_r),
+            dnnl::pooling_v2_forward::desc(
+                dnnl::prop_kind::forward_inference, alg,
+                block_ ? blocked_desc(x, block_) : plain_desc(x),
+                block_ ? blocked_desc(e.out_dims, block_) : plain_desc(e.out_dims), strides, kernel,
+                dil, pad_l, pad_r),
             engine());
         e.prim = dnnl::pooling_v2_forward(e.pd);
         note_implementation(node_, e.pd.impl_info_str());
@@ -104,6 +122,7 @@ class OnednnPool final : public Kernel {
 
   const ir::Node& node_;
   bool max_ = true, ceil_ = false, include_pad_ = false;
+  int block_ = 0;
   std::vector<int64_t> kernel_;
   std::vector<Entry> cache_;
 };
@@ -117,12 +136,18 @@ class GlobalPool final : public Kernel {
  public:
   explicit GlobalPool(const ir::Node& node) : max_(node.op_type() == "GlobalMaxPool") {}
   std::string_view name() const override { return "cpu.global_pool"; }
+  // Reads a blocked input (the end of a convolution stack); writes row-major.
+  BlockedLayouts blocked_layouts() const override { return {.input0 = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
     std::vector<int64_t> dims = x.dims;
     std::fill(dims.begin() + 2, dims.end(), 1);
     DeviceTensor y = out.allocate(0, DataType::Float32, dims);
+    if (x.block) {
+      run_blocked(x, y);
+      return;
+    }
     const int64_t rows = x.dims[0] * x.dims[1];
     const int64_t len = rows > 0 ? shape_numel(x.dims) / rows : 0;
     const auto* px = static_cast<const float*>(x.data);
@@ -142,6 +167,30 @@ class GlobalPool final : public Kernel {
   }
 
  private:
+  // x is (N, C/b, H, W, b): each (n, channel block) reduces H*W rows of b lanes.
+  void run_blocked(const DeviceTensor& x, const DeviceTensor& y) {
+    const int64_t n = x.dims[0], c = x.dims[1], hw = x.dims[2] * x.dims[3], b = x.block;
+    const int64_t cb = (c + b - 1) / b;
+    const auto* px = static_cast<const float*>(x.data);
+    auto* py = static_cast<float*>(y.data);
+    const bool max = max_;
+#pragma omp parallel for schedule(static) if (n * cb * hw > 65536)
+    for (int64_t i = 0; i < n * cb; ++i) {
+      float acc[64];
+      const float* p = px + i * hw * b;
+      for (int64_t l = 0; l < b; ++l) acc[l] = max ? p[l] : 0.f;
+      for (int64_t r = max ? 1 : 0; r < hw; ++r) {
+        for (int64_t l = 0; l < b; ++l) {
+          acc[l] = max ? std::max(acc[l], p[r * b + l]) : acc[l] + p[r * b + l];
+        }
+      }
+      const int64_t nn = i / cb, c0 = (i % cb) * b;
+      for (int64_t l = 0; l < b && c0 + l < c; ++l) {
+        py[nn * c + c0 + l] = max ? acc[l] : acc[l] / static_cast<float>(hw);
+      }
+    }
+  }
+
   bool max_;
 };
 
