@@ -14,7 +14,7 @@ from tritonclient.utils import InferenceServerException
 import grpc_util
 import models
 
-BLOCKER_ROWS = 8192
+BLOCKER_ROWS = 32768  # about a second or more of work: the window below must see it running
 
 
 @pytest.fixture(scope="module")
