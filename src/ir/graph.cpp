@@ -138,18 +138,25 @@ bool Graph::is_output(const Value* v) const {
   return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
 }
 
+std::vector<Graph*> subgraphs_of(const Node& node) {
+  std::vector<Graph*> out;
+  for (const auto& entry : node.attributes()) {
+    const auto& storage = entry.second.storage();
+    if (auto* g = std::get_if<GraphPtr>(&storage)) out.push_back(g->get());
+    if (auto* gs = std::get_if<std::vector<GraphPtr>>(&storage)) {
+      for (const auto& g : *gs) out.push_back(g.get());
+    }
+  }
+  return out;
+}
+
 namespace {
 void replace_reads(const Graph& g, Value* from, Value* to) {
   for (Node* n : g.nodes()) {
     for (size_t i = 0; i < n->inputs().size(); ++i) {
       if (n->input(i) == from) n->set_input(i, to);
     }
-    for (const auto& [name, a] : n->attributes()) {
-      if (auto* sg = std::get_if<GraphPtr>(&a.storage())) replace_reads(**sg, from, to);
-      if (auto* gs = std::get_if<std::vector<GraphPtr>>(&a.storage())) {
-        for (const auto& s : *gs) replace_reads(*s, from, to);
-      }
-    }
+    for (const Graph* s : subgraphs_of(*n)) replace_reads(*s, from, to);
   }
 }
 }  // namespace
@@ -181,16 +188,9 @@ void collect_uses(const Graph& g, Node* holder, std::map<const Value*, std::vect
     for (const Value* v : n->inputs()) {
       if (v) uses[v].push_back(reader);
     }
-    for (const auto& [name, a] : n->attributes()) {
-      std::vector<const Graph*> subs;
-      if (auto* sg = std::get_if<GraphPtr>(&a.storage())) subs.push_back(sg->get());
-      if (auto* gs = std::get_if<std::vector<GraphPtr>>(&a.storage())) {
-        for (const auto& s : *gs) subs.push_back(s.get());
-      }
-      for (const Graph* s : subs) {
-        collect_uses(*s, reader, uses);
-        for (const Value* v : s->outputs()) uses[v].push_back(reader);
-      }
+    for (const Graph* s : subgraphs_of(*n)) {
+      collect_uses(*s, reader, uses);
+      for (const Value* v : s->outputs()) uses[v].push_back(reader);
     }
   }
 }

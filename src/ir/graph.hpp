@@ -136,6 +136,10 @@ class Graph {
   size_t name_counter_ = 0;
 };
 
+// The subgraphs a node holds in its graph and graphs attributes (If branches, Loop and Scan
+// bodies), in attribute order; nested ones are reached through their own nodes.
+std::vector<Graph*> subgraphs_of(const Node& node);
+
 // Human-readable text of a graph and its subgraphs.
 std::string print_graph(const Graph& graph);
 // Checks SSA (each value defined once, before use), known types of graph inputs, dangling uses

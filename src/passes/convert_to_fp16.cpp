@@ -7,6 +7,7 @@
 
 #include "core/half_convert.hpp"
 #include "core/log.hpp"
+#include "ir/node_reads.hpp"
 #include "passes/pass.hpp"
 #include "passes/passes.hpp"
 
@@ -130,23 +131,12 @@ bool has_subgraph(const ir::Node& n) {
 // Values of `outer` that nodes inside the subgraphs of `n` read by name (captures): their type
 // is fixed by the subgraph, which this pass leaves float32.
 void collect_captures(const ir::Node& n, const ir::Graph& outer, std::set<const ir::Value*>& out) {
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) {
-        for (const ir::Value* v : inner->inputs()) {
-          if (v && v->owner() == &outer) out.insert(v);
-        }
-        collect_captures(*inner, outer, out);
-      }
-      for (const ir::Value* v : g->outputs()) {
-        if (v->owner() == &outer) out.insert(v);
-      }
-    }
+  auto keep_outer = [&](const ir::Value* v) {
+    if (v->owner() == &outer) out.insert(v);
+  };
+  for (const ir::Graph* g : ir::subgraphs_of(n)) {
+    for (const ir::Node* inner : g->nodes()) ir::visit_reads(*inner, keep_outer);
+    for (const ir::Value* v : g->outputs()) keep_outer(v);
   }
 }
 

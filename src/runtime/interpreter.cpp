@@ -86,12 +86,7 @@ void Interpreter::plan(const ir::Graph& g) {
     for (const ir::Value* v : reads) {
       if (v->owner() == &g && !v->is_constant()) last_use[v] = i;
     }
-    for (const auto& [name, a] : n.attributes()) {
-      if (auto* sg = std::get_if<ir::GraphPtr>(&a.storage())) plan(**sg);
-      if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-        for (const auto& s : *gs) plan(*s);
-      }
-    }
+    for (const ir::Graph* s : ir::subgraphs_of(n)) plan(*s);
   }
   std::set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
   p.release_after.resize(nodes.size());

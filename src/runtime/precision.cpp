@@ -114,16 +114,9 @@ RtValue as_float_type(const RtValue& value, DataType to) {
 
 bool is_random(const ir::Node& n) {
   if (passes::is_nondeterministic(n)) return true;
-  for (const auto& [name, a] : n.attributes()) {
-    std::vector<const ir::Graph*> subs;
-    if (auto* g = std::get_if<ir::GraphPtr>(&a.storage())) subs.push_back(g->get());
-    if (auto* gs = std::get_if<std::vector<ir::GraphPtr>>(&a.storage())) {
-      for (const auto& g : *gs) subs.push_back(g.get());
-    }
-    for (const ir::Graph* g : subs) {
-      for (const ir::Node* inner : g->nodes()) {
-        if (is_random(*inner)) return true;
-      }
+  for (const ir::Graph* g : ir::subgraphs_of(n)) {
+    for (const ir::Node* inner : g->nodes()) {
+      if (is_random(*inner)) return true;
     }
   }
   return false;
