@@ -7,15 +7,6 @@
 namespace kiln::passes {
 namespace {
 
-std::optional<std::vector<int64_t>> perm_of(const ir::Node& t) {
-  if (auto p = ints_attr(t, "perm")) return p;
-  std::optional<size_t> rank = rank_of(t.input(0));
-  if (!rank) return std::nullopt;
-  std::vector<int64_t> p(*rank);
-  std::iota(p.rbegin(), p.rend(), 0);
-  return p;
-}
-
 bool is_identity(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] != static_cast<int64_t>(i)) return false;

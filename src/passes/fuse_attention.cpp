@@ -39,16 +39,6 @@ ir::Value* unscaled(const Rewriter& rw, ir::Value* v, double& factor,
   return v;
 }
 
-// The permutation of a Transpose (reversed dims without the attribute, given the rank).
-std::optional<std::vector<int64_t>> perm_of(const ir::Node& t) {
-  if (auto p = ints_attr(t, "perm")) return p;
-  std::optional<size_t> rank = rank_of(t.input(0));
-  if (!rank) return std::nullopt;
-  std::vector<int64_t> p(*rank);
-  std::iota(p.rbegin(), p.rend(), 0);
-  return p;
-}
-
 // The mask broadcasts over the scores without widening their last two dims (which the fused op
 // takes from Q and K).
 bool mask_fits(const ir::Value* mask, const ir::Value* scores) {

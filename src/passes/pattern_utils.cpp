@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "ops/fused_activation.hpp"
 #include "passes/pass.hpp"
@@ -211,6 +212,15 @@ int imported_opset(const ir::Graph& g, const std::string& domain) {
 int import_kiln_domain(ir::Graph& g) {
   for (ir::Graph* p = &g; p; p = p->parent()) p->opsets().emplace(ops::kKilnDomain, 1);
   return g.opsets().at(ops::kKilnDomain);
+}
+
+std::optional<std::vector<int64_t>> perm_of(const ir::Node& t) {
+  if (auto p = ints_attr(t, "perm")) return p;
+  std::optional<size_t> rank = rank_of(t.input(0));
+  if (!rank) return std::nullopt;
+  std::vector<int64_t> p(*rank);
+  std::iota(p.rbegin(), p.rend(), 0);
+  return p;
 }
 
 }  // namespace kiln::passes

@@ -85,6 +85,8 @@ std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const char* nam
 std::optional<std::vector<int64_t>> axes_of(const ir::Node& n);
 // The rank of v when known.
 std::optional<size_t> rank_of(const ir::Value* v);
+// The permutation of a Transpose (reversed dims without the attribute, given the input's rank).
+std::optional<std::vector<int64_t>> perm_of(const ir::Node& transpose);
 // Dims equal for certain: both static and equal, or the same named symbol.
 bool same_dim(const Dim& a, const Dim& b);
 bool same_shape(const ir::Value* a, const ir::Value* b);

@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "ops/registry.hpp"
 #include "runtime/layout_plan.hpp"
+#include "runtime/node_errors.hpp"
 
 namespace kiln::runtime {
 namespace {
@@ -46,21 +47,6 @@ std::vector<Backend*> with_cpu(std::span<Backend* const> backends) {
   });
   if (!has_cpu) out.push_back(&backends::CpuBackend::instance());
   return out;
-}
-
-// Wraps a kernel failure in the node's name, as the interpreter does.
-template <typename Fn>
-void with_node_errors(const ir::Node& n, Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (e.message().rfind("node ", 0) == 0) throw;
-    throw Error(e.code(), fmt::format("node {}: {}", n.label(), e.message()));
-  } catch (const std::bad_alloc&) {
-    fail(ErrorCode::Unavailable, "node {}: out of memory", n.label());
-  } catch (const std::exception& e) {
-    fail(ErrorCode::Internal, "node {}: {}", n.label(), e.what());
-  }
 }
 
 }  // namespace

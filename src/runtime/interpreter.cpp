@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ir/node_reads.hpp"
+#include "runtime/node_errors.hpp"
 
 namespace kiln::runtime {
 
@@ -141,16 +142,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
     std::vector<RtValue> outs(n.outputs().size());
     ops::KernelContext ctx(n, in_ptrs, outs, &runner);
     auto start = std::chrono::steady_clock::now();
-    try {
-      p.defs[i]->kernel(ctx);
-    } catch (const Error& e) {
-      if (e.message().rfind("node ", 0) == 0) throw;
-      throw Error(e.code(), fmt::format("node {}: {}", n.label(), e.message()));
-    } catch (const std::bad_alloc&) {
-      fail(ErrorCode::Unavailable, "node {}: out of memory", n.label());
-    } catch (const std::exception& e) {
-      fail(ErrorCode::Internal, "node {}: {}", n.label(), e.what());
-    }
+    with_node_errors(n, [&] { p.defs[i]->kernel(ctx); });
     if (profiling_ && &g == graph_.get()) {
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
