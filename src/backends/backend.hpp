@@ -115,6 +115,14 @@ class KernelOutputs {
   virtual DeviceTensor allocate(size_t index, DataType dtype, std::vector<int64_t> dims) = 0;
 };
 
+// A constant input of a node in the layout its kernel computes with (oneDNN's blocked weights,
+// say), made once at compile time and stored in the engine so that opening maps it.
+struct PackedWeight {
+  size_t input = 0;    // the node input it packs
+  std::string format;  // the kernel's own description of the layout, compared at open
+  Tensor data;         // UInt8, 1-D
+};
+
 // One node, prepared for one backend.
 class Kernel {
  public:
@@ -134,6 +142,13 @@ class Kernel {
     (void)input0_block;
     (void)output0_block;
   }
+  // Compile time, after set_layouts: this kernel's constant inputs in the layout it prepared
+  // for them, to store in the engine (none by default).
+  virtual std::vector<PackedWeight> pack_weights() { return {}; }
+  // Opening an engine, before set_layouts: a packed weight stored for this node. The kernel uses
+  // it when its format is what it would make now, else packs afresh from the plain constant (a
+  // CPU with other vector units picks another layout).
+  virtual void use_packed_weight(PackedWeight packed) { (void)packed; }
 };
 
 // Whether a backend can run a node, and with which kernel; otherwise why not.

@@ -28,7 +28,8 @@ struct CompileOptions {
   std::string model;
   std::string output;  // default: the model's path with extension .kiln
   bool no_optimize = false;
-  std::string dump_after;  // pass name: print the graph after it
+  bool no_prepack = false;  // leave weights plain: kernels pack them when the engine opens
+  std::string dump_after;   // pass name: print the graph after it
   bool trace_passes = false;
   std::string target;  // "cpu:x86-64,..." (Target::parse); default the portable CPU baseline
   // NAME:1x3x224x224 fixes an input's dims; NAME:1..64x3x224x224 bounds them (a range per dim).
@@ -220,6 +221,17 @@ int compile(const CompileOptions& o) {
   runtime::Executor prepared(model.graph);
   std::cout << describe_execution_plan(prepared);
   engine::ExecutionPlan plan = prepared.execution_plan();
+  // Weights in the layouts the kernels compute with, so that opening maps them (this CPU's
+  // layouts: a CPU with other vector units packs again at open).
+  if (!o.no_prepack) {
+    plan.packed = prepared.pack_weights();
+    size_t packed_bytes = 0;
+    for (const engine::StoredPackedWeight& w : plan.packed) packed_bytes += w.data.nbytes();
+    if (!plan.packed.empty()) {
+      std::cout << fmt::format("packed weights: {} ({:.2f} MiB, for this CPU's kernels)\n",
+                               plan.packed.size(), packed_bytes / 1048576.0);
+    }
+  }
 
   // Written beside the destination first, renamed into place only once it is known good.
   std::string staged = o.gate.skip ? output : output + ".unverified";
@@ -279,6 +291,8 @@ Command add_compile_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output,
                   "Engine file to write (default: the model's name with .kiln)");
   cmd->add_flag("--no-optimize", o->no_optimize, "Skip the graph passes");
+  cmd->add_flag("--no-prepack", o->no_prepack,
+                "Store weights only plain (smaller file; kernels pack them when it opens)");
   cmd->add_option("--shape,--shape-range", o->shapes,
                   "Input dims, fixed or as ranges: NAME:1x3x224x224 or NAME:1..64x3x224x224");
   cmd->add_option("--dump-after", o->dump_after, "Print the graph after the pass of this name");

@@ -53,9 +53,18 @@ struct StoredKernel {
   std::string backend;
   std::string kernel;
 };
+// A node's constant input in its kernel's own layout (see kiln.fbs PackedWeight).
+struct StoredPackedWeight {
+  uint32_t node = 0;   // index in the main graph's node order
+  uint32_t input = 0;  // the node input it packs
+  std::string backend;
+  std::string format;  // the kernel's description of the layout
+  Tensor data;         // UInt8, 1-D
+};
 struct ExecutionPlan {
   std::vector<StoredArena> arenas;
   std::vector<StoredKernel> kernels;
+  std::vector<StoredPackedWeight> packed;
 };
 
 struct ReadOptions {
@@ -84,7 +93,8 @@ struct LoadedEngine {
 // temporary file renamed into place.
 void write_engine(const ir::Model& model, const EngineInfo& info, const std::string& path,
                   const ExecutionPlan* plan = nullptr);
-// Maps `path` read-only and rebuilds the model; any malformed, corrupt, mismatched or
+// Maps `path` read-only and rebuilds the model; pages are resident only while the checksum reads
+// them and once the runtime touches them again. Any malformed, corrupt, mismatched or
 // incompatible file is a kiln::Error naming the file and the problem.
 LoadedEngine read_engine(const std::string& path, const ReadOptions& options = {});
 // Same on bytes in memory (copied into an aligned buffer first).

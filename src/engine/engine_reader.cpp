@@ -79,41 +79,6 @@ class Reader {
     return model;
   }
 
- private:
-  DataType dtype(int32_t code, const std::string& ctx) {
-    if (code < 0 || code > kLastDataType) corrupt(fmt::format("{}: bad dtype code {}", ctx, code));
-    return static_cast<DataType>(code);
-  }
-
-  TypeInfo read_type(const fb::Type* t, const std::string& ctx, int depth) {
-    TypeInfo out;
-    if (!t) return out;
-    if (depth > kMaxDepth) corrupt(fmt::format("{}: types nest too deep", ctx));
-    auto kind = static_cast<int>(t->kind());
-    if (kind > static_cast<int>(TypeInfo::Kind::Optional)) {
-      corrupt(fmt::format("{}: unknown type kind {}", ctx, kind));
-    }
-    out.kind = static_cast<TypeInfo::Kind>(kind);
-    out.dtype = dtype(t->dtype(), ctx);
-    if (t->has_shape()) {
-      std::vector<Dim> dims;
-      if (t->dims()) {
-        dims.reserve(t->dims()->size());
-        for (const fb::Dim* d : *t->dims()) {
-          std::string symbol = text(d->symbol());
-          bool plain =
-              symbol.empty() && d->min() == 0 && d->max() == std::numeric_limits<int64_t>::max();
-          dims.push_back(d->value() >= 0 || plain ? Dim(d->value())
-                                                  : Dim::symbol(symbol, d->min(), d->max()));
-        }
-      }
-      out.shape = Shape(std::move(dims));
-    }
-    if (t->elem())
-      out.elem = std::make_shared<const TypeInfo>(read_type(t->elem(), ctx, depth + 1));
-    return out;
-  }
-
   Tensor read_tensor(const fb::Tensor* t, const std::string& ctx) {
     if (!t || t->dtype() == 0) return {};
     DataType type = dtype(t->dtype(), ctx);
@@ -161,6 +126,41 @@ class Reader {
     // Read-only mapping: the IR never writes to initializers (passes make new tensors).
     void* data = const_cast<unsigned char*>(bytes);
     return Tensor::view(type, std::move(dims), data, owner_);
+  }
+
+ private:
+  DataType dtype(int32_t code, const std::string& ctx) {
+    if (code < 0 || code > kLastDataType) corrupt(fmt::format("{}: bad dtype code {}", ctx, code));
+    return static_cast<DataType>(code);
+  }
+
+  TypeInfo read_type(const fb::Type* t, const std::string& ctx, int depth) {
+    TypeInfo out;
+    if (!t) return out;
+    if (depth > kMaxDepth) corrupt(fmt::format("{}: types nest too deep", ctx));
+    auto kind = static_cast<int>(t->kind());
+    if (kind > static_cast<int>(TypeInfo::Kind::Optional)) {
+      corrupt(fmt::format("{}: unknown type kind {}", ctx, kind));
+    }
+    out.kind = static_cast<TypeInfo::Kind>(kind);
+    out.dtype = dtype(t->dtype(), ctx);
+    if (t->has_shape()) {
+      std::vector<Dim> dims;
+      if (t->dims()) {
+        dims.reserve(t->dims()->size());
+        for (const fb::Dim* d : *t->dims()) {
+          std::string symbol = text(d->symbol());
+          bool plain =
+              symbol.empty() && d->min() == 0 && d->max() == std::numeric_limits<int64_t>::max();
+          dims.push_back(d->value() >= 0 || plain ? Dim(d->value())
+                                                  : Dim::symbol(symbol, d->min(), d->max()));
+        }
+      }
+      out.shape = Shape(std::move(dims));
+    }
+    if (t->elem())
+      out.elem = std::make_shared<const TypeInfo>(read_type(t->elem(), ctx, depth + 1));
+    return out;
   }
 
   ir::Value* resolve(const ir::Graph& g, const fbs::String* name, bool local_only,
@@ -331,7 +331,7 @@ class Reader {
 
 // The plan's names and bounds are checked against the graph; whether each slot is big enough
 // for its value is the runtime's check (it knows the sizes it will write).
-ExecutionPlan read_plan(const fb::ExecutionPlan& p, const ir::Graph& g) {
+ExecutionPlan read_plan(const fb::ExecutionPlan& p, const ir::Graph& g, Reader& reader) {
   ExecutionPlan plan;
   if (p.arenas()) {
     std::set<std::string> devices;
@@ -372,10 +372,57 @@ ExecutionPlan read_plan(const fb::ExecutionPlan& p, const ir::Graph& g) {
       plan.kernels.push_back({k->node(), text(k->backend()), text(k->kernel())});
     }
   }
+  if (p.packed()) {
+    const std::vector<ir::Node*> nodes = g.nodes();
+    std::set<std::pair<uint32_t, uint32_t>> seen;
+    for (const fb::PackedWeight* w : *p.packed()) {
+      const std::string ctx =
+          fmt::format("plan: packed weight for input {} of node #{}", w->input(), w->node());
+      if (w->node() >= nodes.size() || w->input() >= nodes[w->node()]->inputs().size()) {
+        corrupt(fmt::format("{} of a {}-node graph", ctx, nodes.size()));
+      }
+      const ir::Value* in = nodes[w->node()]->input(w->input());
+      if (!in || !in->is_constant()) corrupt(ctx + ": that input is not a constant");
+      if (!seen.insert({w->node(), w->input()}).second) corrupt(ctx + ": given twice");
+      Tensor data = reader.read_tensor(w->data(), ctx);
+      if (data.dtype() != DataType::UInt8 || data.rank() != 1) {
+        corrupt(fmt::format("{}: data is {}, not uint8 bytes", ctx, data.describe()));
+      }
+      plan.packed.push_back(
+          {w->node(), w->input(), text(w->backend()), text(w->format()), std::move(data)});
+    }
+  }
   return plan;
 }
 
-LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& options) {
+// Gives back the whole pages inside [data, data + size) of a read-only file mapping: they leave
+// the process's resident memory and are read from the file again when touched.
+void give_back_pages(const void* data, size_t size) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + size) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+// The checksum reads every byte of the file. On a mapping each chunk is given back once hashed,
+// so that what stays resident is only what the runtime then reads: the weights kernels use, not
+// the whole file (an engine with packed weights keeps plain copies the CPU kernels skip).
+uint64_t checksum(const unsigned char* data, size_t size, bool mapping) {
+  if (!mapping) return hash_bytes(data, size);
+  constexpr size_t kChunk = size_t{4} << 20;
+  Hasher h;
+  for (size_t at = 0; at < size; at += kChunk) {
+    const size_t n = std::min(kChunk, size - at);
+    h.update(data + at, n);
+    give_back_pages(data + at, n);
+  }
+  return h.finish();
+}
+
+LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& options,
+                   bool mapping) {
   const auto* base = static_cast<const unsigned char*>(owner.get());
   if (size < sizeof kMagic || std::memcmp(base, kMagic, sizeof kMagic) != 0) {
     fail(ErrorCode::InvalidArgument, "not a Kiln engine file (no '{}' magic at its start)",
@@ -412,7 +459,7 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
                         h.flatbuffer_size));
   }
   if (options.verify_checksum) {
-    uint64_t sum = hash_bytes(base + kHeaderSize, size - kHeaderSize);
+    uint64_t sum = checksum(base + kHeaderSize, size - kHeaderSize, mapping);
     if (sum != h.checksum) {
       corrupt(fmt::format("checksum mismatch (header {:016x}, contents {:016x})", h.checksum, sum));
     }
@@ -459,7 +506,7 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
   } catch (const Error& e) {
     corrupt(e.message());
   }
-  if (m->plan()) out.plan = read_plan(*m->plan(), *out.model.graph);
+  if (m->plan()) out.plan = read_plan(*m->plan(), *out.model.graph, reader);
   out.bytes = owner;
   out.size = size;
   out.weights_offset = h.weights_offset;
@@ -483,19 +530,14 @@ LoadedEngine read_engine(const std::string& path, const ReadOptions& options) {
     ::close(fd);
     fail(ErrorCode::InvalidArgument, "'{}': empty file, not a Kiln engine file", path);
   }
-  int flags = MAP_PRIVATE;
-#ifdef MAP_POPULATE
-  // The checksum reads every page anyway; faulting them in up front is cheaper.
-  if (options.verify_checksum) flags |= MAP_POPULATE;
-#endif
-  void* p = ::mmap(nullptr, size, PROT_READ, flags, fd, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
   ::close(fd);
   KILN_CHECK(p != MAP_FAILED, ErrorCode::Unavailable, "cannot map engine file '{}': {}", path,
              std::strerror(err));
   std::shared_ptr<void> mapping(p, [size](void* q) { ::munmap(q, size); });
   try {
-    LoadedEngine e = parse(std::move(mapping), size, options);
+    LoadedEngine e = parse(std::move(mapping), size, options, true);
     e.model.source_path = path;
     return e;
   } catch (const Error& e) {
@@ -511,7 +553,7 @@ LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& option
   KILN_CHECK(p, ErrorCode::Unavailable, "out of memory copying a {}-byte engine", bytes.size());
   std::memcpy(p, bytes.data(), bytes.size());
   std::shared_ptr<void> copy(p, [](void* q) { std::free(q); });
-  return parse(std::move(copy), bytes.size(), options);
+  return parse(std::move(copy), bytes.size(), options, false);
 }
 
 bool has_engine_magic(std::string_view bytes) {

@@ -123,7 +123,20 @@ class Writer {
                  g.node_count());
       kernels.push_back(fb::CreateKernelChoice(fbb_, k.node, str(k.backend), str(k.kernel)));
     }
-    return fb::CreateExecutionPlan(fbb_, fbb_.CreateVector(arenas), fbb_.CreateVector(kernels));
+    std::vector<fbs::Offset<fb::PackedWeight>> packed;
+    const std::vector<ir::Node*> nodes = g.nodes();
+    for (const StoredPackedWeight& w : plan.packed) {
+      KILN_CHECK(w.node < nodes.size() && w.input < nodes[w.node]->inputs().size() &&
+                     w.data.dtype() == DataType::UInt8 && w.data.rank() == 1,
+                 ErrorCode::Internal,
+                 "execution plan: packed weight for input {} of node #{} of a {}-node graph, {}",
+                 w.input, w.node, g.node_count(), w.data.describe());
+      auto data = write_tensor(w.data);
+      packed.push_back(
+          fb::CreatePackedWeight(fbb_, w.node, w.input, str(w.backend), str(w.format), data));
+    }
+    return fb::CreateExecutionPlan(fbb_, fbb_.CreateVector(arenas), fbb_.CreateVector(kernels),
+                                   packed.empty() ? 0 : fbb_.CreateVector(packed));
   }
 
   fbs::Offset<fbs::String> str(const std::string& s) { return fbb_.CreateSharedString(s); }

@@ -327,6 +327,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
   }
   choose(stored);
   prepare_steps();
+  use_packed_weights(stored);
   plan_layouts(stored);
   plan_arenas(stored);
 }
@@ -434,6 +435,19 @@ void Executor::prepare_steps() {
   std::set<const ir::Value*> outputs(graph_->outputs().begin(), graph_->outputs().end());
   for (const auto& [idx, i] : last_use) {
     if (!outputs.count(values_[idx])) steps_[i]->release.push_back(idx);
+  }
+}
+
+void Executor::use_packed_weights(const engine::ExecutionPlan* stored) {
+  if (!stored) return;
+  for (const engine::StoredPackedWeight& p : stored->packed) {
+    KILN_CHECK_ARG(p.node < steps_.size() && p.input < steps_[p.node]->inputs.size(),
+                   "engine plan: packed weight for input {} of node #{} of {}", p.input, p.node,
+                   steps_.size());
+    Step& s = *steps_[p.node];
+    // A kernel chosen afresh (this build lacks the stored one) packs for itself.
+    if (s.kind != Step::Kind::Fast || s.backend->name() != p.backend) continue;
+    with_node_errors(*s.node, [&] { s.kernel->use_packed_weight({p.input, p.format, p.data}); });
   }
 }
 
@@ -581,6 +595,21 @@ engine::ExecutionPlan Executor::execution_plan() const {
     plan.kernels.push_back({static_cast<uint32_t>(i), choices_[i].backend, choices_[i].kernel});
   }
   return plan;
+}
+
+std::vector<engine::StoredPackedWeight> Executor::pack_weights() {
+  std::vector<engine::StoredPackedWeight> out;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = *steps_[i];
+    if (s.kind != Step::Kind::Fast) continue;
+    std::vector<backends::PackedWeight> packed;
+    with_node_errors(*s.node, [&] { packed = s.kernel->pack_weights(); });
+    for (backends::PackedWeight& p : packed) {
+      out.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(p.input),
+                     std::string(s.backend->name()), std::move(p.format), std::move(p.data)});
+    }
+  }
+  return out;
 }
 
 std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs) {

@@ -4,7 +4,8 @@
 // CPU reference kernel; a node another backend cannot run falls back to the CPU with explicit
 // copies and one warning per op type), kernels are created (weights prepared there), and each
 // device gets one arena, sized by the static memory plan for the declared maximum shapes.
-// A run only binds feeds, runs the steps and hands the outputs out.
+// Weights an engine stores packed (kiln compile) are handed to their kernels before layouts are
+// set. A run only binds feeds, runs the steps and hands the outputs out.
 //
 // Activations live in the arena at their planned offsets; views and in-place element-wise ops
 // share slots as the plan says. Graph outputs get memory of their own, and any result that
@@ -85,6 +86,8 @@ class Executor {
   int layout_block(const ir::Value* v) const;
   // The plan as an engine file stores it (kernel choices and arenas).
   engine::ExecutionPlan execution_plan() const;
+  // The constant inputs kernels computed packed copies of, for the engine (compile time).
+  std::vector<engine::StoredPackedWeight> pack_weights();
 
  private:
   struct Step;
@@ -101,6 +104,7 @@ class Executor {
   void plan_arenas(const engine::ExecutionPlan* stored);
   void prepare_steps();
   void plan_layouts(const engine::ExecutionPlan* stored);
+  void use_packed_weights(const engine::ExecutionPlan* stored);
   backends::Backend* backend_named(const std::string& name) const;
   backends::Stream& stream_for(backends::Backend* backend);
   int value_index(const ir::Value* v) const;

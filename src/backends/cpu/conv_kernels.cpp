@@ -5,18 +5,21 @@
 //   reads in place (weights stay the engine file's mapped pages); the activation in one pass
 //   over the output (oneDNN's sgemm-based convolution runs eltwise post-ops slowly);
 // - a blocked input or output (2-D only): oneDNN's direct kernels on nChw16c / nChw8c, weights
-//   reordered once at open into the layout oneDNN picks, the activation as a post-op (its jit
-//   kernels apply it in registers); a row-major side is reordered inside the kernel.
+//   in the layout oneDNN picks (packed by `kiln compile` and mapped from the engine, or packed
+//   once from the plain constant), the activation as a post-op (its jit kernels apply it in
+//   registers); a row-major side is reordered inside the kernel.
 // Depthwise 2-D convolutions on row-major tensors get Kiln's own loop (oneDNN's fast depthwise
 // kernels want blocked or channels-last layouts); blocked ones go to oneDNN.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/kernel_table.hpp"
+#include "core/log.hpp"
 #include "ops/conv_utils.hpp"
 
 namespace kiln::backends::cpu {
@@ -103,22 +106,35 @@ class OnednnConv final : public Kernel {
   }
 
   // The executor calls this at open for every layout (row-major too). With static shapes the
-  // row-major primitive is built here, so the first run is not slower. A blocked one is built
-  // (and its weights packed) on the first run instead: jit code generation and packing into
-  // fresh memory cost ResNet-50 ~100-500 ms on the shared VM, which would make opening slower
-  // than a fifth of onnxruntime's session creation. KILN_CPU_PACK_AT_OPEN=1 does it at open.
+  // primitive is built here, so the first run is not slower. A blocked one whose weights the
+  // engine does not store packed (an ONNX model opened directly, another CPU's engine) is built
+  // on the first run instead: packing into fresh memory costs ResNet-50 ~50-250 ms on the shared
+  // VM, most of onnxruntime's session creation. KILN_CPU_PACK_AT_OPEN=1 does it at open.
   void set_layouts(int input0_block, int output0_block) override {
     in_block_ = input0_block;
     out_block_ = output0_block;
     cache_.clear();
-    if (blocked() && !pack_at_open()) return;
-    auto x = declared_dims(node_, 0), w = declared_dims(node_, 1);
-    if (x && w && std::count(x->begin(), x->end(), -1) == 0 &&
-        std::count(w->begin(), w->end(), -1) == 0) {
-      DeviceTensor xt{DataType::Float32, *x, nullptr, in_block_};
-      DeviceTensor wt{DataType::Float32, *w, nullptr};
-      prepared(xt, wt, node_.input(2) != nullptr);
-    }
+    if (blocked() && !pack_at_open() && !stored_w_) return;
+    prepare_declared();
+  }
+
+  // The packed weights of the declared shapes, for the engine (compile time).
+  std::vector<PackedWeight> pack_weights() override {
+    if (!blocked()) return {};
+    // Weights' layout does not depend on the batch: a dynamic one is packed for batch 1, and a
+    // run of another batch finds the stored bytes fit its primitive.
+    const Entry* e = prepare_declared(/*any_batch=*/true);
+    if (!e || !e->packed_w) return {};
+    const dnnl::memory::desc md = e->pd.weights_desc();
+    std::string format = layout_key(md);
+    if (format.empty()) return {};
+    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
+    std::memcpy(bytes.raw_data(), e->packed_w.get_data_handle(), md.get_size());
+    return {{1, std::move(format), std::move(bytes)}};
+  }
+
+  void use_packed_weight(PackedWeight packed) override {
+    if (packed.input == 1) stored_w_ = std::move(packed);
   }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
@@ -168,6 +184,20 @@ class OnednnConv final : public Kernel {
   };
 
   bool blocked() const { return in_block_ > 0 || out_block_ > 0; }
+
+  // The entry for the declared input shapes, when they are static (but for the batch, taken as
+  // 1, with `any_batch`).
+  const Entry* prepare_declared(bool any_batch = false) {
+    auto x = declared_dims(node_, 0), w = declared_dims(node_, 1);
+    if (any_batch && x && !x->empty() && (*x)[0] == -1) (*x)[0] = 1;
+    if (!x || !w || std::count(x->begin(), x->end(), -1) != 0 ||
+        std::count(w->begin(), w->end(), -1) != 0) {
+      return nullptr;
+    }
+    DeviceTensor xt{DataType::Float32, *x, nullptr, in_block_};
+    DeviceTensor wt{DataType::Float32, *w, nullptr};
+    return &prepared(xt, wt, node_.input(2) != nullptr);
+  }
   static bool pack_at_open() {
     static const bool on = [] {
       const char* e = std::getenv("KILN_CPU_PACK_AT_OPEN");
@@ -250,7 +280,19 @@ class OnednnConv final : public Kernel {
     const Tensor* wc = constant_input(node_, 1);
     if (!wc || wc->dims() != e.w_dims || wc->dtype() != DataType::Float32) {
       e.w_buf = dnnl::memory(e.pd.weights_desc(), engine());
+    } else if (const dnnl::memory::desc wmd = e.pd.weights_desc();
+               stored_w_ && stored_w_->format == layout_key(wmd) &&
+               stored_w_->data.nbytes() == wmd.get_size()) {
+      // Packed at compile time into exactly this layout: the engine's mapped bytes, no copy.
+      e.packed_w = wrap(wmd, stored_w_->data.raw_data());
+      e.packed_from = wc->raw_data();
     } else {
+      if (stored_w_) {
+        log_info(
+            "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
+            "packing them again",
+            node_.label(), stored_w_->format, layout_key(wmd));
+      }
       // Packed once here: every run then reads the packed copy.
       e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
       dnnl::memory src_w = wrap(e.plain_w_md, wc->raw_data());
@@ -317,7 +359,8 @@ class OnednnConv final : public Kernel {
   ops::FusedActivation act_;
   ActivationPass after_;
   int in_block_ = 0, out_block_ = 0;
-  std::vector<Entry> cache_;  // one entry per input shape seen (a few at most)
+  std::vector<Entry> cache_;              // one entry per input shape seen (a few at most)
+  std::optional<PackedWeight> stored_w_;  // the engine's packed W, when it stores one
 };
 
 // Depthwise: group == C == M, 2-D. W is (C, 1, kh, kw).
@@ -342,8 +385,14 @@ class DepthwiseConv final : public Kernel {
   void set_layouts(int input0_block, int output0_block) override {
     if (!input0_block && !output0_block) return;
     blocked_ = std::make_unique<OnednnConv>(node_);
+    if (stored_w_) blocked_->use_packed_weight(std::move(*stored_w_));
+    stored_w_.reset();
     blocked_->set_layouts(input0_block, output0_block);
   }
+  std::vector<PackedWeight> pack_weights() override {
+    return blocked_ ? blocked_->pack_weights() : std::vector<PackedWeight>{};
+  }
+  void use_packed_weight(PackedWeight packed) override { stored_w_ = std::move(packed); }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     if (blocked_) {
@@ -409,6 +458,7 @@ class DepthwiseConv final : public Kernel {
   ActivationPass after_;
   std::optional<Geo> geo_;
   std::unique_ptr<OnednnConv> blocked_;
+  std::optional<PackedWeight> stored_w_;  // handed to blocked_ when there is one
 };
 
 std::unique_ptr<Kernel> create_conv(const ir::Node& node) {

@@ -4,8 +4,11 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <span>
 
 #include <sys/mman.h>
+
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #include "backends/cpu/vector_math.hpp"
 #include "core/log.hpp"
@@ -55,6 +58,25 @@ dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& o
   if (align == kHuge) madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
   owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return dnnl::memory(md, engine(), p);
+}
+
+std::string layout_key(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.extra.flags != dnnl_memory_extra_flag_none) return "";
+  auto list = [&](const dnnl_dims_t& v, int n) {
+    return fmt::format("{}",
+                       fmt::join(std::span<const dnnl_dim_t>(v, static_cast<size_t>(n)), "x"));
+  };
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::string inner;
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    inner += fmt::format("{}{}@{}", i ? "," : "", b.inner_blks[i], b.inner_idxs[i]);
+  }
+  return fmt::format(
+      "onednn blocked {} dims {} padded {} offsets {} offset0 {} strides {} inner {}",
+      dnnl_dt2str(d.data_type), list(d.dims, d.ndims), list(d.padded_dims, d.ndims),
+      list(d.padded_offsets, d.ndims), d.offset0, list(b.strides, d.ndims),
+      inner.empty() ? "none" : inner);
 }
 
 int cpu_channel_block() {

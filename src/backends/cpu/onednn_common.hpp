@@ -37,6 +37,11 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims);
 dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block);
 // The descriptor of `t` in its layout (plain or blocked).
 dnnl::memory::desc tensor_desc(const DeviceTensor& t);
+// A description of `md`'s layout that is equal for two descriptors exactly when they lay out the
+// same bytes the same way (data type, dims, padding, strides, inner blocks): how a kernel checks
+// that weights packed at compile time fit the primitive it builds at open. "" for layouts it
+// cannot describe (Winograd, RNN-packed, compensated int8), which are never stored.
+std::string layout_key(const dnnl::memory::desc& md);
 // The channel block of the CPU's blocked layout: 16 with AVX-512, else 8.
 int cpu_channel_block();
 // oneDNN memory of `md` in a buffer it keeps alive (the returned memory holds no ownership:
