@@ -109,6 +109,8 @@ fuzz-engine: fuzz-build
 	python3 tools/make_demo_model.py build-fuzz/engine-seeds
 	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln \
 	  --no-verify >/dev/null
+	build-fuzz/src/kiln compile build-fuzz/engine-seeds/convs.onnx -o build-fuzz/engine-corpus/convs.kiln \
+	  --no-verify >/dev/null
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
 	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize --no-verify \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done

@@ -1,5 +1,7 @@
 """Writes the demo model: a small CNN classifier (Conv-Relu-Pool-Gemm-Softmax) with a dynamic
-batch dim, built with the onnx helper API and seeded random weights."""
+batch dim, built with the onnx helper API and seeded random weights; and, beside it,
+convs.onnx: two convolutions whose activation between them stays channel-blocked, so that its
+engine stores packed weights (a seed for the engine fuzzer)."""
 import os
 import sys
 
@@ -34,8 +36,30 @@ def build(path: str) -> None:
     onnx.save(model, path)
 
 
+def build_convs(path: str) -> None:
+    rng = np.random.default_rng(8)
+    w = lambda *shape: numpy_helper.from_array(  # noqa: E731
+        (rng.standard_normal(shape) * 0.1).astype(np.float32))
+    inits = [w(16, 8, 3, 3), w(16), w(8, 16, 3, 3), w(8)]
+    for t, name in zip(inits, ["w1", "b1", "w2", "b2"]):
+        t.name = name
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="kiln-demo")
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 if __name__ == "__main__":
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out_dir, exist_ok=True)
     build(os.path.join(out_dir, "demo.onnx"))
-    print(f"wrote {os.path.join(out_dir, 'demo.onnx')}")
+    build_convs(os.path.join(out_dir, "convs.onnx"))
+    print(f"wrote {os.path.join(out_dir, 'demo.onnx')} and convs.onnx")

@@ -136,3 +136,29 @@ def test_compile_shape_ranges_bound_dims_and_plan_memory(kiln, tmp_path):
     assert bad.returncode == 1 and "has rank 4" in bad.stderr
     fixed = kiln("compile", tmp_path / "demo.onnx", "-o", tmp_path / "x.kiln", "--shape", "image:2x3x8x7")
     assert fixed.returncode == 1 and "fixed at 8" in fixed.stderr
+
+
+def test_compile_stores_packed_weights_and_both_engines_agree(kiln, tmp_path):
+    make_demo_model.build_convs(str(tmp_path / "convs.onnx"))
+    r = kiln("compile", tmp_path / "convs.onnx", "-o", tmp_path / "packed.kiln")
+    assert r.returncode == 0, r.stderr
+    assert "packed weights: 2 (" in r.stdout
+    r = kiln("compile", tmp_path / "convs.onnx", "-o", tmp_path / "plain.kiln", "--no-prepack")
+    assert r.returncode == 0, r.stderr
+    assert "packed weights" not in r.stdout
+    # The packed copies (channels padded to whole blocks) come on top of the plain weights.
+    plain_weights = (16 * 8 * 9 + 16 + 8 * 16 * 9 + 8) * 4
+    extra = (tmp_path / "packed.kiln").stat().st_size - (tmp_path / "plain.kiln").stat().st_size
+    assert extra >= plain_weights - 64
+    x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(x).SerializeToString())
+    outs = []
+    for name in ("packed", "plain"):
+        r = kiln("run", tmp_path / f"{name}.kiln", "--input", f"x={tmp_path / 'x.pb'}",
+                 "--output-dir", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        t = onnx.TensorProto()
+        t.ParseFromString((tmp_path / name / "y.pb").read_bytes())
+        outs.append(numpy_helper.to_array(t))
+    assert outs[0].shape == (1, 8, 6, 6)
+    np.testing.assert_array_equal(outs[0], outs[1])
