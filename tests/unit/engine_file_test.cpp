@@ -10,9 +10,9 @@
 
 #include <unistd.h>
 
-#include "expect_error.hpp"
 #include "engine/engine_file.hpp"
 #include "engine/kiln_generated.h"
+#include "expect_error.hpp"
 #include "runtime/interpreter.hpp"
 
 namespace kiln {

@@ -3,7 +3,6 @@
 
 #include <onnx/onnx-ml.pb.h>
 #include "expect_error.hpp"
-#include "expect_error.hpp"
 
 #include <filesystem>
 #include <fstream>
