@@ -273,16 +273,8 @@ class BinaryKernel final : public Kernel {
       const int64_t lanes = std::min(b, c - c0);
       float ov[64] = {};
       for (int64_t l = 0; l < lanes; ++l) ov[l] = po[(per_batch ? nn * c : 0) + c0 + l];
-      const float* src = pf + i * hw * b;
-      float* dst = py + i * hw * b;
-      for (int64_t r = 0; r < hw; ++r) {
-        if (swapped) {
-          binary_same_shape(op, ov, src + r * b, false, dst + r * b, lanes);
-        } else {
-          binary_same_shape(op, src + r * b, ov, false, dst + r * b, lanes);
-        }
-        for (int64_t l = lanes; l < b; ++l) dst[r * b + l] = 0.f;
-      }
+      blocked_channel_binary(op, pf + i * hw * b, ov, swapped, hw, static_cast<int>(b),
+                             static_cast<int>(lanes), py + i * hw * b);
     }
   }
 

@@ -177,13 +177,7 @@ class GlobalPool final : public Kernel {
 #pragma omp parallel for schedule(static) if (n * cb * hw > 65536)
     for (int64_t i = 0; i < n * cb; ++i) {
       float acc[64];
-      const float* p = px + i * hw * b;
-      for (int64_t l = 0; l < b; ++l) acc[l] = max ? p[l] : 0.f;
-      for (int64_t r = max ? 1 : 0; r < hw; ++r) {
-        for (int64_t l = 0; l < b; ++l) {
-          acc[l] = max ? std::max(acc[l], p[r * b + l]) : acc[l] + p[r * b + l];
-        }
-      }
+      blocked_lane_reduce(px + i * hw * b, hw, static_cast<int>(b), max, acc);
       const int64_t nn = i / cb, c0 = (i % cb) * b;
       for (int64_t l = 0; l < b && c0 + l < c; ++l) {
         py[nn * c + c0 + l] = max ? acc[l] : acc[l] / static_cast<float>(hw);

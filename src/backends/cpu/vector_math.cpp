@@ -149,8 +149,15 @@ void row_means(const float* x, int64_t rows, int64_t len, float* y) {
   const float scale = len > 0 ? 1.f / static_cast<float>(len) : 0.f;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * len;
+    // 16 partial sums: one vector of independent lanes instead of a serial chain of adds.
+    float part[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= len; i += 16) {
+      for (int l = 0; l < 16; ++l) part[l] += xr[i + l];
+    }
     float sum = 0;
-    for (int64_t i = 0; i < len; ++i) sum += xr[i];
+    for (float p : part) sum += p;
+    for (; i < len; ++i) sum += xr[i];
     y[r] = len > 0 ? sum * scale : std::numeric_limits<float>::quiet_NaN();
   }
 }
@@ -162,6 +169,116 @@ void row_maxes(const float* x, int64_t rows, int64_t len, float* y) {
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < len; ++i) m = xr[i] > m ? xr[i] : m;
     y[r] = m;
+  }
+}
+
+namespace {
+
+// Four interleaved accumulators per lane, so consecutive rows do not wait on each other's add.
+template <int B, bool Max>
+[[gnu::always_inline]] inline void lane_reduce(const float* x, int64_t rows, float* out) {
+  auto step = [](float a, float v) { return Max ? (v > a ? v : a) : a + v; };
+  const float init = Max ? -std::numeric_limits<float>::infinity() : 0.f;
+  float a0[B], a1[B], a2[B], a3[B];
+  for (int l = 0; l < B; ++l) a0[l] = a1[l] = a2[l] = a3[l] = init;
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* p = x + r * B;
+    for (int l = 0; l < B; ++l) {
+      a0[l] = step(a0[l], p[l]);
+      a1[l] = step(a1[l], p[B + l]);
+      a2[l] = step(a2[l], p[2 * B + l]);
+      a3[l] = step(a3[l], p[3 * B + l]);
+    }
+  }
+  for (; r < rows; ++r) {
+    for (int l = 0; l < B; ++l) a0[l] = step(a0[l], x[r * B + l]);
+  }
+  for (int l = 0; l < B; ++l) out[l] = step(step(a0[l], a1[l]), step(a2[l], a3[l]));
+}
+
+}  // namespace
+
+namespace {
+
+// Each row goes through local arrays: dst may be src (in place) and the compiler cannot prove
+// v apart from dst, so loading a whole row before storing any of it is what lets it use one
+// vector per row.
+template <int B, typename F>
+[[gnu::always_inline]] inline void rows_with_lanes(const float* src, const float* v, int64_t rows,
+                                                   float* dst, F f) {
+  float c[B];
+  for (int l = 0; l < B; ++l) c[l] = v[l];
+  for (int64_t r = 0; r < rows; ++r) {
+    float t[B];
+    for (int l = 0; l < B; ++l) t[l] = src[r * B + l];
+    for (int l = 0; l < B; ++l) t[l] = f(t[l], c[l]);
+    for (int l = 0; l < B; ++l) dst[r * B + l] = t[l];
+  }
+}
+
+template <int B>
+[[gnu::always_inline]] inline void channel_binary(BinaryOp op, const float* src, const float* v,
+                                                  bool swapped, int64_t rows, float* dst) {
+  switch (op) {
+    case BinaryOp::Add:
+      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x + c; });
+    case BinaryOp::Mul:
+      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x * c; });
+    case BinaryOp::Sub:
+      if (swapped) {
+        return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return c - x; });
+      }
+      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x - c; });
+    case BinaryOp::Div:
+      if (swapped) {
+        return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return c / x; });
+      }
+      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x / c; });
+  }
+}
+
+}  // namespace
+
+KILN_CLONES
+void blocked_channel_binary(BinaryOp op, const float* src, const float* v, bool swapped,
+                            int64_t rows, int block, int lanes, float* dst) {
+  if (block == 16) {
+    channel_binary<16>(op, src, v, swapped, rows, dst);
+  } else if (block == 8) {
+    channel_binary<8>(op, src, v, swapped, rows, dst);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (swapped) {
+        binary_same_shape(op, v, src + r * block, false, dst + r * block, block);
+      } else {
+        binary_same_shape(op, src + r * block, v, false, dst + r * block, block);
+      }
+    }
+  }
+  // Channel padding stays zero whatever the op makes of it.
+  if (lanes < block) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int l = lanes; l < block; ++l) dst[r * block + l] = 0.f;
+    }
+  }
+}
+
+KILN_CLONES
+void blocked_lane_reduce(const float* x, int64_t rows, int block, bool max, float* out) {
+  if (block == 16) {
+    max ? lane_reduce<16, true>(x, rows, out) : lane_reduce<16, false>(x, rows, out);
+  } else if (block == 8) {
+    max ? lane_reduce<8, true>(x, rows, out) : lane_reduce<8, false>(x, rows, out);
+  } else {
+    for (int l = 0; l < block; ++l) {
+      float a = max ? -std::numeric_limits<float>::infinity() : 0.f;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float v = x[r * block + l];
+        a = max ? (v > a ? v : a) : a + v;
+      }
+      out[l] = a;
+    }
   }
 }
 

@@ -40,5 +40,13 @@ void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scala
 // Mean (or max) of each of `rows` contiguous runs of `len` floats.
 void row_means(const float* x, int64_t rows, int64_t len, float* y);
 void row_maxes(const float* x, int64_t rows, int64_t len, float* y);
+// One channel block of a channel-blocked plane with its per-channel operand: dst[r][l] =
+// src[r][l] op v[l] (v[l] op src[r][l] when `swapped`) for r < rows, l < block (dst may be src);
+// lanes from `lanes` on (the channel padding of the last block) are set to 0.
+void blocked_channel_binary(BinaryOp op, const float* src, const float* v, bool swapped,
+                            int64_t rows, int block, int lanes, float* dst);
+// Sum (or max) of each of `block` lanes over `rows` rows of `block` floats: one channel block of
+// a channel-blocked plane (see DeviceTensor::block). out[l] for l < block.
+void blocked_lane_reduce(const float* x, int64_t rows, int block, bool max, float* out);
 
 }  // namespace kiln::backends::cpu
