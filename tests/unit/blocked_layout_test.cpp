@@ -35,8 +35,10 @@ class Chain {
     feeds_.push_back(random_tensor(dims, rng_));
     return g_->add_input(name, TypeInfo::tensor(DataType::Float32, Shape::from_values(dims)));
   }
-  ir::Value* weight(std::vector<int64_t> dims) {
-    return g_->add_initializer(fmt::format("w{}", count_++), random_tensor(dims, rng_));
+  ir::Value* weight(std::vector<int64_t> dims, float shift = 0.f) {
+    Tensor t = random_tensor(dims, rng_);
+    for (float& v : t.values<float>()) v += shift;
+    return g_->add_initializer(fmt::format("w{}", count_++), std::move(t));
   }
   ir::Value* node(const std::string& op, std::vector<ir::Value*> in,
                   std::vector<std::pair<std::string, ir::Attribute>> attrs = {},
@@ -159,7 +161,39 @@ TEST_F(BlockedLayout, GroupedAndDepthwise) {
   ir::Value* e = c.conv(d, 24, 36, 3, {{"strides", ints({2, 1})}}, 3, "Silu");
   ir::Value* y = c.conv(e, 36, 6, 1);
   c.compare({y}, [&](const runtime::Executor& ex) {
-    for (ir::Value* v : {a, b, d, e}) EXPECT_EQ(ex.layout_block(v), block_) << v->name();
+    // The depthwise convolutions stay blocked between them; the grouped ones with 2 and 8
+    // channels per group (not whole blocks) read and write row-major, where oneDNN has a fast
+    // kernel for them.
+    EXPECT_EQ(ex.layout_block(b), block_);
+    for (ir::Value* v : {a, d, e}) EXPECT_EQ(ex.layout_block(v), 0) << v->name();
+  });
+}
+
+TEST_F(BlockedLayout, ConcatBatchNormAndSumOfBlockedTensors) {
+  Chain c(9);
+  ir::Value* x = c.input("x", {2, 8, 9, 9});
+  ir::Value* a = c.conv(x, 8, 32, 3, {{"pads", ints({1, 1, 1, 1})}});
+  ir::Value* b = c.conv(x, 8, 16, 1, {}, 1, "Relu");
+  ir::Value* cat = c.node("Concat", {a, b}, {{"axis", ir::Attribute(int64_t{1})}});
+  // Variances in [1, 3).
+  ir::Value* bn = c.node("BatchNormalization",
+                         {cat, c.weight({48}), c.weight({48}), c.weight({48}), c.weight({48}, 2.f)},
+                         {{"epsilon", ir::Attribute(1e-3f)}});
+  ir::Value* s = c.node("Sum", {bn, cat, bn});
+  ir::Value* y = c.conv(s, 48, 8, 1);
+  c.compare({y}, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, b, cat, bn, s}) EXPECT_EQ(ex.layout_block(v), block_) << v->name();
+  });
+}
+
+TEST_F(BlockedLayout, GroupsOfWholeBlocksStayBlocked) {
+  Chain c(4);
+  ir::Value* x = c.input("x", {1, 8, 10, 10});
+  ir::Value* a = c.conv(x, 8, 64, 3, {{"pads", ints({1, 1, 1, 1})}});
+  ir::Value* b = c.conv(a, 64, 64, 3, {{"pads", ints({1, 1, 1, 1})}}, 64 / 16, "Relu");
+  ir::Value* y = c.conv(b, 64, 8, 1);
+  c.compare({y}, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, b}) EXPECT_EQ(ex.layout_block(v), block_) << v->name();
   });
 }
 

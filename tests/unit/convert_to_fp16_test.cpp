@@ -443,8 +443,8 @@ std::vector<OpCase> op_cases() {
        A{{"perm", std::vector<int64_t>{2, 0, 1}}},
        "",
        17,
-       "reference"},
-      {"concat", "Concat", {{2, 3}, {2, 5}}, {}, A{{"axis", int64_t{1}}}, "", 17, "reference"},
+       "cpu.transpose"},
+      {"concat", "Concat", {{2, 3}, {2, 5}}, {}, A{{"axis", int64_t{1}}}, "", 17, "cpu.concat"},
   };
 }
 

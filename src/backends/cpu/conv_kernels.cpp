@@ -3,7 +3,8 @@
 // Two ways, by the layouts the executor chose (runtime/layout_plan.hpp):
 // - row-major in and out: oneDNN on plain NCHW activations and plain OIHW weights, which it
 //   reads in place (weights stay the engine file's mapped pages); the activation in one pass
-//   over the output (oneDNN's sgemm-based convolution runs eltwise post-ops slowly);
+//   over the output (oneDNN's sgemm-based convolution runs eltwise post-ops slowly); grouped
+//   convolutions whose groups are not whole channel blocks always take this way;
 // - a blocked input or output (2-D only): oneDNN's direct kernels on nChw16c / nChw8c, weights
 //   in the layout oneDNN picks (packed by `kiln compile` and mapped from the engine, or packed
 //   once from the plain constant), the activation as a post-op (its jit kernels apply it in
@@ -100,9 +101,19 @@ class OnednnConv final : public Kernel {
   std::string_view name() const override { return "onednn.conv"; }
 
   BlockedLayouts blocked_layouts() const override {
-    auto x = declared_dims(node_, 0);
-    const bool two_d = x && x->size() == 4;
-    return {.input0 = two_d, .output0 = two_d};
+    auto x = declared_dims(node_, 0), w = declared_dims(node_, 1);
+    bool ok = x && x->size() == 4;
+    const int64_t group = ops::AttrReader(node_).attr_int("group", 1);
+    if (ok && group > 1) {
+      // oneDNN's jit kernels for grouped convolutions on blocked layouts want whole blocks of
+      // channels in each group (or one channel: depthwise); otherwise it has only its reference
+      // kernel there (ShuffleNet's 1x1 convolutions in 4 groups of 34 channels: ~100 ms each),
+      // where on row-major tensors its gemm convolution takes the groups in a few ms.
+      const int64_t c = (*x)[1], m = w && !w->empty() ? (*w)[0] : -1, b = cpu_channel_block();
+      const bool depthwise = c == group && m == group;
+      ok = depthwise || (c > 0 && m > 0 && (c / group) % b == 0 && (m / group) % b == 0);
+    }
+    return {.input0 = ok, .output0 = ok};
   }
 
   // The executor calls this at open for every layout (row-major too). With static shapes the

@@ -313,6 +313,59 @@ std::unique_ptr<Kernel> create_binary(const ir::Node& node) {
   return std::make_unique<BinaryKernel>(node);
 }
 
+// ---- Sum ----
+
+// Operands of one declared shape (broadcasting Sums stay on the reference kernel).
+std::string check_sum(const ir::Node& node) {
+  if (node.inputs().empty()) return "no inputs";
+  for (size_t i = 0; i < node.inputs().size(); ++i) {
+    if (std::string why = check_f32_input(node, i, 0, 8); !why.empty()) return why;
+    const Shape& s = *node.input(i)->type().shape;
+    if (!s.is_static() || s.to_string() != node.input(0)->type().shape->to_string()) {
+      return "operands of different or dynamic shapes";
+    }
+  }
+  return check_f32_outputs(node);
+}
+
+class SumKernel final : public Kernel {
+ public:
+  explicit SumKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.sum"; }
+  // Element by element on one shape: any layout the operands share (padding stays 0 + 0).
+  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    for (const DeviceTensor& t : in) {
+      KILN_CHECK_ARG(t.dims == in[0].dims, "node {}: operands {} and {} differ in shape",
+                     node_.label(), dims_to_string(in[0].dims), dims_to_string(t.dims));
+    }
+    DeviceTensor y = out.allocate(0, DataType::Float32, in[0].dims);
+    const int64_t n = y.storage_numel();
+    auto* py = static_cast<float*>(y.data);
+    parallel_chunks(n, [&](int64_t at, int64_t len) {
+      const auto* first = static_cast<const float*>(in[0].data) + at;
+      if (in.size() == 1) {
+        std::copy(first, first + len, py + at);
+        return;
+      }
+      binary_same_shape(BinaryOp::Add, first, static_cast<const float*>(in[1].data) + at, false,
+                        py + at, len);
+      for (size_t k = 2; k < in.size(); ++k) {
+        binary_same_shape(BinaryOp::Add, py + at, static_cast<const float*>(in[k].data) + at, false,
+                          py + at, len);
+      }
+    });
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+std::unique_ptr<Kernel> create_sum(const ir::Node& node) {
+  return std::make_unique<SumKernel>(node);
+}
+
 }  // namespace
 
 #define KILN_CPU_UNARY(OP)                     \
@@ -335,6 +388,12 @@ KILN_CPU_UNARY("Sqrt");
 KILN_CPU_UNARY("Abs");
 KILN_CPU_UNARY("Neg");
 KILN_CPU_UNARY("Mish");
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Sum",
+                      .name = "cpu.sum",
+                      .check = check_sum,
+                      .create = create_sum});
 
 #define KILN_CPU_BINARY(OP)                    \
   KILN_REGISTER_KERNEL({.backend = "cpu",      \

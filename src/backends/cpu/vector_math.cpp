@@ -265,6 +265,29 @@ void blocked_channel_binary(BinaryOp op, const float* src, const float* v, bool 
 }
 
 KILN_CLONES
+void affine(const float* x, float a, float b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
+KILN_CLONES
+void blocked_channel_affine(const float* src, const float* a, const float* b, int64_t rows,
+                            int block, float* dst) {
+  if (block == 16) {
+    float ca[16], cb[16];
+    for (int l = 0; l < 16; ++l) ca[l] = a[l], cb[l] = b[l];
+    for (int64_t r = 0; r < rows; ++r) {
+      float t[16];
+      for (int l = 0; l < 16; ++l) t[l] = src[r * 16 + l];
+      for (int l = 0; l < 16; ++l) dst[r * 16 + l] = t[l] * ca[l] + cb[l];
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int l = 0; l < block; ++l) dst[r * block + l] = src[r * block + l] * a[l] + b[l];
+  }
+}
+
+KILN_CLONES
 void blocked_lane_reduce(const float* x, int64_t rows, int block, bool max, float* out) {
   if (block == 16) {
     max ? lane_reduce<16, true>(x, rows, out) : lane_reduce<16, false>(x, rows, out);

@@ -40,6 +40,12 @@ void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scala
 // Mean (or max) of each of `rows` contiguous runs of `len` floats.
 void row_means(const float* x, int64_t rows, int64_t len, float* y);
 void row_maxes(const float* x, int64_t rows, int64_t len, float* y);
+// y[i] = x[i] * a + b for i < n (y may be x).
+void affine(const float* x, float a, float b, int64_t n, float* y);
+// One channel block of a channel-blocked plane: dst[r][l] = src[r][l] * a[l] + b[l] (dst may be
+// src); a and b hold `block` values (0 for padding lanes keeps them 0).
+void blocked_channel_affine(const float* src, const float* a, const float* b, int64_t rows,
+                            int block, float* dst);
 // One channel block of a channel-blocked plane with its per-channel operand: dst[r][l] =
 // src[r][l] op v[l] (v[l] op src[r][l] when `swapped`) for r < rows, l < block (dst may be src);
 // lanes from `lanes` on (the channel padding of the last block) are set to 0.
