@@ -161,6 +161,13 @@ class UnaryKernel final : public Kernel {
 
 // ---- binary ----
 
+// Every dim a number or a named symbol: two such shapes that compare equal are equal at run
+// time (an unnamed dynamic dim could be anything).
+bool known_dims(const Shape& s) {
+  return std::all_of(s.dims().begin(), s.dims().end(),
+                     [](const Dim& d) { return d.is_static() || d.is_symbolic(); });
+}
+
 std::optional<BinaryOp> binary_op(const std::string& op_type) {
   if (op_type == "Add") return BinaryOp::Add;
   if (op_type == "Sub") return BinaryOp::Sub;
@@ -189,15 +196,18 @@ class BinaryKernel final : public Kernel {
     const ir::Value* a = node_.input(0);
     const ir::Value* b = node_.input(1);
     if (!a || !b || !a->type().shape || !b->type().shape) return {};
-    const bool same = a->type().shape->is_static() &&
-                      a->type().shape->to_string() == b->type().shape->to_string();
-    if (same) return {.uniform = op_ != BinaryOp::Div};
+    const Shape& sa = *a->type().shape;
+    const Shape& sb = *b->type().shape;
+    if (known_dims(sa) && sa == sb) return {.uniform = op_ != BinaryOp::Div};
     for (int full = 0; full < 2; ++full) {
-      auto f = declared_dims(node_, full), o = declared_dims(node_, 1 - full);
-      if (f->size() != 4 || std::count(f->begin(), f->end(), -1) != 0 || o->size() > 4) continue;
-      o->insert(o->begin(), 4 - o->size(), 1);
-      if (((*o)[0] == 1 || (*o)[0] == (*f)[0]) && (*o)[1] == (*f)[1] && (*o)[2] == 1 &&
-          (*o)[3] == 1) {
+      const Shape& f = full == 0 ? sa : sb;
+      Shape o = full == 0 ? sb : sa;
+      if (f.rank() != 4 || !known_dims(f) || o.rank() > 4) continue;
+      std::vector<Dim> od = o.dims();
+      od.insert(od.begin(), 4 - od.size(), Dim(1));
+      // A batch of its own (or one for all), the full operand's channels, one pixel.
+      if ((od[0] == Dim(1) || od[0] == f[0]) && od[1] == f[1] && f[1].is_static() &&
+          od[2] == Dim(1) && od[3] == Dim(1)) {
         return {.follows = full};
       }
     }
@@ -321,8 +331,8 @@ std::string check_sum(const ir::Node& node) {
   for (size_t i = 0; i < node.inputs().size(); ++i) {
     if (std::string why = check_f32_input(node, i, 0, 8); !why.empty()) return why;
     const Shape& s = *node.input(i)->type().shape;
-    if (!s.is_static() || s.to_string() != node.input(0)->type().shape->to_string()) {
-      return "operands of different or dynamic shapes";
+    if (!known_dims(s) || !(s == *node.input(0)->type().shape)) {
+      return "operands of different or unnamed dynamic shapes";
     }
   }
   return check_f32_outputs(node);
