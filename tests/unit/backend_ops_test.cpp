@@ -294,6 +294,67 @@ std::vector<Case> cases() {
                "onednn.matmul",
                kKiln,
                1});
+  // Attention: heads as batch dims, a BERT-style padding mask [N, 1, 1, Sk], a causal-style
+  // [Sq, Sk] one, none; a scale attribute; more keys than queries and Dv != D.
+  const std::string sdpa = "ScaledDotProductAttention";
+  c.push_back({"attention",
+               sdpa,
+               {x({2, 3, 5, 8}), x({2, 3, 5, 8}), x({2, 3, 5, 8})},
+               {},
+               "cpu.attention",
+               kKiln,
+               1});
+  c.push_back({"attention_padding_mask",
+               sdpa,
+               {x({2, 3, 4, 8}), x({2, 3, 7, 8}), x({2, 3, 7, 6}), x({2, 1, 1, 7})},
+               {f("scale", 0.3f)},
+               "cpu.attention",
+               kKiln,
+               1});
+  c.push_back({"attention_square_mask",
+               sdpa,
+               {x({3, 4, 8}), x({3, 4, 8}), x({3, 4, 8}), w({4, 4})},
+               {},
+               "cpu.attention",
+               kKiln,
+               1});
+  c.push_back({"softmax_last", "Softmax", {x({3, 4, 5})}, {}, "cpu.softmax"});
+  c.push_back({"softmax_middle", "Softmax", {x({3, 4, 5})}, {i("axis", 1)}, "cpu.softmax"});
+  c.push_back({"softmax_opset11_flattens",
+               "Softmax",
+               {x({3, 4, 5})},
+               {i("axis", 1)},
+               "cpu.softmax",
+               "",
+               11});
+  c.push_back({"log_softmax", "LogSoftmax", {x({2, 7})}, {}, "cpu.softmax"});
+  c.push_back({"transpose_channel_shuffle",
+               "Transpose",
+               {x({1, 4, 3, 5, 6})},
+               {ints("perm", {0, 2, 1, 3, 4})},
+               "cpu.transpose"});
+  c.push_back({"transpose_last_two",
+               "Transpose",
+               {x({2, 3, 40, 50})},
+               {ints("perm", {0, 1, 3, 2})},
+               "cpu.transpose"});
+  c.push_back({"transpose_reverse", "Transpose", {x({3, 4, 5})}, {}, "cpu.transpose"});
+  c.push_back({"concat_channels",
+               "Concat",
+               {x({2, 3, 4, 4}), w({2, 5, 4, 4}), x({2, 1, 4, 4})},
+               {i("axis", 1)},
+               "cpu.concat"});
+  c.push_back(
+      {"concat_last_negative", "Concat", {x({3, 2}), x({3, 7})}, {i("axis", -1)}, "cpu.concat"});
+  c.push_back({"sum_three", "Sum", {x({2, 3, 4}), x({2, 3, 4}), w({2, 3, 4})}, {}, "cpu.sum"});
+  c.push_back({"batchnorm",
+               "BatchNormalization",
+               {x({2, 5, 3, 4}), w({5}), w({5}), w({5}), w({5})},
+               {f("epsilon", 1e-3f)},
+               "cpu.batchnorm",
+               "",
+               15,
+               true});
   return c;
 }
 
