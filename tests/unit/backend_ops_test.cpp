@@ -347,6 +347,23 @@ std::vector<Case> cases() {
   c.push_back(
       {"concat_last_negative", "Concat", {x({3, 2}), x({3, 7})}, {i("axis", -1)}, "cpu.concat"});
   c.push_back({"sum_three", "Sum", {x({2, 3, 4}), x({2, 3, 4}), w({2, 3, 4})}, {}, "cpu.sum"});
+  c.push_back({"layer_norm_last",
+               "LayerNormalization",
+               {x({3, 5, 40}), w({40}), w({40})},
+               {f("epsilon", 1e-3f)},
+               "cpu.layer_norm"});
+  c.push_back({"layer_norm_two_dims_no_bias",
+               "LayerNormalization",
+               {x({3, 5, 7}), w({5, 7})},
+               {i("axis", 1)},
+               "cpu.layer_norm"});
+  c.push_back({"skip_layer_norm",
+               "SkipLayerNormalization",
+               {x({2, 4, 48}), x({2, 4, 48}), w({48}), w({48}), w({48})},
+               {f("epsilon", 1e-5f)},
+               "cpu.layer_norm",
+               kKiln,
+               1});
   c.push_back({"batchnorm",
                "BatchNormalization",
                {x({2, 5, 3, 4}), w({5}), w({5}), w({5}), w({5})},
