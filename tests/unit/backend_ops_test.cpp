@@ -49,6 +49,7 @@ struct Case {
   std::string domain;  // "" or "ai.kiln"
   int opset = 17;
   bool positive = false;  // inputs in (0.1, 2) instead of (-2, 2) (Sqrt)
+  int outputs = 1;        // outputs the node has, all graph outputs and all compared
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -364,6 +365,36 @@ std::vector<Case> cases() {
                "cpu.layer_norm",
                kKiln,
                1});
+  // LSTM: forward with both initial states and biases, reverse without, bidirectional; all three
+  // outputs compared.
+  c.push_back(
+      {"lstm_forward",
+       "LSTM",
+       {x({5, 2, 6}), w({1, 16, 6}), w({1, 16, 4}), w({1, 32}), none(), x({1, 2, 4}), x({1, 2, 4})},
+       {i("hidden_size", 4)},
+       "cpu.lstm",
+       "",
+       17,
+       false,
+       3});
+  c.push_back({"lstm_reverse_no_bias",
+               "LSTM",
+               {x({3, 1, 5}), w({1, 12, 5}), w({1, 12, 3})},
+               {i("hidden_size", 3), s("direction", "reverse")},
+               "cpu.lstm",
+               "",
+               17,
+               false,
+               3});
+  c.push_back({"lstm_bidirectional",
+               "LSTM",
+               {x({4, 3, 6}), w({2, 20, 6}), w({2, 20, 5}), w({2, 40})},
+               {i("hidden_size", 5), s("direction", "bidirectional")},
+               "cpu.lstm",
+               "",
+               17,
+               false,
+               3});
   c.push_back({"batchnorm",
                "BatchNormalization",
                {x({2, 5, 3, 4}), w({5}), w({5}), w({5}), w({5})},
@@ -414,12 +445,13 @@ TEST_P(BackendOps, FastKernelMatchesReference) {
       if (inputs[k]) inputs[k]->set_constant(Tensor::scalar<float>(k == 1 ? -0.5f : 0.75f));
     }
   }
-  ir::Value* y = g->add_value("y");
-  ir::Node* n = g->add_node(c.op, c.domain, c.name, inputs, {y});
+  std::vector<ir::Value*> ys;
+  for (int k = 0; k < c.outputs; ++k) ys.push_back(g->add_value(fmt::format("y{}", k)));
+  ir::Node* n = g->add_node(c.op, c.domain, c.name, inputs, ys);
   n->set_opset(c.opset);
   for (const auto& [name, value] : c.attrs) n->set_attribute(name, value);
   passes::InferShapes{}.apply(*g);
-  g->add_output(y);
+  for (ir::Value* y : ys) g->add_output(y);
 
   runtime::Executor ex(g);
   ASSERT_EQ(ex.kernel_choices().size(), 1u);
@@ -428,16 +460,20 @@ TEST_P(BackendOps, FastKernelMatchesReference) {
       << backends::CpuBackend::instance().supports(*n).reason;
   std::vector<RtValue> fast = ex.run(feeds);
   std::vector<RtValue> ref = runtime::Interpreter(g).run(feeds);
-  const Tensor& a = fast.at(0).tensor();
-  const Tensor& b = ref.at(0).tensor();
-  ASSERT_EQ(a.dims(), b.dims());
-  ASSERT_GT(a.numel(), 0);
-  double worst = 0;
-  for (int64_t k = 0; k < a.numel(); ++k) {
-    const double va = a.data<float>()[k], vb = b.data<float>()[k];
-    worst = std::max(worst, std::abs(va - vb) / (1e-5 + 1e-4 * std::abs(vb)));
+  ASSERT_EQ(fast.size(), static_cast<size_t>(c.outputs));
+  for (int o = 0; o < c.outputs; ++o) {
+    const Tensor& a = fast.at(o).tensor();
+    const Tensor& b = ref.at(o).tensor();
+    ASSERT_EQ(a.dims(), b.dims()) << "output " << o;
+    ASSERT_GT(a.numel(), 0) << "output " << o;
+    double worst = 0;
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      const double va = a.data<float>()[k], vb = b.data<float>()[k];
+      worst = std::max(worst, std::abs(va - vb) / (1e-5 + 1e-4 * std::abs(vb)));
+    }
+    EXPECT_LE(worst, 1.0) << "output " << o
+                          << ": fast and reference results differ beyond 1e-5 + 1e-4 |ref|";
   }
-  EXPECT_LE(worst, 1.0) << "fast and reference results differ beyond 1e-5 + 1e-4 |ref|";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, BackendOps, ::testing::ValuesIn(cases()),
