@@ -12,6 +12,7 @@
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
+#include "ops/op_utils.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -40,13 +41,6 @@ std::string check_attention(const ir::Node& node) {
     return "mask of higher rank than Q";
   }
   return check_f32_outputs(node);
-}
-
-// Row-major strides of `dims`.
-memory::dims strides_of(const std::vector<int64_t>& dims) {
-  memory::dims s(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
-  return s;
 }
 
 class AttentionKernel final : public Kernel {
@@ -133,7 +127,7 @@ class AttentionKernel final : public Kernel {
     std::swap(kt[rank - 2], kt[rank - 1]);
     scores.back() = sk;
     // K^T as a view of K: its last two dims swapped in the strides.
-    memory::dims kt_strides = strides_of(k);
+    memory::dims kt_strides = ops::row_major_strides(k);
     std::swap(kt_strides[rank - 2], kt_strides[rank - 1]);
     const memory::desc kt_md(memory::dims(kt), memory::data_type::f32, kt_strides);
     auto p = std::make_unique<Plan>();

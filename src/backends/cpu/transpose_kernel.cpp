@@ -10,6 +10,7 @@
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
+#include "ops/op_utils.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -69,8 +70,8 @@ class TransposeKernel final : public Kernel {
                   "perm is not a permutation of 0..{}", rank - 1);
       seen[p] = true;
     }
-    std::vector<int64_t> in_strides(rank, 1), dims(rank);
-    for (size_t d = rank; d-- > 1;) in_strides[d - 1] = in_strides[d] * x.dims[d];
+    const std::vector<int64_t> in_strides = ops::row_major_strides(x.dims);
+    std::vector<int64_t> dims(rank);
     std::vector<Axis> axes;
     for (size_t j = 0; j < rank; ++j) {
       dims[j] = x.dims[perm[j]];
