@@ -2,9 +2,8 @@
 // also consecutive in the input merged, then, when the innermost dim is contiguous in the input
 // too, one memcpy per row; otherwise a gather along it with the input's stride. Rows are split
 // over the threads. Any element type but strings.
+#include <algorithm>
 #include <cstring>
-
-#include <omp.h>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
@@ -94,11 +93,13 @@ class TransposeKernel final : public Kernel {
     axes.pop_back();
     const int64_t rows = total / last.size;
     const bool contiguous = last.in_stride == 1;
-#pragma omp parallel if (total > 32768)
-    {
-      const int threads = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
-      // The input offset of row r0, then stepped like an odometer.
+    // Tasks of whole rows, about 16k elements each; a task finds its first row's offset by
+    // division, then steps like an odometer.
+    const int64_t chunk = std::max<int64_t>(1, 16384 / last.size);
+    const int64_t tasks = (rows + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (tasks > 1 && total > 32768)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
       std::vector<int64_t> index(axes.size());
       int64_t offset = 0;
       for (size_t k = axes.size(), rest = r0; k-- > 0;) {
