@@ -152,8 +152,22 @@ class Executor::Outputs final : public backends::KernelOutputs {
       const Arena& a = *ex_.arenas_[p->arena];
       t = Tensor::view(dtype, std::move(dims), a.base() + p->offset, a.buffer);
     } else {
-      // Unbounded size, or a graph output: memory of its own, handed out with the result.
-      auto buf = std::make_shared<backends::DeviceBuffer>(step_.backend->allocate(bytes));
+      // Unbounded size, or a graph output: memory of its own, handed out with the result. The
+      // buffer this value had last run is taken again when nothing holds it any more and it
+      // is big enough (fresh memory every run costs page faults: a dynamic batch's whole
+      // network otherwise).
+      std::shared_ptr<backends::DeviceBuffer> buf;
+      if (idx >= 0) {
+        Executor::Spare& spare = ex_.spare_[idx];
+        if (spare.buffer && spare.backend == step_.backend && spare.buffer.use_count() == 1 &&
+            spare.buffer->size() >= bytes) {
+          buf = spare.buffer;
+        }
+      }
+      if (!buf) {
+        buf = std::make_shared<backends::DeviceBuffer>(step_.backend->allocate(bytes));
+        if (idx >= 0) ex_.spare_[idx] = {step_.backend, buf};
+      }
       t = Tensor::view(dtype, std::move(dims), buf->data(), buf);
     }
     DeviceTensor out{t.dtype(), t.dims(), t.raw_data(), block};
@@ -322,6 +336,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
     values_.push_back(v.get());
   }
   constants_.resize(values_.size());
+  spare_.resize(values_.size());
   for (size_t i = 0; i < values_.size(); ++i) {
     if (values_[i]->is_constant()) constants_[i] = RtValue(values_[i]->constant());
   }

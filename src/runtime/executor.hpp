@@ -8,9 +8,10 @@
 // set. A run only binds feeds, runs the steps and hands the outputs out.
 //
 // Activations live in the arena at their planned offsets; views and in-place element-wise ops
-// share slots as the plan says. Graph outputs get memory of their own, and any result that
-// would alias the arena past its slot's lifetime is copied out, so a returned tensor never
-// changes when the next run reuses the arena. Nodes with subgraphs (If, Loop, Scan) and
+// share slots as the plan says. Values of unbounded size get memory of their own, the same
+// buffer run after run once nothing else holds it. Graph outputs get memory of their own, and any
+// result that would alias the arena past its slot's lifetime is copied out, so a returned tensor
+// never changes when the next run reuses the arena. Nodes with subgraphs (If, Loop, Scan) and
 // sequence or optional values run on the reference interpreter's path.
 #include <map>
 #include <memory>
@@ -120,7 +121,13 @@ class Executor {
   std::vector<int> block_;            // by value index: channel block of its layout, 0 row-major
   std::vector<ArenaSummary> summaries_;
   std::vector<std::unique_ptr<Step>> steps_;
-  std::vector<RtValue> constants_;            // by value index: initializers' data (None otherwise)
+  std::vector<RtValue> constants_;  // by value index: initializers' data (None otherwise)
+  // By value index: the buffer a value without an arena slot got last run, reused when free.
+  struct Spare {
+    backends::Backend* backend = nullptr;
+    std::shared_ptr<backends::DeviceBuffer> buffer;
+  };
+  std::vector<Spare> spare_;
   std::unique_ptr<Interpreter> interpreter_;  // for nodes with subgraphs; null when none
   std::map<backends::Backend*, std::unique_ptr<backends::Stream>> streams_;
   bool profiling_ = false;

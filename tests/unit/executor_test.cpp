@@ -195,6 +195,28 @@ class FakeDevice final : public backends::Backend {
   std::map<void*, size_t> live_;
 };
 
+TEST(Executor, UnboundedValuesReuseLastRunsMemoryOnlyWhenNothingHoldsIt) {
+  // An unbounded batch: no value has an arena slot, each gets memory of its own per run.
+  Shape any_batch({Dim::symbol("n"), Dim(3), Dim(8), Dim(8)});
+  auto g = cnn(any_batch);
+  runtime::Executor ex(g);
+  ASSERT_EQ(ex.arena_summaries().at(0).values, 0u);
+  Tensor x1 = random_tensor({2, 3, 8, 8}, 1), x2 = random_tensor({2, 3, 8, 8}, 2);
+  RtValue y1 = ex.run({x1})[0];
+  const Tensor y1_copy = y1.tensor().clone();
+  RtValue y2 = ex.run({x2})[0];
+  EXPECT_NE(y1.tensor().raw_data(), y2.tensor().raw_data()) << "y1 is still held";
+  EXPECT_EQ(std::memcmp(y1.tensor().raw_data(), y1_copy.raw_data(), y1_copy.nbytes()), 0)
+      << "the second run wrote into the first run's result";
+  expect_close(y2, runtime::Interpreter(g).run(std::vector<RtValue>{x2})[0]);
+  // Dropped, its memory is taken again, and the result is right.
+  const void* freed = y2.tensor().raw_data();
+  y2 = RtValue();
+  RtValue y3 = ex.run({x1})[0];
+  EXPECT_EQ(y3.tensor().raw_data(), freed);
+  expect_close(y3, RtValue(y1_copy));
+}
+
 TEST(Executor, FallsBackToTheCpuWithCopiesAndOneWarningPerOpType) {
   // x -> Relu -> Add -> Relu -> Mul -> Add -> Relu -> y: Add and Mul cannot run on the device.
   auto g = std::make_shared<ir::Graph>();
