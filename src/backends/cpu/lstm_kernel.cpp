@@ -1,7 +1,8 @@
 // LSTM on the CPU, float32, with ONNX's default cell (sigmoid gates, tanh cell and output):
 // per direction, the input projection of every time step as one oneDNN matmul (X W^T plus both
-// biases), then per step the recurrent product H R^T (a matmul with batch rows, R packed once
-// into the layout oneDNN reads fastest) and the gate arithmetic in one pass. Gates are laid out i,
+// biases), then per step the recurrent product H R^T plus that step's projection (a matmul with
+// batch rows and an add post-op, R packed once into the layout oneDNN reads fastest), the gate
+// activations with oneDNN's vector eltwise kernels, and the cell. Gates are laid out i,
 // o, f, c as in ONNX. Peepholes, sequence_lens, clip, input_forget, other activations and layout 1
 // stay on the reference kernel.
 #include <algorithm>
@@ -45,10 +46,6 @@ std::string check_lstm(const ir::Node& node) {
   if (std::string why = check_f32_input(node, 5, 3, 3, true); !why.empty()) return why;
   if (std::string why = check_f32_input(node, 6, 3, 3, true); !why.empty()) return why;
   return check_f32_outputs(node);
-}
-
-inline float sigmoid(float x) {
-  return 1.f / (1.f + std::exp(-x));
 }
 
 class LstmKernel final : public Kernel {
@@ -140,23 +137,27 @@ class LstmKernel final : public Kernel {
       const bool backwards = reverse_ || d == 1;
       for (int64_t step = 0; step < steps; ++step) {
         const int64_t t = backwards ? steps - 1 - step : step;
+        // gates = H R^T + (X W^T + biases)[t], then sigmoid on i, o, f and tanh on c, both
+        // with oneDNN's vector eltwise kernels, then the cell.
+        float* gates = hr_.data();
         hr_prim_.execute(s, {{DNNL_ARG_SRC, wrap(hr_pd_.src_desc(), h)},
                              {DNNL_ARG_WEIGHTS, r_packed_[d]},
-                             {DNNL_ARG_DST, wrap(hr_pd_.dst_desc(), hr_.data())}});
-        const float* xt = xw_.data() + t * batch * g4;
+                             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                              wrap(step_md_, xw_.data() + t * batch * g4)},
+                             {DNNL_ARG_DST, wrap(hr_pd_.dst_desc(), gates)}});
         for (int64_t n = 0; n < batch; ++n) {
-          const float* gx = xt + n * g4;
-          const float* gh = hr_.data() + n * g4;
-          float* hn = h + n * hs;
+          float* gn = gates + n * g4;
+          sigmoid_.execute(
+              s, {{DNNL_ARG_SRC, wrap(gates3_md_, gn)}, {DNNL_ARG_DST, wrap(gates3_md_, gn)}});
+          tanh_.execute(s, {{DNNL_ARG_SRC, wrap(hidden_md_, gn + 3 * hs)},
+                            {DNNL_ARG_DST, wrap(hidden_md_, gn + 3 * hs)}});
           float* cn = c + n * hs;
-          for (int64_t k = 0; k < hs; ++k) {
-            const float i = sigmoid(gx[k] + gh[k]);
-            const float o = sigmoid(gx[hs + k] + gh[hs + k]);
-            const float f = sigmoid(gx[2 * hs + k] + gh[2 * hs + k]);
-            const float g = std::tanh(gx[3 * hs + k] + gh[3 * hs + k]);
-            cn[k] = f * cn[k] + i * g;
-            hn[k] = o * std::tanh(cn[k]);
-          }
+          for (int64_t k = 0; k < hs; ++k) cn[k] = gn[2 * hs + k] * cn[k] + gn[k] * gn[3 * hs + k];
+          // tanh(C) into H, then times the output gate.
+          float* hn = h + n * hs;
+          tanh_.execute(
+              s, {{DNNL_ARG_SRC, wrap(hidden_md_, cn)}, {DNNL_ARG_DST, wrap(hidden_md_, hn)}});
+          for (int64_t k = 0; k < hs; ++k) hn[k] *= gn[hs + k];
         }
         if (want_y) {
           std::copy_n(h, batch * hs, static_cast<float*>(y.data) + (t * dirs + d) * batch * hs);
@@ -184,11 +185,25 @@ class LstmKernel final : public Kernel {
             engine());
         xw_prim_ = dnnl::matmul(xw_pd_);
       }
+      step_md_ = plain_desc({batch, g4});
+      dnnl::post_ops add_step;
+      add_step.append_binary(dnnl::algorithm::binary_add, step_md_);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(add_step);
       hr_pd_ = dnnl::matmul::primitive_desc(
           dnnl::matmul::desc(plain_desc({batch, hs}),
-                             memory::desc({hs, g4}, f32, memory::format_tag::any),
-                             plain_desc({batch, g4})),
-          engine());
+                             memory::desc({hs, g4}, f32, memory::format_tag::any), step_md_),
+          attr, engine());
+      gates3_md_ = plain_desc({3 * hs});
+      hidden_md_ = plain_desc({hs});
+      sigmoid_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::eltwise_logistic, gates3_md_),
+          engine()));
+      tanh_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::eltwise_tanh, hidden_md_),
+          engine()));
       hr_prim_ = dnnl::matmul(hr_pd_);
       r_packed_.clear();
       r_owners_.clear();
@@ -217,7 +232,9 @@ class LstmKernel final : public Kernel {
   int64_t steps_ = -1, batch_ = -1, in_size_ = -1;
   dnnl::matmul::primitive_desc xw_pd_, hr_pd_;
   dnnl::matmul xw_prim_, hr_prim_;
-  memory::desc rt_md_;            // R^T as a view of R
+  memory::desc rt_md_;                            // R^T as a view of R
+  memory::desc step_md_, gates3_md_, hidden_md_;  // one step's gates; i, o, f of a row; H values
+  dnnl::eltwise_forward sigmoid_, tanh_;
   std::vector<memory> r_packed_;  // per direction, in hr_pd_'s weights layout
   std::vector<std::shared_ptr<void>> r_owners_;
   const void* packed_from_ = nullptr;  // the R buffer r_packed_ was made from
