@@ -19,12 +19,12 @@ namespace {
 
 using dnnl::memory;
 
+// The same batch dims (all but the last two), each a number or a named symbol.
 bool same_batch(const Shape& a, const Shape& b) {
   if (a.rank() != b.rank() || a.rank() < 2) return false;
-  for (size_t i = 0; i + 2 < a.rank(); ++i) {
-    if (!(a[i] == b[i]) || (!a[i].is_static() && !a[i].is_symbolic())) return false;
-  }
-  return true;
+  const Shape batch(std::vector<Dim>(a.dims().begin(), a.dims().end() - 2));
+  return known_dims(batch) &&
+         std::equal(batch.dims().begin(), batch.dims().end(), b.dims().begin());
 }
 
 std::string check_attention(const ir::Node& node) {

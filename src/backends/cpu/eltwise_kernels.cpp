@@ -161,13 +161,6 @@ class UnaryKernel final : public Kernel {
 
 // ---- binary ----
 
-// Every dim a number or a named symbol: two such shapes that compare equal are equal at run
-// time (an unnamed dynamic dim could be anything).
-bool known_dims(const Shape& s) {
-  return std::all_of(s.dims().begin(), s.dims().end(),
-                     [](const Dim& d) { return d.is_static() || d.is_symbolic(); });
-}
-
 std::optional<BinaryOp> binary_op(const std::string& op_type) {
   if (op_type == "Add") return BinaryOp::Add;
   if (op_type == "Sub") return BinaryOp::Sub;

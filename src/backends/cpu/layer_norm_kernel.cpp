@@ -40,8 +40,9 @@ std::string check_layer_norm(const ir::Node& node) {
   if (std::string why = check_f32_input(node, 0, 1, 8); !why.empty()) return why;
   if (skip) {
     if (std::string why = check_f32_input(node, 1, 1, 8); !why.empty()) return why;
-    if (!(*node.input(1)->type().shape == *node.input(0)->type().shape)) {
-      return "skip of another declared shape than the input";
+    const Shape& x = *node.input(0)->type().shape;
+    if (!known_dims(x) || !(*node.input(1)->type().shape == x)) {
+      return "skip of another or unnamed dynamic shape than the input";
     }
     if (std::string why = check_f32_input(node, 4, 1, 1, true); !why.empty()) return why;
   }
@@ -84,9 +85,13 @@ class LayerNormKernel final : public Kernel {
     KILN_CHECK_ARG(row_ > 0 && total % row_ == 0 && (x.dims.empty() || x.dims.back() > 0),
                    "node {}: input {} does not end in the {} normalized elements", node_.label(),
                    dims_to_string(x.dims), row_);
-    for (size_t i = 1; i < in.size(); ++i) {
+    if (skip_) {
+      KILN_CHECK_ARG(in[1].dims == x.dims, "node {}: skip {} is not of the input's shape {}",
+                     node_.label(), dims_to_string(in[1].dims), dims_to_string(x.dims));
+    }
+    for (size_t i = skip_ ? 2 : 1; i < in.size(); ++i) {
       if (!in[i].defined()) continue;
-      const int64_t want = i == 1 && skip_ ? total : (i == 4 ? x.dims.back() : row_);
+      const int64_t want = i == 4 ? x.dims.back() : row_;
       KILN_CHECK_ARG(shape_numel(in[i].dims) == want, "node {}: input {} is {}, expected {} values",
                      node_.label(), i, dims_to_string(in[i].dims), want);
     }

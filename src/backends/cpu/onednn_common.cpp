@@ -236,6 +236,11 @@ void check_output_fits(const ir::Node& node, const std::vector<int64_t>& dims) {
              node.label(), dims_to_string(dims), Tensor::max_bytes());
 }
 
+bool known_dims(const Shape& s) {
+  return std::all_of(s.dims().begin(), s.dims().end(),
+                     [](const Dim& d) { return d.is_static() || d.is_symbolic(); });
+}
+
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i) {
   const ir::Value* v = node.input(i);
   if (!v || !v->type().shape) return std::nullopt;

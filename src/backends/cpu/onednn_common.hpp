@@ -86,6 +86,9 @@ std::string check_f32_outputs(const ir::Node& node);
 // The constant data of input i, when it is an initializer or the output of a Constant node
 // (its `value` attribute).
 const Tensor* constant_input(const ir::Node& node, size_t i);
+// Every dim a number or a named symbol: two such shapes that compare equal are equal at run
+// time (an unnamed dynamic dim could be anything).
+bool known_dims(const Shape& s);
 // Declared dims of input i (-1 for non-static), empty optional when the rank is unknown.
 std::optional<std::vector<int64_t>> declared_dims(const ir::Node& node, size_t i);
 // Throws InvalidArgument naming the node when a float32 tensor of `dims` would pass
