@@ -119,13 +119,15 @@ fuzz-engine: fuzz-build
 	  > build-fuzz/fuzz-engine.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-engine.log; exit $$status
 
-# The HTTP frontend's request parser and KServe v2 infer-request decoder (and the response
-# encoder on what it decodes), seeded with the requests in tests/fuzz/regressions/http_infer.
+# The HTTP frontend's request parser (pipelined requests, chunked bodies, trailers, at
+# kiln-serve's default limits; inputs up to 256 KiB so a field or trailer can pass the 64 KiB
+# header limit) and KServe v2 infer-request decoder (and the response encoder on what it
+# decodes), seeded with the requests in tests/fuzz/regressions/http_infer.
 fuzz-http: fuzz-build
 	mkdir -p build-fuzz/http-corpus
 	cp tests/fuzz/regressions/http_infer/* build-fuzz/http-corpus/
 	build-fuzz/tests/fuzz_http_infer build-fuzz/http-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	  > build-fuzz/fuzz-http.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-http.log; exit $$status
 

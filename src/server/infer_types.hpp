@@ -5,6 +5,7 @@
 //
 // Tensors are kiln::Tensor: KServe v2's BYTES is DataType::String (one std::string per element,
 // NUL bytes allowed), FP16 / BF16 are Float16 / BFloat16, BOOL is Bool (one byte per element).
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,10 @@ struct InferRequest {
   uint64_t timeout_us = 0;  // 0: the model's default queue timeout
   // When the frontend received the request; request duration statistics start here.
   Clock::time_point received = Clock::now();
+  // Set by the frontend when the client has gone (a cancelled gRPC call or stream): a request
+  // still queued then leaves the queue without running.
+  std::shared_ptr<const std::atomic<bool>> cancelled;
+  bool is_cancelled() const { return cancelled && cancelled->load(std::memory_order_relaxed); }
 };
 
 // Both frontends' checks on what they decoded, so HTTP and gRPC refuse the same things alike:

@@ -245,7 +245,7 @@ void Scheduler::fail_expired_locked(Clock::time_point now,
                                     std::vector<std::unique_ptr<Pending>>& expired) {
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
-      if (!(*it)->delay_on_timeout && (*it)->deadline <= now) {
+      if ((*it)->request->is_cancelled() || (!(*it)->delay_on_timeout && (*it)->deadline <= now)) {
         expired.push_back(std::move(*it));
         it = q.erase(it);
       } else {
@@ -283,7 +283,10 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
       for (auto& p : expired) {
         statistics_.record_failure(ns_between(p->request->received, Clock::now()));
         statistics_.add_pending(-1);
-        p->done(Status(ErrorCode::Unavailable, "Request timeout expired"), nullptr);
+        p->done(p->request->is_cancelled()
+                    ? Status(ErrorCode::Unavailable, "Request was cancelled by the client")
+                    : Status(ErrorCode::Unavailable, "Request timeout expired"),
+                nullptr);
         p.reset();
       }
       lock.lock();

@@ -36,6 +36,11 @@ struct Flags {
   size_t max_body = size_t{64} << 20;
   size_t max_header = size_t{64} << 10;
   size_t max_connections = 4096;
+  int read_timeout_secs = 30;
+  size_t min_body_rate = size_t{64} << 10;
+  size_t max_response = size_t{512} << 20;
+  size_t request_memory = 0;
+  bool metrics_require_token = false;
   std::vector<std::string> metrics_config;
   std::vector<std::string> ignored;  // tritonserver flags with no meaning here (logging ...)
 };
@@ -88,7 +93,24 @@ void add_flags(CLI::App& app, Flags& f) {
                  "PEM CA: require client certificates it signed (mutual TLS)");
   app.add_option("--http-max-body-bytes", f.max_body, "largest HTTP request body");
   app.add_option("--http-max-header-bytes", f.max_header, "largest HTTP request header");
-  app.add_option("--http-max-connections", f.max_connections, "most open HTTP connections");
+  app.add_option("--http-max-connections", f.max_connections,
+                 "most open HTTP connections (at the limit, the one waiting longest for a request "
+                 "is closed to make room)");
+  app.add_option("--http-read-timeout-secs", f.read_timeout_secs,
+                 "a request's header must arrive within this once it began; its body within this "
+                 "plus its size at --http-min-body-bytes-per-sec")
+      ->check(CLI::Range(1, 86400));
+  app.add_option("--http-min-body-bytes-per-sec", f.min_body_rate,
+                 "slowest average rate a request body may arrive at")
+      ->check(CLI::Range(size_t{1}, SIZE_MAX));
+  app.add_option("--http-max-response-bytes", f.max_response,
+                 "largest HTTP response body (larger: refused before it is encoded)")
+      ->check(CLI::Range(size_t{1024}, SIZE_MAX));
+  app.add_option("--request-memory-bytes", f.request_memory,
+                 "memory all requests in flight may hold together: bodies being read, requests "
+                 "queued or running (0: a quarter of physical memory)");
+  app.add_option("--metrics-require-token", f.metrics_require_token,
+                 "true: /metrics needs the --http-bearer-token too");
   app.add_option("--metrics-config", f.metrics_config,
                  "<setting>=<value>: counter_latencies, summary_latencies, summary_quantiles "
                  "(repeatable)");
@@ -140,6 +162,9 @@ int main(int argc, char** argv) {
     }
     options.strict_readiness = f.strict_readiness;
     options.exit_timeout_secs = f.exit_timeout_secs;
+    options.request_memory_bytes = f.request_memory;
+    KILN_CHECK_ARG(!f.metrics_require_token || !f.bearer_token.empty(),
+                   "--metrics-require-token needs --http-bearer-token");
     InferenceServer core(options);
     if (!core.start() && f.exit_on_error) {
       std::fprintf(stderr, "kiln-serve: some models failed to load; exiting (--exit-on-error)\n");
@@ -155,6 +180,9 @@ int main(int argc, char** argv) {
       o.max_body_bytes = f.max_body;
       o.max_header_bytes = f.max_header;
       o.max_connections = f.max_connections;
+      o.read_timeout_secs = f.read_timeout_secs;
+      o.min_body_bytes_per_sec = f.min_body_rate;
+      o.max_response_bytes = f.max_response;
       o.bearer_token = f.bearer_token;
       o.tls_cert = f.http_cert;
       o.tls_key = f.http_key;
@@ -171,6 +199,9 @@ int main(int argc, char** argv) {
       o.port = static_cast<uint16_t>(f.metrics_port);
       o.threads = 1;
       o.metrics = true;
+      o.metrics_auth = f.metrics_require_token;
+      o.bearer_token = f.bearer_token;
+      o.read_timeout_secs = f.read_timeout_secs;
       metrics = std::make_unique<kiln::server::http::HttpServer>(core, o);
       metrics->start();
       std::printf("Started Metrics Service at %s:%u\n", f.metrics_address.c_str(), metrics->port());
@@ -203,6 +234,12 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln-serve: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln-serve: fatal: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "kiln-serve: fatal: unknown error\n");
     return 1;
   }
 }

@@ -4,7 +4,9 @@ namespace kiln::server {
 
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
-      repository_(std::make_unique<ModelRepository>(options_.repository)) {}
+      repository_(std::make_unique<ModelRepository>(options_.repository)),
+      request_memory_(options_.request_memory_bytes > 0 ? options_.request_memory_bytes
+                                                        : default_memory_budget()) {}
 
 InferenceServer::~InferenceServer() {
   stopped_ = true;

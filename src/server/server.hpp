@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/infer_types.hpp"
+#include "server/memory_budget.hpp"
 #include "server/repository.hpp"
 #include "server/statistics.hpp"
 
@@ -22,6 +23,9 @@ struct ServerOptions {
   RepositoryOptions repository;
   bool strict_readiness = true;  // ready only when every requested model loaded
   int exit_timeout_secs = 30;    // --exit-timeout-secs: how long drain waits for in-flight work
+  // --request-memory-bytes: what all requests in flight together may hold (bodies being read,
+  // requests waiting or running, responses being written); 0: default_memory_budget().
+  size_t request_memory_bytes = 0;
 };
 
 struct ServerMetadata {
@@ -72,6 +76,9 @@ class InferenceServer {
   std::vector<ModelStatisticsEntry> statistics(std::string_view name = {},
                                                int64_t version = -1) const;
 
+  // The budget every frontend leases request memory from.
+  MemoryBudget& request_memory() { return request_memory_; }
+
   ModelRepository& repository() { return *repository_; }
   const ModelRepository& repository() const { return *repository_; }
   const ServerOptions& options() const { return options_; }
@@ -86,6 +93,7 @@ class InferenceServer {
  private:
   ServerOptions options_;
   std::unique_ptr<ModelRepository> repository_;
+  MemoryBudget request_memory_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};

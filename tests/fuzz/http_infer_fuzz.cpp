@@ -1,6 +1,9 @@
 // libFuzzer target: arbitrary bytes through the HTTP frontend's request parsing. The same input is
-// fed (1) to Beast's HTTP/1.1 request parser with the server's limits, and (2) to the KServe v2
-// infer-request decoder, with an Inference-Header-Content-Length taken from the first two bytes;
+// fed (1) as a pipelined byte stream to the frontend's RequestParser with kiln-serve's default
+// limits (64 KiB header, 64 MiB body, the read buffer's cap, a request memory budget), each
+// complete request routed through route_api on a server core with an empty repository, so
+// chunked bodies, trailers and pipelining reach the same code a socket would; and (2) to the KServe
+// v2 infer-request decoder, with an Inference-Header-Content-Length taken from the first two bytes;
 // a decoded request is then encoded back as a response (JSON and binary) so the encoder sees
 // every tensor type the decoder can produce. Any crash, leak or sanitizer report is a bug; a
 // kiln::Error is the expected outcome for bad input.
@@ -10,25 +13,63 @@
 #include <cstdint>
 #include <string_view>
 
+#include <filesystem>
+
 #include "server/http/infer_codec.hpp"
+#include "server/http/request_parser.hpp"
+#include "server/http/routes.hpp"
+#include "server/server.hpp"
+
+namespace {
+
+kiln::server::InferenceServer* core = nullptr;
+const kiln::server::http::HttpOptions options;  // kiln-serve's defaults
+
+// Parses `bytes` as a connection would: requests one after another until the bytes run out or
+// one is malformed; each complete request is routed.
+void serve_stream(std::string_view bytes) {
+  namespace http = boost::beast::http;
+  // The read buffer's cap in http_server.cpp: a header (or trailer) must fit it.
+  const size_t buffer_limit = options.max_header_bytes + (size_t{16} << 10);
+  while (!bytes.empty()) {
+    kiln::server::http::RequestParser parser(&core->request_memory(), options.max_body_bytes,
+                                             static_cast<std::uint32_t>(options.max_header_bytes));
+    parser.eager(true);
+    boost::beast::error_code ec;
+    while (!bytes.empty() && !parser.is_done()) {
+      const size_t window =
+          parser.is_header_done() ? bytes.size() : std::min(bytes.size(), buffer_limit);
+      const size_t used = parser.put(boost::asio::buffer(bytes.data(), window), ec);
+      if (ec == http::error::need_more && window == buffer_limit) return;  // buffer_overflow
+      if (ec && ec != http::error::need_more) return;
+      if (used == 0) return;
+      bytes.remove_prefix(used);
+    }
+    if (!parser.is_done()) return;
+    kiln::server::MemoryLease lease;
+    kiln::server::http::Request request = parser.release(lease);
+    kiln::server::http::route_api(*core, options, request, [](kiln::server::http::Response) {});
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kiln::Tensor::set_max_bytes(size_t{64} << 20);
+  kiln::server::ServerOptions o;
+  const auto dir = std::filesystem::temp_directory_path() / "kiln-fuzz-http-repo";
+  std::filesystem::create_directories(dir);
+  o.repository.paths = {dir.string()};
+  o.repository.mode = kiln::server::ModelControlMode::Explicit;
+  o.request_memory_bytes = size_t{256} << 20;
+  core = new kiln::server::InferenceServer(o);
+  core->start();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  namespace http = boost::beast::http;
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(1 << 20);
-    parser.header_limit(16 << 10);
-    parser.eager(true);
-    boost::beast::error_code ec;
-    parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
-    if (!ec && parser.is_done()) (void)parser.get().target();
-  }
+  serve_stream(bytes);
   std::optional<size_t> header_length;
   std::string_view body = bytes;
   if (size >= 2 && (data[0] & 1)) {

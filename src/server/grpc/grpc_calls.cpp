@@ -179,25 +179,37 @@ KILN_GRPC_UNSUPPORTED(LogSettings, "logging");
 
 // ---- ModelInfer: answered from the scheduler's callback ------------------------------------
 
+// Two events end a call: the completion of its Finish and the "done" notice gRPC delivers once
+// a started call is over (AsyncNotifyWhenDone; it says whether the client cancelled). The
+// object goes when both have come. A client that cancels while its request waits in a queue
+// marks the request cancelled, so the scheduler drops it instead of running it.
 class InferCall final : public Tag {
  public:
   static void listen(const std::shared_ptr<Frontend>& frontend, ::grpc::ServerCompletionQueue* cq) {
     frontend->if_accepting([&] {
       auto* call = new InferCall(frontend, cq);
+      call->context_.AsyncNotifyWhenDone(&call->done_tag_);
       frontend->service.RequestModelInfer(&call->context_, &call->request_, &call->responder_, cq,
                                           cq, call);
     });
   }
 
   void proceed(bool ok) override {
-    if (!ok || finishing_) {
-      delete this;
+    if (finishing_) return release();  // Finish completed (or failed: the client is gone)
+    if (!ok) {
+      delete this;  // the call never started, so no done notice will come either
       return;
     }
     const Clock::time_point received = Clock::now();
     listen(frontend_, cq_);
     std::unique_ptr<InferRequest> request;
     ::grpc::Status status = frontend_->check_access(context_, "inference");
+    if (status.ok() && !lease_.grow(request_.ByteSizeLong())) {
+      status = ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              fmt::format("the server's request memory budget ({} bytes) is "
+                                          "spent; retry later",
+                                          frontend_->core.request_memory().limit()));
+    }
     if (status.ok()) {
       status = guarded([&] { request = decode_infer_request(request_, frontend_->options.codec); });
     }
@@ -208,6 +220,7 @@ class InferCall final : public Tag {
     // The tensors are decoded; free the message's copy before the request waits in a queue.
     ModelInferRequest().Swap(&request_);
     request->received = received;
+    request->cancelled = cancelled_;
     finishing_ = true;
     frontend_->core.infer_async(std::move(request),
                                 [this](Status s, std::unique_ptr<InferResponse> response) {
@@ -216,8 +229,20 @@ class InferCall final : public Tag {
   }
 
  private:
+  struct DoneTag final : Tag {
+    explicit DoneTag(InferCall* c) : call(c) {}
+    void proceed(bool) override {
+      if (call->context_.IsCancelled()) call->cancelled_->store(true, std::memory_order_relaxed);
+      call->release();
+    }
+    InferCall* call;
+  };
+
   InferCall(std::shared_ptr<Frontend> frontend, ::grpc::ServerCompletionQueue* cq)
-      : frontend_(std::move(frontend)), cq_(cq), responder_(&context_) {}
+      : frontend_(std::move(frontend)),
+        cq_(cq),
+        responder_(&context_),
+        lease_(frontend_->core.request_memory()) {}
 
   // On a scheduler thread (or the queue thread for a request refused up front). Encoding here
   // spares a hop back to the queue thread; the write itself is asynchronous.
@@ -242,7 +267,12 @@ class InferCall final : public Tag {
         responder_.FinishWithError(status, this);
       }
     });
-    if (!started) delete this;
+    if (!started) release();  // the queue is closing: only the done notice is left to come
+  }
+
+  // One of the two ending events has come; the second deletes the call.
+  void release() {
+    if (ends_left_.fetch_sub(1) == 1) delete this;
   }
 
   std::shared_ptr<Frontend> frontend_;
@@ -251,6 +281,10 @@ class InferCall final : public Tag {
   ModelInferRequest request_;
   ModelInferResponse response_;
   ::grpc::ServerAsyncResponseWriter<ModelInferResponse> responder_;
+  DoneTag done_tag_{this};
+  MemoryLease lease_;  // pays for the request until the call is gone
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<int> ends_left_{2};
   bool finishing_ = false;
 };
 

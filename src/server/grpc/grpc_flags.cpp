@@ -35,6 +35,10 @@ void add_grpc_flags(CLI::App& app, GrpcFlags& f) {
   app.add_option("--grpc-max-concurrent-streams", f.max_concurrent_streams,
                  "most calls open at once on one gRPC connection (HTTP/2 streams)")
       ->check(CLI::Range(1, INT32_MAX));
+  app.add_option("--grpc-max-stream-inflight", f.max_stream_inflight,
+                 "requests one ModelStreamInfer stream may have running or unwritten; at the cap "
+                 "the stream is not read until an answer is written")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--grpc-max-connections", f.max_connections,
                  "most gRPC connections open at once; further ones are closed (0: no cap; "
                  "plaintext only)");
@@ -58,6 +62,7 @@ GrpcOptions grpc_options(const GrpcFlags& f, const std::string& address, int por
   o.threads = f.threads;
   o.max_receive_bytes = f.max_receive_bytes;
   o.max_connections = f.max_connections;
+  o.max_stream_inflight = f.max_stream_inflight;
   o.ssl = f.ssl;
   if (o.ssl.mutual) o.ssl.use_ssl = true;
   o.infer_compression = f.compression;

@@ -2,7 +2,7 @@
 // The gRPC flags of kiln-serve, named as tritonserver names them (--grpc-use-ssl,
 // --grpc-keepalive-time, --grpc-max-connection-age, ...) plus Kiln's own (--grpc-thread-count,
 // --grpc-max-receive-bytes, --grpc-max-concurrent-streams, --grpc-max-connections,
-// --grpc-max-connection-idle,
+// --grpc-max-connection-idle, --grpc-max-stream-inflight,
 // --grpc-bearer-token). The address, port and restricted-protocol flags live with the others in
 // serve_main.cpp.
 #include <CLI/CLI.hpp>
@@ -27,6 +27,7 @@ struct GrpcFlags {
   // unbounded. Further calls wait in the client, or are refused with REFUSED_STREAM.
   int max_concurrent_streams = 1024;
   size_t max_connections = 0;  // 0: no cap
+  size_t max_stream_inflight = 64;
   std::optional<int> max_connection_age_ms, max_connection_age_grace_ms, max_connection_idle_ms;
 };
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/log.hpp"
 #include "server/grpc/grpc_acceptor.hpp"
 #include "server/grpc/grpc_calls.hpp"
 
@@ -115,7 +116,16 @@ void GrpcServer::start() {
     impl.threads.emplace_back([cq] {
       void* tag = nullptr;
       bool ok = false;
-      while (cq->Next(&tag, &ok)) static_cast<Tag*>(tag)->proceed(ok);
+      // A handler that throws loses only its own call; the queue goes on serving the others.
+      while (cq->Next(&tag, &ok)) {
+        try {
+          static_cast<Tag*>(tag)->proceed(ok);
+        } catch (const std::exception& e) {
+          log_warning("gRPC queue thread: a call's handler failed ({})", e.what());
+        } catch (...) {
+          log_warning("gRPC queue thread: a call's handler failed");
+        }
+      }
     });
   }
 }

@@ -50,6 +50,9 @@ struct GrpcOptions {
   // Most connections open at once (0: no cap): further ones are closed as they come. Plaintext
   // only (see grpc_acceptor.hpp).
   size_t max_connections = 0;
+  // Requests one ModelStreamInfer stream may have running or answered-but-unwritten; at the
+  // cap the stream stops reading until an answer is written.
+  size_t max_stream_inflight = 64;
   // Extra channel arguments (keepalive and HTTP/2 ping settings), name -> value.
   std::vector<std::pair<std::string, int>> channel_args;
 };

@@ -9,9 +9,12 @@ namespace {
 using inference::ModelInferRequest;
 using inference::ModelStreamInferResponse;
 
-// One stream. Its operations (accept, read, write, finish) complete on its queue while responses
-// arrive from scheduler threads; `mutex_` orders them. At most one read and one write are
-// outstanding, as gRPC requires. The object deletes itself once no operation is outstanding and
+// One stream. Its operations (accept, read, write, finish, the done notice) complete on its
+// queue while responses arrive from scheduler threads; `mutex_` orders them. At most one read
+// and one write are outstanding, as gRPC requires. Reading pauses while the stream has
+// `max_stream_inflight` requests running or answers unwritten, so a client that sends faster
+// than it is served (or never reads its answers) is held back by gRPC's flow control instead of
+// filling the server's memory. The object deletes itself once no operation is outstanding and
 // no request is running.
 class StreamCall {
  public:
@@ -19,6 +22,7 @@ class StreamCall {
     frontend->if_accepting([&] {
       auto* call = new StreamCall(frontend, cq);
       call->pending_ops_ = 1;
+      call->context_.AsyncNotifyWhenDone(&call->done_tag_);
       frontend->service.RequestModelStreamInfer(&call->context_, &call->stream_, cq, cq,
                                                 &call->accept_tag_);
     });
@@ -42,6 +46,7 @@ class StreamCall {
       dead_ = true;
       return release(lock);
     }
+    ++pending_ops_;  // the done notice, which comes once the started stream is over
     lock.unlock();
     listen(frontend_, cq_);
     const ::grpc::Status status = frontend_->check_access(context_, "inference");
@@ -69,9 +74,14 @@ class StreamCall {
     const Clock::time_point received = Clock::now();
     std::unique_ptr<InferRequest> request;
     std::string error;
+    auto lease = std::make_shared<MemoryLease>(frontend_->core.request_memory());
     try {
+      KILN_CHECK(lease->grow(incoming_.ByteSizeLong()), ErrorCode::Unavailable,
+                 "the server's request memory budget ({} bytes) is spent; retry later",
+                 frontend_->core.request_memory().limit());
       request = decode_infer_request(incoming_, frontend_->options.codec);
       request->received = received;
+      request->cancelled = cancelled_;
     } catch (const std::exception& e) {
       const auto* kiln_error = dynamic_cast<const Error*>(&e);
       error = kiln_error ? kiln_error->message() : e.what();
@@ -86,22 +96,48 @@ class StreamCall {
           parameter_bool(request->parameters, "triton_enable_empty_final_response").value_or(false);
       ++inflight_;
       lock.unlock();
-      frontend_->core.infer_async(std::move(request),
-                                  [this, final_flag](Status s, std::unique_ptr<InferResponse> r) {
-                                    on_response(s, std::move(r), final_flag);
-                                  });
+      frontend_->core.infer_async(
+          std::move(request),
+          [this, final_flag, lease](Status s, std::unique_ptr<InferResponse> r) {
+            on_response(s, std::move(r), final_flag, *lease);
+          });
       lock.lock();
     }
     if (!finishing_ && !dead_) {
-      start_read_locked();
+      read_next_locked();
     } else {
       reads_done_ = true;
     }
     release(lock);
   }
 
+  // Reads the next request unless the stream is at its cap (then the next answer resumes).
+  void read_next_locked() {
+    if (inflight_ + outbox_.size() + (writing_ ? 1 : 0) >= frontend_->options.max_stream_inflight) {
+      read_paused_ = true;
+      return;
+    }
+    read_paused_ = false;
+    start_read_locked();
+  }
+
+  void resume_read_locked() {
+    if (read_paused_ && !reads_done_ && !finishing_ && !dead_) read_next_locked();
+  }
+
+  void on_done(bool) {
+    std::unique_lock lock(mutex_);
+    if (context_.IsCancelled()) {
+      cancelled_->store(true, std::memory_order_relaxed);  // queued requests leave their queue
+      dead_ = true;
+      outbox_.clear();
+    }
+    release(lock);
+  }
+
   // From a scheduler thread.
-  void on_response(const Status& status, std::unique_ptr<InferResponse> result, bool final_flag) {
+  void on_response(const Status& status, std::unique_ptr<InferResponse> result, bool final_flag,
+                   MemoryLease& lease) {
     auto response = std::make_unique<ModelStreamInferResponse>();
     if (status.is_ok()) {
       try {
@@ -117,10 +153,12 @@ class StreamCall {
       response->set_error_message(status.message());
     }
     result.reset();
+    lease.reset();
     std::unique_lock lock(mutex_);
     --inflight_;
     ++pending_ops_;  // keeps the call while this handler runs, like an operation would
     push_locked(std::move(response));
+    resume_read_locked();
     maybe_finish_locked();
     release(lock);
   }
@@ -137,6 +175,7 @@ class StreamCall {
     } else {
       maybe_finish_locked();
     }
+    resume_read_locked();
     release(lock);
   }
 
@@ -206,6 +245,8 @@ class StreamCall {
   OpTag read_tag_{this, &StreamCall::on_read};
   OpTag write_tag_{this, &StreamCall::on_write};
   OpTag finish_tag_{this, &StreamCall::on_finish};
+  OpTag done_tag_{this, &StreamCall::on_done};
+  std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 
   std::mutex mutex_;
   ModelInferRequest incoming_;
@@ -214,6 +255,7 @@ class StreamCall {
   int pending_ops_ = 0;  // outstanding queue operations and running handlers
   size_t inflight_ = 0;  // requests in the scheduler
   bool reads_done_ = false;
+  bool read_paused_ = false;  // at the in-flight cap: the next answer starts the next read
   bool writing_ = false;
   bool finishing_ = false;
   bool dead_ = false;  // finished, failed or closed: start nothing more

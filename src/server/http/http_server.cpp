@@ -5,8 +5,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <list>
 #include <mutex>
 
+#include "core/log.hpp"
+#include "server/http/request_parser.hpp"
 #include "server/http/routes.hpp"
 
 namespace kiln::server::http {
@@ -24,6 +27,43 @@ struct Liveness {
   bool alive = true;
 };
 
+// What the accept loop needs of a connection to make room at the connection limit.
+class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Since when the connection waits for (or reads) its next request; 0 while one is being
+  // served. The oldest waiter is the one to close when a new client needs its place.
+  int64_t waiting_since() const { return waiting_since_.load(std::memory_order_relaxed); }
+  // Closes the connection from any thread (on its own strand).
+  virtual void evict() = 0;
+
+ protected:
+  void set_waiting(bool waiting) {
+    waiting_since_.store(waiting ? std::chrono::steady_clock::now().time_since_epoch().count() : 0,
+                         std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> waiting_since_{0};
+};
+
+// Runs one I/O thread. A handler that throws ends only its own connection (its last owner is
+// unwound with it); the thread logs it and goes on serving everyone else.
+void run_io_thread(net::io_context& ioc, bool metrics) {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      log_warning("{} I/O thread: a connection's handler failed ({}); connection closed",
+                  metrics ? "metrics" : "HTTP", e.what());
+    } catch (...) {
+      log_warning("{} I/O thread: a connection's handler failed; connection closed",
+                  metrics ? "metrics" : "HTTP");
+    }
+  }
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -39,43 +79,99 @@ struct HttpServer::Impl {
   std::atomic<size_t> open_requests{0};  // read and not yet answered on the wire
   std::shared_ptr<Liveness> liveness = std::make_shared<Liveness>();
   std::unique_ptr<net::ssl::context> tls;  // set when serving HTTPS
+  std::mutex registry_mutex;
+  std::list<std::weak_ptr<ConnectionBase>> registry;  // every open connection
 
   Impl(InferenceServer& c, HttpOptions o) : core(c), options(std::move(o)) {}
   void do_accept();
+  // At the connection limit: closes the connection that has waited longest for a request.
+  // False when every connection is busy serving one.
+  bool make_room();
+  std::list<std::weak_ptr<ConnectionBase>>::iterator enlist(std::weak_ptr<ConnectionBase> c) {
+    std::lock_guard lock(registry_mutex);
+    return registry.insert(registry.end(), std::move(c));
+  }
+  void delist(std::list<std::weak_ptr<ConnectionBase>>::iterator it) {
+    std::lock_guard lock(registry_mutex);
+    registry.erase(it);
+  }
 };
 
 namespace {
 
+// The largest read buffer a connection needs: a whole header, or a chunk header and the
+// trailer that follows the last chunk (which Beast wants in one piece). A longer trailer is a
+// buffer_overflow, answered as a too-large header.
+size_t read_buffer_limit(const HttpOptions& o) {
+  return o.max_header_bytes + (size_t{16} << 10);
+}
+
 // One client connection, on its own strand, one request at a time. `Derived` supplies the
 // stream (plain TCP or TLS over TCP) and how to close it, as in Beast's "flex" servers.
 template <class Derived>
-class Connection {
+class Connection : public ConnectionBase {
  public:
-  explicit Connection(HttpServer::Impl& impl) : impl_(impl) { impl_.connections.fetch_add(1); }
-  ~Connection() { impl_.connections.fetch_sub(1); }
+  explicit Connection(HttpServer::Impl& impl)
+      : impl_(impl), buffer_(read_buffer_limit(impl.options)) {
+    impl_.connections.fetch_add(1);
+  }
+  ~Connection() override {
+    if (enlisted_) impl_.delist(registry_entry_);
+    impl_.connections.fetch_sub(1);
+  }
+
+  void evict() override {
+    net::post(tcp().get_executor(), [s = self()] {
+      beast::error_code ec;
+      s->tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+      s->tcp().cancel();
+    });
+  }
 
  protected:
   Derived& derived() { return static_cast<Derived&>(*this); }
-  std::shared_ptr<Derived> self() { return derived().shared_from_this(); }
+  std::shared_ptr<Derived> self() {
+    return std::static_pointer_cast<Derived>(this->shared_from_this());
+  }
   beast::tcp_stream& tcp() { return beast::get_lowest_layer(derived().stream()); }
 
+  void enlist() {
+    registry_entry_ = impl_.enlist(this->weak_from_this());
+    enlisted_ = true;
+  }
+
+  // Waits (up to the idle timeout) for the first byte of the next request, then reads its
+  // header under the read timeout.
   void do_read() {
-    parser_.emplace();
-    parser_->body_limit(impl_.options.max_body_bytes);
-    parser_->header_limit(static_cast<std::uint32_t>(impl_.options.max_header_bytes));
-    tcp().expires_after(std::chrono::seconds(impl_.options.idle_timeout_secs));
-    bhttp::async_read_header(derived().stream(), buffer_, *parser_,
-                             beast::bind_front_handler(&Connection::on_header, self()));
+    const HttpOptions& o = impl_.options;
+    parser_.emplace(&impl_.core.request_memory(), o.max_body_bytes,
+                    static_cast<std::uint32_t>(o.max_header_bytes));
+    set_waiting(true);
+    if (buffer_.size() > 0) return read_header();  // pipelined: the next request is here
+    tcp().expires_after(std::chrono::seconds(o.idle_timeout_secs));
+    const size_t room = std::min<size_t>(4096, buffer_.max_size() - buffer_.size());
+    derived().stream().async_read_some(buffer_.prepare(room),
+                                       [s = self()](beast::error_code ec, std::size_t n) {
+                                         if (ec) return s->on_read(ec);
+                                         s->buffer_.commit(n);
+                                         s->read_header();
+                                       });
   }
 
   HttpServer::Impl& impl_;
   beast::flat_buffer buffer_;
 
  private:
+  void read_header() {
+    tcp().expires_after(std::chrono::seconds(impl_.options.read_timeout_secs));
+    bhttp::async_read_header(derived().stream(), buffer_, *parser_,
+                             beast::bind_front_handler(&Connection::on_header, self()));
+  }
+
   // A client that sent "Expect: 100-continue" (curl does for larger bodies) waits for this
   // interim answer before sending the body.
-  void on_header(beast::error_code ec, std::size_t bytes) {
-    if (ec) return on_read(ec, bytes);
+  void on_header(beast::error_code ec, std::size_t) {
+    if (ec) return on_read(ec);
     const auto& header = parser_->get();
     auto expect = header.find(bhttp::field::expect);
     if (expect != header.end() && beast::iequals(expect->value(), "100-continue")) {
@@ -83,7 +179,7 @@ class Connection {
                                                                           header.version());
       bhttp::async_write(derived().stream(), *interim,
                          [s = self(), interim](beast::error_code wec, std::size_t) {
-                           if (wec) return s->do_close();
+                           if (wec) return s->derived().do_close();
                            s->read_body();
                          });
       return;
@@ -92,28 +188,60 @@ class Connection {
   }
 
  public:
+  // The body arrives in pieces; each extends the deadline by what its bytes earn at the minimum
+  // rate, so a fast large upload has time and a trickle runs out of it.
   void read_body() {
-    bhttp::async_read(derived().stream(), buffer_, *parser_,
-                      beast::bind_front_handler(&Connection::on_read, self()));
+    body_started_ = std::chrono::steady_clock::now();
+    body_bytes_ = 0;
+    if (parser_->is_done()) return on_read({});
+    read_body_piece();
   }
 
  private:
-  void on_read(beast::error_code ec, std::size_t) {
+  void read_body_piece() {
+    const HttpOptions& o = impl_.options;
+    const auto earned = std::chrono::microseconds(
+        static_cast<int64_t>(static_cast<double>(body_bytes_) * 1e6 /
+                             static_cast<double>(std::max<size_t>(o.min_body_bytes_per_sec, 1))));
+    tcp().expires_at(body_started_ + std::chrono::seconds(o.read_timeout_secs) + earned);
+    bhttp::async_read_some(derived().stream(), buffer_, *parser_,
+                           [s = self()](beast::error_code ec, std::size_t n) {
+                             if (ec) return s->on_read(ec);
+                             s->body_bytes_ += n;
+                             if (s->parser_->is_done()) return s->on_read({});
+                             s->read_body_piece();
+                           });
+  }
+
+  void on_read(beast::error_code ec) {
     if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof ||
         ec == net::error::connection_reset || ec == net::error::operation_aborted) {
       return derived().do_close();
     }
+    set_waiting(false);
     keep_alive_ = false;
+    if (parser_ && parser_->is_header_done()) version_ = parser_->get().version();
     if (ec == bhttp::error::body_limit) {
       return write(
           error_response(413, fmt::format("request body is larger than the limit of {} bytes",
                                           impl_.options.max_body_bytes)));
     }
-    if (ec == bhttp::error::header_limit) {
-      return write(error_response(431, "request header is too large"));
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+      return write(error_response(
+          431, fmt::format("request header, a header field or the trailer is larger than the "
+                           "limit of {} bytes",
+                           impl_.options.max_header_bytes)));
+    }
+    if (ec == ParseError::unsupported_transfer_encoding) {
+      return write(error_response(501, "unsupported Transfer-Encoding: only chunked is accepted"));
+    }
+    if (ec == ParseError::memory_budget) {
+      return write(error_response(
+          503, fmt::format("the server's request memory budget ({} bytes) is spent; retry later",
+                           impl_.core.request_memory().limit())));
     }
     if (ec) return write(error_response(400, "malformed HTTP request: " + ec.message()));
-    Request request = parser_->release();
+    Request request = parser_->release(lease_);
     impl_.open_requests.fetch_add(1);
     counted_ = true;
     keep_alive_ = request.keep_alive();
@@ -129,15 +257,24 @@ class Connection {
                 [s, response = std::move(response)]() mutable { s->write(std::move(response)); });
     };
     tcp().expires_never();  // inference may queue; the scheduler's policy bounds the wait
+    // route_* answer their own errors; this is the last guard for a connection. Once `reply`
+    // has been called it must not be again, so only a failure before that answers here.
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply once = [reply = std::move(reply), answered](Response response) {
+      if (!answered->exchange(true)) reply(std::move(response));
+    };
     try {
       if (impl_.options.metrics) {
-        route_metrics(impl_.core, request, std::move(reply));
+        route_metrics(impl_.core, impl_.options, request, once);
       } else {
-        route_api(impl_.core, impl_.options, request, std::move(reply));
+        route_api(impl_.core, impl_.options, request, once);
       }
+    } catch (const std::bad_alloc&) {
+      once(error_response(503, "out of memory while serving the request", version_));
     } catch (const std::exception& e) {
-      // route_* answer their own errors; this is the last guard for a connection.
-      write(error_response(500, e.what(), version_));
+      once(error_response(500, e.what(), version_));
+    } catch (...) {
+      once(error_response(500, "internal error", version_));
     }
   }
 
@@ -156,6 +293,7 @@ class Connection {
  private:
   void on_write(bool close, beast::error_code ec, std::size_t) {
     response_.reset();
+    lease_.reset();
     if (counted_) {
       counted_ = false;
       impl_.open_requests.fetch_sub(1);
@@ -164,22 +302,26 @@ class Connection {
     do_read();
   }
 
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<RequestParser> parser_;
+  MemoryLease lease_;  // pays for the request being served
   std::shared_ptr<Response> response_;
+  std::chrono::steady_clock::time_point body_started_;
+  size_t body_bytes_ = 0;
   bool keep_alive_ = true;
   bool counted_ = false;  // this connection holds one of impl_.open_requests
   unsigned version_ = 11;
+  bool enlisted_ = false;
+  std::list<std::weak_ptr<ConnectionBase>>::iterator registry_entry_;
 };
 
-class PlainConnection : public Connection<PlainConnection>,
-                        public std::enable_shared_from_this<PlainConnection> {
+class PlainConnection : public Connection<PlainConnection> {
  public:
   PlainConnection(tcp::socket&& socket, HttpServer::Impl& impl)
       : Connection(impl), stream_(std::move(socket)) {}
   beast::tcp_stream& stream() { return stream_; }
   void run() {
-    net::dispatch(stream_.get_executor(),
-                  beast::bind_front_handler(&PlainConnection::do_read, shared_from_this()));
+    enlist();
+    net::dispatch(stream_.get_executor(), [s = self()] { s->do_read(); });
   }
   void do_close() {
     beast::error_code ec;
@@ -190,29 +332,30 @@ class PlainConnection : public Connection<PlainConnection>,
   beast::tcp_stream stream_;
 };
 
-class TlsConnection : public Connection<TlsConnection>,
-                      public std::enable_shared_from_this<TlsConnection> {
+class TlsConnection : public Connection<TlsConnection> {
  public:
   TlsConnection(tcp::socket&& socket, net::ssl::context& ctx, HttpServer::Impl& impl)
       : Connection(impl), stream_(std::move(socket), ctx) {}
   beast::ssl_stream<beast::tcp_stream>& stream() { return stream_; }
   void run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      beast::get_lowest_layer(self->stream_)
-          .expires_after(std::chrono::seconds(self->impl_.options.idle_timeout_secs));
-      self->stream_.async_handshake(net::ssl::stream_base::server, self->buffer_.data(),
-                                    [self](beast::error_code ec, std::size_t used) {
-                                      if (ec) return;  // not TLS, or a failed handshake
-                                      self->buffer_.consume(used);
-                                      self->do_read();
-                                    });
+    enlist();
+    net::dispatch(stream_.get_executor(), [s = self()] {
+      s->set_waiting(true);
+      beast::get_lowest_layer(s->stream_)
+          .expires_after(std::chrono::seconds(s->impl_.options.read_timeout_secs));
+      s->stream_.async_handshake(net::ssl::stream_base::server, s->buffer_.data(),
+                                 [s](beast::error_code ec, std::size_t used) {
+                                   if (ec) return;  // not TLS, or a failed handshake
+                                   s->buffer_.consume(used);
+                                   s->do_read();
+                                 });
     });
   }
   void do_close() {
     beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));
-    stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
+    stream_.async_shutdown([s = self()](beast::error_code) {
       beast::error_code ec;
-      beast::get_lowest_layer(self->stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
+      beast::get_lowest_layer(s->stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
     });
   }
 
@@ -222,13 +365,39 @@ class TlsConnection : public Connection<TlsConnection>,
 
 }  // namespace
 
+bool HttpServer::Impl::make_room() {
+  // Strong references are taken under the lock and dropped after it: the last one going away
+  // runs a connection's destructor, which takes the lock itself.
+  std::vector<std::shared_ptr<ConnectionBase>> alive;
+  {
+    std::lock_guard lock(registry_mutex);
+    alive.reserve(registry.size());
+    for (const auto& w : registry) {
+      if (auto c = w.lock()) alive.push_back(std::move(c));
+    }
+  }
+  ConnectionBase* oldest = nullptr;
+  for (const auto& c : alive) {
+    const int64_t since = c->waiting_since();
+    if (since != 0 && (oldest == nullptr || since < oldest->waiting_since())) oldest = c.get();
+  }
+  if (oldest == nullptr) return false;
+  oldest->evict();
+  return true;
+}
+
 void HttpServer::Impl::do_accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
-      if (connections.load() >= options.max_connections) {
+      // At the limit, the longest waiter makes room; closings still in progress may take the
+      // count a little over it, never far (a burst past the slack is refused).
+      const size_t open = connections.load();
+      const size_t slack = options.max_connections / 16 + 16;
+      if (open >= options.max_connections &&
+          (open >= options.max_connections + slack || !make_room())) {
         beast::error_code ignored;
-        socket.close(ignored);  // over the limit: refuse rather than queue unbounded
+        socket.close(ignored);  // no room: refuse rather than queue unbounded
       } else {
         if (tls) {
           std::make_shared<TlsConnection>(std::move(socket), *tls, *this)->run();
@@ -285,7 +454,7 @@ void HttpServer::start() {
   bound_port_ = impl_->acceptor.local_endpoint().port();
   impl_->do_accept();
   for (int i = 0; i < impl_->options.threads; ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    impl_->threads.emplace_back([this] { run_io_thread(impl_->ioc, impl_->options.metrics); });
   }
 }
 

@@ -1,12 +1,11 @@
 #include "server/http/infer_codec.hpp"
 
-#include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
+#include <cstdint>
 #include <limits>
 
+#include "server/json_memory.hpp"
 #include "server/tensor_wire.hpp"
 
 namespace kiln::server::http {
@@ -16,19 +15,18 @@ namespace {
 // Iterative parsing keeps the parser's depth off the call stack (the client controls nesting);
 // NaN / Infinity are accepted as Python's json module writes them.
 constexpr unsigned kParseFlags = rj::kParseIterativeFlag | rj::kParseNanAndInfFlag;
-using Writer =
-    rj::Writer<rj::StringBuffer, rj::UTF8<>, rj::UTF8<>, rj::CrtAllocator, rj::kWriteNanAndInfFlag>;
+using Writer = JsonWriter;
 
-std::string_view str(const rj::Value& v) {
+std::string_view str(const JsonValue& v) {
   return {v.GetString(), v.GetStringLength()};
 }
 
-const rj::Value* member(const rj::Value& obj, const char* key) {
+const JsonValue* member(const JsonValue& obj, const char* key) {
   auto it = obj.FindMember(key);
   return it == obj.MemberEnd() ? nullptr : &it->value;
 }
 
-Parameters decode_parameters(const rj::Value& v, std::string_view where,
+Parameters decode_parameters(const JsonValue& v, std::string_view where,
                              const CodecLimits& limits) {
   KILN_CHECK_ARG(v.IsObject(), "{}: 'parameters' must be a JSON object", where);
   KILN_CHECK_ARG(v.MemberCount() <= limits.max_parameters, "{}: more than {} parameters", where,
@@ -36,7 +34,7 @@ Parameters decode_parameters(const rj::Value& v, std::string_view where,
   Parameters out;
   for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
     std::string key(str(it->name));
-    const rj::Value& p = it->value;
+    const JsonValue& p = it->value;
     if (p.IsBool()) {
       out[key] = p.GetBool();
     } else if (p.IsInt64()) {
@@ -55,13 +53,13 @@ Parameters decode_parameters(const rj::Value& v, std::string_view where,
   return out;
 }
 
-std::vector<int64_t> decode_shape(const rj::Value& v, const std::string& input,
+std::vector<int64_t> decode_shape(const JsonValue& v, const std::string& input,
                                   const CodecLimits& limits) {
   KILN_CHECK_ARG(v.IsArray(), "input '{}': 'shape' must be an array of integers", input);
   KILN_CHECK_ARG(v.Size() <= limits.max_rank, "input '{}': rank {} is more than {}", input,
                  v.Size(), limits.max_rank);
   std::vector<int64_t> shape;
-  for (const rj::Value& d : v.GetArray()) {
+  for (const JsonValue& d : v.GetArray()) {
     KILN_CHECK_ARG(d.IsInt64(), "input '{}': 'shape' must hold non-negative integers", input);
     shape.push_back(d.GetInt64());
   }
@@ -70,21 +68,21 @@ std::vector<int64_t> decode_shape(const rj::Value& v, const std::string& input,
 
 // The leaves of a (possibly nested) "data" array in row-major order, without recursion. Stops
 // as soon as there are more than `expected` so a huge array costs nothing beyond its parse.
-std::vector<const rj::Value*> flatten(const rj::Value& data, int64_t expected,
+std::vector<const JsonValue*> flatten(const JsonValue& data, int64_t expected,
                                       const std::string& input) {
-  std::vector<const rj::Value*> leaves;
+  std::vector<const JsonValue*> leaves;
   if (!data.IsArray()) {
     leaves.push_back(&data);  // a scalar for a one-element tensor
     return leaves;
   }
-  std::vector<std::pair<const rj::Value*, rj::SizeType>> stack{{&data, 0}};
+  std::vector<std::pair<const JsonValue*, rj::SizeType>> stack{{&data, 0}};
   while (!stack.empty()) {
     auto& [arr, index] = stack.back();
     if (index == arr->Size()) {
       stack.pop_back();
       continue;
     }
-    const rj::Value& v = (*arr)[index++];
+    const JsonValue& v = (*arr)[index++];
     if (v.IsArray()) {
       stack.emplace_back(&v, 0);
       continue;
@@ -98,7 +96,7 @@ std::vector<const rj::Value*> flatten(const rj::Value& data, int64_t expected,
 }
 
 template <typename T>
-T json_int(const rj::Value& v, const std::string& input) {
+T json_int(const JsonValue& v, const std::string& input) {
   if constexpr (std::is_signed_v<T>) {
     KILN_CHECK_ARG(v.IsInt64() && v.GetInt64() >= std::numeric_limits<T>::min() &&
                        v.GetInt64() <= std::numeric_limits<T>::max(),
@@ -111,13 +109,13 @@ T json_int(const rj::Value& v, const std::string& input) {
   }
 }
 
-Tensor decode_json_data(const rj::Value& data, DataType dtype, const std::vector<int64_t>& shape,
+Tensor decode_json_data(const JsonValue& data, DataType dtype, const std::vector<int64_t>& shape,
                         const std::string& input) {
   KILN_CHECK_ARG(dtype != DataType::Float16 && dtype != DataType::BFloat16,
                  "input '{}': {} data must be sent with the binary tensor data extension", input,
                  datatype_name(dtype));
   const int64_t numel = shape_numel(shape);
-  std::vector<const rj::Value*> leaves = flatten(data, numel, input);
+  std::vector<const JsonValue*> leaves = flatten(data, numel, input);
   KILN_CHECK_ARG(static_cast<int64_t>(leaves.size()) == numel,
                  "input '{}': 'data' has {} elements but shape {} needs {}", input, leaves.size(),
                  dims_to_string(shape), numel);
@@ -126,7 +124,7 @@ Tensor decode_json_data(const rj::Value& data, DataType dtype, const std::vector
     using T = typename decltype(tag)::type;
     T* out = t.data<T>();
     for (size_t i = 0; i < leaves.size(); ++i) {
-      const rj::Value& v = *leaves[i];
+      const JsonValue& v = *leaves[i];
       if constexpr (std::is_same_v<T, bool>) {
         KILN_CHECK_ARG(v.IsBool(), "input '{}': BOOL data must be true or false", input);
         out[i] = v.GetBool();
@@ -157,8 +155,15 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   KILN_CHECK_ARG(json_size <= body.size(),
                  "Inference-Header-Content-Length {} is larger than the body ({} bytes)", json_size,
                  body.size());
-  rj::Document doc;
-  doc.Parse<kParseFlags>(body.data(), json_size);
+  const std::string_view json = body.substr(0, json_size);
+  KILN_CHECK_ARG(json_nesting_depth(json) <= limits.max_json_depth,
+                 "the request JSON is nested deeper than {} levels", limits.max_json_depth);
+  // The document costs about 16 bytes per value (at least 2 bytes of text each); past the
+  // scope's limit the parse stops with an error instead of growing with the client's input.
+  JsonMemoryScope memory(json_size * limits.json_memory_factor + (size_t{1} << 20),
+                         "parsing the request JSON");
+  JsonDocument doc;
+  doc.Parse<kParseFlags>(json.data(), json.size());
   KILN_CHECK_ARG(!doc.HasParseError(), "failed to parse the request JSON buffer: {} at {}",
                  rj::GetParseError_En(doc.GetParseError()), doc.GetErrorOffset());
   KILN_CHECK_ARG(doc.IsObject(), "the inference request must be a JSON object");
@@ -166,41 +171,41 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   size_t binary_used = 0;
 
   auto request = std::make_unique<InferRequest>();
-  if (const rj::Value* id = member(doc, "id")) {
+  if (const JsonValue* id = member(doc, "id")) {
     KILN_CHECK_ARG(id->IsString(), "'id' must be a string");
     request->id = std::string(str(*id));
   }
-  if (const rj::Value* p = member(doc, "parameters")) {
+  if (const JsonValue* p = member(doc, "parameters")) {
     request->parameters = decode_parameters(*p, "request", limits);
     read_scheduling_parameters(*request);
     parameter_bool(request->parameters, "binary_data_output");
   }
-  const rj::Value* inputs = member(doc, "inputs");
+  const JsonValue* inputs = member(doc, "inputs");
   KILN_CHECK_ARG(inputs != nullptr && inputs->IsArray(), "'inputs' must be an array");
   KILN_CHECK_ARG(inputs->Size() <= limits.max_inputs, "request has {} inputs; at most {}",
                  inputs->Size(), limits.max_inputs);
-  for (const rj::Value& in : inputs->GetArray()) {
+  for (const JsonValue& in : inputs->GetArray()) {
     KILN_CHECK_ARG(in.IsObject(), "each input must be a JSON object");
     InferInput input;
-    const rj::Value* name = member(in, "name");
+    const JsonValue* name = member(in, "name");
     KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() > 0 &&
                        name->GetStringLength() <= limits.max_name_bytes,
                    "each input needs a 'name' string");
     input.name = std::string(str(*name));
-    const rj::Value* datatype = member(in, "datatype");
+    const JsonValue* datatype = member(in, "datatype");
     KILN_CHECK_ARG(datatype && datatype->IsString(), "input '{}': 'datatype' must be a string",
                    input.name);
     input.datatype = wire_datatype(str(*datatype), input.name);
-    const rj::Value* shape = member(in, "shape");
+    const JsonValue* shape = member(in, "shape");
     KILN_CHECK_ARG(shape != nullptr, "input '{}': 'shape' is missing", input.name);
     input.shape = decode_shape(*shape, input.name, limits);
     check_wire_shape(input.shape, limits.max_rank, input.name);
-    if (const rj::Value* p = member(in, "parameters")) {
+    if (const JsonValue* p = member(in, "parameters")) {
       input.parameters = decode_parameters(*p, "input '" + input.name + "'", limits);
     }
     refuse_shared_memory(input.parameters, "input", input.name);
     std::optional<int64_t> binary_size = parameter_int(input.parameters, "binary_data_size");
-    const rj::Value* data = member(in, "data");
+    const JsonValue* data = member(in, "data");
     if (binary_size) {
       KILN_CHECK_ARG(data == nullptr, "input '{}' has both 'data' and 'binary_data_size'",
                      input.name);
@@ -221,18 +226,18 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   KILN_CHECK_ARG(binary_used == binary.size(),
                  "{} bytes of binary data follow the JSON header but the inputs use {}",
                  binary.size(), binary_used);
-  if (const rj::Value* outputs = member(doc, "outputs")) {
+  if (const JsonValue* outputs = member(doc, "outputs")) {
     KILN_CHECK_ARG(outputs->IsArray(), "'outputs' must be an array");
     KILN_CHECK_ARG(outputs->Size() <= limits.max_outputs, "request asks for {} outputs; at most {}",
                    outputs->Size(), limits.max_outputs);
-    for (const rj::Value& out : outputs->GetArray()) {
+    for (const JsonValue& out : outputs->GetArray()) {
       KILN_CHECK_ARG(out.IsObject(), "each requested output must be a JSON object");
       RequestedOutput o;
-      const rj::Value* name = member(out, "name");
+      const JsonValue* name = member(out, "name");
       KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() <= limits.max_name_bytes,
                      "each requested output needs a 'name' string");
       o.name = std::string(str(*name));
-      if (const rj::Value* p = member(out, "parameters")) {
+      if (const JsonValue* p = member(out, "parameters")) {
         o.parameters = decode_parameters(*p, "output '" + o.name + "'", limits);
         parameter_bool(o.parameters, "binary_data");
         refuse_shared_memory(o.parameters, "output", o.name);
@@ -253,6 +258,16 @@ OutputEncoding output_encoding_of(const InferRequest& request) {
 }
 
 namespace {
+
+bool output_is_binary(const InferOutput& out, const OutputEncoding& encoding) {
+  // FP16 / BF16 have no JSON form.
+  if (out.datatype == DataType::Float16 || out.datatype == DataType::BFloat16) return true;
+  bool as_binary = encoding.binary_default;
+  for (const auto& [name, b] : encoding.per_output) {
+    if (name == out.name) as_binary = b;
+  }
+  return as_binary;
+}
 
 // Writes the JSON value of the parameter's type (std::visit picks the exact overload).
 struct WriteParameter {
@@ -293,7 +308,26 @@ void write_json_data(Writer& w, const Tensor& t) {
 
 EncodedResponse encode_infer_response(const InferResponse& response,
                                       const OutputEncoding& encoding) {
-  rj::StringBuffer buffer;
+  // The size is checked before it is spent: binary outputs exactly, JSON ones at the fewest
+  // bytes an element can take; the writer's buffer is then held to what is left.
+  size_t binary_bytes = 0, json_bytes = 1024;
+  for (const InferOutput& out : response.outputs) {
+    if (output_is_binary(out, encoding)) {
+      binary_bytes += raw_tensor_size(out.data);
+    } else {
+      json_bytes += 2 * static_cast<size_t>(out.data.numel()) + out.name.size() + 64;
+    }
+  }
+  KILN_CHECK_ARG(
+      binary_bytes <= encoding.max_bytes && json_bytes <= encoding.max_bytes - binary_bytes,
+      "the response would be larger than the limit of {} bytes; ask for fewer or "
+      "binary outputs",
+      encoding.max_bytes);
+  JsonMemoryScope memory(encoding.max_bytes - binary_bytes,
+                         fmt::format("the response (limit {} bytes; ask for fewer or binary "
+                                     "outputs)",
+                                     encoding.max_bytes));
+  JsonBuffer buffer;
   Writer w(buffer);
   std::string binary;
   bool any_binary = false;
@@ -319,11 +353,7 @@ EncodedResponse encode_infer_response(const InferResponse& response,
   w.Key("outputs");
   w.StartArray();
   for (const InferOutput& out : response.outputs) {
-    bool as_binary = encoding.binary_default;
-    for (const auto& [name, b] : encoding.per_output) {
-      if (name == out.name) as_binary = b;
-    }
-    if (out.datatype == DataType::Float16 || out.datatype == DataType::BFloat16) as_binary = true;
+    const bool as_binary = output_is_binary(out, encoding);
     w.StartObject();
     w.Key("name");
     w.String(out.name.data(), static_cast<rj::SizeType>(out.name.size()));
@@ -337,6 +367,7 @@ EncodedResponse encode_infer_response(const InferResponse& response,
     if (as_binary) {
       any_binary = true;
       const size_t before = binary.size();
+      if (binary.empty()) binary.reserve(binary_bytes);
       append_raw_tensor(binary, out.data);
       w.Key("parameters");
       w.StartObject();
@@ -364,7 +395,7 @@ EncodedResponse encode_infer_response(const InferResponse& response, const Infer
 }
 
 std::string error_json(std::string_view message) {
-  rj::StringBuffer buffer;
+  JsonBuffer buffer;
   Writer w(buffer);
   w.StartObject();
   w.Key("error");

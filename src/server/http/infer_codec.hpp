@@ -21,6 +21,10 @@ struct CodecLimits {
   size_t max_rank = 32;
   size_t max_parameters = 256;
   size_t max_name_bytes = 1024;
+  size_t max_json_depth = 48;  // a rank-32 nested "data" array inside the request's own levels
+  // Parsing may use this many bytes per byte of JSON (plus 1 MiB); a document needing more is
+  // refused, so no request costs more than this multiple of its size to parse.
+  size_t json_memory_factor = 16;
 };
 
 // Decodes a request body. `header_length` is the Inference-Header-Content-Length value (nullopt:
@@ -44,6 +48,7 @@ EncodedResponse encode_infer_response(const InferResponse& response, const Infer
 struct OutputEncoding {
   bool binary_default = false;
   std::vector<std::pair<std::string, bool>> per_output;  // explicit "binary_data" per name
+  size_t max_bytes = SIZE_MAX;  // largest body; larger is refused (InvalidArgument) unencoded
 };
 OutputEncoding output_encoding_of(const InferRequest& request);
 EncodedResponse encode_infer_response(const InferResponse& response,

@@ -1,19 +1,17 @@
 #include "server/http/routes.hpp"
 
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
+#include <cctype>
 #include <charconv>
 
 #include "server/http/metrics.hpp"
+#include "server/json_memory.hpp"
 
 namespace kiln::server::http {
 namespace rj = rapidjson;
 namespace bhttp = boost::beast::http;
 namespace {
 
-using Writer = rj::Writer<rj::StringBuffer>;
+using Writer = JsonWriter;
 
 void put(Writer& w, std::string_view s) {
   w.String(s.data(), static_cast<rj::SizeType>(s.size()));
@@ -76,7 +74,7 @@ int64_t parse_version(const std::string& text) {
 }
 
 std::string server_metadata_json(const ServerMetadata& m) {
-  rj::StringBuffer b;
+  JsonBuffer b;
   Writer w(b);
   w.StartObject();
   w.Key("name");
@@ -109,7 +107,7 @@ void tensor_metadata(Writer& w, const std::vector<TensorMetadata>& tensors) {
 }
 
 std::string model_metadata_json(const ModelMetadata& m) {
-  rj::StringBuffer b;
+  JsonBuffer b;
   Writer w(b);
   w.StartObject();
   w.Key("name");
@@ -139,7 +137,7 @@ void duration(Writer& w, const char* key, const DurationStat& d) {
 }
 
 std::string statistics_json(const std::vector<ModelStatisticsEntry>& entries) {
-  rj::StringBuffer b;
+  JsonBuffer b;
   Writer w(b);
   w.StartObject();
   w.Key("model_stats");
@@ -194,7 +192,7 @@ std::string statistics_json(const std::vector<ModelStatisticsEntry>& entries) {
 }
 
 std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
-  rj::StringBuffer b;
+  JsonBuffer b;
   Writer w(b);
   w.StartArray();
   for (const RepositoryIndexEntry& e : entries) {
@@ -216,19 +214,22 @@ std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
 }
 
 // An optional JSON object body (empty means {}); InvalidArgument when it is not one.
-rj::Document parse_body_object(const std::string& body) {
-  rj::Document d;
+JsonDocument parse_body_object(const std::string& body) {
+  JsonDocument d;
   if (body.empty()) {
     d.SetObject();
     return d;
   }
+  KILN_CHECK_ARG(json_nesting_depth(body) <= 64,
+                 "the request JSON is nested deeper than 64 levels");
+  JsonMemoryScope memory(16 * body.size() + (size_t{1} << 20), "parsing the request JSON");
   d.Parse<rj::kParseIterativeFlag>(body.data(), body.size());
   KILN_CHECK_ARG(!d.HasParseError() && d.IsObject(), "failed to parse the request JSON buffer");
   return d;
 }
 
 void handle_load(InferenceServer& core, const std::string& model, const std::string& body) {
-  rj::Document d = parse_body_object(body);
+  JsonDocument d = parse_body_object(body);
   std::optional<std::string> config;
   auto params = d.FindMember("parameters");
   if (params != d.MemberEnd()) {
@@ -253,6 +254,21 @@ struct Route {
   std::function<void()> run;
 };
 
+// With a bearer token set: the request's Authorization header (never a trailer field: the
+// parser keeps only header fields) must carry it; otherwise `refusal` is the 401.
+bool bearer_authorized(const HttpOptions& options, const Request& request, Response& refusal) {
+  if (options.bearer_token.empty()) return true;
+  auto it = request.find(bhttp::field::authorization);
+  if (it != request.end() &&
+      bearer_matches(std::string_view(it->value().data(), it->value().size()),
+                     options.bearer_token)) {
+    return true;
+  }
+  refusal = error_response(401, "Unauthorized");
+  refusal.set(bhttp::field::www_authenticate, "Bearer");
+  return false;
+}
+
 bool authorized(const HttpOptions& options, const Request& request, const char* category,
                 Response& refusal) {
   auto restricted = options.restricted.by_category.find(category);
@@ -265,14 +281,7 @@ bool authorized(const HttpOptions& options, const Request& request, const char* 
       return false;
     }
   }
-  if (!options.bearer_token.empty() && std::string_view(category) != "health") {
-    auto it = request.find(bhttp::field::authorization);
-    if (it == request.end() || it->value() != "Bearer " + options.bearer_token) {
-      refusal = error_response(401, "Unauthorized");
-      refusal.set(bhttp::field::www_authenticate, "Bearer");
-      return false;
-    }
-  }
+  if (std::string_view(category) != "health") return bearer_authorized(options, request, refusal);
   return true;
 }
 
@@ -297,6 +306,7 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
   infer->model_name = model;
   infer->model_version = version;
   OutputEncoding encoding = output_encoding_of(*infer);
+  encoding.max_bytes = options.max_response_bytes;
   // The body is no longer needed once decoded; free it before the request waits in a queue.
   std::string().swap(request.body());
   core.infer_async(std::move(infer), [reply = std::move(reply), encoding = std::move(encoding)](
@@ -318,6 +328,10 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
       reply(std::move(res));
     } catch (const Error& e) {
       reply(error_response(http_status(e.code()), e.message()));
+    } catch (const std::bad_alloc&) {
+      reply(error_response(503, "out of memory while encoding the response"));
+    } catch (const std::exception& e) {
+      reply(error_response(500, e.what()));
     }
   });
 }
@@ -362,7 +376,7 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
       if (!method_ok(post)) return;
       category = "model-repository";
       action = [&] {
-        rj::Document d = parse_body_object(request.body());
+        JsonDocument d = parse_body_object(request.body());
         bool ready = false;
         auto it = d.FindMember("ready");
         if (it != d.MemberEnd()) {
@@ -446,10 +460,33 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
     action();
   } catch (const Error& e) {
     reply(error_response(http_status(e.code()), e.message()));
+  } catch (const std::bad_alloc&) {
+    reply(error_response(503, "out of memory while serving the request"));
   }
 }
 
-void route_metrics(InferenceServer& core, Request& request, Reply reply) {
+bool bearer_matches(std::string_view authorization, std::string_view token) {
+  constexpr std::string_view kScheme = "bearer";
+  if (token.empty()) return false;
+  if (authorization.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return false;
+  }
+  std::string_view credentials = authorization.substr(kScheme.size());
+  if (credentials.front() != ' ' && credentials.front() != '\t') return false;
+  while (!credentials.empty() && (credentials.front() == ' ' || credentials.front() == '\t')) {
+    credentials.remove_prefix(1);
+  }
+  // Constant time in the token's content: a client learns nothing from how long a refusal took.
+  unsigned char diff = credentials.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < credentials.size(); ++i) {
+    diff |= static_cast<unsigned char>(credentials[i] ^ token[i % token.size()]);
+  }
+  return diff == 0;
+}
+
+void route_metrics(InferenceServer& core, const HttpOptions& options, Request& request,
+                   Reply reply) {
   auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
   if (!segments || segments->size() != 1 || (*segments)[0] != "metrics") {
     reply(error_response(404, "Not Found"));
@@ -457,6 +494,11 @@ void route_metrics(InferenceServer& core, Request& request, Reply reply) {
   }
   if (request.method() != bhttp::verb::get) {
     reply(error_response(405, "Method Not Allowed"));
+    return;
+  }
+  Response refusal;
+  if (options.metrics_auth && !bearer_authorized(options, request, refusal)) {
+    reply(std::move(refusal));
     return;
   }
   Response res{bhttp::status::ok, 11};

@@ -5,10 +5,10 @@
 #include <functional>
 
 #include "server/http/http_server.hpp"
+#include "server/http/request_parser.hpp"
 
 namespace kiln::server::http {
 
-using Request = boost::beast::http::request<boost::beast::http::string_body>;
 using Response = boost::beast::http::response<boost::beast::http::string_body>;
 // Delivers the response; called exactly once, from any thread.
 using Reply = std::function<void(Response)>;
@@ -18,7 +18,13 @@ Response error_response(unsigned status, std::string_view message, unsigned vers
 
 // Serves one API request (health, metadata, config, infer, statistics, repository).
 void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply);
-// Serves one request on the metrics port (GET /metrics).
-void route_metrics(InferenceServer& core, Request& request, Reply reply);
+// Serves one request on the metrics port (GET /metrics; the bearer token when
+// `options.metrics_auth`).
+void route_metrics(InferenceServer& core, const HttpOptions& options, Request& request,
+                   Reply reply);
+
+// Whether an Authorization header value carries `token` with the Bearer scheme (the scheme
+// name is case-insensitive, RFC 9110 11.1); the token is compared in constant time.
+bool bearer_matches(std::string_view authorization, std::string_view token);
 
 }  // namespace kiln::server::http
