@@ -149,7 +149,8 @@ TEST_F(PackedWeights, ASessionOnTheEngineComputesFromThePackedBytes) {
   Session s(write(g, plan), {.threads = 1});
   for (int run = 0; run < 2; ++run) {
     Tensor got = s.run({{"x", RtValue(x)}}).at(s.outputs()[0].name).tensor();
-    EXPECT_LT(max_abs_diff(got, want), 1e-4) << "run " << run;
+    // Summation order differs between the AVX2 and AVX-512 kernels and the reference loops.
+    EXPECT_LT(max_abs_diff(got, want), 2e-4) << "run " << run;
   }
 }
 
