@@ -168,6 +168,9 @@ int compile(const CompileOptions& o) {
   std::string bytes = read_file(o.model);
   KILN_CHECK_ARG(!engine::has_engine_magic(bytes),
                  "'{}' is already a compiled Kiln engine; compile its ONNX model instead", o.model);
+  KILN_CHECK_ARG(!engine::has_engine_layout(bytes),
+                 "'{}' has a Kiln engine header but is {}; compile its ONNX model instead", o.model,
+                 engine::engine_magic_problem(bytes));
   if (o.no_optimize && !o.dump_after.empty())
     throw UsageError("--dump-after needs the optimizer: drop --no-optimize");
   std::string output = o.output;

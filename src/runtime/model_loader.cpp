@@ -16,6 +16,11 @@ LoadedModel from_engine(engine::LoadedEngine e) {
   return out;
 }
 
+bool named_like_engine(const std::string& path) {
+  constexpr std::string_view ext = ".kiln";
+  return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 }  // namespace
 
 LoadedModel load_model(const std::string& path) {
@@ -26,16 +31,31 @@ LoadedModel load_model(const std::string& path) {
     head.resize(static_cast<size_t>(std::min<uint64_t>(file.size(), engine::kHeaderSize)));
     file.read_at(0, head.data(), head.size());
   }
-  if (engine::has_engine_magic(head)) return from_engine(engine::read_engine(path));
+  // An engine's magic, or its header with the magic damaged: the engine reader accepts the file
+  // or says what is wrong with it as an engine.
+  if (engine::looks_like_engine(head)) return from_engine(engine::read_engine(path));
   LoadedModel out;
-  out.model = onnx_io::import_model_file(path);
+  try {
+    out.model = onnx_io::import_model_file(path);
+  } catch (const Error& e) {
+    // A .kiln file whose bytes are neither an engine nor ONNX protobuf: the name says it was meant
+    // to be an engine, so its problem as one comes first. (A real ONNX model under that name keeps
+    // its own error.)
+    std::string onnx_problem = e.message();
+    if (!named_like_engine(path) ||
+        onnx_problem.find("not a valid ONNX model") == std::string::npos)
+      throw;
+    if (onnx_problem.rfind(path + ": ", 0) == 0) onnx_problem.erase(0, path.size() + 2);
+    throw Error(e.code(), fmt::format("{}: {}; read as ONNX instead: {}", path,
+                                      engine::engine_magic_problem(head), onnx_problem));
+  }
   return out;
 }
 
 LoadedModel load_model_bytes(std::string_view bytes) {
   KILN_CHECK_ARG(!bytes.empty(), "the model buffer is empty");
   // read_engine_bytes copies the bytes; the model's weights keep that copy alive.
-  if (engine::has_engine_magic(bytes)) return from_engine(engine::read_engine_bytes(bytes));
+  if (engine::looks_like_engine(bytes)) return from_engine(engine::read_engine_bytes(bytes));
   LoadedModel out;
   out.model = onnx_io::import_model_bytes(bytes, {});
   return out;

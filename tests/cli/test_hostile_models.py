@@ -219,3 +219,25 @@ def test_deep_subgraphs_are_named_not_called_corrupt(kiln, tmp_path):
         assert r.returncode == 1
         assert "subgraphs nest deeper than 64 levels" in r.stderr, r.stderr
         assert "corrupt" not in r.stderr
+
+
+def test_engine_with_damaged_magic_is_named(kiln, tmp_path, demo):
+    assert kiln("compile", demo, "-o", tmp_path / "demo.kiln").returncode == 0
+    data = bytearray((tmp_path / "demo.kiln").read_bytes())
+    data[:8] = b"KILNENG0"
+    for name in ("bad.kiln", "bad.onnx"):  # told by its header, not its name
+        (tmp_path / name).write_bytes(bytes(data))
+        for command in ("run", "inspect"):
+            r = kiln(command, tmp_path / name)
+            assert r.returncode == 1
+            assert ("not a Kiln engine file (bad magic 'KILNENG0', expected 'KILNENG1')"
+                    in r.stderr), r.stderr
+            assert "protobuf" not in r.stderr
+    r = kiln("compile", tmp_path / "bad.onnx")
+    assert r.returncode == 1 and "bad magic 'KILNENG0'" in r.stderr, r.stderr
+    # A .kiln of neither kind says what it lacks as an engine, then as ONNX.
+    (tmp_path / "junk.kiln").write_bytes(b"\x00" * 100)
+    r = kiln("run", tmp_path / "junk.kiln")
+    assert r.returncode == 1
+    assert "not a Kiln engine file (bad magic '\\x00" in r.stderr, r.stderr
+    assert "read as ONNX instead: " in r.stderr
