@@ -2,7 +2,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "cli/load_model.hpp"
 #include "cli/precision_gate.hpp"
 #include "cli/progress.hpp"
+#include "core/regular_file.hpp"
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
 #include "passes/passes.hpp"
@@ -79,10 +79,14 @@ size_t count_nodes(const ir::Graph& g) {
   return n;
 }
 
+// A directory, device or fifo is refused before it is read; protobuf parses at most 2 GiB.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), ErrorCode::NotFound, "cannot open model file '{}'", path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+  RegularFile file(path, "model file");
+  KILN_CHECK_ARG(file.size() < static_cast<uint64_t>(INT32_MAX),
+                 "{}: model of {} bytes is over protobuf's 2 GiB limit: store weights as external "
+                 "data",
+                 path, file.size());
+  return file.read_all(INT32_MAX);
 }
 
 // "activation memory: ..." per arena and a histogram of the chosen kernels.
@@ -164,6 +168,9 @@ int compile(const CompileOptions& o) {
   std::string bytes = read_file(o.model);
   KILN_CHECK_ARG(!engine::has_engine_magic(bytes),
                  "'{}' is already a compiled Kiln engine; compile its ONNX model instead", o.model);
+  KILN_CHECK_ARG(!engine::has_engine_layout(bytes),
+                 "'{}' has a Kiln engine header but is {}; compile its ONNX model instead", o.model,
+                 engine::engine_magic_problem(bytes));
   if (o.no_optimize && !o.dump_after.empty())
     throw UsageError("--dump-after needs the optimizer: drop --no-optimize");
   std::string output = o.output;

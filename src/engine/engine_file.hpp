@@ -101,7 +101,16 @@ LoadedEngine read_engine(const std::string& path, const ReadOptions& options = {
 LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& options = {});
 // True when `bytes` starts with the engine file magic.
 bool has_engine_magic(std::string_view bytes);
-// True when the file at `path` starts with the engine file magic (false when unreadable).
+// True when `bytes` start with an engine header's layout (format version, header size, section
+// alignment), whatever the magic: a file whose magic alone is damaged is an engine to refuse as
+// such, not ONNX bytes to call corrupt protobuf.
+bool has_engine_layout(std::string_view bytes);
+// has_engine_magic or has_engine_layout: the bytes are for the engine reader to accept or refuse.
+bool looks_like_engine(std::string_view bytes);
+// What is wrong with the first bytes of a file that lacks the magic, for the error message:
+// "not a Kiln engine file (bad magic '...', expected 'KILNENG1')".
+std::string engine_magic_problem(std::string_view bytes);
+// looks_like_engine() on the first bytes of the file at `path` (false when unreadable).
 bool is_engine_file(const std::string& path);
 
 // The checksum and source-model hash: word-wise multiply-xorshift over little-endian 8-byte

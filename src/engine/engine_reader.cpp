@@ -425,8 +425,8 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
                    bool mapping) {
   const auto* base = static_cast<const unsigned char*>(owner.get());
   if (size < sizeof kMagic || std::memcmp(base, kMagic, sizeof kMagic) != 0) {
-    fail(ErrorCode::InvalidArgument, "not a Kiln engine file (no '{}' magic at its start)",
-         std::string_view(kMagic, sizeof kMagic));
+    fail(ErrorCode::InvalidArgument, "{}",
+         engine_magic_problem(std::string_view(reinterpret_cast<const char*>(base), size)));
   }
   if (size < kHeaderSize) {
     fail(ErrorCode::InvalidArgument, "truncated engine file: {} bytes, shorter than its header",
@@ -560,11 +560,40 @@ bool has_engine_magic(std::string_view bytes) {
   return bytes.size() >= sizeof kMagic && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0;
 }
 
+bool has_engine_layout(std::string_view bytes) {
+  if (bytes.size() < kHeaderSize) return false;
+  detail::Header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  // Any format version a writer could have stamped; the flatbuffer always follows the header.
+  return h.header_size == kHeaderSize && h.format_version >= 1 && h.format_version < 1024 &&
+         h.flatbuffer_offset >= kHeaderSize && h.flatbuffer_offset % 8 == 0 &&
+         h.weights_offset % kWeightAlignment == 0 && h.reserved == 0;
+}
+
+bool looks_like_engine(std::string_view bytes) {
+  return has_engine_magic(bytes) || has_engine_layout(bytes);
+}
+
+std::string engine_magic_problem(std::string_view bytes) {
+  const std::string_view want(kMagic, sizeof kMagic);
+  if (bytes.size() < sizeof kMagic) {
+    return fmt::format("not a Kiln engine file ({} bytes, shorter than the '{}' magic)",
+                       bytes.size(), want);
+  }
+  std::string found;
+  for (char c : bytes.substr(0, sizeof kMagic)) {
+    const auto u = static_cast<unsigned char>(c);
+    found += u >= 0x20 && u < 0x7f && c != '\\' && c != '\'' ? std::string(1, c)
+                                                             : fmt::format("\\x{:02x}", u);
+  }
+  return fmt::format("not a Kiln engine file (bad magic '{}', expected '{}')", found, want);
+}
+
 bool is_engine_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char head[sizeof kMagic] = {};
+  char head[kHeaderSize] = {};
   in.read(head, sizeof head);
-  return in.gcount() == sizeof head && has_engine_magic(std::string_view(head, sizeof head));
+  return looks_like_engine(std::string_view(head, static_cast<size_t>(in.gcount())));
 }
 
 }  // namespace kiln::engine

@@ -1,12 +1,14 @@
 // ONNX ModelProto -> IR. Names are resolved through a scope chain (graph -> enclosing graphs) so
 // subgraphs capture outer values and inlined function bodies get private names.
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <unordered_map>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx-ml.pb.h>
 
+#include "core/regular_file.hpp"
+#include "onnx/graph_depth.hpp"
 #include "onnx/onnx_io.hpp"
 #include "onnx/shape_inference.hpp"
 #include "ops/registry.hpp"
@@ -17,8 +19,6 @@ namespace {
 // Function bodies can call functions; this bounds the nesting so a self-recursive model is an
 // error instead of a stack overflow.
 constexpr int kMaxInlineDepth = 32;
-// Bounds If/Loop/Scan nesting for the same reason.
-constexpr int kMaxGraphDepth = 64;
 
 struct NameScope {
   std::unordered_map<std::string, ir::Value*> names;
@@ -438,16 +438,26 @@ ir::Model import_model_bytes(std::string_view bytes, const ImportOptions& option
   KILN_CHECK_ARG(bytes.size() < static_cast<size_t>(INT32_MAX),
                  "model of {} bytes is over protobuf's 2 GiB limit: store weights as external data",
                  bytes.size());
-  KILN_CHECK_ARG(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
-                 "not a valid ONNX model: the protobuf is truncated or corrupt ({} bytes)",
-                 bytes.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(kProtoRecursionLimit);
+  if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    // Protobuf reports nesting past its recursion limit as corruption; say which it was.
+    KILN_CHECK_ARG(subgraph_depth(bytes, kMaxGraphDepth) <= kMaxGraphDepth,
+                   "subgraphs nest deeper than {} levels", kMaxGraphDepth);
+    fail(ErrorCode::InvalidArgument,
+         "not a valid ONNX model: the protobuf is truncated or corrupt ({} bytes)", bytes.size());
+  }
   return import_model_proto(proto, options);
 }
 
 ir::Model import_model_file(const std::string& path, ImportOptions options) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), ErrorCode::NotFound, "cannot open model file '{}'", path);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  RegularFile file(path, "model file");
+  KILN_CHECK_ARG(file.size() < static_cast<uint64_t>(INT32_MAX),
+                 "{}: model of {} bytes is over protobuf's 2 GiB limit: store weights as external "
+                 "data",
+                 path, file.size());
+  std::string bytes = file.read_all(INT32_MAX);
   if (options.base_dir.empty()) {
     options.base_dir = std::filesystem::absolute(path).parent_path().string();
   }

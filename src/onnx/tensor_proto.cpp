@@ -1,19 +1,53 @@
 #include <filesystem>
-#include <fstream>
+#include <memory>
+#include <optional>
 
 #include <onnx/onnx-data.pb.h>
 #include <onnx/onnx-ml.pb.h>
 
+#include "core/regular_file.hpp"
 #include "onnx/onnx_io.hpp"
 
 namespace kiln::onnx_io {
 namespace fs = std::filesystem;
 namespace {
 
-// Opens `location` relative to base_dir, refusing paths that leave it (absolute, "..", or a
+// Where an external tensor's bytes are: the keys of TensorProto.external_data.
+struct ExternalRef {
+  std::string location;
+  int64_t offset = 0;
+  std::optional<int64_t> length;  // absent: the tensor's own size
+};
+
+ExternalRef external_ref(const onnx::TensorProto& p, std::string_view context) {
+  ExternalRef ref;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") {
+      ref.location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v = -1;
+      size_t used = 0;
+      try {
+        v = std::stoll(kv.value(), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      KILN_CHECK_ARG(used > 0 && used == kv.value().size() && v >= 0,
+                     "{}: external data {} '{}' is not a non-negative number", context, kv.key(),
+                     kv.value());
+      if (kv.key() == "offset")
+        ref.offset = v;
+      else
+        ref.length = v;
+    }
+  }
+  return ref;
+}
+
+// Resolves `location` relative to base_dir, refusing paths that leave it (absolute, "..", or a
 // symlink pointing outside).
-std::string read_external(const std::string& base_dir, const std::string& location, int64_t offset,
-                          int64_t length, std::string_view context) {
+fs::path resolve_external(const std::string& base_dir, const std::string& location,
+                          std::string_view context) {
   KILN_CHECK_ARG(!base_dir.empty(), "{}: external data '{}' but the model was not read from a file",
                  context, location);
   fs::path rel(location);
@@ -31,27 +65,70 @@ std::string read_external(const std::string& base_dir, const std::string& locati
   auto [b, f] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   KILN_CHECK_ARG(b == base.end(), "{}: external data location '{}' resolves outside '{}'", context,
                  location, base.string());
-  std::ifstream in(full, std::ios::binary);
-  KILN_CHECK(in.good(), ErrorCode::NotFound, "{}: cannot open external data '{}'", context,
-             full.string());
-  in.seekg(0, std::ios::end);
-  int64_t size = static_cast<int64_t>(in.tellg());
-  KILN_CHECK_ARG(offset >= 0 && offset <= size, "{}: offset {} is past the end of '{}' ({} bytes)",
-                 context, offset, location, size);
-  if (length < 0) length = size - offset;
-  KILN_CHECK_ARG(length <= size - offset, "{}: {} bytes at offset {} run past the end of '{}'",
-                 context, length, offset, location);
-  std::string data(static_cast<size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(data.data(), length);
-  return data;
+  return full;
 }
 
+// Opens the external data of a tensor whose stored form takes `want` bytes and checks, before
+// anything is allocated or read, that it is a regular file holding those bytes where the tensor
+// says. Only those bytes are read later: a longer file is not read to its end.
+std::unique_ptr<RegularFile> open_external(const ExternalRef& ref, const std::string& base_dir,
+                                           size_t want, std::string_view context) {
+  fs::path full = resolve_external(base_dir, ref.location, context);
+  auto file = std::make_unique<RegularFile>(
+      full.string(), fmt::format("{}: external data location '{}',", context, ref.location));
+  const uint64_t size = file->size();
+  KILN_CHECK_ARG(static_cast<uint64_t>(ref.offset) <= size,
+                 "{}: offset {} is past the end of '{}' ({} bytes)", context, ref.offset,
+                 ref.location, size);
+  KILN_CHECK_ARG(!ref.length || static_cast<uint64_t>(*ref.length) == want,
+                 "{}: external data length {} in '{}' does not match the {} bytes the tensor "
+                 "declares",
+                 context, ref.length.value_or(0), ref.location, want);
+  KILN_CHECK_ARG(want <= size - static_cast<uint64_t>(ref.offset),
+                 "{}: needs {} bytes at offset {} of '{}', which has {} bytes", context, want,
+                 ref.offset, ref.location, size);
+  return file;
+}
+
+// The repeated field of TensorProto that holds `dtype`'s values when there is no raw_data, and
+// how many values it holds.
+struct TypedField {
+  const char* name;
+  int64_t size;
+};
+
+TypedField typed_field(const onnx::TensorProto& p, DataType dtype, std::string_view context) {
+  if (dtype_is_low_precision(dtype)) return {"int32_data", p.int32_data_size()};
+  switch (dtype) {
+    case DataType::Float32:
+      return {"float_data", p.float_data_size()};
+    case DataType::Float64:
+      return {"double_data", p.double_data_size()};
+    case DataType::Int64:
+      return {"int64_data", p.int64_data_size()};
+    case DataType::UInt32:
+    case DataType::UInt64:
+      return {"uint64_data", p.uint64_data_size()};
+    case DataType::Int32:
+    case DataType::Int16:
+    case DataType::Int8:
+    case DataType::UInt16:
+    case DataType::UInt8:
+    case DataType::Bool:
+    case DataType::Float16:
+    case DataType::BFloat16:
+      return {"int32_data", p.int32_data_size()};
+    case DataType::String:
+      return {"string_data", p.string_data_size()};
+    default:
+      fail(ErrorCode::Unsupported, "{}: element type {} is not supported", context,
+           dtype_name(dtype));
+  }
+}
+
+// The field's size was checked against the tensor's before the tensor was allocated.
 template <typename T, typename Field>
-void copy_field(Tensor& t, const Field& field, std::string_view context, const char* field_name) {
-  KILN_CHECK_ARG(static_cast<int64_t>(field.size()) == t.numel(),
-                 "{}: {} holds {} values for {} elements", context, field_name, field.size(),
-                 t.numel());
+void copy_field(Tensor& t, const Field& field) {
   T* out = t.data<T>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
@@ -108,41 +185,50 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   dtype_require_supported(dtype, context);
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   for (int64_t d : dims) KILN_CHECK_ARG(d >= 0, "{}: negative dimension {}", context, d);
-  Tensor t(dtype, dims);
+  const std::string declared = fmt::format("{}{}", dtype_name(dtype), dims_to_string(dims));
+
+  // Sizes are checked against the bytes the proto (or its external file) really holds before the
+  // tensor is allocated: a few bytes of model must not make Kiln allocate and touch gigabytes
+  // before it refuses them.
+  int64_t numel = 1;
+  for (int64_t d : dims) {
+    KILN_CHECK_ARG(!__builtin_mul_overflow(numel, d, &numel), "{}: element count of {} overflows",
+                   context, declared);
+  }
+  KILN_CHECK_ARG(static_cast<size_t>(numel) <= Tensor::max_bytes() / dtype_size(dtype),
+                 "{}: {} is larger than the tensor limit of {} bytes", context, declared,
+                 Tensor::max_bytes());
+  const int bits = dtype_packed_bits(dtype);
+  // Bytes of the stored form (packed for sub-byte types); cannot overflow after the limit check.
+  const size_t want =
+      bits < 8 ? packed_bytes(numel, bits) : static_cast<size_t>(numel) * dtype_size(dtype);
 
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
   if (external || p.has_raw_data()) {
     KILN_CHECK_ARG(dtype != DataType::String, "{}: string tensors cannot use raw_data", context);
-    std::string ext;
-    const std::string* bytes = &p.raw_data();
+    std::unique_ptr<RegularFile> file;
+    uint64_t offset = 0;
     if (external) {
-      std::string location;
-      int64_t offset = 0, length = -1;
-      for (const auto& kv : p.external_data()) {
-        if (kv.key() == "location")
-          location = kv.value();
-        else if (kv.key() == "offset" || kv.key() == "length") {
-          int64_t v = 0;
-          try {
-            v = std::stoll(kv.value());
-          } catch (const std::exception&) {
-            fail(ErrorCode::InvalidArgument, "{}: external data {} '{}' is not a number", context,
-                 kv.key(), kv.value());
-          }
-          (kv.key() == "offset" ? offset : length) = v;
-        }
-      }
-      ext = read_external(base_dir, location, offset, length, context);
-      bytes = &ext;
+      ExternalRef ref = external_ref(p, context);
+      file = open_external(ref, base_dir, want, context);
+      offset = static_cast<uint64_t>(ref.offset);
+    } else {
+      KILN_CHECK_ARG(p.raw_data().size() == want, "{}: {} bytes of data for {} ({} bytes expected)",
+                     context, p.raw_data().size(), declared, want);
     }
-    const int bits = dtype_packed_bits(dtype);
-    const size_t want = bits < 8 ? packed_bytes(t.numel(), bits) : t.nbytes();
-    KILN_CHECK_ARG(bytes->size() == want, "{}: {} bytes of data for {} ({} bytes expected)",
-                   context, bytes->size(), t.describe(), want);
+    Tensor t(dtype, dims);
     if (bits < 8) {
-      unpack_sub_byte(t, reinterpret_cast<const uint8_t*>(bytes->data()));
-    } else if (t.nbytes()) {
-      std::memcpy(t.raw_data(), bytes->data(), t.nbytes());
+      std::string packed;
+      if (file) {
+        packed.resize(want);
+        file->read_at(offset, packed.data(), want);
+      }
+      const std::string& src = file ? packed : p.raw_data();
+      unpack_sub_byte(t, reinterpret_cast<const uint8_t*>(src.data()));
+    } else if (want && file) {
+      file->read_at(offset, t.raw_data(), want);  // straight into the tensor: no staging copy
+    } else if (want) {
+      std::memcpy(t.raw_data(), p.raw_data().data(), want);
     }
     if (dtype == DataType::Bool) {  // normalize to 0/1 so kernels can trust bool bytes
       auto* b = static_cast<uint8_t*>(t.raw_data());
@@ -150,14 +236,17 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     }
     return t;
   }
-  if (t.numel() == 0) return t;
+  if (numel == 0) return Tensor(dtype, dims);
+  const TypedField field = typed_field(p, dtype, context);
+  // int32_data of float8 / 4-bit / 2-bit types holds one stored byte per entry.
+  const int64_t field_want = dtype_is_low_precision(dtype) ? static_cast<int64_t>(want) : numel;
+  KILN_CHECK_ARG(field.size != 0,
+                 "{}: declares {} ({} bytes) but holds no data (no raw_data, {} or external data)",
+                 context, declared, want, field.name);
+  KILN_CHECK_ARG(field.size == field_want, "{}: {} holds {} values for {} ({} expected)", context,
+                 field.name, field.size, declared, field_want);
+  Tensor t(dtype, dims);
   if (dtype_is_low_precision(dtype)) {
-    // int32_data holds one byte per entry: a float8 bit pattern, or packed 4-/2-bit fields.
-    const int bits = dtype_packed_bits(dtype);
-    const size_t want = bits < 8 ? packed_bytes(t.numel(), bits) : static_cast<size_t>(t.numel());
-    KILN_CHECK_ARG(static_cast<size_t>(p.int32_data_size()) == want,
-                   "{}: int32_data holds {} values for {} ({} expected)", context,
-                   p.int32_data_size(), t.describe(), want);
     std::vector<uint8_t> bytes(want);
     for (size_t i = 0; i < want; ++i) {
       const int32_t v = p.int32_data(static_cast<int>(i));
@@ -173,47 +262,45 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   }
   switch (dtype) {
     case DataType::Float32:
-      copy_field<float>(t, p.float_data(), context, "float_data");
+      copy_field<float>(t, p.float_data());
       break;
     case DataType::Float64:
-      copy_field<double>(t, p.double_data(), context, "double_data");
+      copy_field<double>(t, p.double_data());
       break;
     case DataType::Int64:
-      copy_field<int64_t>(t, p.int64_data(), context, "int64_data");
+      copy_field<int64_t>(t, p.int64_data());
       break;
     case DataType::UInt32:
-      copy_field<uint32_t>(t, p.uint64_data(), context, "uint64_data");
+      copy_field<uint32_t>(t, p.uint64_data());
       break;
     case DataType::UInt64:
-      copy_field<uint64_t>(t, p.uint64_data(), context, "uint64_data");
+      copy_field<uint64_t>(t, p.uint64_data());
       break;
     case DataType::Int32:
-      copy_field<int32_t>(t, p.int32_data(), context, "int32_data");
+      copy_field<int32_t>(t, p.int32_data());
       break;
     case DataType::Int16:
-      copy_field<int16_t>(t, p.int32_data(), context, "int32_data");
+      copy_field<int16_t>(t, p.int32_data());
       break;
     case DataType::Int8:
-      copy_field<int8_t>(t, p.int32_data(), context, "int32_data");
+      copy_field<int8_t>(t, p.int32_data());
       break;
     case DataType::UInt16:
-      copy_field<uint16_t>(t, p.int32_data(), context, "int32_data");
+      copy_field<uint16_t>(t, p.int32_data());
       break;
     case DataType::UInt8:
-      copy_field<uint8_t>(t, p.int32_data(), context, "int32_data");
+      copy_field<uint8_t>(t, p.int32_data());
       break;
     case DataType::Bool:
-      copy_field<bool>(t, p.int32_data(), context, "int32_data");
+      copy_field<bool>(t, p.int32_data());
       break;
     case DataType::Float16:
-      copy_field<Float16>(t, p.int32_data(), context, "int32_data");
+      copy_field<Float16>(t, p.int32_data());
       break;
     case DataType::BFloat16:
-      copy_field<BFloat16>(t, p.int32_data(), context, "int32_data");
+      copy_field<BFloat16>(t, p.int32_data());
       break;
     case DataType::String: {
-      KILN_CHECK_ARG(p.string_data_size() == t.numel(), "{}: {} strings for {} elements", context,
-                     p.string_data_size(), t.numel());
       std::string* out = t.data<std::string>();
       for (int64_t i = 0; i < t.numel(); ++i) out[i] = p.string_data(static_cast<int>(i));
       break;
@@ -249,8 +336,12 @@ TypeInfo type_from_proto(const onnx::TypeProto& p, std::string_view context) {
       if (!tt.has_shape()) return TypeInfo::tensor(dtype);
       std::vector<Dim> dims;
       for (const auto& d : tt.shape().dim()) {
-        if (d.has_dim_value()) {
-          KILN_CHECK_ARG(d.dim_value() >= 0, "{}: negative dimension {}", context, d.dim_value());
+        if (d.has_dim_value() && d.dim_value() == -1) {
+          // paddle2onnx and older exporters mark a dynamic dim with -1, as onnxruntime reads it.
+          dims.emplace_back();
+        } else if (d.has_dim_value()) {
+          KILN_CHECK_ARG(d.dim_value() >= 0, "{}: dimension {} is neither a size nor -1 (dynamic)",
+                         context, d.dim_value());
           dims.emplace_back(d.dim_value());
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
           dims.push_back(Dim::symbol(d.dim_param()));
@@ -311,10 +402,9 @@ void type_to_proto(const TypeInfo& type, onnx::TypeProto* p) {
 
 namespace {
 
+// Protobuf parses at most 2 GiB.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), ErrorCode::NotFound, "cannot open '{}'", path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return RegularFile(path, "value file").read_all(INT32_MAX);
 }
 
 RtValue value_from_sequence(const onnx::SequenceProto& s, const std::string& path) {

@@ -1,6 +1,6 @@
 #pragma once
 // Loads what a user hands Kiln: an ONNX model or a compiled .kiln engine, told apart by the file's
-// first bytes, not its name.
+// first bytes (an engine header with a damaged magic still counts as an engine), not its name.
 #include <optional>
 #include <string>
 #include <string_view>

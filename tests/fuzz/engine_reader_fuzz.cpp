@@ -14,6 +14,9 @@
 #include "runtime/session.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // The reader itself checks every weight against the weights section (production limits), but
+  // the Session built next plans activation arenas for whatever shapes a fuzzed plan declares,
+  // which may legitimately be large; this keeps those under libFuzzer's memory limit.
   kiln::Tensor::set_max_bytes(size_t{64} << 20);
   // Fallback warnings for fuzzed kernel choices are expected; they would drown libFuzzer's log.
   kiln::set_log_sink([](kiln::LogLevel, std::string_view) {});

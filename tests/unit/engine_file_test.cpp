@@ -2,6 +2,8 @@
 // every kind of damaged, mismatched or malformed file.
 #include <gtest/gtest.h>
 
+#include <onnx/onnx-ml.pb.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +15,9 @@
 #include "engine/engine_file.hpp"
 #include "engine/kiln_generated.h"
 #include "expect_error.hpp"
+#include "onnx/onnx_io.hpp"
 #include "runtime/interpreter.hpp"
+#include "runtime/model_loader.hpp"
 
 namespace kiln {
 namespace {
@@ -350,6 +354,37 @@ TEST_F(EngineFileTest, WrongMagicVersionAndHeaderFields) {
   std::memcpy(bad.data() + 40, &huge, 8);  // weights size: the end wraps around
   expect_error([&] { engine::read_engine(rewrite(bad)); }, ErrorCode::InvalidArgument,
                "truncated engine file");
+}
+
+// An engine whose magic alone is damaged is still told apart from ONNX by its header, whatever
+// its name, and refused as a bad engine (it used to be read as ONNX: "protobuf is truncated or
+// corrupt"). A .kiln file that is neither names its engine problem first.
+TEST_F(EngineFileTest, DamagedMagicIsNamedAsSuch) {
+  std::string bytes = slurp(write(runnable_model()));
+  std::string bad = bytes;
+  bad[0] = 'X';
+  bad[7] = '\x01';
+  const std::string want = "not a Kiln engine file (bad magic 'XILNENG\\x01', expected 'KILNENG1')";
+  EXPECT_TRUE(engine::has_engine_layout(bad));
+  EXPECT_FALSE(engine::has_engine_magic(bad));
+  std::string path = rewrite(bad);
+  expect_error([&] { runtime::load_model(path); }, ErrorCode::InvalidArgument, path + ": " + want);
+  std::string as_onnx = (dir_ / "damaged.onnx").string();
+  fs::rename(path, as_onnx);
+  expect_error([&] { runtime::load_model(as_onnx); }, ErrorCode::InvalidArgument, want);
+  expect_error([&] { runtime::load_model_bytes(bad); }, ErrorCode::InvalidArgument, want);
+
+  std::string garbage = rewrite(std::string("\xff\xff\xff\xff not an engine at all"));
+  expect_error([&] { runtime::load_model(garbage); }, ErrorCode::InvalidArgument,
+               garbage +
+                   ": not a Kiln engine file (bad magic '\\xff\\xff\\xff\\xff not', expected "
+                   "'KILNENG1'); read as ONNX instead: not a valid ONNX model");
+  std::string short_file = rewrite("KIL");
+  expect_error([&] { runtime::load_model(short_file); }, ErrorCode::InvalidArgument,
+               "not a Kiln engine file (3 bytes, shorter than the 'KILNENG1' magic)");
+  // The header's layout alone never claims an ONNX model.
+  EXPECT_FALSE(
+      engine::looks_like_engine(onnx_io::export_model(runnable_model()).SerializeAsString()));
 }
 
 TEST_F(EngineFileTest, TargetMismatchIsRefused) {
