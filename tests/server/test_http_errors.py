@@ -88,7 +88,7 @@ CASES = {
     "huge output count": (good_body(outputs=[{"name": "OUTPUT0"}] * 100000), None,
                           "outputs; at most"),
     "deep nesting": (b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":'
-                     + b"[" * 100000 + b"]" * 100000 + b"}]}", None, "elements"),
+                     + b"[" * 100000 + b"]" * 100000 + b"}]}", None, "nested deeper than"),
     "priority type": (good_body(parameters={"priority": "high"}), None, "'priority'"),
 }
 

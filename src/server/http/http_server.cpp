@@ -69,18 +69,20 @@ void run_io_thread(net::io_context& ioc, bool metrics) {
 struct HttpServer::Impl {
   InferenceServer& core;
   HttpOptions options;
-  net::io_context ioc;
-  // The acceptor's completions and its close run on one strand: with several I/O threads a
-  // completion racing the close could otherwise re-arm an accept on a socket being torn down.
-  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
-  tcp::acceptor acceptor{accept_strand};
-  std::vector<std::thread> threads;
+  // Declared before the io_context: destroying it destroys the connections its queued handlers
+  // still own, and their destructors use these.
   std::atomic<size_t> connections{0};
   std::atomic<size_t> open_requests{0};  // read and not yet answered on the wire
   std::shared_ptr<Liveness> liveness = std::make_shared<Liveness>();
   std::unique_ptr<net::ssl::context> tls;  // set when serving HTTPS
   std::mutex registry_mutex;
   std::list<std::weak_ptr<ConnectionBase>> registry;  // every open connection
+  net::io_context ioc;
+  // The acceptor's completions and its close run on one strand: with several I/O threads a
+  // completion racing the close could otherwise re-arm an accept on a socket being torn down.
+  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
+  std::vector<std::thread> threads;
 
   Impl(InferenceServer& c, HttpOptions o) : core(c), options(std::move(o)) {}
   void do_accept();
