@@ -186,14 +186,15 @@ def worker(tid, args, ports, stop, stats, lock):
             inputs = [lib.InferInput(f"INPUT{n}", [1, 4], "FP32") for n in range(2)]
             inputs[0].set_data_from_numpy(a)
             inputs[1].set_data_from_numpy(b)
-            r = (g if use_grpc else h).infer("add_sub", inputs, headers=AUTH)
+            # A fresh dict: tritonclient's HTTP client adds its own headers to the one it is given.
+            r = (g if use_grpc else h).infer("add_sub", inputs, headers=dict(AUTH))
             if not (np.array_equal(r.as_numpy("OUTPUT0"), a + b)
                     and np.array_equal(r.as_numpy("OUTPUT1"), a - b)):
                 local["failures"].append("wrong answer")
             else:
                 local["ok"] += 1
         except Exception as e:  # noqa: BLE001 - every surprise is a soak failure
-            local["failures"].append(f"valid request failed: {e!r}")
+            local["failures"].append(f"valid request failed ({'gRPC' if use_grpc else 'HTTP'}): {e!r}")
     with lock:
         stats["ok"] += local["ok"]
         stats["bad_refused"] += local["bad_refused"]
