@@ -24,6 +24,7 @@ from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln'
     __version__,
 )
 from .session import (  # noqa: F401, E402
+    ExecutionMode,
     GraphOptimizationLevel,
     InferenceSession,
     NodeArg,
@@ -39,6 +40,7 @@ __all__ = [
     "RunOptions",
     "NodeArg",
     "GraphOptimizationLevel",
+    "ExecutionMode",
     "get_available_providers",
     "get_device",
     "KilnError",

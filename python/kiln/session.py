@@ -44,21 +44,130 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class SessionOptions:
-    """Options for InferenceSession, named as in onnxruntime.SessionOptions.
+class ExecutionMode(enum.IntEnum):
+    """ORT's execution modes. Kiln runs the nodes of a model one after another, each kernel on
+    intra_op_num_threads threads: ORT_SEQUENTIAL. ORT_PARALLEL is accepted so ORT code runs, and
+    warns when a session is made that it runs sequentially."""
 
-    inter_op_num_threads and log_severity_level are accepted so ORT code runs unchanged; Kiln runs
-    nodes one after another and logs through its own channels, so they change nothing.
-    """
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+def _enum_value(enum_type):
+    def check(name, value):
+        # ORT's own enums (pybind11) convert with int() too: code that imports both still works.
+        try:
+            member = enum_type(int(value))
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{name} must be a kiln.{enum_type.__name__} "
+                f"({', '.join(enum_type.__members__)}), got {value!r}"
+            ) from None
+        return member
+
+    return check
+
+
+def _typed(*types, what):
+    def check(name, value):
+        if isinstance(value, bool) and bool not in types:
+            raise TypeError(f"{name} must be {what}, got {value!r}")
+        if not isinstance(value, types):
+            raise TypeError(f"{name} must be {what}, got {value!r}")
+        return value
+
+    return check
+
+
+def _path_or_empty(name, value):
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {value!r}")
+    return os.fspath(value)
+
+
+_INT = _typed(int, what="an int")
+_BOOL = _typed(bool, np.bool_, what="a bool")
+_STR = _typed(str, what="a str")
+
+
+class _Options:
+    """Attributes from a fixed table: a name the table lacks raises AttributeError naming the
+    valid ones and the closest, instead of being kept and doing nothing (a typo in an option
+    name would otherwise go unnoticed)."""
+
+    _TABLE = {}  # name -> (default, check(name, value) -> stored value)
 
     def __init__(self):
-        self.intra_op_num_threads = 0  # 0: one thread per core
-        self.inter_op_num_threads = 0
-        self.enable_profiling = False
-        self.profile_file_prefix = "kiln_profile"
-        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.log_severity_level = 2
-        self._config = {}
+        object.__setattr__(self, "_values", {k: d for k, (d, _) in self._TABLE.items()})
+
+    def _unknown(self, name):
+        valid = sorted(self._TABLE)
+        hint = _kiln.closest_name(name, valid)
+        tail = f"; did you mean '{hint}'?" if hint else ""
+        return AttributeError(
+            f"{type(self).__name__} has no option '{name}'{tail} "
+            f"(its options: {', '.join(valid)})"
+        )
+
+    def __getattr__(self, name):  # only called when normal lookup fails
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return values[name]
+        raise self._unknown(name)
+
+    def __setattr__(self, name, value):
+        if name not in self._TABLE:
+            raise self._unknown(name)
+        self._values[name] = self._TABLE[name][1](f"{type(self).__name__}.{name}", value)
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{type(self).__name__} options cannot be deleted")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._TABLE))
+
+
+class SessionOptions(_Options):
+    """Options for InferenceSession, named as in onnxruntime.SessionOptions. Each option either
+    does what ORT's does or, for a value Kiln cannot honour, warns when a session is made:
+
+    - intra_op_num_threads (0: one per core), enable_profiling, profile_file_prefix,
+      graph_optimization_level (ORT_DISABLE_ALL: no passes; any other level: all of them) as in
+      ORT.
+    - optimized_model_filepath: the session writes the graph it runs (optimized unless
+      ORT_DISABLE_ALL) to this path as ONNX when it is made. Kiln's fused nodes are in the
+      ai.kiln domain: the file opens in Kiln, not in ORT. `kiln compile` writes engines.
+    - execution_mode: Kiln runs ORT_SEQUENTIAL; ORT_PARALLEL warns and runs sequentially.
+      inter_op_num_threads sizes ORT_PARALLEL's pool, so it is unused, as in ORT's sequential
+      mode.
+    - enable_cpu_mem_arena, enable_mem_pattern, enable_mem_reuse: Kiln always plans activations
+      into one arena ahead of the first run (True); False warns. use_deterministic_compute: True
+      warns (Kiln makes no such promise).
+    - log_severity_level, log_verbosity_level, logid: checked and kept; the session writes no
+      log (Kiln's rare warnings go to stderr or Python's warnings whatever the level).
+    """
+
+    _TABLE = {
+        "intra_op_num_threads": (0, _INT),
+        "inter_op_num_threads": (0, _INT),
+        "execution_mode": (ExecutionMode.ORT_SEQUENTIAL, _enum_value(ExecutionMode)),
+        "graph_optimization_level": (GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                     _enum_value(GraphOptimizationLevel)),
+        "enable_profiling": (False, _BOOL),
+        "profile_file_prefix": ("kiln_profile", _STR),
+        "optimized_model_filepath": ("", _path_or_empty),
+        "enable_cpu_mem_arena": (True, _BOOL),
+        "enable_mem_pattern": (True, _BOOL),
+        "enable_mem_reuse": (True, _BOOL),
+        "use_deterministic_compute": (False, _BOOL),
+        "log_severity_level": (2, _INT),
+        "log_verbosity_level": (0, _INT),
+        "logid": ("", _STR),
+    }
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "_config", {})
 
     def add_session_config_entry(self, key, value):
         """Sets a rare knob by name (Kiln's SessionOptions.config)."""
@@ -71,27 +180,64 @@ class SessionOptions:
             raise KeyError(f"no session config entry '{key}'")
         return self._config[key]
 
+    def _warnings(self):
+        """What this session cannot do as asked, one sentence each."""
+        out = []
+        if self.execution_mode == ExecutionMode.ORT_PARALLEL:
+            out.append(
+                "SessionOptions.execution_mode is ORT_PARALLEL: Kiln runs the nodes one after "
+                "another (ORT_SEQUENTIAL), each kernel on intra_op_num_threads threads; "
+                "inter_op_num_threads is not used"
+            )
+        for name in ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse"):
+            if not getattr(self, name):
+                out.append(
+                    f"SessionOptions.{name} is False: Kiln always plans activation memory into "
+                    "one arena before the first run; the option has no effect"
+                )
+        if self.use_deterministic_compute:
+            out.append(
+                "SessionOptions.use_deterministic_compute is True: Kiln does not promise "
+                "bitwise-equal results across thread counts or machines; the option has no effect"
+            )
+        return out
+
     def _native(self, device):
         for attr in ("intra_op_num_threads", "inter_op_num_threads"):
             value = getattr(self, attr)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if value < 0:
                 raise _kiln.InvalidArgument(f"SessionOptions.{attr} must be an int >= 0, got {value!r}")
+        if not 0 <= self.log_severity_level <= 4:
+            raise _kiln.InvalidArgument(
+                f"SessionOptions.log_severity_level must be 0 (verbose) to 4 (fatal), "
+                f"got {self.log_severity_level}"
+            )
+        path = self.optimized_model_filepath
+        if path and os.path.splitext(path)[1].lower() in (".ort", ".kiln"):
+            raise _kiln.InvalidArgument(
+                f"SessionOptions.optimized_model_filepath '{path}': Kiln writes the optimized "
+                "model as ONNX (name it .onnx); `kiln compile` writes .kiln engines, checked by "
+                "its precision gate"
+            )
         return {
             "threads": self.intra_op_num_threads,
             "profiling": bool(self.enable_profiling),
-            "optimize": int(self.graph_optimization_level) != GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "optimize": self.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL,
             "device": device,
             "config": dict(self._config),
         }
 
 
-class RunOptions:
-    """Per-run options (onnxruntime.RunOptions). Kiln has no per-run knobs yet: these fields are
-    accepted and kept, nothing more."""
+class RunOptions(_Options):
+    """Per-run options (onnxruntime.RunOptions): the logging fields and run_tag are checked and
+    kept; Kiln has no per-run knob yet. Other names raise AttributeError."""
 
-    def __init__(self):
-        self.log_severity_level = 2
-        self.run_tag = ""
+    _TABLE = {
+        "log_severity_level": (2, _INT),
+        "log_verbosity_level": (0, _INT),
+        "logid": ("", _STR),
+        "run_tag": ("", _STR),
+    }
 
 
 class NodeArg:
@@ -175,6 +321,11 @@ class InferenceSession:
                 continue
             self._provider = provider
             break
+        for message in self._options._warnings():
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        if self._options.optimized_model_filepath:
+            # As ORT does: the graph the session runs, written when the session is made.
+            self._sess.save_model(self._options.optimized_model_filepath)
         self._inputs = [NodeArg(*d) for d in self._sess.inputs()]
         self._outputs = [NodeArg(*d) for d in self._sess.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}

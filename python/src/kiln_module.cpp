@@ -10,9 +10,12 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/closest_name.hpp"
+#include "onnx/onnx_io.hpp"
 #include "runtime/model_loader.hpp"
 #include "runtime/session.hpp"
 
@@ -279,6 +282,18 @@ class PySession {
     return out;
   }
 
+  // SessionOptions.optimized_model_filepath: the graph this session runs (optimized at open
+  // unless the options turned the passes off; an engine's as compiled), as an ONNX file.
+  void save_model(const std::string& path) const {
+    nb::gil_scoped_release release;
+    try {
+      onnx_io::save_model_file(session_->model(), path);
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  fmt::format("SessionOptions.optimized_model_filepath: {}", e.message()));
+    }
+  }
+
   // [(node name, op type, microseconds)] of the last run.
   nb::list profile() const {
     nb::list out;
@@ -329,5 +344,15 @@ NB_MODULE(_kiln, m) {
       .def("inputs", &PySession::inputs)
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, "output_names"_a, "feeds"_a)
-      .def("profile", &PySession::profile);
+      .def("profile", &PySession::profile)
+      .def("save_model", &PySession::save_model, "path"_a);
+
+  // The CLI's "did you mean" (cli/closest_name.hpp), for SessionOptions' attribute names.
+  m.def(
+      "closest_name",
+      [](const std::string& word, const std::vector<std::string>& candidates) -> nb::object {
+        std::optional<std::string> c = kiln::cli::closest_name(word, candidates);
+        return c ? nb::cast(*c) : nb::none();
+      },
+      "word"_a, "candidates"_a);
 }

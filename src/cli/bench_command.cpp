@@ -1,4 +1,8 @@
-// `kiln bench`: warm-up runs, then latency percentiles and throughput at a batch and thread count.
+// `kiln bench`: warm-up runs, then timed runs for at least a count and a duration; latency
+// percentiles, CPU against wall time and throughput at a batch and thread count, under a header
+// naming the machine, and a warning when the spread says the machine is noisy.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -7,12 +11,16 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "cli/command.hpp"
 #include "cli/inputs.hpp"
+#include "cli/machine_info.hpp"
 #include "cli/progress.hpp"
+#include "cli/timing_stats.hpp"
 #include "runtime/session.hpp"
 
 namespace kiln::cli {
@@ -25,32 +33,19 @@ struct BenchOptions {
   int threads = 0;
   bool no_optimize = false;
   int warmup = 3;
-  int iterations = 0;
-  double duration = 0;  // seconds; 0: run `iterations`
+  // Timed runs go on until both minimums are met, as trtexec's --iterations and --duration: a
+  // count alone gives a fast model too short a sample to see the machine's noise.
+  int iterations = 10;
+  double duration = 3;  // seconds
   bool json = false;
 };
 
-struct Stats {
-  double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, total_s = 0;
-};
-
-// Nearest-rank percentile of sorted samples.
-double percentile(const std::vector<double>& sorted, double q) {
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
-
-Stats summarize(std::vector<double> ms) {
-  Stats s;
-  s.total_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1000;
-  std::sort(ms.begin(), ms.end());
-  s.mean = s.total_s * 1000 / static_cast<double>(ms.size());
-  s.min = ms.front();
-  s.max = ms.back();
-  s.p50 = percentile(ms, 0.50);
-  s.p90 = percentile(ms, 0.90);
-  s.p99 = percentile(ms, 0.99);
-  return s;
+// The calling process's CPU time, all threads: compared with wall time it shows how many cores
+// a run kept busy (spinning idle threads included).
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 // --batch sets dim 0 of every input whose dim 0 is symbolic; a fixed one must already agree.
@@ -83,46 +78,96 @@ int64_t batch_of(const runtime::Feeds& feeds) {
   return 1;
 }
 
-std::string to_json(const BenchOptions& o, const runtime::Feeds& feeds, int64_t batch, size_t runs,
-                    const Stats& s, double throughput) {
+struct BenchResult {
+  MachineInfo machine;
+  int64_t batch = 1;
+  double elapsed_s = 0;   // wall time of the timed runs, gaps included
+  TimingStats wall, cpu;  // per run, ms
+  double throughput = 0;
+  std::vector<std::string> noise;
+};
+
+void write_stats(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const char* key,
+                 const TimingStats& s) {
+  w.Key(key);
+  w.StartObject();
+  for (auto [name, value] : {std::pair{"min", s.min},
+                             {"mean", s.mean},
+                             {"median", s.median},
+                             {"p50", s.median},
+                             {"p90", s.p90},
+                             {"p95", s.p95},
+                             {"p99", s.p99},
+                             {"max", s.max},
+                             {"stddev", s.stddev},
+                             {"cv", s.cv()}}) {
+    w.Key(name);
+    w.Double(value);
+  }
+  w.EndObject();
+}
+
+std::string to_json(const BenchOptions& o, const runtime::Feeds& feeds, const BenchResult& r) {
   rapidjson::StringBuffer sb;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(sb);
+  auto string = [&](const char* key, const std::string& value) {
+    w.Key(key);
+    w.String(value.c_str());
+  };
   w.StartObject();
-  w.Key("model");
-  w.String(o.model.c_str());
+  string("model", o.model);
+  w.Key("machine");
+  w.StartObject();
+  string("cpu", r.machine.cpu);
+  w.Key("available_cpus");
+  w.Int(r.machine.available_cpus);
+  w.Key("threads");
+  w.Int(r.machine.threads);
+  string("thread_wait_policy", r.machine.wait_policy);
+  string("kiln_version", r.machine.kiln_version);
+  string("onednn_version", r.machine.onednn_version);
+  w.EndObject();
   w.Key("batch");
-  w.Int64(batch);
+  w.Int64(r.batch);
   w.Key("threads");
   w.Int(o.threads);
   w.Key("warmup");
   w.Int(o.warmup);
+  w.Key("min_iterations");
+  w.Int(o.iterations);
+  w.Key("min_duration_s");
+  w.Double(o.duration);
   w.Key("iterations");
-  w.Uint64(runs);
+  w.Uint64(r.wall.count);
   w.Key("inputs");
   w.StartObject();
-  for (const auto& [name, v] : feeds) {
-    w.Key(name.c_str());
-    w.String(v.describe().c_str());
-  }
+  for (const auto& [name, v] : feeds) string(name.c_str(), v.describe());
   w.EndObject();
-  w.Key("latency_ms");
-  w.StartObject();
-  for (auto [key, value] : {std::pair{"mean", s.mean},
-                            {"min", s.min},
-                            {"p50", s.p50},
-                            {"p90", s.p90},
-                            {"p99", s.p99},
-                            {"max", s.max}}) {
-    w.Key(key);
-    w.Double(value);
-  }
-  w.EndObject();
+  write_stats(w, "latency_ms", r.wall);
+  write_stats(w, "cpu_ms", r.cpu);
+  w.Key("cpu_per_wall");
+  w.Double(r.wall.total > 0 ? r.cpu.total / r.wall.total : 0);
   w.Key("throughput_per_s");
-  w.Double(throughput);
+  w.Double(r.throughput);
   w.Key("total_s");
-  w.Double(s.total_s);
+  w.Double(r.wall.total / 1000);
+  w.Key("elapsed_s");
+  w.Double(r.elapsed_s);
+  w.Key("noisy");
+  w.Bool(!r.noise.empty());
+  w.Key("warnings");
+  w.StartArray();
+  for (const std::string& n : r.noise) w.String(n.c_str());
+  w.EndArray();
   w.EndObject();
   return std::string(sb.GetString()) + "\n";
+}
+
+std::string stats_line(const TimingStats& s) {
+  return fmt::format(
+      "min {:.3f}  mean {:.3f}  median {:.3f}  p90 {:.3f}  p95 {:.3f}  p99 {:.3f}  max {:.3f}  "
+      "(stddev {:.3f}, CV {:.1f}%)",
+      s.min, s.mean, s.median, s.p90, s.p95, s.p99, s.max, s.stddev, 100 * s.cv());
 }
 
 int bench(BenchOptions o) {
@@ -134,8 +179,8 @@ int bench(BenchOptions o) {
   Session session(o.model, so);
   if (o.batch > 0) apply_batch(session.inputs(), o.batch, dims);
   runtime::Feeds feeds = make_feeds(session.inputs(), files, dims, o.inputs.seed);
-  int64_t batch = o.batch > 0 ? o.batch : batch_of(feeds);
-  if (o.iterations == 0 && o.duration == 0) o.iterations = 20;
+  BenchResult r;
+  r.batch = o.batch > 0 ? o.batch : batch_of(feeds);
 
   {
     Progress progress("warm-up", static_cast<size_t>(o.warmup));
@@ -144,36 +189,56 @@ int bench(BenchOptions o) {
       progress.step();
     }
   }
-  std::vector<double> ms;
+  std::vector<double> wall_ms, cpu_ms;
   {
     using Clock = std::chrono::steady_clock;
     Progress progress("bench", o.duration > 0 ? 0 : static_cast<size_t>(o.iterations));
-    auto begin = Clock::now();
+    const auto begin = Clock::now();
     for (;;) {
-      auto start = Clock::now();
+      const double cpu_start = process_cpu_ms();
+      const auto start = Clock::now();
       session.run(feeds);
-      auto end = Clock::now();
-      ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-      progress.step(fmt::format("{:.3f} ms", ms.back()));
-      if (o.duration > 0 ? std::chrono::duration<double>(end - begin).count() >= o.duration
-                         : ms.size() >= static_cast<size_t>(o.iterations))
-        break;
+      const auto end = Clock::now();
+      cpu_ms.push_back(process_cpu_ms() - cpu_start);
+      wall_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+      r.elapsed_s = std::chrono::duration<double>(end - begin).count();
+      progress.step(fmt::format("{:.3f} ms", wall_ms.back()));
+      if (wall_ms.size() >= static_cast<size_t>(o.iterations) && r.elapsed_s >= o.duration) break;
     }
   }
-  Stats s = summarize(ms);
-  double throughput = static_cast<double>(batch) * static_cast<double>(ms.size()) / s.total_s;
+  // The threads the session's kernels ran on: the runtime sets them on this thread for a run.
+  r.machine = machine_info(backends::cpu_threads());
+  r.wall = summarize_timings(wall_ms);
+  r.cpu = summarize_timings(cpu_ms);
+  r.throughput =
+      static_cast<double>(r.batch) * static_cast<double>(r.wall.count) / (r.wall.total / 1000);
+  r.noise = noise_warnings(r.wall);
+  if (!r.noise.empty()) {
+    std::cerr << fmt::format(
+        "kiln: warning: these timings are noisy: {}. Other work competes for the CPUs or the "
+        "threads wait by spinning: close other work, give fewer --threads, pin the process "
+        "(taskset), run longer (--duration), or set OMP_WAIT_POLICY=PASSIVE\n",
+        fmt::join(r.noise, "; "));
+  }
   if (o.json) {
-    std::cout << to_json(o, feeds, batch, ms.size(), s, throughput);
+    std::cout << to_json(o, feeds, r);
     return kExitOk;
   }
-  std::cout << fmt::format("model: {}\n", o.model) << describe_feeds(feeds);
-  std::cout << fmt::format("batch {}, threads {}, {} warm-up runs, {} timed runs in {:.3f} s\n",
-                           batch, o.threads == 0 ? std::string("auto") : std::to_string(o.threads),
-                           o.warmup, ms.size(), s.total_s);
+  std::cout << fmt::format("model: {}\n", o.model) << describe_machine(r.machine)
+            << describe_feeds(feeds);
   std::cout << fmt::format(
-      "latency ms: mean {:.3f}  min {:.3f}  p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  max {:.3f}\n",
-      s.mean, s.min, s.p50, s.p90, s.p99, s.max);
-  std::cout << fmt::format("throughput: {:.2f} inferences/s\n", throughput);
+      "batch {}, threads {}, {} warm-up runs, {} timed runs in {:.3f} s (at least {} runs and "
+      "{:g} s)\n",
+      r.batch,
+      o.threads == 0 ? fmt::format("auto ({})", r.machine.threads) : std::to_string(o.threads),
+      o.warmup, r.wall.count, r.elapsed_s, o.iterations, o.duration);
+  std::cout << "latency ms:  " << stats_line(r.wall) << "\n";
+  std::cout << "cpu time ms: " << stats_line(r.cpu) << "\n";
+  std::cout << fmt::format(
+      "cpu / wall: {:.2f} (CPU time of all threads per second of a run: the cores kept busy, "
+      "waiting threads included)\n",
+      r.wall.total > 0 ? r.cpu.total / r.wall.total : 0.0);
+  std::cout << fmt::format("throughput: {:.2f} inferences/s\n", r.throughput);
   return kExitOk;
 }
 
@@ -182,7 +247,9 @@ int bench(BenchOptions o) {
 Command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure latency (p50/p90/p99) and throughput after warm-up runs");
+      "bench",
+      "Measure latency (min/mean/median/p90/p95/p99/max), CPU time and throughput after warm-up "
+      "runs; warns when the machine is too noisy to trust them");
   cmd->add_option("model", o->model, "ONNX model or .kiln engine file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -195,12 +262,13 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Untimed runs first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  auto* iterations = cmd->add_option("--iterations", o->iterations, "Timed runs (default 20)")
-                         ->check(CLI::PositiveNumber);
-  auto* duration = cmd->add_option("--duration", o->duration,
-                                   "Run for this many seconds instead of a fixed count")
-                       ->check(CLI::PositiveNumber);
-  iterations->excludes(duration);
+  cmd->add_option("--iterations", o->iterations, "Timed runs: at least this many")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--duration", o->duration,
+                  "Timed runs: for at least this many seconds (0: --iterations alone decides)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the results as JSON (for scripts)");
   return {cmd, [o] { return bench(*o); }};
 }

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "cli/command.hpp"
+#include "cli/flops.hpp"
 #include "cli/fp16.hpp"
 #include "cli/load_model.hpp"
 #include "cli/precision_gate.hpp"
@@ -89,7 +91,51 @@ std::string read_file(const std::string& path) {
   return file.read_all(INT32_MAX);
 }
 
-// "activation memory: ..." per arena and a histogram of the chosen kernels.
+// Why a node is left on a reference kernel, as the CPU backend says.
+std::string fallback_reason(const ir::Node& n) {
+  if (!ir::subgraphs_of(n).empty()) return "control flow: its bodies run on the interpreter";
+  std::string reason = backends::CpuBackend::instance().supports(n).reason;
+  return reason.empty() ? "sequence or optional values" : reason;
+}
+
+// The nodes no fast kernel took, with their share of the model's FLOPs (symbolic dims at the low
+// end of their range): what will run slowly, said before the engine ships.
+std::string describe_fallbacks(const runtime::Executor& ex) {
+  const ir::Graph& g = ex.graph();
+  const std::vector<runtime::KernelChoice>& choices = ex.kernel_choices();
+  FlopCount flops = count_flops(g, {});
+  std::vector<std::pair<const ir::Node*, double>> left;
+  double left_flops = 0;
+  size_t i = 0;
+  for (const ir::Node* n : g.nodes()) {
+    if (i < choices.size() && choices[i].kernel == runtime::kReferenceKernel) {
+      auto it = flops.by_node.find(n);
+      double f = it != flops.by_node.end() ? it->second : 0;
+      left.emplace_back(n, f);
+      left_flops += f;
+    }
+    ++i;
+  }
+  std::string out = fmt::format(
+      "reference kernels (no fast kernel): {} of {} nodes, {:.1f}% of {} FLOPs{}\n", left.size(),
+      choices.size(), flops.total > 0 ? 100 * left_flops / flops.total : 0.0,
+      si_number(flops.total), left.empty() ? "" : ":");
+  // Most FLOPs first; a long tail is summed up.
+  std::stable_sort(left.begin(), left.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  constexpr size_t kListed = 20;
+  for (size_t k = 0; k < left.size() && k < kListed; ++k) {
+    const ir::Node* n = left[k].first;
+    out += fmt::format("  {} '{}': {} FLOPs ({})\n", n->op_type(),
+                       n->name().empty() ? n->label() : n->name(), si_number(left[k].second),
+                       fallback_reason(*n));
+  }
+  if (left.size() > kListed) out += fmt::format("  and {} more\n", left.size() - kListed);
+  return out;
+}
+
+// "activation memory: ..." per arena, a histogram of the chosen kernels and the nodes left on
+// reference kernels.
 std::string describe_execution_plan(const runtime::Executor& ex) {
   std::string out;
   for (const auto& a : ex.arena_summaries()) {
@@ -105,7 +151,7 @@ std::string describe_execution_plan(const runtime::Executor& ex) {
   for (const auto& c : ex.kernel_choices()) ++kernels[c.backend + ":" + c.kernel];
   out += "kernels:";
   for (const auto& [name, count] : kernels) out += fmt::format(" {} {}", count, name);
-  return out + "\n";
+  return out + "\n" + describe_fallbacks(ex);
 }
 
 ir::Model import(const std::string& bytes, const CompileOptions& o) {

@@ -170,6 +170,7 @@ FlopCount count_flops(const ir::Graph& graph, const std::map<std::string, int64_
       continue;
     }
     count.by_op_type[key] += *f;
+    count.by_node[n] = *f;
     count.total += *f;
   }
   return count;

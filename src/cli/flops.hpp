@@ -14,6 +14,7 @@ namespace kiln::cli {
 
 struct FlopCount {
   std::map<std::string, double> by_op_type;
+  std::map<const ir::Node*, double> by_node;  // the counted nodes of the main graph
   double total = 0;
   // Nodes whose shapes are not known well enough to count, by op type.
   std::map<std::string, size_t> uncounted;

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 
 #include <fmt/format.h>
 
+#include "cli/closest_name.hpp"
 #include "cli/command.hpp"
 #include "onnx/onnx-ml.pb.h"
 #include "onnx/onnx_io.hpp"
@@ -166,10 +168,39 @@ RtValue random_input(const IoInfo& input, const std::map<std::string, int64_t>& 
   return random_tensor(t, input.name, dims, choice, rng);
 }
 
+std::vector<std::string> symbolic_dim_names(const std::vector<IoInfo>& inputs) {
+  std::vector<std::string> names;
+  std::function<void(const TypeInfo&)> visit = [&](const TypeInfo& t) {
+    if (t.shape) {
+      for (const Dim& d : t.shape->dims()) {
+        if (d.is_symbolic() &&
+            std::find(names.begin(), names.end(), d.symbol_name()) == names.end())
+          names.push_back(d.symbol_name());
+      }
+    }
+    if (t.elem) visit(*t.elem);  // sequences and optionals: their element's dims
+  };
+  for (const IoInfo& in : inputs) visit(in.type);
+  return names;
+}
+
+void check_dim_names(const std::map<std::string, int64_t>& dims,
+                     const std::vector<std::string>& known) {
+  for (const auto& [name, value] : dims) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    if (known.empty())
+      throw UsageError(fmt::format(
+          "--dim {}={}: the model has no symbolic dims (every input dim is fixed)", name, value));
+    throw UsageError(fmt::format("--dim {}={}: the model has no dim named '{}'{} (its dims: {})",
+                                 name, value, name, did_you_mean(name, known), quoted_list(known)));
+  }
+}
+
 runtime::Feeds make_feeds(const std::vector<IoInfo>& inputs,
                           const std::map<std::string, std::string>& files,
                           const std::map<std::string, int64_t>& dims, uint64_t seed,
                           DimChoice choice) {
+  check_dim_names(dims, symbolic_dim_names(inputs));
   for (const auto& entry : files) {
     const std::string& name = entry.first;
     bool known =

@@ -36,9 +36,17 @@ enum class DimChoice { Min, Max };
 RtValue random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
                      DimChoice choice, uint64_t seed);
 
+// The names of the symbolic dims of `inputs`, in the order they first appear.
+std::vector<std::string> symbolic_dim_names(const std::vector<IoInfo>& inputs);
+
+// UsageError when --dim names a dim that is not in `known` (a typo would otherwise run at the
+// default size and look like success): the message lists the known names and the closest one.
+void check_dim_names(const std::map<std::string, int64_t>& dims,
+                     const std::vector<std::string>& known);
+
 // Feeds for every declared input: the file given for it, else random data (each input seeded
 // from `seed` and its position, so one input's data does not depend on the others). A file for
-// an input the model lacks is NotFound.
+// an input the model lacks is NotFound; a dim no input has is a UsageError (check_dim_names).
 runtime::Feeds make_feeds(const std::vector<IoInfo>& inputs,
                           const std::map<std::string, std::string>& files,
                           const std::map<std::string, int64_t>& dims, uint64_t seed,

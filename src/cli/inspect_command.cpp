@@ -28,6 +28,13 @@ int inspect(const InspectOptions& o) {
   LoadedModel loaded = load_model(o.model);
   const ir::Model& model = loaded.model;
   const ir::Graph& g = *model.graph;
+  {
+    // Any symbolic dim of the graph may be given (shape inference names some inside it).
+    std::vector<IoInfo> values;
+    for (const ir::Value* v : g.inputs()) values.push_back({v->name(), v->type()});
+    for (const auto& v : g.values()) values.push_back({v->name(), v->type()});
+    check_dim_names(dims, symbolic_dim_names(values));
+  }
   std::cout << fmt::format("model: {} (ir_version {}, producer '{}' {})\n", o.model,
                            model.ir_version, model.producer_name, model.producer_version);
   if (loaded.engine) std::cout << describe_engine(*loaded.engine);

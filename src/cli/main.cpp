@@ -5,6 +5,7 @@
 
 #include "cli/command.hpp"
 #include "cli/serve_command.hpp"
+#include "cli/usage_check.hpp"
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,19 @@ int main(int argc, char** argv) {
       add_compile_command(app), add_run_command(app),     add_verify_command(app),
       add_bench_command(app),   add_profile_command(app), add_inspect_command(app),
   };
+  // Listed in the help and known to the command check; the words after it never reach CLI11
+  // (above), kiln-serve parses them.
+  app.add_subcommand("serve",
+                     "Run the inference server (kiln-serve: KServe v2 HTTP/gRPC, tritonserver's "
+                     "flags; `kiln serve --help` lists them)")
+      ->prefix_command()
+      ->allow_extras();
+  try {
+    check_command_line(app, argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

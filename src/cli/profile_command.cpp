@@ -1,4 +1,6 @@
-// `kiln profile`: time and memory per node and per op type; Chrome trace and HTML report files.
+// `kiln profile`: time (medians over the profiled runs), the kernel that ran it and memory per node
+// and per op type, the nodes left on reference kernels; Chrome trace (measured timestamps) and
+// HTML report files.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -146,6 +148,14 @@ int profile(const ProfileOptions& o) {
   data.model = o.model;
   for (const ir::Node* n : nodes)
     data.nodes.push_back({n->name().empty() ? n->label() : n->name(), n->op_type(), n->domain()});
+  // The kernel that runs each node, as the session's executor chose it (in node order).
+  if (const runtime::Executor* ex = session.executor()) {
+    const std::vector<runtime::KernelChoice>& choices = ex->kernel_choices();
+    for (size_t i = 0; i < nodes.size() && i < choices.size(); ++i) {
+      data.nodes[i].backend = choices[i].backend;
+      data.nodes[i].kernel = choices[i].kernel;
+    }
+  }
   measure_memory(graph, nodes, feeds, data);
 
   std::unordered_map<const ir::Node*, size_t> index;
@@ -155,53 +165,78 @@ int profile(const ProfileOptions& o) {
     session.run(feeds);
     progress.step("warm-up");
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point origin = Clock::now();
+  auto since_origin = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - origin).count();
+  };
   for (int r = 0; r < o.iterations; ++r) {
-    auto start = std::chrono::steady_clock::now();
+    const Clock::time_point start = Clock::now();
     session.run(feeds);
-    data.run_wall_us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-    std::vector<double> us(nodes.size(), 0);
+    const Clock::time_point end = Clock::now();
+    data.run_start_us.push_back(since_origin(start));
+    data.run_wall_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    std::vector<double> us(nodes.size(), 0), starts(nodes.size(), -1);
     for (const runtime::NodeTiming& t : session.last_profile()) {
       auto it = index.find(t.node);
-      if (it != index.end()) us[it->second] += t.microseconds;
+      if (it == index.end()) continue;
+      us[it->second] += t.microseconds;
+      if (starts[it->second] < 0) starts[it->second] = since_origin(t.start);
     }
-    for (size_t i = 0; i < us.size(); ++i) data.nodes[i].total_us += us[i];
     data.runs_us.push_back(std::move(us));
+    data.node_start_us.push_back(std::move(starts));
     progress.step();
   }
   progress.finish();
+  data.take_medians();
 
-  double runs = static_cast<double>(data.run_count());
-  double node_sum = data.node_sum_us();
+  const double node_sum = data.nodes_us();
+  auto share = [&](double us) { return node_sum > 0 ? 100 * us / node_sum : 0.0; };
   std::cout << fmt::format("model: {}\n", o.model) << describe_feeds(feeds);
   std::cout << fmt::format(
-      "{} nodes, {} profiled runs after {} warm-up: {:.3f} ms per run "
-      "({:.3f} ms in nodes)\n",
-      nodes.size(), data.run_count(), o.warmup, data.mean_run_us() / 1000, node_sum / runs / 1000);
+      "{} nodes, {} profiled runs after {} warm-up: {:.3f} ms per run ({:.3f} ms in nodes), "
+      "medians over the runs\n",
+      nodes.size(), data.run_count(), o.warmup, data.median_run_us() / 1000, node_sum / 1000);
   std::cout << fmt::format("memory: weights {}, inputs {}, peak live activations {} ({} bytes)\n",
                            mib(data.weight_bytes), mib(data.input_bytes), mib(data.peak_live_bytes),
                            data.peak_live_bytes);
-  std::cout << fmt::format("\n{:<28} {:>6} {:>12} {:>12} {:>7}\n", "op type", "count", "total ms",
-                           "mean us", "% run");
+  std::cout << fmt::format("\n{:<28} {:>6} {:>12} {:>12} {:>7}\n", "op type", "count", "median ms",
+                           "per node us", "% run");
   for (const OpTypeRecord& r : data.by_op_type()) {
     std::cout << fmt::format("{:<28} {:>6} {:>12.3f} {:>12.1f} {:>6.1f}%\n", r.op_type, r.count,
-                             r.total_us / runs / 1000,
-                             r.total_us / runs / static_cast<double>(r.count),
-                             node_sum > 0 ? 100 * r.total_us / node_sum : 0.0);
+                             r.median_us / 1000, r.median_us / static_cast<double>(r.count),
+                             share(r.median_us));
   }
   std::vector<size_t> order(nodes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return data.nodes[a].total_us > data.nodes[b].total_us;
+    return data.nodes[a].median_us > data.nodes[b].median_us;
   });
-  std::cout << fmt::format("\n{:<36} {:<16} {:>10} {:>7} {:>14}  {}\n", "node", "op type",
-                           "mean us", "% run", "output bytes", "output");
+  auto kernel_of = [](const NodeRecord& r) {
+    return r.kernel.empty() ? std::string("reference (interpreter)") : r.backend + ":" + r.kernel;
+  };
+  std::cout << fmt::format("\n{:<36} {:<16} {:<24} {:>10} {:>7} {:>14}  {}\n", "node", "op type",
+                           "kernel", "median us", "% run", "output bytes", "output");
   for (size_t k = 0; k < order.size() && k < static_cast<size_t>(o.top); ++k) {
     const NodeRecord& r = data.nodes[order[k]];
-    std::cout << fmt::format("{:<36} {:<16} {:>10.1f} {:>6.1f}% {:>14}  {}\n", r.name, r.op_type,
-                             r.total_us / runs, node_sum > 0 ? 100 * r.total_us / node_sum : 0.0,
+    std::cout << fmt::format("{:<36} {:<16} {:<24} {:>10.1f} {:>6.1f}% {:>14}  {}\n", r.name,
+                             r.op_type, kernel_of(r), r.median_us, share(r.median_us),
                              r.output_bytes, r.output_shapes.empty() ? "" : r.output_shapes[0]);
+  }
+  // Nodes no fast kernel took: where a model loses speed, all of them however fast they ran.
+  std::vector<const NodeRecord*> fallbacks;
+  double fallback_us = 0;
+  for (const NodeRecord& r : data.nodes) {
+    if (!r.is_fallback()) continue;
+    fallbacks.push_back(&r);
+    fallback_us += r.median_us;
+  }
+  std::cout << fmt::format(
+      "\nreference kernels (fallbacks): {} of {} nodes, {:.1f}% of the time in "
+      "nodes{}\n",
+      fallbacks.size(), nodes.size(), share(fallback_us), fallbacks.empty() ? "" : ":");
+  for (const NodeRecord* r : fallbacks) {
+    std::cout << fmt::format("  {:<36} {:<16} {:>10.1f} us\n", r->name, r->op_type, r->median_us);
   }
   if (!o.trace.empty()) {
     write_text(o.trace, chrome_trace_json(data));
@@ -220,7 +255,9 @@ int profile(const ProfileOptions& o) {
 Command add_profile_command(CLI::App& app) {
   auto o = std::make_shared<ProfileOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "profile", "Time and memory per node and op type; Chrome trace (--trace) and HTML report");
+      "profile",
+      "Time (medians over runs), kernel and memory per node and op type, reference-kernel "
+      "fallbacks; Chrome trace (--trace) and HTML report");
   cmd->add_option("model", o->model, "ONNX model or .kiln engine file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -231,7 +268,7 @@ Command add_profile_command(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Unprofiled runs first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--iterations", o->iterations, "Profiled runs (times are their mean)")
+  cmd->add_option("--iterations", o->iterations, "Profiled runs (times are their medians)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--top", o->top, "Nodes to list, slowest first")

@@ -1,5 +1,8 @@
 #include "cli/profile_report.hpp"
 
+#include "cli/timing_stats.hpp"
+#include "runtime/executor.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,36 +13,54 @@
 
 namespace kiln::cli {
 
-double ProfileData::mean_run_us() const {
-  if (run_wall_us.empty()) return 0;
-  return std::accumulate(run_wall_us.begin(), run_wall_us.end(), 0.0) /
-         static_cast<double>(run_wall_us.size());
+bool NodeRecord::is_fallback() const {
+  return kernel == runtime::kReferenceKernel;
 }
 
-double ProfileData::node_sum_us() const {
+double ProfileData::median_run_us() const {
+  return median(run_wall_us);
+}
+
+double ProfileData::nodes_us() const {
   double sum = 0;
-  for (const NodeRecord& n : nodes) sum += n.total_us;
+  for (const NodeRecord& n : nodes) sum += n.median_us;
   return sum;
+}
+
+void ProfileData::take_medians() {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::vector<double> us;
+    for (const std::vector<double>& run : runs_us) us.push_back(run[i]);
+    nodes[i].median_us = median(us);
+  }
 }
 
 std::vector<OpTypeRecord> ProfileData::by_op_type() const {
   std::map<std::string, OpTypeRecord> m;
-  for (const NodeRecord& n : nodes) {
+  std::map<std::string, std::vector<double>> per_run;  // op type -> its time in each run
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeRecord& n = nodes[i];
     std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
     OpTypeRecord& r = m[key];
     r.op_type = key;
     r.count += 1;
-    r.total_us += n.total_us;
+    std::vector<double>& times = per_run[key];
+    times.resize(runs_us.size(), 0.0);
+    for (size_t k = 0; k < runs_us.size(); ++k) times[k] += runs_us[k][i];
   }
   std::vector<OpTypeRecord> out;
-  for (auto& [k, r] : m) out.push_back(r);
+  for (auto& [k, r] : m) {
+    r.median_us = median(per_run[k]);
+    out.push_back(r);
+  }
   std::stable_sort(out.begin(), out.end(),
-                   [](const auto& a, const auto& b) { return a.total_us > b.total_us; });
+                   [](const auto& a, const auto& b) { return a.median_us > b.median_us; });
   return out;
 }
 
-// The trace: each profiled run is one span holding its nodes back to back (names are node names,
-// args the op type and shapes), plus a counter track of the live activation bytes.
+// The trace: each profiled run is one span at its measured start and wall time, holding its
+// nodes at their measured starts (names are node names, args the op type, kernel and shapes), plus
+// a counter track of the live activation bytes. Times are microseconds from the first run's start.
 std::string chrome_trace_json(const ProfileData& data) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
@@ -87,28 +108,24 @@ std::string chrome_trace_json(const ProfileData& data) {
   w.Uint64(data.peak_live_bytes);
   w.Key("weight_bytes");
   w.Uint64(data.weight_bytes);
+  w.Key("timestamps");
+  w.String("measured");
   w.EndObject();
   w.Key("traceEvents");
   w.StartArray();
   meta("process_name", 1, "kiln " + data.model);
   meta("thread_name", 1, "session run");
-  double ts = 0;
   for (size_t r = 0; r < data.runs_us.size(); ++r) {
     const std::vector<double>& us = data.runs_us[r];
-    double total = std::accumulate(us.begin(), us.end(), 0.0);
     w.StartObject();
-    span(fmt::format("run {}", r), "run", ts, total);
-    w.Key("args");
-    w.StartObject();
-    w.Key("wall_us");
-    w.Double(r < data.run_wall_us.size() ? data.run_wall_us[r] : total);
+    span(fmt::format("run {}", r), "run", data.run_start_us[r], data.run_wall_us[r]);
     w.EndObject();
-    w.EndObject();
-    double t = ts;
     for (size_t i = 0; i < us.size(); ++i) {
       const NodeRecord& n = data.nodes[i];
+      const double ts = data.node_start_us[r][i];
+      if (ts < 0) continue;  // did not run
       w.StartObject();
-      span(n.name, n.op_type, t, us[i]);
+      span(n.name, n.op_type, ts, us[i]);
       w.Key("args");
       w.StartObject();
       w.Key("op_type");
@@ -117,6 +134,10 @@ std::string chrome_trace_json(const ProfileData& data) {
         w.Key("domain");
         w.String(n.domain.c_str());
       }
+      w.Key("backend");
+      w.String(n.backend.c_str());
+      w.Key("kernel");
+      w.String(n.kernel.c_str());
       w.Key("input_shapes");
       w.StartArray();
       for (const std::string& s : n.input_shapes) w.String(s.c_str());
@@ -135,7 +156,7 @@ std::string chrome_trace_json(const ProfileData& data) {
       w.Key("ph");
       w.String("C");
       w.Key("ts");
-      w.Double(t);
+      w.Double(ts);
       w.Key("pid");
       w.Int(1);
       w.Key("args");
@@ -144,9 +165,7 @@ std::string chrome_trace_json(const ProfileData& data) {
       w.Uint64(n.live_bytes);
       w.EndObject();
       w.EndObject();
-      t += us[i];
     }
-    ts += total + 10;  // a visible gap between runs
   }
   w.EndArray();
   w.EndObject();
@@ -191,20 +210,19 @@ std::string bytes_text(double b) {
 // Horizontal bars: time per op type, most first.
 std::string op_type_chart(const ProfileData& data) {
   std::vector<OpTypeRecord> ops = data.by_op_type();
-  double runs = std::max<double>(1, static_cast<double>(data.run_count()));
-  double top = ops.empty() ? 1 : std::max(ops[0].total_us / runs, 1e-9);
+  double top = ops.empty() ? 1 : std::max(ops[0].median_us, 1e-9);
   const int label_w = 220, bar_w = 440, row_h = 22, width = label_w + bar_w + 160;
   int height = static_cast<int>(ops.size()) * row_h + 10;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" "
       "aria-label=\"time per op type\">\n",
       width, height);
-  double sum = data.node_sum_us();
+  double sum = data.nodes_us();
   for (size_t i = 0; i < ops.size(); ++i) {
-    double ms = ops[i].total_us / runs / 1000;
-    double w = bar_w * (ops[i].total_us / runs) / top;
+    double ms = ops[i].median_us / 1000;
+    double w = bar_w * ops[i].median_us / top;
     int y = static_cast<int>(i) * row_h + 4;
-    double pct = sum > 0 ? 100 * ops[i].total_us / sum : 0;
+    double pct = sum > 0 ? 100 * ops[i].median_us / sum : 0;
     svg += fmt::format(
         "<g><title>{} x{}: {:.3f} ms per run ({:.1f}%)</title>"
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"lbl\">{}</text>"
@@ -220,10 +238,8 @@ std::string op_type_chart(const ProfileData& data) {
 // Live activation bytes against time within a mean run: a step line, one step per node.
 std::string memory_chart(const ProfileData& data) {
   const double width = 800, height = 260, left = 70, bottom = 30, top = 10, right = 20;
-  double runs = std::max<double>(1, static_cast<double>(data.run_count()));
   std::vector<double> start(data.nodes.size() + 1, 0);
-  for (size_t i = 0; i < data.nodes.size(); ++i)
-    start[i + 1] = start[i] + data.nodes[i].total_us / runs;
+  for (size_t i = 0; i < data.nodes.size(); ++i) start[i + 1] = start[i] + data.nodes[i].median_us;
   double t_end = std::max(start.back(), 1e-9);
   double peak = std::max<double>(1, static_cast<double>(data.peak_live_bytes));
   double pw = width - left - right, ph = height - top - bottom;
@@ -269,8 +285,7 @@ std::string memory_chart(const ProfileData& data) {
 }  // namespace
 
 std::string html_report(const ProfileData& data) {
-  double runs = std::max<double>(1, static_cast<double>(data.run_count()));
-  double sum = data.node_sum_us();
+  double sum = data.nodes_us();
   std::string h;
   h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += fmt::format("<title>kiln profile: {}</title>\n", escape_html(data.model));
@@ -283,39 +298,46 @@ tr:nth-child(even) td { background: #f4f4f4; }
 .bar { fill: #d2691e; } .lbl, .val, .tick { font-size: 12px; fill: #333; }
 .area { fill: #6a9fd4; fill-opacity: 0.6; stroke: #2a5f94; } .axis { stroke: #666; }
 .hit { fill: transparent; } .hit:hover { fill: #000; fill-opacity: 0.08; }
+tr.fallback td { color: #a00; }
 </style>
 </head>
 <body>
 )";
   h += fmt::format("<h1>kiln profile: {}</h1>\n", escape_html(data.model));
   h += fmt::format(
-      "<p>{} nodes, {} profiled runs: {:.3f} ms per run ({:.3f} ms in nodes). Weights {}, "
-      "inputs {}, peak live activations {}.</p>\n",
-      data.nodes.size(), data.run_count(), data.mean_run_us() / 1000, sum / runs / 1000,
+      "<p>{} nodes, {} profiled runs: {:.3f} ms per run, median ({:.3f} ms in nodes). Weights "
+      "{}, inputs {}, peak live activations {}.</p>\n",
+      data.nodes.size(), data.run_count(), data.median_run_us() / 1000, sum / 1000,
       bytes_text(static_cast<double>(data.weight_bytes)),
       bytes_text(static_cast<double>(data.input_bytes)),
       bytes_text(static_cast<double>(data.peak_live_bytes)));
-  h += "<h2>Time per op type (mean per run)</h2>\n" + op_type_chart(data);
+  h += "<h2>Time per op type (median per run)</h2>\n" + op_type_chart(data);
   h += "<h2>Live activation memory over a run</h2>\n" + memory_chart(data);
-  h += "<h2>Op types</h2>\n<table>\n<tr><th>op type</th><th>count</th><th>total ms</th>"
-       "<th>mean us</th><th>% run</th></tr>\n";
+  h += "<h2>Op types</h2>\n<table>\n<tr><th>op type</th><th>count</th><th>median ms</th>"
+       "<th>per node us</th><th>% run</th></tr>\n";
   for (const OpTypeRecord& r : data.by_op_type()) {
     h += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.1f}</td><td>{:.1f}</td></tr>\n",
-        escape_html(r.op_type), r.count, r.total_us / runs / 1000,
-        r.total_us / runs / static_cast<double>(r.count), sum > 0 ? 100 * r.total_us / sum : 0);
+        escape_html(r.op_type), r.count, r.median_us / 1000,
+        r.median_us / static_cast<double>(r.count), sum > 0 ? 100 * r.median_us / sum : 0);
   }
-  h += "</table>\n<h2>Nodes in execution order</h2>\n<table>\n<tr><th>node</th><th>op type</th>"
-       "<th>mean us</th><th>% run</th><th>outputs</th><th>output bytes</th><th>live bytes</th>"
-       "</tr>\n";
+  size_t fallbacks = 0;
+  for (const NodeRecord& n : data.nodes) fallbacks += n.is_fallback();
+  h += fmt::format(
+      "</table>\n<h2>Nodes in execution order</h2>\n<p>{} of {} nodes ran on reference kernels "
+      "(no fast kernel took them; in red).</p>\n<table>\n<tr><th>node</th><th>op type</th>"
+      "<th>kernel</th><th>median us</th><th>% run</th><th>outputs</th><th>output bytes</th>"
+      "<th>live bytes</th></tr>\n",
+      fallbacks, data.nodes.size());
   for (const NodeRecord& n : data.nodes) {
     std::string outs;
     for (const std::string& s : n.output_shapes) outs += (outs.empty() ? "" : ", ") + s;
     h += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td></tr>\n",
-        escape_html(n.name), escape_html(n.op_type), n.total_us / runs,
-        sum > 0 ? 100 * n.total_us / sum : 0, escape_html(outs), n.output_bytes, n.live_bytes);
+        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td></tr>\n",
+        n.is_fallback() ? " class=\"fallback\"" : "", escape_html(n.name), escape_html(n.op_type),
+        escape_html(n.backend + ":" + n.kernel), n.median_us, sum > 0 ? 100 * n.median_us / sum : 0,
+        escape_html(outs), n.output_bytes, n.live_bytes);
   }
   h += "</table>\n</body>\n</html>\n";
   return h;

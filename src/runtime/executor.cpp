@@ -653,9 +653,11 @@ std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs) {
     auto start = std::chrono::steady_clock::now();
     with_node_errors(*step->node, [&] { run.run_step(*step); });
     if (profiling_) {
-      profile_.push_back({step->node, std::chrono::duration<double, std::micro>(
-                                          std::chrono::steady_clock::now() - start)
-                                          .count()});
+      profile_.push_back(
+          {step->node,
+           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+               .count(),
+           start});
     }
     for (int idx : step->release) values[idx] = Slot{};
   }

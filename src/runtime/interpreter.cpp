@@ -147,7 +147,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
               .count();
-      profile_.push_back({&n, us});
+      profile_.push_back({&n, us, start});
     }
     if (observer_ && &g == graph_.get()) observer_(n, outs);
     for (size_t k = 0; k < outs.size(); ++k) {

@@ -2,6 +2,7 @@
 // Runs a graph node by node on the reference kernels. This is the oracle every faster path is
 // checked against, so it favours clarity: values live in a map keyed by IR value and are freed
 // after their last use.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,9 @@ namespace kiln::runtime {
 struct NodeTiming {
   const ir::Node* node;
   double microseconds;
+  // When the node started: `kiln profile`'s trace places each node where it really ran, gaps
+  // between nodes included.
+  std::chrono::steady_clock::time_point start{};
 };
 
 class Interpreter {
