@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/progress.hpp"
+#include "runtime/run_control.hpp"
 #include "runtime/session.hpp"
 
 namespace kiln::cli {
@@ -30,6 +31,11 @@ void add_gate_options(CLI::App* cmd, GateOptions& o) {
                   "Check on these inputs: a directory of NAME.pb files, or of subdirectories of "
                   "them (one input set each)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--verify-timeout", o.timeout_seconds,
+                  "Seconds the precision gate may take before it stops with an error (0: no "
+                  "limit)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   add_input_options(cmd, o.inputs);
   add_tolerance_options(cmd, o.tolerance);
 }
@@ -37,6 +43,11 @@ void add_gate_options(CLI::App* cmd, GateOptions& o) {
 GateResult run_precision_gate(const std::string& engine_path, const engine::Target& target,
                               const ir::Model& compiled, std::shared_ptr<const ir::Graph> original,
                               const GateOptions& o, std::ostream& out) {
+  runtime::RunControl control;
+  if (o.timeout_seconds > 0) {
+    control.deadline = runtime::deadline_after(runtime::RunClock::now(),
+                                               static_cast<uint64_t>(o.timeout_seconds * 1e6));
+  }
   runtime::DriftTolerance tol = o.tolerance.tolerance();
   std::unique_ptr<Session> session;
   std::string what = "the engine";
@@ -79,7 +90,14 @@ GateResult run_precision_gate(const std::string& engine_path, const engine::Targ
     progress.update(k, fmt::format("input set {}", k + 1));
     runtime::PrecisionReport report;
     try {
-      report = runtime::check_precision(*session, original, sets[k], tol);
+      report = runtime::check_precision(*session, original, sets[k], tol, &control);
+    } catch (const runtime::RunStopped&) {
+      progress.finish();
+      throw Error(ErrorCode::Unavailable,
+                  fmt::format("precision gate: stopped at its time budget of {} s while running "
+                              "input set {} of {} ({}); raise the budget with --verify-timeout "
+                              "SECONDS (0: no limit) or skip the gate with --no-verify",
+                              o.timeout_seconds, k + 1, sets.size(), shapes_of(sets[k])));
     } catch (const Error& e) {
       throw Error(e.code(),
                   fmt::format("precision gate: running input set {} ({}) failed: {}. Give inputs "

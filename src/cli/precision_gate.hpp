@@ -19,6 +19,9 @@ namespace kiln::cli {
 struct GateOptions {
   bool skip = false;         // --no-verify
   bool allow_drift = false;  // keep a drifting engine, with a warning
+  // --verify-timeout: seconds the whole gate may take (0: no limit). The reference interpreter
+  // runs what the model asks for (a constant Loop of 2^62 trips), so the gate needs a bound.
+  double timeout_seconds = 60;
   std::string calibration_dir;
   InputOptions inputs;
   ToleranceOptions tolerance;

@@ -106,7 +106,8 @@ struct Executor::Slot {
 // The state of one run.
 class Executor::Run {
  public:
-  Run(Executor& ex, std::vector<Slot>& values) : ex_(ex), values_(values) {}
+  Run(Executor& ex, std::vector<Slot>& values, const RunControl* control)
+      : ex_(ex), values_(values), control_(control) {}
 
   // The value in host memory (a copy, kept in `keep`, when it lives on a device). A deque, so
   // earlier references stay valid as copies are added.
@@ -131,6 +132,7 @@ class Executor::Run {
 
   Executor& ex_;
   std::vector<Slot>& values_;
+  const RunControl* control_;
 };
 
 class Executor::Outputs final : public backends::KernelOutputs {
@@ -272,7 +274,7 @@ void Executor::Run::run_host(Step& step) {
         if (idx < 0) return nullptr;
         return &run.host(idx, keep);
       };
-      return ex.interpreter_->run_subgraph(body, inputs, outer);
+      return ex.interpreter_->run_subgraph(body, inputs, outer, run.control_);
     }
   };
   std::deque<RtValue> captured;  // host copies of captured device values
@@ -627,7 +629,7 @@ std::vector<engine::StoredPackedWeight> Executor::pack_weights() {
   return out;
 }
 
-std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs) {
+std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs, const RunControl* control) {
   std::lock_guard<std::mutex> lock(run_mutex_);
   for (Backend* b : options_.backends) b->set_threads(options_.threads);
   profile_.clear();
@@ -648,8 +650,9 @@ std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs) {
       fail(ErrorCode::InvalidArgument, "graph '{}': input '{}' was not given", g.name(), v->name());
     }
   }
-  Run run(*this, values);
+  Run run(*this, values, control);
   for (auto& step : steps_) {
+    check_run(control);
     auto start = std::chrono::steady_clock::now();
     with_node_errors(*step->node, [&] { run.run_step(*step); });
     if (profiling_) {

@@ -61,8 +61,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Inputs in the graph's input order; an input left None falls back to its initializer (or is
-  // an absent optional). Runs are serialized.
-  std::vector<RtValue> run(const std::vector<RtValue>& inputs);
+  // an absent optional). Runs are serialized. `control`, when given, is checked before every
+  // step and every subgraph run (RunStopped when past its deadline or cancelled).
+  std::vector<RtValue> run(const std::vector<RtValue>& inputs, const RunControl* control = nullptr);
 
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTiming>& last_profile() const { return profile_; }

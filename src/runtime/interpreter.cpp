@@ -31,15 +31,17 @@ class Interpreter::Scope {
 
 class Interpreter::BodyRunner : public ops::SubgraphRunner {
  public:
-  BodyRunner(Interpreter& interp, const Scope& scope) : interp_(interp), scope_(scope) {}
+  BodyRunner(Interpreter& interp, const Scope& scope, const RunControl* control)
+      : interp_(interp), scope_(scope), control_(control) {}
   std::vector<RtValue> run_subgraph(const ir::Graph& body,
                                     const std::vector<RtValue>& inputs) override {
-    return interp_.execute(body, inputs, &scope_);
+    return interp_.execute(body, inputs, &scope_, nullptr, control_);
   }
 
  private:
   Interpreter& interp_;
   const Scope& scope_;
+  const RunControl* control_;
 };
 
 void collect_reads(const ir::Node& n, std::set<const ir::Value*>& out) {
@@ -99,7 +101,10 @@ void Interpreter::plan(const ir::Graph& g) {
 }
 
 std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
-                                          const Scope* outer, const ValueLookup* root) {
+                                          const Scope* outer, const ValueLookup* root,
+                                          const RunControl* control) {
+  // Every subgraph run starts here: one check per Loop or Scan iteration.
+  check_run(control);
   const GraphPlan& p = plans_.at(&g);
   Scope scope(outer, root);
   KILN_CHECK_ARG(inputs.size() <= g.inputs().size(), "graph '{}' takes {} inputs, got {}", g.name(),
@@ -123,11 +128,12 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
     if (v->is_constant()) return nullptr;  // handled by caller
     fail(ErrorCode::Internal, "value '{}' has not been computed", v->name());
   };
-  BodyRunner runner(*this, scope);
+  BodyRunner runner(*this, scope, control);
   std::vector<RtValue> constants_holder;
   std::vector<const RtValue*> in_ptrs;
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const ir::Node& n = *p.nodes[i];
+    if (i > 0) check_run(control);
     in_ptrs.clear();
     constants_holder.clear();
     constants_holder.reserve(n.inputs().size());
@@ -164,20 +170,23 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
   return results;
 }
 
-std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& inputs) {
+std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& inputs,
+                                      const RunControl* control) {
   profile_.clear();
-  return execute(*graph_, inputs, nullptr);
+  return execute(*graph_, inputs, nullptr, nullptr, control);
 }
 
 std::vector<RtValue> Interpreter::run_subgraph(const ir::Graph& body,
                                                const std::vector<RtValue>& inputs,
-                                               const ValueLookup& outer) {
+                                               const ValueLookup& outer,
+                                               const RunControl* control) {
   KILN_CHECK(plans_.count(&body), ErrorCode::Internal,
              "graph '{}' is not a subgraph of the interpreter's graph", body.name());
-  return execute(body, inputs, nullptr, &outer);
+  return execute(body, inputs, nullptr, &outer, control);
 }
 
-std::map<std::string, RtValue> Interpreter::run(const std::map<std::string, RtValue>& inputs) {
+std::map<std::string, RtValue> Interpreter::run(const std::map<std::string, RtValue>& inputs,
+                                                const RunControl* control) {
   std::vector<RtValue> ordered(graph_->inputs().size());
   size_t used = 0;
   for (size_t i = 0; i < graph_->inputs().size(); ++i) {
@@ -194,7 +203,7 @@ std::map<std::string, RtValue> Interpreter::run(const std::map<std::string, RtVa
       KILN_CHECK(known, ErrorCode::NotFound, "the model has no input named '{}'", name);
     }
   }
-  std::vector<RtValue> outs = run(ordered);
+  std::vector<RtValue> outs = run(ordered, control);
   std::map<std::string, RtValue> named;
   for (size_t i = 0; i < outs.size(); ++i) named[graph_->outputs()[i]->name()] = std::move(outs[i]);
   return named;

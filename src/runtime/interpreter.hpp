@@ -14,6 +14,7 @@
 #include "core/rt_value.hpp"
 #include "ir/graph.hpp"
 #include "ops/registry.hpp"
+#include "runtime/run_control.hpp"
 
 namespace kiln::runtime {
 
@@ -32,15 +33,18 @@ class Interpreter {
   explicit Interpreter(std::shared_ptr<const ir::Graph> graph);
 
   // Inputs in the graph's input order; an input left None falls back to its initializer.
-  std::vector<RtValue> run(const std::vector<RtValue>& inputs);
+  // `control`, when given, is checked before every node and every subgraph run (each Loop or
+  // Scan iteration): a run past its deadline or cancelled throws RunStopped.
+  std::vector<RtValue> run(const std::vector<RtValue>& inputs, const RunControl* control = nullptr);
   // Inputs by name; outputs by name.
-  std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& inputs);
+  std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& inputs,
+                                     const RunControl* control = nullptr);
 
   // Runs `body`, a subgraph of this interpreter's graph, whose captures of values outside it
   // resolve through `outer` (the executor runs control-flow nodes this way).
   using ValueLookup = std::function<const RtValue*(const ir::Value*)>;
   std::vector<RtValue> run_subgraph(const ir::Graph& body, const std::vector<RtValue>& inputs,
-                                    const ValueLookup& outer);
+                                    const ValueLookup& outer, const RunControl* control = nullptr);
 
   const ir::Graph& graph() const { return *graph_; }
   // Per-node wall time of the last run when profiling is on.
@@ -64,7 +68,8 @@ class Interpreter {
 
   void plan(const ir::Graph& g);
   std::vector<RtValue> execute(const ir::Graph& g, const std::vector<RtValue>& inputs,
-                               const Scope* outer, const ValueLookup* root = nullptr);
+                               const Scope* outer, const ValueLookup* root,
+                               const RunControl* control);
 
   std::shared_ptr<const ir::Graph> graph_;
   std::unordered_map<const ir::Graph*, GraphPlan> plans_;

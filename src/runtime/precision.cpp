@@ -224,7 +224,8 @@ std::vector<OutputCheck> compare_outputs(const Feeds& actual, const Feeds& expec
   return checks;
 }
 
-Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& feeds) {
+Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& feeds,
+                         const RunControl* control) {
   Feeds kept;
   Interpreter interp(graph);
   interp.set_observer([&](const ir::Node& n, const std::vector<RtValue>& outs) {
@@ -237,7 +238,7 @@ Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& fe
     auto it = feeds.find(v->name());
     if (it != feeds.end()) own[v->name()] = it->second;
   }
-  interp.run(own);
+  interp.run(own, control);
   return kept;
 }
 
@@ -367,9 +368,10 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
 
 std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> reference,
                                           std::shared_ptr<const ir::Graph> candidate,
-                                          const Feeds& feeds, const DriftTolerance& tol) {
-  Feeds candidate_values = run_keeping_values(candidate, feeds_for(*candidate, feeds));
-  Feeds reference_values = run_keeping_values(reference, feeds_for(*reference, feeds));
+                                          const Feeds& feeds, const DriftTolerance& tol,
+                                          const RunControl* control) {
+  Feeds candidate_values = run_keeping_values(candidate, feeds_for(*candidate, feeds), control);
+  Feeds reference_values = run_keeping_values(reference, feeds_for(*reference, feeds), control);
   return first_drift_in(*reference, reference_values, candidate_values, tol, candidate.get());
 }
 
@@ -400,17 +402,18 @@ bool PrecisionReport::pass() const {
 }
 
 PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Graph> reference,
-                                const Feeds& feeds, const DriftTolerance& tol) {
+                                const Feeds& feeds, const DriftTolerance& tol,
+                                const RunControl* control) {
   PrecisionReport report;
   Interpreter ref(reference);
-  Feeds expected = ref.run(feeds_for(*reference, feeds));
+  Feeds expected = ref.run(feeds_for(*reference, feeds), control);
   Feeds cand_feeds;
   const Feeds typed = feeds_for(*candidate.model().graph, feeds);
   for (const IoInfo& in : candidate.inputs()) {
     auto it = typed.find(in.name);
     if (it != typed.end()) cand_feeds[in.name] = it->second;
   }
-  Feeds actual = candidate.run(cand_feeds);
+  Feeds actual = candidate.run(cand_feeds, control);
   // An engine with float16 inputs and outputs (--fp16-io) is compared in the reference's type.
   for (auto& [name, value] : actual) {
     auto it = expected.find(name);
@@ -419,7 +422,7 @@ PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Gr
   report.outputs = compare_outputs(actual, expected, tol);
   skip_nondeterministic(*reference, report.outputs);
   if (report.pass()) return report;
-  report.first_drift = find_first_drift(reference, candidate.model().graph, feeds, tol);
+  report.first_drift = find_first_drift(reference, candidate.model().graph, feeds, tol, control);
   report.reproduced = report.first_drift.has_value();
   if (!report.first_drift) {
     for (const OutputCheck& c : report.outputs) {

@@ -11,6 +11,7 @@
 
 #include "core/rt_value.hpp"
 #include "ir/graph.hpp"
+#include "runtime/run_control.hpp"
 
 namespace kiln {
 class Session;
@@ -91,8 +92,10 @@ struct NodeDrift {
 };
 
 // Every node output of `graph`'s main graph by name, from one run of the reference interpreter
-// (`feeds` may hold more names than the graph's inputs; the others are ignored).
-Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& feeds);
+// (`feeds` may hold more names than the graph's inputs; the others are ignored). `control`
+// bounds every run of this file's functions (RunStopped past its deadline).
+Feeds run_keeping_values(std::shared_ptr<const ir::Graph> graph, const Feeds& feeds,
+                         const RunControl* control = nullptr);
 
 // Compares every node output of `reference` (the original graph) in `reference_values` with the
 // value of the same name in `candidate_values` (values the candidate lacks, having fused or
@@ -114,7 +117,8 @@ std::optional<NodeDrift> first_drift_in(const ir::Graph& reference, const Feeds&
 // first_drift_in with both sides computed by the reference interpreter from `feeds`.
 std::optional<NodeDrift> find_first_drift(std::shared_ptr<const ir::Graph> reference,
                                           std::shared_ptr<const ir::Graph> candidate,
-                                          const Feeds& feeds, const DriftTolerance& tol);
+                                          const Feeds& feeds, const DriftTolerance& tol,
+                                          const RunControl* control = nullptr);
 
 struct PrecisionReport {
   std::vector<OutputCheck> outputs;
@@ -128,6 +132,7 @@ struct PrecisionReport {
 // Runs `candidate` and the reference interpreter on `reference` (the original graph) with the same
 // feeds, compares the outputs and, when one drifts, finds the first drifting node.
 PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Graph> reference,
-                                const Feeds& feeds, const DriftTolerance& tol);
+                                const Feeds& feeds, const DriftTolerance& tol,
+                                const RunControl* control = nullptr);
 
 }  // namespace kiln::runtime

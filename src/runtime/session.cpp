@@ -55,7 +55,8 @@ void Session::init() {
 }
 
 std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
-                                  const std::map<std::string, RtValue>& feeds) {
+                                  const std::map<std::string, RtValue>& feeds,
+                                  const runtime::RunControl* control) {
   std::set<std::string> known;
   for (const IoInfo& in : inputs_) known.insert(in.name);
   for (const auto& [name, value] : feeds) {
@@ -75,7 +76,7 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
     std::lock_guard<std::mutex> lock(run_mutex_);
     if (interpreter_) {
       interpreter_->set_profiling(options_.profiling);
-      results = interpreter_->run(feeds);
+      results = interpreter_->run(feeds, control);
     } else {
       const auto& graph_inputs = model_.graph->inputs();
       std::vector<RtValue> ordered(graph_inputs.size());
@@ -84,7 +85,7 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
         if (it != feeds.end()) ordered[i] = it->second;
       }
       executor_->set_profiling(options_.profiling);
-      std::vector<RtValue> outs = executor_->run(ordered);
+      std::vector<RtValue> outs = executor_->run(ordered, control);
       for (size_t i = 0; i < outs.size(); ++i) {
         results[model_.graph->outputs()[i]->name()] = std::move(outs[i]);
       }
@@ -99,8 +100,9 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
   return out;
 }
 
-std::map<std::string, RtValue> Session::run(const std::map<std::string, RtValue>& feeds) {
-  std::vector<RtValue> values = run({}, feeds);
+std::map<std::string, RtValue> Session::run(const std::map<std::string, RtValue>& feeds,
+                                            const runtime::RunControl* control) {
+  std::vector<RtValue> values = run({}, feeds, control);
   std::map<std::string, RtValue> out;
   for (size_t i = 0; i < outputs_.size(); ++i) out[outputs_[i].name] = std::move(values[i]);
   return out;

@@ -57,11 +57,15 @@ class Session {
   // Runs with feeds by name and returns the named outputs in the order asked (all outputs in
   // graph order when `output_names` is empty), like onnxruntime's InferenceSession.run. Throws
   // InvalidArgument for a missing, unknown or mismatched feed and NotFound for an unknown output.
-  // Safe to call from several threads; runs of one session are serialized.
+  // Safe to call from several threads; runs of one session are serialized. `control`, when
+  // given, bounds the run: it stops between plan steps and Loop / Scan iterations with
+  // runtime::RunStopped once past its deadline or cancelled.
   std::vector<RtValue> run(const std::vector<std::string>& output_names,
-                           const std::map<std::string, RtValue>& feeds);
+                           const std::map<std::string, RtValue>& feeds,
+                           const runtime::RunControl* control = nullptr);
   // All outputs by name.
-  std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& feeds);
+  std::map<std::string, RtValue> run(const std::map<std::string, RtValue>& feeds,
+                                     const runtime::RunControl* control = nullptr);
 
   // Per-node timings of the last run (empty unless options.profiling).
   std::vector<runtime::NodeTiming> last_profile() const;

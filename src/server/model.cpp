@@ -1,6 +1,8 @@
 #include "server/model.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 namespace kiln::server {
 namespace {
@@ -24,8 +26,24 @@ std::vector<TensorMetadata> metadata_of(const ModelConfig& config, bool inputs) 
   return out;
 }
 
+// The intra_op_thread_count parameter (the ONNX Runtime backend's name); 0 when absent, which
+// means one thread per CPU.
+int intra_op_threads(const ModelConfig& config, const std::string& model) {
+  auto it = config.parameters().find("intra_op_thread_count");
+  if (it == config.parameters().end()) return 0;
+  const std::string& text = it->second.string_value();
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  KILN_CHECK_ARG(!text.empty() && end != nullptr && *end == '\0' && errno == 0 && n >= 0 &&
+                     n <= std::numeric_limits<int>::max(),
+                 "model '{}': parameter intra_op_thread_count '{}' is not a thread count", model,
+                 text);
+  return static_cast<int>(n);
+}
+
 // Session options from the config: the instance's device, Kiln's passes unless the graph
-// optimization level is -1, and intra-op threads from the ONNX Runtime backend's parameter name.
+// optimization level is -1, and the intra-op threads.
 SessionOptions session_options(const ModelConfig& config,
                                const inference::ModelInstanceGroup& group, int gpu) {
   SessionOptions o;
@@ -34,16 +52,37 @@ SessionOptions session_options(const ModelConfig& config,
     o.device = fmt::format("gpu:{}", gpu < 0 ? 0 : gpu);
   }
   o.optimize = config.optimization().graph().level() != -1;
-  auto it = config.parameters().find("intra_op_thread_count");
-  if (it != config.parameters().end()) {
-    char* end = nullptr;
-    const long n = std::strtol(it->second.string_value().c_str(), &end, 10);
-    KILN_CHECK_ARG(end != nullptr && *end == '\0' && n >= 0 && n <= 4096,
-                   "model '{}': parameter intra_op_thread_count '{}' is not a thread count",
-                   config.name(), it->second.string_value());
-    o.threads = static_cast<int>(n);
-  }
+  o.threads = intra_op_threads(config, config.name());
   return o;
+}
+
+// The instance list: count per group, times each listed GPU for GPU groups; passive groups
+// take no requests and are not created.
+using InstanceList = std::vector<std::pair<const inference::ModelInstanceGroup*, int>>;
+InstanceList instance_list(const ModelConfig& config, const std::string& model,
+                           const inference::ModelInstanceGroup& default_group) {
+  InstanceList instances;
+  if (config.instance_group_size() == 0) instances.emplace_back(&default_group, -1);
+  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
+    if (g.passive()) continue;
+    const int count = g.count() > 0 ? g.count() : 1;
+    KILN_CHECK_ARG(count <= 256, "model '{}': instance_group count {} is more than 256", model,
+                   count);
+    const int copies = g.gpus_size() == 0 ? 1 : g.gpus_size();
+    for (int c = 0; c < copies; ++c) {
+      const int gpu = g.gpus_size() == 0 ? -1 : g.gpus(c);
+      for (int i = 0; i < count; ++i) instances.emplace_back(&g, gpu);
+    }
+  }
+  KILN_CHECK_ARG(!instances.empty(), "model '{}': every instance group is passive", model);
+  return instances;
+}
+
+inference::ModelInstanceGroup cpu_group() {
+  inference::ModelInstanceGroup g;
+  g.set_count(1);
+  g.set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  return g;
 }
 
 }  // namespace
@@ -58,27 +97,14 @@ ModelVersion::ModelVersion(ModelLoadSpec spec)
   KILN_CHECK_ARG(config_.name() == name_,
                  "model '{}': the configuration names the model '{}'; the two must agree", name_,
                  config_.name());
-  // The instance list: count per group, times each listed GPU for GPU groups; passive groups
-  // take no requests and are not created.
-  std::vector<std::pair<const inference::ModelInstanceGroup*, int>> instances;
-  inference::ModelInstanceGroup default_group;
-  default_group.set_count(1);
-  default_group.set_kind(inference::ModelInstanceGroup::KIND_CPU);
-  if (config_.instance_group_size() == 0) instances.emplace_back(&default_group, -1);
-  for (const inference::ModelInstanceGroup& g : config_.instance_group()) {
-    if (g.passive()) continue;
-    const int count = g.count() > 0 ? g.count() : 1;
-    KILN_CHECK_ARG(count <= 256, "model '{}': instance_group count {} is more than 256", name_,
-                   count);
-    if (g.gpus_size() == 0) {
-      for (int i = 0; i < count; ++i) instances.emplace_back(&g, -1);
-    } else {
-      for (int gpu : g.gpus()) {
-        for (int i = 0; i < count; ++i) instances.emplace_back(&g, gpu);
-      }
-    }
+  // Nothing is created before the budget holds it: a thread the OS refuses inside OpenMP ends
+  // the process.
+  if (spec.budget) {
+    lease_ = spec.budget->reserve(fmt::format("model '{}' version {}", name_, version_),
+                                  budget_demand(config_, name_));
   }
-  KILN_CHECK_ARG(!instances.empty(), "model '{}': every instance group is passive", name_);
+  const inference::ModelInstanceGroup default_group = cpu_group();
+  const InstanceList instances = instance_list(config_, name_, default_group);
   std::vector<std::unique_ptr<Session>> sessions;
   sessions.push_back(std::make_unique<Session>(
       spec.model_path,
@@ -103,9 +129,33 @@ ModelVersion::ModelVersion(ModelLoadSpec spec)
   }
   input_metadata_ = metadata_of(config_, true);
   output_metadata_ = metadata_of(config_, false);
-  scheduler_ = std::make_unique<Scheduler>(SchedulerOptions::from_config(config_, version_),
-                                           std::move(sessions), statistics_);
+  SchedulerOptions so = SchedulerOptions::from_config(config_, version_);
+  so.request_timeout_us = spec.request_timeout_us;
+  so.cancel = spec.cancel;
+  scheduler_ = std::make_unique<Scheduler>(std::move(so), std::move(sessions), statistics_);
   load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+BudgetDemand budget_demand(const ModelConfig& config, const std::string& model) {
+  // Counted, not listed: the list of a config with very many groups is itself a cost.
+  size_t instances = config.instance_group_size() == 0 ? 1 : 0;
+  for (const inference::ModelInstanceGroup& g : config.instance_group()) {
+    if (g.passive()) continue;
+    const int count = g.count() > 0 ? g.count() : 1;
+    KILN_CHECK_ARG(count <= 256, "model '{}': instance_group count {} is more than 256", model,
+                   count);
+    instances += static_cast<size_t>(count) * static_cast<size_t>(std::max(1, g.gpus_size()));
+  }
+  const int per_instance = intra_op_threads(config, model);
+  const size_t threads = per_instance > 0 ? static_cast<size_t>(per_instance) : online_cpus();
+  BudgetDemand d;
+  d.instances = instances;
+  d.threads = instances * threads;
+  const size_t groups = std::max(1, config.instance_group_size());
+  d.detail = fmt::format("{} instance group{} ({} instance{} x {} intra-op thread{}{})", groups,
+                         groups == 1 ? "" : "s", d.instances, d.instances == 1 ? "" : "s", threads,
+                         threads == 1 ? "" : "s", per_instance > 0 ? "" : ", one per CPU");
+  return d;
 }
 
 ModelVersion::~ModelVersion() = default;

@@ -4,11 +4,13 @@
 // every accepted request keeps its version alive until it completes, so unloading or replacing a
 // version never drops a request in flight. The last owner hands the object to a reaper thread
 // (see ModelRepository) so a version is never destroyed on one of its own worker threads.
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "server/budget.hpp"
 #include "server/infer_types.hpp"
 #include "server/model_config.hpp"
 #include "server/scheduler.hpp"
@@ -25,7 +27,16 @@ struct ModelLoadSpec {
   ModelConfig config;        // before auto-completion
   bool autocomplete = true;  // false with --strict-model-config / --disable-auto-complete-config
   MetricsOptions metrics;    // which latency metrics the version's statistics keep
+  // The server's budget the version's instances and threads are reserved from (none: no limit).
+  std::shared_ptr<ResourceBudget> budget;
+  uint64_t request_timeout_us = 0;  // --request-timeout-ms: caps every request's run (0: none)
+  std::shared_ptr<const std::atomic<bool>> cancel;  // set when a drain ends: running requests stop
 };
+
+// The instances and intra-op threads a config asks for (instance groups x counts x GPUs, times
+// the intra_op_thread_count parameter, 0 meaning one per CPU). Throws InvalidArgument for a bad
+// count, naming the model.
+BudgetDemand budget_demand(const ModelConfig& config, const std::string& model);
 
 struct TensorMetadata {
   std::string name;
@@ -35,8 +46,9 @@ struct TensorMetadata {
 
 class ModelVersion {
  public:
-  // Opens one Session per instance, completes and validates the config; throws kiln::Error
-  // naming the model and file on failure.
+  // Reserves the instances and threads from the budget, opens one Session per instance, completes
+  // and validates the config and starts the workers; throws kiln::Error naming the model and
+  // file on failure, having released whatever it took.
   explicit ModelVersion(ModelLoadSpec spec);
   ~ModelVersion();
   ModelVersion(const ModelVersion&) = delete;
@@ -52,6 +64,9 @@ class ModelVersion {
   ModelStatistics& statistics() { return statistics_; }
   const ModelStatistics& statistics() const { return statistics_; }
   double load_seconds() const { return load_seconds_; }
+  // Returns the instances and threads to the budget: the repository calls it when the version
+  // leaves the served set, while requests holding it may still finish.
+  void release_budget() { lease_.release(); }
 
   // Runs the request through the scheduler; `self` must own this version (it is kept alive
   // until `done` has run). `done` is called exactly once.
@@ -65,6 +80,7 @@ class ModelVersion {
   std::vector<TensorMetadata> input_metadata_, output_metadata_;
   ModelStatistics statistics_;
   double load_seconds_ = 0;
+  ResourceBudget::Lease lease_;           // before scheduler_: released after its threads end
   std::unique_ptr<Scheduler> scheduler_;  // last member: its workers use the ones above
 };
 

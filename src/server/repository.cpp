@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -71,6 +72,47 @@ std::string fingerprint(const fs::path& dir) {
   std::sort(lines.begin(), lines.end());
   for (const std::string& l : lines) out += l + "\n";
   return out;
+}
+
+// The failure in flight, not a kiln::Error, as one naming `where`: running out of memory or
+// threads is Unavailable (503: retry later, or load less); anything else the model raised is
+// InvalidArgument (400: the model or its config is at fault).
+Error classify_load_failure(const std::string& where) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return Error(ErrorCode::Unavailable, fmt::format("{}: out of memory while loading", where));
+  } catch (const std::system_error& e) {
+    const bool exhausted = e.code() == std::errc::resource_unavailable_try_again ||
+                           e.code() == std::errc::not_enough_memory ||
+                           e.code() == std::errc::too_many_files_open;
+    return Error(exhausted ? ErrorCode::Unavailable : ErrorCode::Internal,
+                 fmt::format("{}: {}", where, e.what()));
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: cannot be loaded: {}", where, e.what()));
+  } catch (...) {
+    return Error(ErrorCode::Internal, fmt::format("{}: unknown failure while loading", where));
+  }
+}
+
+// Rethrows the failure in flight of loading `name` version `version` from `file` so that it
+// names the model, the version and the file.
+[[noreturn]] void rethrow_load_failure(const std::string& name, int64_t version,
+                                       const std::string& file) {
+  const std::string where = fmt::format("model '{}' version {} ('{}')", name, version, file);
+  try {
+    throw;
+  } catch (const Error& e) {
+    const std::string own = fmt::format("model '{}' version {}", name, version);
+    const std::string bare = fmt::format("model '{}': ", name);
+    const std::string& m = e.message();
+    if (m.rfind(own, 0) == 0) throw;  // already says which model and version, and why
+    if (m.rfind(bare, 0) == 0) throw Error(e.code(), where + ": " + m.substr(bare.size()));
+    throw Error(e.code(), fmt::format("{}: {}", where, m));
+  } catch (...) {
+    throw classify_load_failure(where);
+  }
 }
 
 }  // namespace
@@ -141,7 +183,9 @@ struct ModelRepository::Reaper {
 };
 
 ModelRepository::ModelRepository(RepositoryOptions options)
-    : options_(std::move(options)), reaper_(std::make_shared<Reaper>()) {
+    : options_(std::move(options)),
+      budget_(std::make_shared<ResourceBudget>(options_.instance_budget, options_.thread_budget)),
+      reaper_(std::make_shared<Reaper>()) {
   KILN_CHECK_ARG(!options_.paths.empty(), "no model repository given (--model-repository)");
   for (std::string& p : options_.paths) {
     std::error_code ec;
@@ -315,6 +359,7 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
     e.last_versions.clear();
     for (const auto& v : e.versions) e.last_versions.push_back(v.first);
     dropped.swap(e.versions);
+    for (auto& [number, version] : dropped) version->release_budget();
     e.state = ModelState::Unavailable;
     e.reason = reason;
     e.fingerprint.clear();
@@ -406,6 +451,9 @@ void ModelRepository::load_locked(const std::string& name,
       spec.config = config;
       spec.autocomplete = options_.autocomplete;
       spec.metrics = options_.metrics;
+      spec.budget = budget_;
+      spec.request_timeout_us = options_.request_timeout_us;
+      spec.cancel = cancel_;
       const fs::path file = dir / std::to_string(v) / config_model_filename(config);
       KILN_CHECK_ARG(fs::is_regular_file(file, ec),
                      "model '{}' version {}: '{}' is missing or not a file", name, v,
@@ -415,7 +463,11 @@ void ModelRepository::load_locked(const std::string& name,
                      "repository",
                      name, v, file.string());
       spec.model_path = file.string();
-      built.emplace(v, adopt(new ModelVersion(std::move(spec))));
+      try {
+        built.emplace(v, adopt(new ModelVersion(std::move(spec))));
+      } catch (...) {
+        rethrow_load_failure(name, v, file.string());
+      }
     }
     std::map<int64_t, std::shared_ptr<ModelVersion>> old;
     {
@@ -424,11 +476,23 @@ void ModelRepository::load_locked(const std::string& name,
       if (!slot) slot = std::make_shared<Entry>();
       old.swap(slot->versions);
       slot->versions = std::move(built);
+      // The replaced versions leave the served set: their instances and threads are free for
+      // the next load even while requests they hold finish.
+      for (auto& [number, version] : old) version->release_budget();
       slot->state = ModelState::Ready;
       slot->reason.clear();
       slot->fingerprint = stamp;
     }
-  } catch (const Error& e) {
+  } catch (...) {
+    Error e = [&] {
+      try {
+        throw;
+      } catch (const Error& error) {
+        return error;
+      } catch (...) {
+        return classify_load_failure(fmt::format("model '{}'", name));
+      }
+    }();
     std::lock_guard lock(map_mutex_);
     std::shared_ptr<Entry>& slot = models_[name];
     if (!slot) slot = std::make_shared<Entry>();
@@ -436,7 +500,7 @@ void ModelRepository::load_locked(const std::string& name,
     slot->reason = e.message();
     // Poll retries a failed model only once its files change.
     if (auto dir = find_model_dir(name)) slot->fingerprint = fingerprint(*dir);
-    throw;
+    throw e;
   }
 }
 

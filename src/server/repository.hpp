@@ -11,6 +11,7 @@
 //
 // A (re)load builds the new versions first and swaps them in only when all succeed; versions that
 // leave the map stay alive for the requests holding them and are destroyed by a reaper thread.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -36,6 +37,9 @@ struct RepositoryOptions {
   int poll_seconds = 15;                    // --repository-poll-secs
   bool autocomplete = true;                 // false: --strict-model-config=true
   MetricsOptions metrics;                   // --metrics-config: latency metrics per version
+  size_t instance_budget = default_instance_budget();  // --model-instance-budget
+  size_t thread_budget = default_thread_budget();      // --thread-budget
+  uint64_t request_timeout_us = 0;                     // --request-timeout-ms (0: none)
 };
 
 // States as the repository index reports them.
@@ -86,6 +90,10 @@ class ModelRepository {
   void poll();
 
   const RepositoryOptions& options() const { return options_; }
+  const ResourceBudget& budget() const { return *budget_; }
+  // Stops every running and queued request of every version (the end of a drain): they fail
+  // with Unavailable at their next step or Loop iteration.
+  void cancel_requests() { cancel_->store(true); }
 
  private:
   struct Entry;
@@ -97,6 +105,8 @@ class ModelRepository {
   std::shared_ptr<ModelVersion> adopt(ModelVersion* version);
 
   RepositoryOptions options_;
+  std::shared_ptr<ResourceBudget> budget_;
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
   mutable std::mutex load_mutex_;  // serializes load / unload / poll
   mutable std::mutex map_mutex_;   // guards models_ for lookups
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> models_;

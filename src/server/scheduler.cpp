@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/run_control.hpp"
 #include "server/batching.hpp"
 
 namespace kiln::server {
@@ -82,7 +83,8 @@ struct Scheduler::Pending {
   InferCallback done;
   std::shared_ptr<const void> keepalive;
   Clock::time_point enqueued;
-  Clock::time_point deadline = Clock::time_point::max();
+  Clock::time_point deadline = Clock::time_point::max();      // queue policy's
+  Clock::time_point run_deadline = Clock::time_point::max();  // the request's, queued or running
   bool delay_on_timeout = false;
   int64_t batch = 1;                       // rows this request adds to a batch
   std::vector<const InferInput*> by_spec;  // request input per options_.inputs (null: absent)
@@ -100,7 +102,23 @@ Scheduler::Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Sessi
   KILN_CHECK(!instances_.empty(), ErrorCode::Internal, "model '{}' has no instances",
              options_.model_name);
   queues_.resize(std::max<size_t>(1, options_.policies.size()));
-  for (size_t i = 0; i < instances_.size(); ++i) workers_.emplace_back([this, i] { worker(i); });
+  workers_.reserve(instances_.size());
+  try {
+    for (size_t i = 0; i < instances_.size(); ++i) workers_.emplace_back([this, i] { worker(i); });
+  } catch (const std::exception& e) {
+    // A std::thread left joinable would terminate the process: stop and join the ones started.
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    const size_t started = workers_.size();
+    for (std::thread& t : workers_) t.join();
+    fail(ErrorCode::Unavailable,
+         "model '{}' version {}: the OS refused the thread of instance {} of {} ({}); lower the "
+         "instance_group count or --model-instance-budget",
+         options_.model_name, options_.model_version, started + 1, instances_.size(), e.what());
+  }
 }
 
 Scheduler::~Scheduler() {
@@ -212,8 +230,12 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
       timeout = request->timeout_us;
     }
     p->enqueued = Clock::now();
-    if (timeout > 0) p->deadline = p->enqueued + std::chrono::microseconds(timeout);
+    // Saturating: a timeout near 2^63 us means "never", not a time in the past.
+    if (timeout > 0) p->deadline = runtime::deadline_after(p->enqueued, timeout);
     p->delay_on_timeout = policy.delay_on_timeout;
+    const uint64_t run_timeout =
+        runtime::shorter_timeout(request->timeout_us, options_.request_timeout_us);
+    if (run_timeout > 0) p->run_deadline = runtime::deadline_after(request->received, run_timeout);
   } catch (const Error& e) {
     statistics_.record_failure(ns_between(request->received, Clock::now()));
     done(Status(e), nullptr);
@@ -245,7 +267,8 @@ void Scheduler::fail_expired_locked(Clock::time_point now,
                                     std::vector<std::unique_ptr<Pending>>& expired) {
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
-      if ((*it)->request->is_cancelled() || (!(*it)->delay_on_timeout && (*it)->deadline <= now)) {
+      if ((*it)->request->is_cancelled() ||
+          (!(*it)->delay_on_timeout && (*it)->deadline <= now) || (*it)->run_deadline <= now) {
         expired.push_back(std::move(*it));
         it = q.erase(it);
       } else {
@@ -298,6 +321,7 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
     for (size_t l = 0; l < queues_.size(); ++l) {
       for (const auto& p : queues_[l]) {
         if (!p->delay_on_timeout) earliest_deadline = std::min(earliest_deadline, p->deadline);
+        earliest_deadline = std::min(earliest_deadline, p->run_deadline);
       }
       if (first == nullptr && !queues_[l].empty()) {
         first = queues_[l].front().get();
@@ -371,7 +395,16 @@ void Scheduler::execute(Session& session, Batch& batch) {
   const bool batched = options_.max_batch_size > 0;
   std::vector<std::unique_ptr<InferResponse>> responses(batch.items.size());
   uint64_t input_ns = 0, infer_ns = 0, output_ns = 0;
+  // The run stops at the last deadline of the batch's requests (all have passed then) or when a
+  // drain cancels it; either way the instance is free for the next request.
+  runtime::RunControl control;
+  control.cancel = options_.cancel.get();
+  control.deadline = Clock::time_point::min();
+  for (const auto& p : batch.items) control.deadline = std::max(control.deadline, p->run_deadline);
+  control.deadline_message = "Request timeout expired";
+  control.cancel_message = "Server is shutting down: the request was cancelled at the exit timeout";
   try {
+    control.check();
     // Feeds: each present input, concatenated over the batch and reshaped for the model.
     std::map<std::string, RtValue> feeds;
     for (size_t i = 0; i < options_.inputs.size(); ++i) {
@@ -391,7 +424,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
     std::vector<std::string> names;
     for (size_t o : wanted) names.push_back(options_.outputs[o].name);
     const Clock::time_point t_input = Clock::now();
-    std::vector<RtValue> results = session.run(names, feeds);
+    std::vector<RtValue> results = session.run(names, feeds, &control);
     const Clock::time_point t_infer = Clock::now();
     std::vector<Tensor> outputs(options_.outputs.size());
     for (size_t k = 0; k < wanted.size(); ++k) {

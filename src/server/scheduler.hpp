@@ -8,6 +8,13 @@
 // Queue policy: a level's max_queue_size refuses new requests with Unavailable "Exceeds maximum
 // queue size"; a request whose timeout passes while queued fails with Unavailable "Request
 // timeout expired" (REJECT) or waits behind the others (DELAY).
+//
+// Run deadline: every request also has one, its own `timeout` capped by the server's
+// (--request-timeout-ms), counted from when the frontend got it. Past it the request fails with
+// "Request timeout expired", queued (whatever the action) or running: the Session stops between
+// plan steps and Loop / Scan iterations, so the instance is free again. A drain that reaches its
+// exit timeout sets `cancel`, which stops every run the same way.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -49,13 +56,16 @@ struct SchedulerOptions {
   };
   std::vector<QueuePolicy> policies;  // one per level (index 0 when priorities are off)
   std::vector<TensorSpec> inputs, outputs;
+  uint64_t request_timeout_us = 0;                  // the server's cap on a request (0: none)
+  std::shared_ptr<const std::atomic<bool>> cancel;  // set: running and queued requests stop
 
   static SchedulerOptions from_config(const ModelConfig& config, int64_t version);
 };
 
 class Scheduler {
  public:
-  // Starts one worker per session. `statistics` must outlive the scheduler.
+  // Starts one worker per session. `statistics` must outlive the scheduler. When the OS refuses
+  // a thread, joins those started and throws Unavailable naming the model.
   Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Session>> instances,
             ModelStatistics& statistics);
   // Finishes every queued request, then joins the workers.

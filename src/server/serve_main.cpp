@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -42,6 +43,9 @@ struct Flags {
   size_t request_memory = 0;
   bool metrics_require_token = false;
   std::vector<std::string> metrics_config;
+  size_t instance_budget = kiln::server::default_instance_budget();
+  size_t thread_budget = kiln::server::default_thread_budget();
+  uint64_t request_timeout_ms = 600000;
   std::vector<std::string> ignored;  // tritonserver flags with no meaning here (logging ...)
 };
 
@@ -111,6 +115,20 @@ void add_flags(CLI::App& app, Flags& f) {
                  "queued or running (0: a quarter of physical memory)");
   app.add_option("--metrics-require-token", f.metrics_require_token,
                  "true: /metrics needs the --http-bearer-token too");
+  app.add_option("--model-instance-budget", f.instance_budget,
+                 "most model instances loaded at once, over all models and versions (default "
+                 "from the machine)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--thread-budget", f.thread_budget,
+                 "most intra-op threads of all loaded instances together (instances x "
+                 "intra_op_thread_count; default from the machine)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--request-timeout-ms", f.request_timeout_ms,
+                 "longest a request may take, queued and running (0: no limit); a request's "
+                 "'timeout' parameter can shorten it")
+      ->capture_default_str();
   app.add_option("--metrics-config", f.metrics_config,
                  "<setting>=<value>: counter_latencies, summary_latencies, summary_quantiles "
                  "(repeatable)");
@@ -157,6 +175,11 @@ int main(int argc, char** argv) {
     options.repository.startup_models = f.load_models;
     options.repository.poll_seconds = f.poll_secs;
     options.repository.autocomplete = !f.strict_model_config && !f.disable_auto_complete;
+    options.repository.instance_budget = f.instance_budget;
+    options.repository.thread_budget = f.thread_budget;
+    // Saturating: a value near 2^64 ms means "no practical limit", not an overflow.
+    options.repository.request_timeout_us =
+        f.request_timeout_ms > UINT64_MAX / 1000 ? UINT64_MAX : f.request_timeout_ms * 1000;
     for (const std::string& spec : f.metrics_config) {
       kiln::server::apply_metrics_config(options.repository.metrics, spec);
     }
@@ -219,15 +242,24 @@ int main(int argc, char** argv) {
     const int sig = wait_for_signal(signals);
     std::printf("kiln-serve: signal %d, draining (up to %d s)\n", sig, f.exit_timeout_secs);
     std::fflush(stdout);
-    const size_t left = core.drain();
+    const kiln::server::DrainResult drained = core.drain();
     if (http) http->stop();
     if (grpc) grpc->stop();
     if (metrics) metrics->stop();
-    if (left > 0) {
+    if (drained.left > 0) {
       // The exit timeout is a promise: do not wait for the queues to run dry in destructors.
-      std::fprintf(stderr, "kiln-serve: exit timeout with %zu requests in flight\n", left);
+      std::fprintf(stderr,
+                   "kiln-serve: exit timeout with %zu requests in flight; %zu did not stop when "
+                   "cancelled\n",
+                   drained.at_exit_timeout, drained.left);
       std::fflush(stderr);
       std::_Exit(1);
+    }
+    if (drained.at_exit_timeout > 0) {
+      std::fprintf(stderr, "kiln-serve: exit timeout with %zu requests in flight; cancelled\n",
+                   drained.at_exit_timeout);
+      std::fflush(stderr);
+      return 1;
     }
     std::printf("kiln-serve: stopped\n");
     std::fflush(stdout);

@@ -102,12 +102,22 @@ std::vector<ModelStatisticsEntry> InferenceServer::statistics(std::string_view n
   return out;
 }
 
-size_t InferenceServer::drain() {
+DrainResult InferenceServer::drain() {
+  // How long cancelled requests get to answer: each stops at its next plan step or Loop
+  // iteration, so this only runs out for a single kernel that takes longer.
+  constexpr std::chrono::seconds kCancelGrace(3);
   draining_ = true;
   std::unique_lock lock(idle_mutex_);
   idle_cv_.wait_for(lock, std::chrono::seconds(std::max(0, options_.exit_timeout_secs)),
                     [&] { return inflight_.load() == 0; });
-  return inflight_.load();
+  DrainResult result;
+  result.at_exit_timeout = inflight_.load();
+  if (result.at_exit_timeout > 0) {
+    repository_->cancel_requests();
+    idle_cv_.wait_for(lock, kCancelGrace, [&] { return inflight_.load() == 0; });
+  }
+  result.left = inflight_.load();
+  return result;
 }
 
 }  // namespace kiln::server

@@ -41,6 +41,12 @@ struct ModelMetadata {
   std::vector<TensorMetadata> inputs, outputs;
 };
 
+// What a drain ended with.
+struct DrainResult {
+  size_t at_exit_timeout = 0;  // requests in flight when the exit timeout ended (0: clean)
+  size_t left = 0;             // of those, still in flight after cancelling them
+};
+
 // Statistics of one model version, for the statistics endpoints.
 struct ModelStatisticsEntry {
   std::string name;
@@ -84,9 +90,11 @@ class InferenceServer {
   const ServerOptions& options() const { return options_; }
 
   // Graceful drain (SIGTERM): readiness fails at once, new requests get Unavailable, and this
-  // waits until every accepted request has completed or `exit_timeout_secs` passed. Returns the
-  // number of requests still in flight (0 on a clean drain).
-  size_t drain();
+  // waits until every accepted request has completed or `exit_timeout_secs` passed. Requests
+  // still in flight then are cancelled (they fail with Unavailable at their next plan step or
+  // Loop iteration) and waited for a few seconds more, so their clients get an answer and the
+  // process can exit promptly.
+  DrainResult drain();
   bool draining() const { return draining_.load(); }
   size_t inflight() const { return inflight_.load(); }
 

@@ -1,5 +1,6 @@
 """The precision gate of kiln compile: checked engines are written, drifting ones refused."""
 import re
+import time
 
 import numpy as np
 from onnx import numpy_helper
@@ -115,3 +116,44 @@ def test_gate_generates_sequence_inputs(kiln, tmp_path):
     r = kiln("compile", model, "-o", tmp_path / "s.kiln")
     assert r.returncode == 0, r.stderr
     assert "precision gate: PASS" in r.stdout
+
+
+def constant_loop(path, trips):
+    """Y = X + trips through a Loop whose trip count is a constant: 2^62 never ends."""
+    import onnx
+    import onnx.helper as oh
+    from onnx import TensorProto as T
+    body = oh.make_graph(
+        [oh.make_node("Identity", ["cond"], ["cond_out"]),
+         oh.make_node("Add", ["v", "one"], ["v_out"])], "body",
+        [oh.make_tensor_value_info("iter", T.INT64, []),
+         oh.make_tensor_value_info("cond", T.BOOL, []),
+         oh.make_tensor_value_info("v", T.FLOAT, [1])],
+        [oh.make_tensor_value_info("cond_out", T.BOOL, []),
+         oh.make_tensor_value_info("v_out", T.FLOAT, [1])],
+        [numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    g = oh.make_graph(
+        [oh.make_node("Loop", ["M", "", "X"], ["Y"], body=body)], "constant_loop",
+        [oh.make_tensor_value_info("X", T.FLOAT, [1])],
+        [oh.make_tensor_value_info("Y", T.FLOAT, [1])],
+        [numpy_helper.from_array(np.array(trips, np.int64), "M")])
+    model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_gate_stops_at_its_time_budget(kiln, tmp_path):
+    model = tmp_path / "loop.onnx"
+    constant_loop(model, 2 ** 62)
+    engine = tmp_path / "loop.kiln"
+    t0 = time.time()
+    r = kiln("compile", model, "-o", engine, "--verify-timeout", "0.5")
+    assert time.time() - t0 < 30
+    assert r.returncode == 1, r.stderr
+    assert "precision gate: stopped at its time budget of 0.5 s" in r.stderr, r.stderr
+    assert "--verify-timeout" in r.stderr and "--no-verify" in r.stderr
+    assert not engine.exists() and not leftovers(tmp_path)
+    # A loop that ends well within the budget passes the gate as before.
+    constant_loop(model, 1000)
+    r = kiln("compile", model, "-o", engine, "--verify-timeout", "60")
+    assert r.returncode == 0 and "precision gate: PASS" in r.stdout, r.stderr
