@@ -267,8 +267,8 @@ void Scheduler::fail_expired_locked(Clock::time_point now,
                                     std::vector<std::unique_ptr<Pending>>& expired) {
   for (auto& q : queues_) {
     for (auto it = q.begin(); it != q.end();) {
-      if ((*it)->request->is_cancelled() ||
-          (!(*it)->delay_on_timeout && (*it)->deadline <= now) || (*it)->run_deadline <= now) {
+      if ((*it)->request->is_cancelled() || (!(*it)->delay_on_timeout && (*it)->deadline <= now) ||
+          (*it)->run_deadline <= now) {
         expired.push_back(std::move(*it));
         it = q.erase(it);
       } else {
