@@ -168,20 +168,21 @@ def test_response_larger_than_the_limit_is_refused(serve, repo, binary):
     assert_serving(server)
 
 
-def vm_size(pid):
+def status_bytes(pid, key):
+    """A size field of /proc/PID/status ("VmSize", "VmHWM", ...) in bytes."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmSize:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmSize")
+    raise AssertionError(f"no {key}")
+
+
+def vm_size(pid):
+    return status_bytes(pid, "VmSize")
 
 
 def peak_rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    return status_bytes(pid, "VmHWM")
 
 
 def test_out_of_memory_while_encoding_a_response_answers_503(serve, repo):
