@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/closest_name.hpp"
+#include "core/closest_name.hpp"
 #include "onnx/onnx_io.hpp"
 #include "runtime/model_loader.hpp"
 #include "runtime/session.hpp"
@@ -347,11 +347,11 @@ NB_MODULE(_kiln, m) {
       .def("profile", &PySession::profile)
       .def("save_model", &PySession::save_model, "path"_a);
 
-  // The CLI's "did you mean" (cli/closest_name.hpp), for SessionOptions' attribute names.
+  // The CLI's "did you mean" (core/closest_name.hpp), for SessionOptions' attribute names.
   m.def(
       "closest_name",
       [](const std::string& word, const std::vector<std::string>& candidates) -> nb::object {
-        std::optional<std::string> c = kiln::cli::closest_name(word, candidates);
+        std::optional<std::string> c = kiln::closest_name(word, candidates);
         return c ? nb::cast(*c) : nb::none();
       },
       "word"_a, "candidates"_a);
