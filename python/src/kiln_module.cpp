@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/closest_name.hpp"
+#include "feeds.hpp"
 #include "onnx/onnx_io.hpp"
 #include "runtime/model_loader.hpp"
 #include "runtime/session.hpp"
@@ -107,8 +108,7 @@ nb::dlpack::dtype dlpack_from_dtype(DataType t, const std::string& what) {
   }
 }
 
-// One prepared feed: ("t", array) | ("s", dims, [str | bytes]) | ("q", [prepared tensors]) | ("n",)
-RtValue value_from_feed(nb::handle feed, const std::string& what);
+}  // namespace
 
 Tensor tensor_from_feed(nb::handle feed, const std::string& what) {
   nb::tuple t = nb::cast<nb::tuple>(feed);
@@ -155,6 +155,8 @@ RtValue value_from_feed(nb::handle feed, const std::string& what) {
   }
   return tensor_from_feed(feed, what);
 }
+
+namespace {
 
 nb::object numpy_from_tensor(const Tensor& t, const std::string& what) {
   if (t.dtype() == DataType::String) {
@@ -346,6 +348,8 @@ NB_MODULE(_kiln, m) {
       .def("run", &PySession::run, "output_names"_a, "feeds"_a)
       .def("profile", &PySession::profile)
       .def("save_model", &PySession::save_model, "path"_a);
+
+  bind_compile(m);
 
   // The CLI's "did you mean" (core/closest_name.hpp), for SessionOptions' attribute names.
   m.def(
