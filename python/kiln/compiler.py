@@ -1,7 +1,8 @@
 """``kiln.compile``: an ONNX model in, a checked .kiln engine file out, as ``kiln compile`` does.
 
     import kiln
-    result = kiln.compile("model.onnx", "model.kiln", shapes={"image": "1..16x3x224x224"}, fp16=True)
+    result = kiln.compile("model.onnx", "model.kiln", shapes={"image": "1..16x3x224x224"},
+                          fp16=True)
     print(result.report)                      # the text `kiln compile` prints
     sess = kiln.InferenceSession(result.engine_path)
 

@@ -132,7 +132,8 @@ def test_result_describes_the_compile(demo, tmp_path):
 def test_reference_kernel_nodes_are_reported_with_their_flops(tmp_path, save_model):
     from onnx import TensorProto, helper
     # Det has no fast kernel: its node stays on the reference kernel.
-    path = save_model("det", [helper.make_node("Det", ["x"], ["d"]), helper.make_node("Relu", ["d"], ["y"])],
+    nodes = [helper.make_node("Det", ["x"], ["d"]), helper.make_node("Relu", ["d"], ["y"])]
+    path = save_model("det", nodes,
                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     r = kiln.compile(path, tmp_path / "det.kiln")
@@ -185,7 +186,8 @@ def test_log_callback_gets_report_trace_and_warning(demo, tmp_path, monkeypatch)
     assert not (tmp_path / "b.kiln").exists() and not (tmp_path / "b.kiln.unverified").exists()
     assert ("note", "test hook: corrupted weight 'conv_w'\n") in seen
     seen.clear()
-    r = kiln.compile(demo, tmp_path / "b.kiln", allow_drift=True, log=lambda k, t: seen.append((k, t)))
+    r = kiln.compile(demo, tmp_path / "b.kiln", allow_drift=True,
+                     log=lambda k, t: seen.append((k, t)))
     assert not r.gate.passed and "first drifting node" in r.gate.failure
     assert any(k == "warning" and "Writing the engine anyway" in t for k, t in seen)
     assert (tmp_path / "b.kiln").exists()
@@ -201,8 +203,8 @@ def test_log_callback_gets_report_trace_and_warning(demo, tmp_path, monkeypatch)
     ({"max_rel_l2": -1}, kiln.InvalidArgument, "max_rel_l2 must be a number >= 0"),
     ({"threads": -1}, kiln.InvalidArgument, "threads must be an int >= 0"),
     ({"fp16_io": True}, kiln.InvalidArgument, "fp16_io needs fp16=True"),
-    ({"allow_drift": True, "verify": False}, kiln.InvalidArgument, "allow_drift needs the precision gate"),
-    ({"optimize": False, "dump_after": "fold_constants"}, kiln.InvalidArgument, "needs the optimizer"),
+    ({"allow_drift": True, "verify": False}, kiln.InvalidArgument, "allow_drift needs the"),
+    ({"optimize": False, "dump_after": "fold_constants"}, kiln.InvalidArgument, "needs the optim"),
     ({"dump_after": "nope"}, kiln.InvalidArgument, "unknown pass 'nope'"),
     ({"target": "cpu:"}, kiln.InvalidArgument, "malformed feature"),
 ])
@@ -227,7 +229,8 @@ def test_bad_models_are_clear_errors(demo, tmp_path):
 
 
 def test_c_abi_errors_through_ctypes(libkiln, tmp_path):
-    status, message = c_compile(libkiln, str(tmp_path / "missing.onnx"), str(tmp_path / "e.kiln"), [])
+    missing, out = str(tmp_path / "missing.onnx"), str(tmp_path / "e.kiln")
+    status, message = c_compile(libkiln, missing, out, [])
     assert status == 2 and "missing.onnx" in message  # KILN_NOT_FOUND
     opts = ctypes.c_void_p()
     assert libkiln.kiln_compile_options_create(ctypes.byref(opts)) == 0
