@@ -61,6 +61,9 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
     o.dump_after = v;
   } else if (k == "calibration_dir") {
     o.inputs.calibration_dir = v;
+  } else if (k == "calibration_npz") {
+    KILN_CHECK_ARG(!v.empty(), "kiln_compile_options_set_config: 'calibration_npz' is empty");
+    o.inputs.calibration_npz.push_back(v);
   } else if (k == "rtol") {
     o.rtol = parse_number(key, v);
   } else if (k == "atol") {
@@ -87,9 +90,9 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
     o.fp16.keep_ops.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "optimize",   "allow_drift",     "fp16_io",     "trace_passes", "target",
-        "dump_after", "calibration_dir", "rtol",        "atol",         "seed",
-        "dim",        "input",           "fp16_keep_op"};
+        "optimize",        "allow_drift",     "fp16_io", "trace_passes", "target", "dump_after",
+        "calibration_dir", "calibration_npz", "rtol",    "atol",         "seed",   "dim",
+        "input",           "fp16_keep_op"};
     fail(ErrorCode::InvalidArgument,
          "kiln_compile_options_set_config: unknown key '{}'{} (keys: {})", k, did_you_mean(k, keys),
          quoted_list(keys));

@@ -47,8 +47,9 @@ struct CompileOptions {
   std::optional<double> max_rel_l2;
   std::optional<double> rtol, atol;    // an element rule |a-e| <= atol + rtol*|e| besides
   double verify_timeout_seconds = 60;  // 0: no limit
-  // The gate's inputs (precision_gate.hpp, GateInputs): calibration sets of named tensors (what
-  // the quantizer will calibrate on too), a directory of them, per-input files, dims, a seed.
+  // The gate's inputs (precision_gate.hpp, GateInputs): calibration sets of named tensors or .npz
+  // files (what the quantizer will calibrate on too), a directory of them, per-input files, dims,
+  // a seed.
   GateInputs inputs;
   int threads = 0;  // intra-op threads of the gate's runs; 0: one per core
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "compiler/feeds.hpp"
+#include "compiler/npz.hpp"
 #include "compiler/precision_report.hpp"
 #include "runtime/run_control.hpp"
 #include "runtime/session.hpp"
@@ -68,9 +69,12 @@ GateReport run_precision_gate(const std::string& engine_path, const engine::Targ
   GateReport r;
   r.ran = true;
   std::vector<runtime::Feeds> sets;
-  if (!in.calibration.empty()) {
+  if (!in.calibration.empty() || !in.calibration_npz.empty()) {
     for (const runtime::Feeds& given : in.calibration)
       sets.push_back(make_feeds(session->inputs(), {}, {}, in.seed, DimChoice::Min, given));
+    for (const std::string& path : in.calibration_npz)
+      sets.push_back(
+          make_feeds(session->inputs(), {}, {}, in.seed, DimChoice::Min, read_npz(path)));
     r.source = fmt::format("{} calibration input set{}", sets.size(), sets.size() == 1 ? "" : "s");
   } else if (!in.calibration_dir.empty()) {
     sets = read_input_sets(in.calibration_dir, session->inputs(), in.seed);

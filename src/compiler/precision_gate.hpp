@@ -18,11 +18,12 @@
 namespace kiln::compiler {
 
 // Where the gate's inputs come from, first match wins: `calibration` (one map of named values per
-// input set), else `calibration_dir` (NAME.pb files, or subdirectories of them), else one set
-// per end of the dim ranges, from `files` and seeded random data at `dims`. Inputs a set lacks
-// get random data.
+// input set) and `calibration_npz` (numpy .npz files, one set each), else `calibration_dir`
+// (NAME.pb files, or subdirectories of them), else one set per end of the dim ranges, from `files`
+// and seeded random data at `dims`. Inputs a set lacks get random data.
 struct GateInputs {
   std::vector<runtime::Feeds> calibration;
+  std::vector<std::string> calibration_npz;
   std::string calibration_dir;
   std::map<std::string, std::string> files;  // input name -> TensorProto .pb file
   std::map<std::string, int64_t> dims;       // symbolic dim -> value

@@ -46,8 +46,10 @@ def libkiln():
     for name in ("fp16", "prepack", "verify"):
         getattr(lib, f"kiln_compile_options_set_{name}").argtypes = [p, ctypes.c_int]
     lib.kiln_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p, p, ctypes.POINTER(p)]
+    lib.kiln_compile_options_set_config.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
     lib.kiln_compile_result_destroy.argtypes = [p]
     lib.kiln_compile_result_destroy.restype = None
+    lib.kiln_compile_result_report.argtypes = [p, ctypes.POINTER(ctypes.c_char_p)]
     lib.kiln_last_error_message.restype = ctypes.c_char_p
     return lib
 
@@ -237,3 +239,61 @@ def test_c_abi_errors_through_ctypes(libkiln, tmp_path):
     assert libkiln.kiln_compile_options_add_shape(opts, b"image:1xx3") == 1  # KILN_INVALID_ARGUMENT
     assert "is not a number or MIN..MAX" in libkiln.kiln_last_error_message().decode()
     libkiln.kiln_compile_options_destroy(opts)
+
+
+def c_compile_npz(lib, model, output, npz_paths):
+    """kiln_compile checking on .npz calibration files: (status, message or report)."""
+    opts, result = ctypes.c_void_p(), ctypes.c_void_p()
+    assert lib.kiln_compile_options_create(ctypes.byref(opts)) == 0
+    try:
+        for path in npz_paths:
+            assert lib.kiln_compile_options_set_config(opts, b"calibration_npz",
+                                                       str(path).encode()) == 0
+        status = lib.kiln_compile(model.encode(), output.encode(), opts, ctypes.byref(result))
+        if status != 0:
+            return status, lib.kiln_last_error_message().decode()
+        text = ctypes.c_char_p()
+        assert lib.kiln_compile_result_report(result, ctypes.byref(text)) == 0
+        report = text.value.decode()
+        lib.kiln_compile_result_destroy(result)
+        return status, report
+    finally:
+        lib.kiln_compile_options_destroy(opts)
+
+
+def gate_line(report):
+    return next(line for line in report.splitlines() if line.startswith("precision gate:"))
+
+
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
+def test_c_reads_npz_calibration_as_python_reads_the_arrays(save, demo, libkiln, tmp_path):
+    rng = np.random.default_rng(11)
+    sets = [{"image": rng.standard_normal((n, 3, 8, 8)).astype(np.float32)} for n in (3, 1)]
+    paths = [tmp_path / f"s{i}.npz" for i in range(2)]
+    for path, arrays in zip(paths, sets):
+        save(path, **arrays)
+    status, report = c_compile_npz(libkiln, demo, str(tmp_path / "c.kiln"), paths)
+    assert status == 0, report
+    # The same numbers as on the arrays themselves: the .npz reader read them right.
+    want = kiln.compile(demo, tmp_path / "p.kiln", calibration=sets).report
+    assert gate_line(report) == gate_line(want)
+    assert "PASS on 2 calibration input sets" in gate_line(report)
+
+
+def test_npz_errors_name_the_file_and_array(demo, libkiln, tmp_path):
+    out = str(tmp_path / "e.kiln")
+    (tmp_path / "junk.npz").write_bytes(b"this is not a zip file at all, not even close")
+    status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "junk.npz"])
+    assert status == 1 and "junk.npz: not a readable .npz file" in message
+    np.savez(tmp_path / "big.npz", image=np.zeros((1, 3, 8, 8), dtype=">f4"))
+    status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "big.npz"])
+    assert status == 3 and "array 'image'" in message and "'>f4'" in message  # KILN_UNSUPPORTED
+    np.savez(tmp_path / "obj.npz", image=np.array([{"a": 1}], dtype=object))
+    status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "obj.npz"])
+    assert status == 3 and "array 'image'" in message
+    np.savez(tmp_path / "typo.npz", imag=np.zeros((1, 3, 8, 8), np.float32))
+    status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "typo.npz"])
+    assert status == 2 and "no input named 'imag'" in message
+    status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "none.npz"])
+    assert status == 2 and "none.npz" in message
+    assert not os.path.exists(out)
