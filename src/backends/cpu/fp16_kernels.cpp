@@ -113,7 +113,7 @@ bool has_half_value(const ir::Node& node) {
 
 // The float32 kernel that will do the work for `twin`, or "" for its reference kernel.
 std::string inner_kernel(const ir::Node& twin) {
-  Support s = KernelTable::instance().select(kCpuBackendName, twin);
+  Support s = KernelTable::instance().select(CpuBackend::instance(), twin);
   return s.ok() && s.kernel != kName ? s.kernel : "";
 }
 
