@@ -1,16 +1,19 @@
 // The GPU backend on a real device: memory, copies of many sizes (direct from pinned memory and
 // staged from pageable), stream order, events, two streams joined by wait(), errors that leave
-// the backend usable. Skips, saying why, where no GPU can be opened; gpu_loader_test checks
-// those reasons.
+// the backend usable, the element-wise kernels against the host. Skips, saying why, where no GPU
+// can be opened; gpu_loader_test checks those reasons.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
 #include "backends/gpu/loader.hpp"
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "gpu_test_env.hpp"
 #include "ir/graph.hpp"
 
@@ -221,16 +224,141 @@ TEST_F(GpuBackendTest, RefusesStreamsOfOtherBackends) {
                "a stream of another backend");
 }
 
-TEST_F(GpuBackendTest, HasNoKernelsYetAndSaysSo) {
-  ir::Graph g;
-  ir::Value* x = g.add_input("x", {});
-  ir::Value* y = g.add_value("y");
-  ir::Node* relu = g.add_node("Relu", "", "relu0", {x}, {y});
-  Support s = gpu_->supports(*relu);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.reason.find("no kernel for Relu"), std::string::npos) << s.reason;
-  expect_error([&] { gpu_->create_kernel(*relu, "gpu.relu"); }, ErrorCode::Unsupported,
-               "no kernel 'gpu.relu' (node relu0 of type Relu)");
+// Device tensors for a kernel's outputs, owned by the test.
+class TestOutputs : public KernelOutputs {
+ public:
+  explicit TestOutputs(GpuBackend& gpu) : gpu_(gpu) {}
+  DeviceTensor allocate(size_t index, DataType dtype, std::vector<int64_t> dims) override {
+    DeviceTensor t{dtype, std::move(dims), nullptr, 0};
+    buffers_.push_back(gpu_.allocate(t.nbytes()));
+    t.data = buffers_.back().data();
+    if (index >= tensors_.size()) tensors_.resize(index + 1);
+    tensors_[index] = t;
+    return t;
+  }
+  const DeviceTensor& at(size_t i) const { return tensors_.at(i); }
+
+ private:
+  GpuBackend& gpu_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<DeviceTensor> tensors_;
+};
+
+struct NodeFixture {
+  ir::Graph graph;
+  ir::Node* node = nullptr;
+  NodeFixture(const std::string& op, std::vector<TypeInfo> input_types) {
+    std::vector<ir::Value*> inputs;
+    for (size_t i = 0; i < input_types.size(); ++i)
+      inputs.push_back(graph.add_input("x" + std::to_string(i), input_types[i]));
+    node = graph.add_node(op, "", op + "0", inputs, {graph.add_value("y")});
+  }
+};
+
+// Runs `op` on the GPU over `inputs` (host values of `dtype`, `n` elements each).
+template <typename T>
+std::vector<T> run_on_gpu(GpuBackend& gpu, const std::string& op, DataType dtype,
+                          const std::vector<std::vector<T>>& inputs) {
+  int64_t n = static_cast<int64_t>(inputs[0].size());
+  std::vector<TypeInfo> types(inputs.size(), TypeInfo::tensor(dtype, Shape::from_values({n})));
+  NodeFixture f(op, types);
+  Support s = gpu.supports(*f.node);
+  EXPECT_TRUE(s.ok()) << s.reason;
+  if (!s.ok()) return {};
+  std::unique_ptr<Kernel> kernel = gpu.create_kernel(*f.node, s.kernel);
+  EXPECT_EQ(kernel->name(), s.kernel);
+  Stream& stream = gpu.compute_stream();
+  std::vector<DeviceBuffer> buffers;
+  std::vector<DeviceTensor> tensors;
+  for (const auto& v : inputs) {
+    buffers.push_back(gpu.allocate(v.size() * sizeof(T)));
+    gpu.copy_to_device(buffers.back().data(), v.data(), v.size() * sizeof(T), stream);
+    tensors.push_back({dtype, {n}, buffers.back().data(), 0});
+  }
+  TestOutputs outputs(gpu);
+  kernel->run(tensors, outputs, stream);
+  std::vector<T> y(static_cast<size_t>(n));
+  gpu.copy_to_host(y.data(), outputs.at(0).data, y.size() * sizeof(T), stream);
+  stream.synchronize();
+  return y;
+}
+
+TEST_F(GpuBackendTest, ElementwiseKernelsMatchTheHostFp32) {
+  // Past one grid's worth of blocks (65535 x 256), so the grid-stride loop is exercised.
+  const size_t n = 65535 * 256 + 1001;
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(static_cast<int64_t>(i % 2001) - 1000) * 0.37f;
+    b[i] = static_cast<float>((i * 7) % 997 + 1) * 0.11f;
+  }
+  a[5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> relu = run_on_gpu<float>(*gpu_, "Relu", DataType::Float32, {a});
+  std::vector<float> add = run_on_gpu<float>(*gpu_, "Add", DataType::Float32, {a, b});
+  std::vector<float> sub = run_on_gpu<float>(*gpu_, "Sub", DataType::Float32, {a, b});
+  std::vector<float> mul = run_on_gpu<float>(*gpu_, "Mul", DataType::Float32, {a, b});
+  std::vector<float> div = run_on_gpu<float>(*gpu_, "Div", DataType::Float32, {a, b});
+  std::vector<float> neg = run_on_gpu<float>(*gpu_, "Neg", DataType::Float32, {a});
+  std::vector<float> abs = run_on_gpu<float>(*gpu_, "Abs", DataType::Float32, {a});
+  ASSERT_EQ(relu.size(), n);
+  EXPECT_TRUE(std::isnan(relu[5]));  // NaN stays NaN, as in the reference kernel
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 5) continue;
+    // One IEEE operation each: bit-exact with the host.
+    bad += relu[i] != (a[i] < 0 ? 0.f : a[i]);
+    bad += add[i] != a[i] + b[i];
+    bad += sub[i] != a[i] - b[i];
+    bad += mul[i] != a[i] * b[i];
+    bad += div[i] != a[i] / b[i];
+    bad += neg[i] != -a[i];
+    bad += abs[i] != std::fabs(a[i]);
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST_F(GpuBackendTest, ElementwiseKernelsMatchTheHostFp16) {
+  const size_t n = 100003;
+  std::vector<uint16_t> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = float_to_half_bits(static_cast<float>(static_cast<int64_t>(i % 301) - 150) * 0.25f);
+    b[i] = float_to_half_bits(static_cast<float>(i % 17 + 1) * 0.5f);
+  }
+  std::vector<uint16_t> add = run_on_gpu<uint16_t>(*gpu_, "Add", DataType::Float16, {a, b});
+  std::vector<uint16_t> relu = run_on_gpu<uint16_t>(*gpu_, "Relu", DataType::Float16, {a});
+  ASSERT_EQ(add.size(), n);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float fa = half_bits_to_float(a[i]), fb = half_bits_to_float(b[i]);
+    // Computed in fp32, rounded once to fp16.
+    bad += add[i] != float_to_half_bits(fa + fb);
+    bad += relu[i] != float_to_half_bits(fa < 0 ? 0.f : fa);
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST_F(GpuBackendTest, RefusesNodesItCannotRunAndSaysWhy) {
+  auto reason = [&](const std::string& op, std::vector<TypeInfo> types) {
+    NodeFixture f(op, std::move(types));
+    Support s = gpu_->supports(*f.node);
+    EXPECT_FALSE(s.ok()) << op;
+    return s.reason;
+  };
+  auto f32 = [](std::vector<int64_t> d) {
+    return TypeInfo::tensor(DataType::Float32, Shape::from_values(d));
+  };
+  EXPECT_NE(reason("Conv", {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}).find("no GPU kernel for Conv"),
+            std::string::npos);
+  EXPECT_NE(reason("Relu", {TypeInfo::tensor(DataType::Int32, Shape::from_values({4}))})
+                .find("takes float32 or float16"),
+            std::string::npos);
+  EXPECT_NE(reason("Add", {f32({4, 3}), f32({3})}).find("broadcasting"), std::string::npos);
+  std::string r =
+      reason("Add", {f32({4}), TypeInfo::tensor(DataType::Float16, Shape::from_values({4}))});
+  EXPECT_NE(r.find("the GPU backend (" + std::string(gpu_->name()) + ")"), std::string::npos) << r;
+
+  NodeFixture relu("Relu", {f32({4})});
+  expect_error([&] { gpu_->create_kernel(*relu.node, "gpu.conv"); }, ErrorCode::Unsupported,
+               "no kernel 'gpu.conv' (node Relu0 of type Relu)");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/gpu/runtime/device_query.hpp"
+#include "backends/gpu/runtime/elementwise_kernels.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
 #include "ir/graph.hpp"
 
@@ -103,14 +104,16 @@ DeviceBuffer GpuBackendImpl::allocate_pinned(size_t bytes) {
 }
 
 Support GpuBackendImpl::supports(const ir::Node& node) const {
-  // The runtime comes first; kernels follow. Saying so per node lets the executor fall back to
-  // the CPU with its usual planned copies and warning.
-  return Support::no(
-      fmt::format("the GPU backend ({}) has no kernel for {} yet", name_, node.op_type()));
+  // Only element-wise kernels exist so far; a node they refuse falls back to the CPU with the
+  // executor's planned copies and warning, and the reason names this backend.
+  Support s = elementwise_support(node);
+  if (!s.ok()) s.reason = fmt::format("the GPU backend ({}): {}", name_, s.reason);
+  return s;
 }
 
 std::unique_ptr<Kernel> GpuBackendImpl::create_kernel(const ir::Node& node,
                                                       std::string_view kernel_name) {
+  if (auto kernel = create_elementwise_kernel(node, kernel_name)) return kernel;
   fail(ErrorCode::Unsupported, "the GPU backend ({}) has no kernel '{}' (node {} of type {})",
        name_, kernel_name, node.name(), node.op_type());
 }
