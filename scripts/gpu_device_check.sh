@@ -79,9 +79,12 @@ print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
 for mib in (64, 1024):
     n = mib << 20
     host = torch.empty(n, dtype=torch.uint8).pin_memory()
+    pageable = torch.ones(n, dtype=torch.uint8)
     dev, dev2 = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
     for kind, fn in (("host->device pinned", lambda: dev.copy_(host, non_blocking=True)),
+                     ("host->device pageable", lambda: dev.copy_(pageable)),
                      ("device->host pinned", lambda: host.copy_(dev, non_blocking=True)),
+                     ("device->host pageable", lambda: pageable.copy_(dev)),
                      ("device->device", lambda: dev2.copy_(dev))):
         ms = timed(fn)
         print(f"  torch {mib:5d} MiB {kind:<22} {n / ms / 1e6:9.2f} GB/s  {ms:8.3f} ms")
