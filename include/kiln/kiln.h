@@ -1,4 +1,4 @@
-/* Kiln C ABI: a stable C interface over the Kiln runtime (libkiln.so).
+/* Kiln C ABI: a stable C interface over the Kiln runtime and compiler (libkiln.so).
  *
  * Conventions
  * - Every entry point that can fail returns a KilnStatus. On failure the calling thread's last
@@ -107,6 +107,8 @@ typedef struct KilnSessionOptions KilnSessionOptions;
 typedef struct KilnSession KilnSession;
 typedef struct KilnValue KilnValue;
 typedef struct KilnProfile KilnProfile;
+typedef struct KilnCompileOptions KilnCompileOptions;
+typedef struct KilnCompileResult KilnCompileResult;
 
 /* ---- Library ---- */
 
@@ -221,6 +223,84 @@ KILN_API KilnStatus kiln_value_string(const KilnValue* value, int64_t index, con
 KILN_API KilnStatus kiln_value_sequence_length(const KilnValue* value, size_t* length);
 KILN_API KilnStatus kiln_value_sequence_item(const KilnValue* value, size_t index,
                                              KilnValue** item);
+
+/* ---- Compiler ---- */
+
+/* What kiln_compile says while it works (the lines `kiln compile` prints). */
+typedef enum KilnMessageKind {
+  KILN_MESSAGE_REPORT = 0, /* a line of the compile report */
+  KILN_MESSAGE_TRACE = 1,  /* pass traces and graph dumps ("trace_passes", "dump_after") */
+  KILN_MESSAGE_NOTE = 2,   /* a remark for the operator, not part of the report */
+  KILN_MESSAGE_WARNING = 3 /* an engine written despite drift ("allow_drift") */
+} KilnMessageKind;
+
+/* `text` is one or more whole lines, each ending in a newline; valid during the call only. */
+typedef void (*KilnMessageCallback)(void* user_data, KilnMessageKind kind, const char* text);
+
+KILN_API KilnStatus kiln_compile_options_create(KilnCompileOptions** out);
+KILN_API void kiln_compile_options_destroy(KilnCompileOptions* options);
+/* An input's dims, fixed or as ranges: "NAME:1x3x224x224" or "NAME:1..64x3x224x224" (checked
+ * here). Each call adds one. */
+KILN_API KilnStatus kiln_compile_options_add_shape(KilnCompileOptions* options, const char* spec);
+/* Non-zero computes in float16 (docs/FP16.md); default 0. */
+KILN_API KilnStatus kiln_compile_options_set_fp16(KilnCompileOptions* options, int enable);
+/* Non-zero (the default) stores weights packed for this CPU's kernels; 0 leaves them plain. */
+KILN_API KilnStatus kiln_compile_options_set_prepack(KilnCompileOptions* options, int enable);
+/* Non-zero (the default) runs the precision gate; 0 writes the engine unchecked. */
+KILN_API KilnStatus kiln_compile_options_set_verify(KilnCompileOptions* options, int enable);
+/* The gate's largest relative L2 error per output, for every element type (default 1e-4, 1e-2
+ * with fp16, at least 1e-3 for float16 and 1e-2 for bfloat16 outputs). */
+KILN_API KilnStatus kiln_compile_options_set_max_rel_l2(KilnCompileOptions* options,
+                                                        double max_rel_l2);
+/* Seconds the gate may take (default 60; 0: no limit). */
+KILN_API KilnStatus kiln_compile_options_set_verify_timeout(KilnCompileOptions* options,
+                                                            double seconds);
+/* Intra-op threads of the gate's runs; 0 (the default) means one per core. */
+KILN_API KilnStatus kiln_compile_options_set_threads(KilnCompileOptions* options, int threads);
+/* Adds one calibration input set: `values[i]` for the input named `names[i]` (copied; inputs a
+ * set lacks get random data). The gate checks on these sets instead of generated inputs, and the
+ * quantizer calibrates on them. */
+KILN_API KilnStatus kiln_compile_options_add_calibration_set(KilnCompileOptions* options,
+                                                             const char* const* names,
+                                                             const KilnValue* const* values,
+                                                             size_t count);
+/* Where report lines, traces and warnings go; NULL (the default) sends them to Kiln's log
+ * (warnings on stderr, the rest only with KILN_LOG=info). Called on the compiling thread. */
+KILN_API KilnStatus kiln_compile_options_set_message_callback(KilnCompileOptions* options,
+                                                              KilnMessageCallback callback,
+                                                              void* user_data);
+/* A rare knob as a key/value string pair, named as `kiln compile`'s flags (docs/API.md):
+ * "optimize", "allow_drift", "fp16_io", "trace_passes" ("0"/"1"); "target", "dump_after",
+ * "calibration_dir"; "rtol", "atol", "seed" (numbers); "dim" ("NAME=N"), "input" ("NAME=FILE.pb"),
+ * "calibration_npz" (a numpy .npz file: one calibration input set) and "fp16_keep_op" (an op type)
+ * add one each time. An unknown key is KILN_INVALID_ARGUMENT. */
+KILN_API KilnStatus kiln_compile_options_set_config(KilnCompileOptions* options, const char* key,
+                                                    const char* value);
+
+/* Compiles the ONNX model at `model_path` into the engine file `output_path` (NULL: the model's
+ * path with the extension .kiln), as `kiln compile` does: the same options give the same engine.
+ * `options` may be NULL. An engine that fails the precision gate is not written (the status is
+ * KILN_INVALID_ARGUMENT, the message names the output and the first drifting node). `result`
+ * may be NULL; otherwise the caller destroys what is written there. */
+KILN_API KilnStatus kiln_compile(const char* model_path, const char* output_path,
+                                 const KilnCompileOptions* options, KilnCompileResult** result);
+KILN_API void kiln_compile_result_destroy(KilnCompileResult* result);
+/* The engine file written. */
+KILN_API KilnStatus kiln_compile_result_engine_path(const KilnCompileResult* result,
+                                                    const char** path);
+/* The whole compile report, the text `kiln compile` prints. */
+KILN_API KilnStatus kiln_compile_result_report(const KilnCompileResult* result, const char** text);
+/* Whether the gate ran and passed, and why not ("" when it passed or did not run). Any out may
+ * be NULL. */
+KILN_API KilnStatus kiln_compile_result_gate(const KilnCompileResult* result, int* ran, int* passed,
+                                             const char** failure);
+/* Nodes left on reference kernels (no fast kernel) and their share of the FLOPs, 0..1. Either out
+ * may be NULL. */
+KILN_API KilnStatus kiln_compile_result_fallbacks(const KilnCompileResult* result, size_t* nodes,
+                                                  double* flop_share);
+/* The engine file's size in bytes and the compile's wall time. Either out may be NULL. */
+KILN_API KilnStatus kiln_compile_result_stats(const KilnCompileResult* result,
+                                              uint64_t* engine_bytes, double* milliseconds);
 
 #ifdef __cplusplus
 } /* extern "C" */

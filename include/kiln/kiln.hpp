@@ -1,6 +1,8 @@
 // Kiln C++ API: a thin header-only layer over the C ABI (kiln.h) with RAII handles and exceptions.
 // Link with libkiln.so. Needs C++17.
 //
+//   kiln::compile("model.onnx", "model.kiln", kiln::CompileOptions().add_shape("x:1..8x3"));
+//
 //   kiln::Session session("model.onnx", kiln::SessionOptions().set_threads(4));
 //   std::vector<float> image(1 * 3 * 224 * 224);
 //   std::map<std::string, kiln::Value> feeds;
@@ -355,6 +357,109 @@ class Session {
 
   std::unique_ptr<KilnSession, detail::Deleter<KilnSession, kiln_session_destroy>> handle_;
 };
+
+// Options of kiln::compile (kiln_compile_options_*), chainable like SessionOptions.
+class CompileOptions {
+ public:
+  CompileOptions() {
+    KilnCompileOptions* p = nullptr;
+    check(kiln_compile_options_create(&p));
+    handle_.reset(p);
+  }
+  // "NAME:1x3x224x224" or "NAME:1..64x3x224x224"; one call per input.
+  CompileOptions& add_shape(const std::string& spec) {
+    check(kiln_compile_options_add_shape(handle_.get(), spec.c_str()));
+    return *this;
+  }
+  CompileOptions& set_fp16(bool enable) {
+    check(kiln_compile_options_set_fp16(handle_.get(), enable ? 1 : 0));
+    return *this;
+  }
+  CompileOptions& set_prepack(bool enable) {
+    check(kiln_compile_options_set_prepack(handle_.get(), enable ? 1 : 0));
+    return *this;
+  }
+  CompileOptions& set_verify(bool enable) {
+    check(kiln_compile_options_set_verify(handle_.get(), enable ? 1 : 0));
+    return *this;
+  }
+  CompileOptions& set_max_rel_l2(double limit) {
+    check(kiln_compile_options_set_max_rel_l2(handle_.get(), limit));
+    return *this;
+  }
+  CompileOptions& set_verify_timeout(double seconds) {
+    check(kiln_compile_options_set_verify_timeout(handle_.get(), seconds));
+    return *this;
+  }
+  CompileOptions& set_threads(int threads) {
+    check(kiln_compile_options_set_threads(handle_.get(), threads));
+    return *this;
+  }
+  // One calibration input set: name -> value (copied).
+  CompileOptions& add_calibration_set(const std::map<std::string, Value>& set) {
+    std::vector<const char*> names;
+    std::vector<const KilnValue*> values;
+    for (const auto& [name, value] : set) {
+      names.push_back(name.c_str());
+      values.push_back(value.get());
+    }
+    check(kiln_compile_options_add_calibration_set(handle_.get(), names.data(), values.data(),
+                                                   names.size()));
+    return *this;
+  }
+  CompileOptions& set_message_callback(KilnMessageCallback callback, void* user_data) {
+    check(kiln_compile_options_set_message_callback(handle_.get(), callback, user_data));
+    return *this;
+  }
+  CompileOptions& set_config(const std::string& key, const std::string& value) {
+    check(kiln_compile_options_set_config(handle_.get(), key.c_str(), value.c_str()));
+    return *this;
+  }
+  const KilnCompileOptions* get() const noexcept { return handle_.get(); }
+
+ private:
+  std::unique_ptr<KilnCompileOptions,
+                  detail::Deleter<KilnCompileOptions, kiln_compile_options_destroy>>
+      handle_;
+};
+
+// What kiln::compile wrote and found.
+struct CompileResult {
+  std::string engine_path;
+  std::string report;  // the text `kiln compile` prints
+  bool gate_ran = false, gate_passed = false;
+  std::string gate_failure;
+  size_t fallback_nodes = 0;       // nodes left on reference kernels
+  double fallback_flop_share = 0;  // their share of the FLOPs, 0..1
+  uint64_t engine_bytes = 0;
+  double milliseconds = 0;
+};
+
+// Compiles the ONNX model at `model_path` into `output_path` ("" for the model's path with .kiln),
+// as `kiln compile` does. Throws Exception (an engine the precision gate refuses is not written).
+inline CompileResult compile(const std::string& model_path, const std::string& output_path = "",
+                             const CompileOptions& options = CompileOptions()) {
+  KilnCompileResult* p = nullptr;
+  check(kiln_compile(model_path.c_str(), output_path.empty() ? nullptr : output_path.c_str(),
+                     options.get(), &p));
+  std::unique_ptr<KilnCompileResult,
+                  detail::Deleter<KilnCompileResult, kiln_compile_result_destroy>>
+      owned(p);
+  CompileResult r;
+  const char* text = nullptr;
+  check(kiln_compile_result_engine_path(p, &text));
+  r.engine_path = text;
+  check(kiln_compile_result_report(p, &text));
+  r.report = text;
+  int ran = 0, passed = 0;
+  check(kiln_compile_result_gate(p, &ran, &passed, &text));
+  r.gate_ran = ran != 0;
+  r.gate_passed = passed != 0;
+  r.gate_failure = text;
+  check(kiln_compile_result_fallbacks(p, &r.fallback_nodes, &r.fallback_flop_share));
+  check(kiln_compile_result_stats(p, &r.engine_bytes, &r.milliseconds));
+  return r;
+}
 
 }  // namespace capi_v1
 }  // namespace kiln

@@ -1,7 +1,9 @@
-"""Kiln: compile and run ONNX models. ``kiln.InferenceSession`` mirrors onnxruntime's.
+"""Kiln: compile and run ONNX models. ``kiln.InferenceSession`` mirrors onnxruntime's;
+``kiln.compile`` is ``kiln compile``.
 
     import kiln, numpy as np
-    sess = kiln.InferenceSession("model.onnx")          # or a compiled .kiln engine
+    kiln.compile("model.onnx", "model.kiln", shapes={"x": "1..8x3"})
+    sess = kiln.InferenceSession("model.kiln")          # or the ONNX model itself
     [y] = sess.run(None, {"x": np.zeros((1, 3), np.float32)})
 """
 import os as _os
@@ -23,6 +25,7 @@ from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln'
     Unsupported,
     __version__,
 )
+from .compiler import CompileResult, FallbackNode, GateReport, compile  # noqa: F401, E402
 from .session import (  # noqa: F401, E402
     ExecutionMode,
     GraphOptimizationLevel,
@@ -35,6 +38,10 @@ from .session import (  # noqa: F401, E402
 )
 
 __all__ = [
+    "compile",
+    "CompileResult",
+    "GateReport",
+    "FallbackNode",
     "InferenceSession",
     "SessionOptions",
     "RunOptions",

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/closest_name.hpp"
+#include "core/closest_name.hpp"
+#include "feeds.hpp"
 #include "onnx/onnx_io.hpp"
 #include "runtime/model_loader.hpp"
 #include "runtime/session.hpp"
@@ -107,8 +108,7 @@ nb::dlpack::dtype dlpack_from_dtype(DataType t, const std::string& what) {
   }
 }
 
-// One prepared feed: ("t", array) | ("s", dims, [str | bytes]) | ("q", [prepared tensors]) | ("n",)
-RtValue value_from_feed(nb::handle feed, const std::string& what);
+}  // namespace
 
 Tensor tensor_from_feed(nb::handle feed, const std::string& what) {
   nb::tuple t = nb::cast<nb::tuple>(feed);
@@ -155,6 +155,8 @@ RtValue value_from_feed(nb::handle feed, const std::string& what) {
   }
   return tensor_from_feed(feed, what);
 }
+
+namespace {
 
 nb::object numpy_from_tensor(const Tensor& t, const std::string& what) {
   if (t.dtype() == DataType::String) {
@@ -347,11 +349,13 @@ NB_MODULE(_kiln, m) {
       .def("profile", &PySession::profile)
       .def("save_model", &PySession::save_model, "path"_a);
 
-  // The CLI's "did you mean" (cli/closest_name.hpp), for SessionOptions' attribute names.
+  bind_compile(m);
+
+  // The CLI's "did you mean" (core/closest_name.hpp), for SessionOptions' attribute names.
   m.def(
       "closest_name",
       [](const std::string& word, const std::vector<std::string>& candidates) -> nb::object {
-        std::optional<std::string> c = kiln::cli::closest_name(word, candidates);
+        std::optional<std::string> c = kiln::closest_name(word, candidates);
         return c ? nb::cast(*c) : nb::none();
       },
       "word"_a, "candidates"_a);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "backends/kernel_table.hpp"
 #include "core/tensor.hpp"
 
 namespace kiln::backends {
@@ -49,6 +50,13 @@ int64_t blocked_numel(const std::vector<int64_t>& dims, int block) {
   std::vector<int64_t> padded = dims;
   padded[1] = (dims[1] + block - 1) / block * block;
   return shape_numel(padded);
+}
+
+std::vector<size_t> Backend::in_place_inputs(const ir::Node& node,
+                                             std::string_view kernel_name) const {
+  const KernelDef* def =
+      KernelTable::instance().find(name(), node.domain(), node.op_type(), kernel_name);
+  return def ? def->in_place_inputs : std::vector<size_t>{};
 }
 
 }  // namespace kiln::backends

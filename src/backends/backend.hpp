@@ -184,6 +184,12 @@ class Backend {
   // the kernel does not exist or cannot run this node.
   virtual std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
                                                 std::string_view kernel_name) = 0;
+  // Input slots whose memory kernel `kernel_name` may overwrite with output 0 (reading each
+  // element before writing the output element at the same index), best first; empty: it never
+  // writes over an input, and the memory planner never gives it an input's space. By default,
+  // what this backend's entry in the kernel table declares (KernelDef::in_place_inputs).
+  virtual std::vector<size_t> in_place_inputs(const ir::Node& node,
+                                              std::string_view kernel_name) const;
   // Called by the executor before each run and before kernels are created, from the thread that
   // runs: the number of intra-op threads to use (0: one per core).
   virtual void set_threads(int threads) { (void)threads; }

@@ -17,6 +17,11 @@ struct KernelDef {
   std::string op_type;
   std::string name;  // stored in engine files: renaming one invalidates their choices
   int priority = 0;  // higher is tried first when several kernels serve one op
+  // Input slots the kernel may overwrite with output 0, best first (onnxruntime's MayInplace):
+  // only a kernel that reads each input element before writing the output element at the same
+  // index declares any. The memory planner gives output 0 such an input's space when that
+  // input dies here and has the output's type and shape; no other kernel ever gets it.
+  std::vector<size_t> in_place_inputs = {};
   // Empty when the kernel can run `node` (decided from attributes and declared types), else
   // the reason it cannot.
   std::string (*check)(const ir::Node& node) = nullptr;

@@ -1,45 +1,21 @@
 #pragma once
-// `kiln compile --fp16`: the flags, the conversion step run after the optimizer, the tolerance
-// the precision gate holds a float16 engine to, and the precision line `kiln inspect` and
-// `kiln compile` print. docs/FP16.md explains the choices.
-#include <iosfwd>
-#include <string>
-#include <vector>
-
+// `kiln compile --fp16`: the flags of the compiler's fp16 step (compiler/fp16.hpp), and the
+// tolerance `kiln verify` holds a float16 engine to.
 #include <CLI/CLI.hpp>
 
 #include "cli/precision_options.hpp"
-#include "ir/model.hpp"
+#include "compiler/fp16.hpp"
 
 namespace kiln::cli {
 
-// Default relative L2 limit of the precision gate for a --fp16 engine: float16 keeps 11
-// significant bits (unit roundoff 4.9e-4), and rounding the weights and every stored
-// activation adds up over tens of layers; measured 0.5e-3 to 1.3e-3 on the CI-size real models
-// (bench/results/2026-11-30-fp16.md), so 1e-2 leaves room without hiding a broken kernel or a
-// corrupted weight (those drift by 1e-1 and more).
-inline constexpr double kFp16DefaultMaxRelL2 = 1e-2;
-// Engine metadata key stamped by --fp16 ("float16"); `kiln verify` reads it to pick the limit.
-inline constexpr const char* kPrecisionMetadataKey = "kiln.precision";
-
-struct Fp16Options {
-  bool enabled = false;               // --fp16
-  bool io_fp16 = false;               // --fp16-io: float inputs/outputs become float16 too
-  std::vector<std::string> keep_ops;  // --fp16-keep-op OP: left float32
-};
+using compiler::describe_precision;
+using compiler::Fp16Options;
+using compiler::kFp16DefaultMaxRelL2;
+using compiler::kPrecisionMetadataKey;
 
 void add_fp16_options(CLI::App* cmd, Fp16Options& options);
 
-// Runs ConvertToFloat16 and the cleanup after it (constant folding of the Casts it inserts,
-// CSE, dead-code removal), validating the graph; prints a one-line summary to `out`; stamps the
-// model's metadata.
-void convert_model_to_fp16(ir::Model& model, const Fp16Options& options, std::ostream& out);
-
-// The gate's tolerance for a float16 engine: kFp16DefaultMaxRelL2 unless --max-rel-l2 was given.
+// The tolerance for a float16 engine: kFp16DefaultMaxRelL2 unless --max-rel-l2 was given.
 void use_fp16_tolerance(ToleranceOptions& tolerance);
-
-// "precision: float16 (45 of 47 float nodes compute in float16; weights: 12.1 MiB float16,
-// 0.0 MiB float32)" — from the graph's types, so it works for any model.
-std::string describe_precision(const ir::Graph& graph);
 
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 #pragma once
-// The inputs of a run: files the user gave (--input NAME=FILE.pb), values of symbolic dims
-// (--dim NAME=V), seeded random data for the rest; and input sets read from a directory.
+// The input flags of a run: files the user gave (--input NAME=FILE.pb), values of symbolic dims
+// (--dim NAME=V) and the seed of the random data for the rest (compiler/feeds.hpp makes the
+// feeds from them).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -8,8 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/precision.hpp"
-#include "runtime/session.hpp"
+#include "compiler/feeds.hpp"
 
 namespace kiln::cli {
 
@@ -26,41 +26,14 @@ struct InputOptions {
 // Registers --input, --dim and --seed on `cmd`.
 void add_input_options(CLI::App* cmd, InputOptions& options);
 
-// The value a symbolic dim takes when --dim does not give it: the low end of its declared range
-// (at least 1), or the high end when bounded.
-enum class DimChoice { Min, Max };
-
-// Random data for a declared input: floats uniform in [-1, 1), integers 0 or 1, bools, strings
-// of digits (low-precision types alike); an optional input is given, a sequence gets two tensors.
-// Unknown dims are 1.
-RtValue random_input(const IoInfo& input, const std::map<std::string, int64_t>& dims,
-                     DimChoice choice, uint64_t seed);
-
-// The names of the symbolic dims of `inputs`, in the order they first appear.
-std::vector<std::string> symbolic_dim_names(const std::vector<IoInfo>& inputs);
-
-// UsageError when --dim names a dim that is not in `known` (a typo would otherwise run at the
-// default size and look like success): the message lists the known names and the closest one.
-void check_dim_names(const std::map<std::string, int64_t>& dims,
-                     const std::vector<std::string>& known);
-
-// Feeds for every declared input: the file given for it, else random data (each input seeded
-// from `seed` and its position, so one input's data does not depend on the others). A file for
-// an input the model lacks is NotFound; a dim no input has is a UsageError (check_dim_names).
-runtime::Feeds make_feeds(const std::vector<IoInfo>& inputs,
-                          const std::map<std::string, std::string>& files,
-                          const std::map<std::string, int64_t>& dims, uint64_t seed,
-                          DimChoice choice = DimChoice::Min);
-
-// True when some input has a symbolic dim with a bounded range wider than one value, so the
-// low and high ends make different input sets.
-bool has_bounded_range(const std::vector<IoInfo>& inputs);
-
-// Input sets from a directory of NAME.pb files (TensorProto; the file is matched to an input by
-// its name, else by the name inside the proto), or of subdirectories holding such files, one set
-// each. Inputs a set lacks are filled with random data.
-std::vector<runtime::Feeds> read_input_sets(const std::string& dir,
-                                            const std::vector<IoInfo>& inputs, uint64_t seed);
+// What the precision gate uses to make inputs, for the commands that run models.
+using compiler::check_dim_names;
+using compiler::DimChoice;
+using compiler::has_bounded_range;
+using compiler::make_feeds;
+using compiler::random_input;
+using compiler::read_input_sets;
+using compiler::symbolic_dim_names;
 
 // "name: float[1,3,8,8]" lines for the feeds.
 std::string describe_feeds(const runtime::Feeds& feeds);

@@ -7,14 +7,18 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
-#include "cli/flops.hpp"
 #include "cli/fp16.hpp"
 #include "cli/graph_dot.hpp"
 #include "cli/inputs.hpp"
 #include "cli/load_model.hpp"
+#include "compiler/flops.hpp"
 
 namespace kiln::cli {
 namespace {
+
+using compiler::count_flops;
+using compiler::FlopCount;
+using compiler::si_number;
 
 struct InspectOptions {
   std::string model;

@@ -1,6 +1,7 @@
 #pragma once
 #include <string>
 
+#include "compiler/plan_report.hpp"
 #include "engine/engine_file.hpp"
 #include "runtime/model_loader.hpp"
 
@@ -10,6 +11,6 @@ using runtime::load_model;
 using runtime::LoadedModel;
 
 // The engine stamp, one "key: value" line each, for `kiln inspect` and `kiln compile`.
-std::string describe_engine(const engine::EngineInfo& info);
+using compiler::describe_engine;
 
 }  // namespace kiln::cli

@@ -6,6 +6,7 @@
 #include "cli/command.hpp"
 #include "cli/serve_command.hpp"
 #include "cli/usage_check.hpp"
+#include "compiler/option_error.hpp"
 #include "core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
     }
   } catch (const UsageError& e) {
     std::cerr << "kiln: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const kiln::compiler::OptionError& e) {  // a flag's value the model cannot take
+    std::cerr << "kiln: " << e.message() << "\n";
     return kExitUsage;
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: error: " << e.what() << "\n";

@@ -1,11 +1,12 @@
 #pragma once
-// What `kiln verify` and the precision gate of `kiln compile` share: the tolerance flags and the
-// way a comparison is printed.
+// What `kiln verify` and `kiln compile` share: the tolerance flags (the way a comparison is
+// printed is the compiler's, compiler/precision_report.hpp).
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "compiler/precision_report.hpp"
 #include "runtime/precision.hpp"
 
 namespace kiln::cli {
@@ -23,14 +24,8 @@ struct ToleranceOptions {
 // --max-rel-l2, --rtol, --atol.
 void add_tolerance_options(CLI::App* cmd, ToleranceOptions& options);
 
-// "max abs 1.2e-07  max rel 3.4e-06  rel L2 5.6e-08" or the mismatch.
-std::string format_stats(const runtime::ErrorStats& stats);
-// One line per output, in `order` (names missing from `checks` are skipped), PASS or FAIL.
-// A float16 or bfloat16 output held to a looser limit than tol's says so.
-std::string format_checks(const std::vector<runtime::OutputCheck>& checks,
-                          const std::vector<std::string>& order,
-                          const runtime::DriftTolerance& tol);
-// "Conv 'conv1' (output 'conv': rel L2 3.1e-02, max abs 0.25)"
-std::string format_drift(const runtime::NodeDrift& drift);
+using compiler::format_checks;
+using compiler::format_drift;
+using compiler::format_stats;
 
 }  // namespace kiln::cli

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/closest_name.hpp"
 #include "cli/command.hpp"
+#include "core/closest_name.hpp"
 
 namespace kiln::cli {
 namespace {

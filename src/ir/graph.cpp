@@ -134,6 +134,10 @@ void Graph::rename_value(Value* value, const std::string& name) {
   by_name_[name] = value;
 }
 
+bool Graph::is_input(const Value* v) const {
+  return std::find(inputs_.begin(), inputs_.end(), v) != inputs_.end();
+}
+
 bool Graph::is_output(const Value* v) const {
   return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
 }

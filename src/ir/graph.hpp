@@ -106,6 +106,7 @@ class Graph {
   // holding it. Graph outputs are not included.
   std::map<const Value*, std::vector<Node*>> compute_uses() const;
   bool is_output(const Value* v) const;
+  bool is_input(const Value* v) const;
 
   // Finds a value by name here, then in enclosing graphs; nullptr when absent.
   Value* find_value(const std::string& name) const;

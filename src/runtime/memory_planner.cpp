@@ -21,6 +21,12 @@ std::optional<size_t> max_value_bytes(const ir::Value& v) {
   return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+std::string memory_type_key(const ir::Value& v) {
+  const TypeInfo& t = v.type();
+  if (!t.is_tensor() || !t.shape) return {};
+  return std::string(dtype_name(t.dtype)) + t.shape->to_string();
+}
+
 bool is_view_op(const ir::Node& node) {
   if (!node.domain().empty()) return false;
   static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
@@ -28,147 +34,171 @@ bool is_view_op(const ir::Node& node) {
   return kViews.count(node.op_type()) && node.outputs().size() == 1;
 }
 
-std::vector<size_t> in_place_inputs(const ir::Node& node) {
-  if (!node.domain().empty() || node.outputs().size() != 1) return {};
-  static const std::set<std::string> kUnary = {
-      "Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh",
-      "Elu",  "Gelu",      "Exp",  "Sqrt",        "Abs",       "Neg",     "Mish"};
-  static const std::set<std::string> kCommutative = {"Add", "Mul"};
-  static const std::set<std::string> kOrdered = {"Sub", "Div"};
-  const std::string& op = node.op_type();
-  if (kUnary.count(op)) return {0};
-  if (kCommutative.count(op)) return {0, 1};
-  if (kOrdered.count(op)) return {0};
-  return {};
-}
-
-namespace {
-
-// In place needs the same bytes for both: same type and shape (and, through the executor's
-// uniform layout rule, the same layout).
-bool same_type(const ir::Value& a, const ir::Value& b) {
-  const TypeInfo& x = a.type();
-  const TypeInfo& y = b.type();
-  return x.is_tensor() && y.is_tensor() && x.dtype == y.dtype && x.shape && y.shape &&
-         x.shape->to_string() == y.shape->to_string();
-}
-
-}  // namespace
-
-MemoryPlan plan_memory(const ir::Graph& graph, const PlanOptions& options) {
-  MemoryPlan plan;
-  const std::vector<ir::Node*> nodes = graph.nodes();
-  const auto uses = graph.compute_uses();
-  std::map<const ir::Node*, size_t> step;
-  for (size_t i = 0; i < nodes.size(); ++i) step[nodes[i]] = i;
-
-  auto last_use = [&](const ir::Value* v, size_t produced) {
-    size_t last = produced;
-    auto it = uses.find(v);
-    if (it != uses.end()) {
-      for (const ir::Node* reader : it->second) last = std::max(last, step.at(reader));
+StepMemoryPlan plan_step_memory(const std::vector<MemoryStep>& steps,
+                                const std::vector<MemoryValue>& values) {
+  StepMemoryPlan plan;
+  plan.placed.resize(values.size());
+  std::vector<size_t> last_read(values.size(), 0);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int v : steps[i].reads) {
+      if (v >= 0) last_read[v] = std::max(last_read[v], i);
     }
-    if (graph.is_output(v)) last = nodes.size();
-    return last;
-  };
+  }
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (values[v].live_to_end) last_read[v] = steps.size();
+  }
 
-  // Slots: values sharing one are planned as one buffer spanning all their lifetimes.
-  struct Slot {
+  // Spaces: values sharing one are planned as one buffer spanning all their lifetimes.
+  struct Space {
     size_t bytes = 0, first = 0, last = 0;
     size_t offset = 0;
   };
-  std::vector<Slot> slots;
-  std::map<const ir::Value*, size_t> slot_of;  // planned value -> slot
-  std::vector<size_t> buffer_slot;
+  std::vector<Space> spaces;
+  std::vector<int> space_of(values.size(), -1);
+  std::vector<int> order_placed;  // values in the order they got space
 
-  auto add_buffer = [&](const ir::Value* v, size_t bytes, size_t first, size_t last,
-                        const ir::Value* shares) {
-    size_t s;
-    if (shares) {
-      s = slot_of.at(shares);
-      slots[s].bytes = std::max(slots[s].bytes, bytes);
-      slots[s].last = std::max(slots[s].last, last);
-      ++plan.shared;
-    } else {
-      s = slots.size();
-      slots.push_back({bytes, first, last, 0});
-    }
-    slot_of[v] = s;
-    plan.buffers.push_back({v, 0, bytes, first, last, shares});
-    buffer_slot.push_back(s);
-    plan.naive_bytes += bytes;
-  };
-
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const ir::Node& n = *nodes[i];
-    const bool arena = !options.writes_arena || options.writes_arena(n);
-    for (size_t k = 0; k < n.outputs().size(); ++k) {
-      const ir::Value* v = n.output(k);
-      if (!v) continue;
-      if (!options.plan_graph_outputs && graph.is_output(v)) continue;
-      std::optional<size_t> bytes =
-          options.value_bytes ? options.value_bytes(*v) : max_value_bytes(*v);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const MemoryStep& s = steps[i];
+    for (size_t k = 0; k < s.outputs.size(); ++k) {
+      const int v = s.outputs[k];
+      if (v < 0 || !values[v].planned) continue;
+      const std::optional<size_t>& bytes = values[v].bytes;
       if (!bytes) {
         plan.unplanned.push_back(v);
         continue;
       }
-      if (!arena) continue;
-      const size_t last = last_use(v, i);
-      const ir::Value* shares = nullptr;
-      if (options.in_place && is_view_op(n)) {
-        // A view of memory that lives elsewhere (a feed, a weight, a heap value) needs no slot.
-        if (!n.input(0) || !slot_of.count(n.input(0))) continue;
-        shares = n.input(0);
-      } else if (options.in_place) {
-        for (size_t in : in_place_inputs(n)) {
-          const ir::Value* x = n.input(in);
-          if (!x || !slot_of.count(x) || !same_type(*x, *v)) continue;
-          // The slot must be dead after this node, and no other input may read it here.
-          const size_t s = slot_of.at(x);
-          bool other_reader = false;
-          for (const ir::Value* other : n.inputs()) {
-            other_reader |= other && other != x && slot_of.count(other) && slot_of.at(other) == s;
+      if (!s.writes_arena) continue;
+      const size_t last = std::max(last_read[v], i);
+      int shares = -1;
+      if (k == 0 && s.view) {
+        // A view of memory that lives elsewhere (a feed, a weight, a heap value) needs no space.
+        const int x = s.inputs.empty() ? -1 : s.inputs[0];
+        if (x < 0 || space_of[x] < 0) continue;
+        shares = x;
+      } else if (k == 0) {
+        for (size_t in : s.in_place) {
+          const int x = in < s.inputs.size() ? s.inputs[in] : -1;
+          if (x < 0 || space_of[x] < 0 || values[x].type_key.empty() ||
+              values[x].type_key != values[v].type_key) {
+            continue;
           }
-          if (slots[s].last <= i && !other_reader) {
+          // The space must be dead after this step, and no other input may read it here.
+          const int sp = space_of[x];
+          bool other_reader = false;
+          for (int other : s.inputs) {
+            other_reader |= other >= 0 && other != x && space_of[other] == sp;
+          }
+          if (spaces[sp].last <= i && !other_reader) {
             shares = x;
             break;
           }
         }
       }
-      add_buffer(v, *bytes, i, last, shares);
+      int sp;
+      if (shares >= 0) {
+        sp = space_of[shares];
+        spaces[sp].bytes = std::max(spaces[sp].bytes, *bytes);
+        spaces[sp].last = std::max(spaces[sp].last, last);
+        ++plan.shared;
+      } else {
+        sp = static_cast<int>(spaces.size());
+        spaces.push_back({*bytes, i, last, 0});
+      }
+      space_of[v] = sp;
+      plan.placed[v] = PlacedValue{0, *bytes, i, last, shares};
+      order_placed.push_back(v);
+      plan.naive_bytes += *bytes;
     }
   }
 
-  // Greedy by size (largest first): each slot takes the lowest offset that does not overlap any
-  // already placed slot whose lifetime intersects its own.
-  std::vector<size_t> order(slots.size());
+  // Greedy by size (largest first): each space takes the lowest offset that does not overlap any
+  // already placed space whose lifetime intersects its own.
+  std::vector<size_t> order(spaces.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return slots[a].bytes > slots[b].bytes; });
+                   [&](size_t a, size_t b) { return spaces[a].bytes > spaces[b].bytes; });
   std::vector<size_t> placed;
   for (size_t idx : order) {
-    Slot& slot = slots[idx];
-    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of live-overlapping slots
+    Space& space = spaces[idx];
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of live-overlapping spaces
     for (size_t p : placed) {
-      const Slot& o = slots[p];
-      if (o.first <= slot.last && slot.first <= o.last)
+      const Space& o = spaces[p];
+      if (o.first <= space.last && space.first <= o.last)
         busy.emplace_back(o.offset, o.offset + o.bytes);
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (const auto& [start, end] : busy) {
-      if (offset + slot.bytes <= start) break;
+      if (offset + space.bytes <= start) break;
       offset = std::max(offset, end);
     }
-    slot.offset = offset;
-    plan.arena_bytes = std::max(plan.arena_bytes, offset + slot.bytes);
+    space.offset = offset;
+    plan.arena_bytes = std::max(plan.arena_bytes, offset + space.bytes);
     placed.push_back(idx);
   }
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    const Slot& s = slots[buffer_slot[b]];
-    plan.buffers[b].offset = s.offset;
-    plan.buffers[b].first_step = s.first;
-    plan.buffers[b].last_step = s.last;
+  for (int v : order_placed) {
+    const Space& s = spaces[space_of[v]];
+    PlacedValue& p = *plan.placed[v];
+    p.offset = s.offset;
+    p.first_step = s.first;
+    p.last_step = s.last;
+  }
+  return plan;
+}
+
+MemoryPlan plan_memory(const ir::Graph& graph, const PlanOptions& options) {
+  const std::vector<ir::Node*> nodes = graph.nodes();
+  std::map<const ir::Value*, int> index;
+  std::vector<const ir::Value*> by_index;
+  auto id = [&](const ir::Value* v) {
+    if (!v) return -1;
+    auto [it, added] = index.emplace(v, static_cast<int>(by_index.size()));
+    if (added) by_index.push_back(v);
+    return it->second;
+  };
+  std::vector<MemoryStep> steps(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = *nodes[i];
+    MemoryStep& s = steps[i];
+    for (const ir::Value* v : n.inputs()) s.inputs.push_back(id(v));
+    for (const ir::Value* v : n.outputs()) s.outputs.push_back(id(v));
+    s.view = options.in_place && is_view_op(n);
+    if (options.in_place && options.in_place_inputs && !s.view)
+      s.in_place = options.in_place_inputs(n);
+  }
+  const auto uses = graph.compute_uses();
+  std::map<const ir::Node*, size_t> step_of;
+  for (size_t i = 0; i < nodes.size(); ++i) step_of[nodes[i]] = i;
+  for (const auto& [v, readers] : uses) {
+    auto vi_it = index.find(v);
+    if (vi_it == index.end()) continue;  // an outer scope's value no node here reads directly
+    const int vi = vi_it->second;
+    for (const ir::Node* r : readers) {
+      auto it = step_of.find(r);
+      if (it != step_of.end()) steps[it->second].reads.push_back(vi);
+    }
+  }
+  std::vector<MemoryValue> values(by_index.size());
+  for (size_t v = 0; v < by_index.size(); ++v) {
+    const ir::Value& value = *by_index[v];
+    values[v].bytes = max_value_bytes(value);
+    values[v].live_to_end = graph.is_output(&value);
+    values[v].planned = options.plan_graph_outputs || !values[v].live_to_end;
+    values[v].type_key = memory_type_key(value);
+  }
+  StepMemoryPlan sp = plan_step_memory(steps, values);
+  MemoryPlan plan;
+  plan.arena_bytes = sp.arena_bytes;
+  plan.naive_bytes = sp.naive_bytes;
+  plan.shared = sp.shared;
+  for (int v : sp.unplanned) plan.unplanned.push_back(by_index[v]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int v : steps[i].outputs) {
+      if (v < 0 || !sp.placed[v]) continue;
+      const PlacedValue& p = *sp.placed[v];
+      plan.buffers.push_back({by_index[v], p.offset, p.bytes, p.first_step, p.last_step,
+                              p.shares >= 0 ? by_index[p.shares] : nullptr});
+    }
   }
   return plan;
 }

@@ -204,3 +204,40 @@ TEST(CppWrapper, ConcurrentRunsOfOneSessionAgree) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST(CppWrapper, CompilesTheEngineTheCliWrites) {
+  std::string out = model("relu_cpp.kiln");
+  kiln::CompileResult r =
+      kiln::compile(model("relu.onnx"), out, kiln::CompileOptions().add_shape("x:1..4x3"));
+  EXPECT_EQ(r.engine_path, out);
+  EXPECT_TRUE(r.gate_ran && r.gate_passed) << r.gate_failure;
+  EXPECT_EQ(r.fallback_nodes, 0u);
+  EXPECT_NE(r.report.find("precision gate: PASS"), std::string::npos) << r.report;
+  std::string engine = file_bytes(out);
+  EXPECT_EQ(engine.size(), r.engine_bytes);
+  EXPECT_EQ(engine, file_bytes(model("relu.kiln")));  // `kiln compile` wrote it at build time
+  kiln::Session s(out);
+  EXPECT_EQ(s.input_count(), 1u);
+}
+
+TEST(CppWrapper, CompileErrorsAreExceptions) {
+  expect_status([] { kiln::compile(model("missing.onnx"), model("x.kiln")); }, KILN_NOT_FOUND,
+                "missing.onnx");
+  expect_status([] { kiln::CompileOptions().add_shape("x:1..4y3"); }, KILN_INVALID_ARGUMENT,
+                "bad dim range '1..4y3'");
+  expect_status(
+      [] {
+        kiln::compile(model("relu.onnx"), model("x.kiln"),
+                      kiln::CompileOptions().add_shape("y:1x3"));
+      },
+      KILN_NOT_FOUND, "no input named 'y'");
+}

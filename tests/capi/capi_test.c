@@ -8,36 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "kiln/kiln.h"
 
-static int g_failed = 0;
-static int g_passed = 0;
 static char g_models[1024];
-
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (cond) {                                                                                \
-      ++g_passed;                                                                              \
-    } else {                                                                                   \
-      ++g_failed;                                                                              \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              kiln_last_error_message());                                                      \
-    }                                                                                          \
-  } while (0)
-
-/* The call returned `status` and the thread's message mentions `needle`. */
-#define CHECK_STATUS(call, status, needle)                                                         \
-  do {                                                                                             \
-    KilnStatus got_ = (call);                                                                      \
-    const char* msg_ = kiln_last_error_message();                                                  \
-    if (got_ == (status) && strstr(msg_, (needle)) != NULL) {                                      \
-      ++g_passed;                                                                                  \
-    } else {                                                                                       \
-      ++g_failed;                                                                                  \
-      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"), expected %s mentioning \"%s\"\n", __FILE__, \
-              __LINE__, #call, kiln_status_name(got_), msg_, kiln_status_name(status), (needle));  \
-    }                                                                                              \
-  } while (0)
 
 static const char* model_path(const char* name) {
   static char path[1200];

@@ -12,6 +12,7 @@
 #include "passes/passes.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/interpreter.hpp"
+#include "runtime/memory_planner.hpp"
 
 namespace kiln {
 namespace {

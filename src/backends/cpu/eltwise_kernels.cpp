@@ -371,11 +371,14 @@ std::unique_ptr<Kernel> create_sum(const ir::Node& node) {
 
 }  // namespace
 
-#define KILN_CPU_UNARY(OP)                     \
-  KILN_REGISTER_KERNEL({.backend = "cpu",      \
-                        .op_type = OP,         \
-                        .name = "cpu.eltwise", \
-                        .check = check_unary,  \
+// Element by element, each input element read before the output element at its index is
+// written: output 0 may take input 0's memory.
+#define KILN_CPU_UNARY(OP)                      \
+  KILN_REGISTER_KERNEL({.backend = "cpu",       \
+                        .op_type = OP,          \
+                        .name = "cpu.eltwise",  \
+                        .in_place_inputs = {0}, \
+                        .check = check_unary,   \
                         .create = create_unary})
 KILN_CPU_UNARY("Relu");
 KILN_CPU_UNARY("LeakyRelu");
@@ -398,15 +401,20 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                       .check = check_sum,
                       .create = create_sum});
 
-#define KILN_CPU_BINARY(OP)                    \
-  KILN_REGISTER_KERNEL({.backend = "cpu",      \
-                        .op_type = OP,         \
-                        .name = "cpu.binary",  \
-                        .check = check_binary, \
+// Output 0 may take the memory of an operand of its own shape: the loops read element by element
+// in output order, and oneDNN's binary primitive computes in place over its first source. Add
+// and Mul pass a full-shape second operand as that first source (they commute); Sub and Div
+// never do, so they declare input 0 only.
+#define KILN_CPU_BINARY(OP, ...)                        \
+  KILN_REGISTER_KERNEL({.backend = "cpu",               \
+                        .op_type = OP,                  \
+                        .name = "cpu.binary",           \
+                        .in_place_inputs = __VA_ARGS__, \
+                        .check = check_binary,          \
                         .create = create_binary})
-KILN_CPU_BINARY("Add");
-KILN_CPU_BINARY("Sub");
-KILN_CPU_BINARY("Mul");
-KILN_CPU_BINARY("Div");
+KILN_CPU_BINARY("Add", {0, 1});
+KILN_CPU_BINARY("Sub", {0});
+KILN_CPU_BINARY("Mul", {0, 1});
+KILN_CPU_BINARY("Div", {0});
 
 }  // namespace kiln::backends::cpu

@@ -326,6 +326,15 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                         .name = kName,       \
                         .check = check_fp16, \
                         .create = create_fp16})
+// Element-wise ops: every float16 input is widened into scratch and the result rounded into the
+// output only after the float32 kernel ran, so output 0 may take those inputs' memory.
+#define KILN_CPU_FP16_IN_PLACE(OP, ...)                 \
+  KILN_REGISTER_KERNEL({.backend = "cpu",               \
+                        .op_type = OP,                  \
+                        .name = kName,                  \
+                        .in_place_inputs = __VA_ARGS__, \
+                        .check = check_fp16,            \
+                        .create = create_fp16})
 KILN_CPU_FP16("", "Conv");
 KILN_CPU_FP16("ai.kiln", "FusedConv");
 KILN_CPU_FP16("", "MatMul");
@@ -336,24 +345,24 @@ KILN_CPU_FP16("", "MaxPool");
 KILN_CPU_FP16("", "AveragePool");
 KILN_CPU_FP16("", "GlobalAveragePool");
 KILN_CPU_FP16("", "GlobalMaxPool");
-KILN_CPU_FP16("", "Relu");
-KILN_CPU_FP16("", "LeakyRelu");
-KILN_CPU_FP16("", "Clip");
-KILN_CPU_FP16("", "HardSigmoid");
-KILN_CPU_FP16("", "HardSwish");
-KILN_CPU_FP16("", "Sigmoid");
-KILN_CPU_FP16("", "Tanh");
-KILN_CPU_FP16("", "Elu");
-KILN_CPU_FP16("", "Gelu");
+KILN_CPU_FP16_IN_PLACE("Relu", {0});
+KILN_CPU_FP16_IN_PLACE("LeakyRelu", {0});
+KILN_CPU_FP16_IN_PLACE("Clip", {0});
+KILN_CPU_FP16_IN_PLACE("HardSigmoid", {0});
+KILN_CPU_FP16_IN_PLACE("HardSwish", {0});
+KILN_CPU_FP16_IN_PLACE("Sigmoid", {0});
+KILN_CPU_FP16_IN_PLACE("Tanh", {0});
+KILN_CPU_FP16_IN_PLACE("Elu", {0});
+KILN_CPU_FP16_IN_PLACE("Gelu", {0});
 KILN_CPU_FP16("ai.kiln", "Gelu");
-KILN_CPU_FP16("", "Sqrt");
-KILN_CPU_FP16("", "Abs");
-KILN_CPU_FP16("", "Neg");
-KILN_CPU_FP16("", "Mish");
-KILN_CPU_FP16("", "Add");
-KILN_CPU_FP16("", "Sub");
-KILN_CPU_FP16("", "Mul");
-KILN_CPU_FP16("", "Div");
+KILN_CPU_FP16_IN_PLACE("Sqrt", {0});
+KILN_CPU_FP16_IN_PLACE("Abs", {0});
+KILN_CPU_FP16_IN_PLACE("Neg", {0});
+KILN_CPU_FP16_IN_PLACE("Mish", {0});
+KILN_CPU_FP16_IN_PLACE("Add", {0, 1});
+KILN_CPU_FP16_IN_PLACE("Sub", {0});
+KILN_CPU_FP16_IN_PLACE("Mul", {0, 1});
+KILN_CPU_FP16_IN_PLACE("Div", {0});
 KILN_CPU_FP16("", "Softmax");
 KILN_CPU_FP16("", "LayerNormalization");
 KILN_CPU_FP16("ai.kiln", "LayerNormalization");

@@ -113,6 +113,14 @@ Support elementwise_support(const ir::Node& node) {
   return Support::yes(op->kernel);
 }
 
+std::vector<size_t> elementwise_in_place_inputs(const ir::Node& node,
+                                                std::string_view kernel_name) {
+  const OpEntry* op = find_op(node);
+  if (!op || kernel_name != op->kernel) return {};
+  if (op->arity == 1) return {0};
+  return {0, 1};
+}
+
 std::unique_ptr<Kernel> create_elementwise_kernel(const ir::Node& node,
                                                   std::string_view kernel_name) {
   const OpEntry* op = find_op(node);

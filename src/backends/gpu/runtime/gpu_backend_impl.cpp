@@ -118,4 +118,9 @@ std::unique_ptr<Kernel> GpuBackendImpl::create_kernel(const ir::Node& node,
        name_, kernel_name, node.name(), node.op_type());
 }
 
+std::vector<size_t> GpuBackendImpl::in_place_inputs(const ir::Node& node,
+                                                    std::string_view kernel_name) const {
+  return elementwise_in_place_inputs(node, kernel_name);
+}
+
 }  // namespace kiln::backends::gpu

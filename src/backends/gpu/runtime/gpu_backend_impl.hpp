@@ -27,6 +27,8 @@ class GpuBackendImpl final : public GpuBackend {
   Support supports(const ir::Node& node) const override;
   std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
                                         std::string_view kernel_name) override;
+  std::vector<size_t> in_place_inputs(const ir::Node& node,
+                                      std::string_view kernel_name) const override;
 
   const GpuDeviceInfo& device_info() const override { return info_; }
   Stream& compute_stream() override { return *compute_; }

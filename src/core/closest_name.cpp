@@ -1,9 +1,9 @@
-#include "cli/closest_name.hpp"
+#include "core/closest_name.hpp"
 
 #include <algorithm>
 #include <limits>
 
-namespace kiln::cli {
+namespace kiln {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   // Optimal string alignment over three rows: a swapped pair of letters is one typo, not two.
@@ -63,4 +63,4 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max) {
   return out;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

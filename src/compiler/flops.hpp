@@ -10,7 +10,7 @@
 
 #include "ir/graph.hpp"
 
-namespace kiln::cli {
+namespace kiln::compiler {
 
 struct FlopCount {
   std::map<std::string, double> by_op_type;
@@ -28,4 +28,4 @@ FlopCount count_flops(const ir::Graph& graph, const std::map<std::string, int64_
 // 1234567 -> "1.23 M"
 std::string si_number(double value);
 
-}  // namespace kiln::cli
+}  // namespace kiln::compiler

@@ -1,13 +1,13 @@
 #pragma once
-// "Did you mean ...?" for names a user typed: the CLI's commands, options and dim names, and the
-// Python package's SessionOptions attributes (the module compiles this file too, so both answer
-// a typo the same way).
+// "Did you mean ...?" for names a user typed: the CLI's commands, options and dim names, the
+// compiler's options and the Python package's SessionOptions attributes, so all answer a typo the
+// same way.
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace kiln::cli {
+namespace kiln {
 
 // Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`; letter case
 // counts.
@@ -27,4 +27,4 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 // "'a', 'b', 'c'": the valid names for a message, the first `max` of them and "and N more".
 std::string quoted_list(const std::vector<std::string>& names, size_t max = 24);
 
-}  // namespace kiln::cli
+}  // namespace kiln

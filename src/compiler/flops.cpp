@@ -1,4 +1,4 @@
-#include "cli/flops.hpp"
+#include "compiler/flops.hpp"
 
 #include <optional>
 #include <set>
@@ -7,7 +7,7 @@
 
 #include "ops/fused_activation.hpp"
 
-namespace kiln::cli {
+namespace kiln::compiler {
 namespace {
 
 using Dims = std::vector<int64_t>;
@@ -186,4 +186,4 @@ std::string si_number(double value) {
   return unit == 0 ? fmt::format("{:.0f}", value) : fmt::format("{:.3g}{}", value, kUnits[unit]);
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::compiler

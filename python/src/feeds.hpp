@@ -1,0 +1,21 @@
+#pragma once
+// Feeds prepared by the pure-Python half (kiln/session.py, _prepare_tensor), turned into Kiln
+// values: shared by the session's runs and the compiler's calibration sets.
+#include <nanobind/nanobind.h>
+
+#include <string>
+
+#include "core/rt_value.hpp"
+
+namespace kiln::python {
+
+// One prepared feed: ("t", array) | ("s", dims, [str | bytes]) | ("q", [prepared tensors]) |
+// ("n",). A numeric array is read in place: it must stay alive (and unchanged) while the value is
+// used.
+RtValue value_from_feed(nanobind::handle feed, const std::string& what);
+Tensor tensor_from_feed(nanobind::handle feed, const std::string& what);
+
+// Registers _compile (python/src/compile_binding.cpp) on the module.
+void bind_compile(nanobind::module_& m);
+
+}  // namespace kiln::python

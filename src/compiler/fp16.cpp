@@ -1,0 +1,78 @@
+#include "compiler/fp16.hpp"
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "passes/pass_manager.hpp"
+#include "passes/passes.hpp"
+
+namespace kiln::compiler {
+
+std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
+  passes::Fp16Summary summary;
+  passes::ConvertToFloat16 convert;
+  convert.keep_io_types = !o.io_fp16;
+  convert.keep_ops = std::set<std::string>(o.keep_ops.begin(), o.keep_ops.end());
+  convert.summary = &summary;
+  passes::PassManagerOptions pm_options = passes::PassManagerOptions::from_env();
+  pm_options.max_iterations = 1;  // the conversion runs once; the cleanup needs one round
+  // KILN_DISABLE_PASSES names passes of the default pipeline: keep those this one runs too.
+  std::set<std::string> disabled;
+  for (const char* name :
+       {"fold_constants", "eliminate_common_subexpressions", "eliminate_dead_code"}) {
+    if (pm_options.disabled.count(name)) disabled.insert(name);
+  }
+  pm_options.disabled = disabled;
+  passes::PassManager pm(pm_options);
+  pm.add(convert)
+      .add(passes::FoldConstants{})
+      .add(passes::EliminateCommonSubexpressions{})
+      .add(passes::EliminateDeadCode{});
+  pm.run(*model.graph);
+  model.metadata[kPrecisionMetadataKey] = "float16";
+  return fmt::format(
+      "fp16: {} of {} float nodes compute in float16, {} Casts at precision boundaries, {:.1f} MiB "
+      "of float32 weights stored as float16{}\n",
+      summary.converted_nodes, summary.float_nodes, summary.casts,
+      static_cast<double>(summary.weight_bytes_converted) / (1 << 20),
+      summary.clamped.empty()
+          ? ""
+          : fmt::format(", {} initializers clamped to +-65504", summary.clamped.size()));
+}
+
+std::string describe_precision(const ir::Graph& g) {
+  size_t float_nodes = 0, half_nodes = 0;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() == "Cast" && n->domain().empty()) continue;
+    bool half = false, any_float = false;
+    for (const ir::Value* v : n->outputs()) {
+      if (!v || !v->type().is_tensor() || !dtype_is_float(v->type().dtype)) continue;
+      any_float = true;
+      half |= v->type().dtype == DataType::Float16;
+    }
+    float_nodes += any_float;
+    half_nodes += half;
+  }
+  std::map<DataType, size_t> weight_bytes;
+  for (const auto& v : g.values()) {
+    if (v->is_constant() && dtype_is_float(v->constant().dtype()))
+      weight_bytes[v->constant().dtype()] += v->constant().nbytes();
+  }
+  std::string kind = half_nodes == 0             ? "float32"
+                     : half_nodes == float_nodes ? "float16"
+                                                 : "mixed float16/float32";
+  std::string weights;
+  for (const auto& [dtype, bytes] : weight_bytes) {
+    const double b = static_cast<double>(bytes);
+    std::string size = bytes >= (1 << 20) ? fmt::format("{:.2f} MiB", b / (1 << 20))
+                                          : fmt::format("{:.1f} KiB", b / 1024);
+    weights += fmt::format("{}{} {}", weights.empty() ? "" : ", ", size,
+                           dtype == DataType::Float32 ? "float32" : dtype_name(dtype));
+  }
+  return fmt::format("precision: {} ({} of {} float nodes compute in float16{}{})\n", kind,
+                     half_nodes, float_nodes, weights.empty() ? "" : "; float weights: ", weights);
+}
+
+}  // namespace kiln::compiler

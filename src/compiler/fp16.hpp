@@ -1,0 +1,37 @@
+#pragma once
+// The fp16 step of the compile pipeline: the conversion run after the optimizer, the tolerance
+// the precision gate holds a float16 engine to, and the precision line `kiln inspect` and
+// `kiln compile` print. docs/FP16.md explains the choices.
+#include <string>
+#include <vector>
+
+#include "ir/model.hpp"
+
+namespace kiln::compiler {
+
+// Default relative L2 limit of the precision gate for a float16 engine: float16 keeps 11
+// significant bits (unit roundoff 4.9e-4), and rounding the weights and every stored
+// activation adds up over tens of layers; measured 0.5e-3 to 1.3e-3 on the CI-size real models
+// (bench/results/2026-11-30-fp16.md), so 1e-2 leaves room without hiding a broken kernel or a
+// corrupted weight (those drift by 1e-1 and more).
+inline constexpr double kFp16DefaultMaxRelL2 = 1e-2;
+// Engine metadata key stamped by the fp16 step ("float16"); `kiln verify` reads it to pick the
+// limit.
+inline constexpr const char* kPrecisionMetadataKey = "kiln.precision";
+
+struct Fp16Options {
+  bool enabled = false;               // compute in float16
+  bool io_fp16 = false;               // float inputs/outputs become float16 too
+  std::vector<std::string> keep_ops;  // op types left float32
+};
+
+// Runs ConvertToFloat16 and the cleanup after it (constant folding of the Casts it inserts,
+// CSE, dead-code removal), validating the graph; stamps the model's metadata. Returns the
+// one-line summary ("fp16: 45 of 47 float nodes compute in float16, ...\n").
+std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& options);
+
+// "precision: float16 (45 of 47 float nodes compute in float16; weights: 12.1 MiB float16,
+// 0.0 MiB float32)" — from the graph's types, so it works for any model.
+std::string describe_precision(const ir::Graph& graph);
+
+}  // namespace kiln::compiler

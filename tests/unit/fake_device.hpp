@@ -1,0 +1,97 @@
+#pragma once
+// A fake device for tests: host memory behind the device interface, so placement, planned
+// copies, constant uploads and arenas are tested without a GPU. Every allocation is tracked and
+// every copy counted; its kernels (registered in the kernel table under backend "fake-device":
+// Relu, Mul, Add) check that each pointer they get is this device's memory, never the host's.
+// Relu declares in place over input 0; Mul and Add declare nothing, so the memory planner must
+// never give their output an input's space.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/kernel_table.hpp"
+
+namespace kiln::testing {
+
+class FakeDevice final : public backends::Backend {
+ public:
+  static constexpr const char* kName = "fake-device";
+  FakeDevice() { current() = this; }
+  ~FakeDevice() override { current() = nullptr; }
+
+  std::string_view name() const override { return kName; }
+  backends::DeviceKind device_kind() const override { return backends::DeviceKind::Gpu; }
+  backends::DeviceBuffer allocate(size_t bytes) override {
+    void* p = std::malloc(std::max<size_t>(bytes, 1));
+    live_[p] = std::max<size_t>(bytes, 1);
+    ++allocations;
+    return backends::DeviceBuffer(p, bytes, [this](void* q) {
+      live_.erase(q);
+      std::free(q);
+    });
+  }
+  std::unique_ptr<backends::Stream> create_stream() override {
+    struct S final : backends::Stream {
+      void enqueue(std::function<void()> fn) override { fn(); }
+      void wait(const backends::Event&) override {}
+      void synchronize() override {}
+    };
+    return std::make_unique<S>();
+  }
+  std::unique_ptr<backends::Event> create_event() override {
+    struct E final : backends::Event {
+      std::chrono::steady_clock::time_point at;
+      void record(backends::Stream&) override { at = std::chrono::steady_clock::now(); }
+      void synchronize() override {}
+      double elapsed_ms(const backends::Event& start) const override {
+        return std::chrono::duration<double, std::milli>(at - static_cast<const E&>(start).at)
+            .count();
+      }
+    };
+    ++events;
+    return std::make_unique<E>();
+  }
+  void copy_to_device(void* dst, const void* src, size_t n, backends::Stream&) override {
+    if (!owns(dst) || owns(src)) throw std::runtime_error("copy_to_device: not host -> device");
+    ++to_device;
+    std::memcpy(dst, src, n);
+  }
+  void copy_to_host(void* dst, const void* src, size_t n, backends::Stream&) override {
+    if (owns(dst) || !owns(src)) throw std::runtime_error("copy_to_host: not device -> host");
+    ++to_host;
+    std::memcpy(dst, src, n);
+  }
+  backends::Support supports(const ir::Node& n) const override {
+    return backends::KernelTable::instance().select(kName, n);
+  }
+  std::unique_ptr<backends::Kernel> create_kernel(const ir::Node& n,
+                                                  std::string_view kernel) override {
+    const backends::KernelDef* def =
+        backends::KernelTable::instance().find(kName, n.domain(), n.op_type(), kernel);
+    KILN_CHECK(def, ErrorCode::Unsupported, "fake-device has no kernel '{}'", kernel);
+    return def->create(n);
+  }
+
+  // A pointer inside one of this device's allocations.
+  bool owns(const void* p) const {
+    for (const auto& [a, size] : live_) {
+      if (p >= a && static_cast<const char*>(p) < static_cast<char*>(a) + size) return true;
+    }
+    return false;
+  }
+  // The instance alive now (kernels check their pointers against it).
+  static FakeDevice*& current() {
+    static FakeDevice* device = nullptr;
+    return device;
+  }
+
+  int to_device = 0, to_host = 0, allocations = 0, events = 0;
+
+ private:
+  std::map<void*, size_t> live_;
+};
+
+}  // namespace kiln::testing

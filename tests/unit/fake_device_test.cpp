@@ -1,0 +1,230 @@
+// Placement and the execution plan on a device whose memory the host must not touch (the fake
+// device, host memory behind the device interface): constants uploaded once at open, one planned
+// copy per cross-device value and reading device per run however many readers, results back in
+// host memory, in place only for kernels that declare it, device steps timed with events.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fake_device.hpp"
+#include "passes/passes.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/interpreter.hpp"
+
+namespace kiln {
+namespace {
+
+using testing::FakeDevice;
+
+// The fake device's kernels: element-wise on float32 tensors of one shape.
+template <typename Fn>
+class FakeEltwise final : public backends::Kernel {
+ public:
+  FakeEltwise(std::string name, Fn fn) : name_(std::move(name)), fn_(fn) {}
+  std::string_view name() const override { return name_; }
+  void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
+           backends::Stream&) override {
+    FakeDevice* dev = FakeDevice::current();
+    for (const auto& t : in) {
+      if (!dev->owns(t.data)) throw std::runtime_error(name_ + ": a host pointer reached it");
+    }
+    backends::DeviceTensor y = out.allocate(0, in[0].dtype, in[0].dims);
+    if (!dev->owns(y.data)) throw std::runtime_error(name_ + ": output in host memory");
+    auto* py = static_cast<float*>(y.data);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      float a = static_cast<const float*>(in[0].data)[i];
+      float b = in.size() > 1 ? static_cast<const float*>(in[1].data)[i] : 0.f;
+      py[i] = fn_(a, b);
+    }
+  }
+
+ private:
+  std::string name_;
+  Fn fn_;
+};
+
+template <typename Fn>
+std::unique_ptr<backends::Kernel> make_kernel(const char* name, Fn fn) {
+  return std::make_unique<FakeEltwise<Fn>>(name, fn);
+}
+
+std::string same_shape_f32(const ir::Node& n) {
+  for (const ir::Value* v : n.inputs()) {
+    if (!v || !v->type().is_tensor() || v->type().dtype != DataType::Float32 || !v->type().shape ||
+        !n.output(0)->type().shape || *v->type().shape != *n.output(0)->type().shape) {
+      return "fake-device kernels take float32 operands of the output's shape";
+    }
+  }
+  return "";
+}
+
+KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
+                      .op_type = "Relu",
+                      .name = "fake.relu",
+                      .in_place_inputs = {0},
+                      .check = same_shape_f32,
+                      .create = [](const ir::Node&) {
+                        return make_kernel("fake.relu",
+                                           [](float a, float) { return a > 0 ? a : 0.f; });
+                      }});
+KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
+                      .op_type = "Mul",
+                      .name = "fake.mul",
+                      .check = same_shape_f32,
+                      .create = [](const ir::Node&) {
+                        return make_kernel("fake.mul", [](float a, float b) { return a * b; });
+                      }});
+KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
+                      .op_type = "Add",
+                      .name = "fake.add",
+                      .check = same_shape_f32,
+                      .create = [](const ir::Node&) {
+                        return make_kernel("fake.add", [](float a, float b) { return a + b; });
+                      }});
+
+TypeInfo f32(std::vector<int64_t> dims) {
+  return TypeInfo::tensor(DataType::Float32, Shape::from_values(dims));
+}
+
+Tensor random_tensor(std::vector<int64_t> dims, unsigned seed) {
+  Tensor t(DataType::Float32, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+ir::Value* node(ir::Graph& g, const char* op, std::vector<ir::Value*> in, const char* out) {
+  ir::Node* n = g.add_node(op, "", out, std::move(in), {g.add_value(out)});
+  n->set_opset(17);
+  return n->output(0);
+}
+
+void expect_close(const RtValue& a, const RtValue& b) {
+  ASSERT_TRUE(a.is_tensor() && b.is_tensor());
+  ASSERT_EQ(a.tensor().dims(), b.tensor().dims());
+  for (int64_t i = 0; i < a.tensor().numel(); ++i) {
+    EXPECT_NEAR(a.tensor().data<float>()[i], b.tensor().data<float>()[i], 1e-5) << i;
+  }
+}
+
+size_t count_copies(const runtime::Executor& ex) {
+  size_t n = 0;
+  for (const runtime::PlanStep& s : ex.plan().steps()) n += s.kind == runtime::StepKind::Copy;
+  return n;
+}
+
+// x -> Mul(x, k) -> m -> Relu -> r; r read by Sigmoid, Tanh and Exp (CPU only) and by
+// Mul(r, k) on the device; y = Add(Sigmoid + Tanh on the device ..., see below).
+struct Model {
+  std::shared_ptr<ir::Graph> g = std::make_shared<ir::Graph>();
+  ir::Value *x, *k, *m, *r, *s, *t, *e, *q, *a, *y;
+  Model() {
+    g->opsets()[""] = 17;
+    x = g->add_input("x", f32({4, 8}));
+    k = g->add_initializer("k", random_tensor({4, 8}, 3));
+    m = node(*g, "Mul", {x, k}, "m");   // device, reads the constant k
+    r = node(*g, "Relu", {m}, "r");     // device, in place over m
+    s = node(*g, "Sigmoid", {r}, "s");  // CPU: one copy of r to the host ...
+    t = node(*g, "Tanh", {r}, "t");     // ... shared by Tanh
+    e = node(*g, "Exp", {r}, "e");      // ... and Exp
+    q = node(*g, "Mul", {r, k}, "q");   // device again: k is not uploaded twice
+    a = node(*g, "Add", {s, t}, "a");   // device: copies of s and t
+    y = node(*g, "Add", {a, q}, "y");   // device; output copied to the host
+    g->add_output(y);
+    g->add_output(e);
+    passes::InferShapes{}.apply(*g);
+  }
+};
+
+TEST(FakeDevice, ConstantsUploadOnceAndCrossDeviceValuesCopyOncePerRun) {
+  Model md;
+  FakeDevice dev;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(md.g, options);
+  // At open: k uploaded once although two device kernels read it; nothing else moved.
+  EXPECT_EQ(ex.plan().uploads(), 1u);
+  EXPECT_EQ(dev.to_device, 1);
+  EXPECT_EQ(dev.to_host, 0);
+  // Per run: x, s and t to the device; r (three host readers) and y to the host.
+  EXPECT_EQ(count_copies(ex), 5u);
+  runtime::Interpreter ref(md.g);
+  const int runs = 4;
+  for (int i = 0; i < runs; ++i) {
+    Tensor xv = random_tensor({4, 8}, 10 + i);
+    std::vector<RtValue> out = ex.run({xv});
+    std::vector<RtValue> want = ref.run(std::vector<RtValue>{xv});
+    ASSERT_EQ(out.size(), 2u);
+    for (size_t o = 0; o < 2; ++o) {
+      EXPECT_FALSE(dev.owns(out[o].tensor().raw_data())) << "results come back in host memory";
+      expect_close(out[o], want[o]);
+    }
+  }
+  EXPECT_EQ(dev.to_device, 1 + 3 * runs) << "one upload at open, three copies per run";
+  EXPECT_EQ(dev.to_host, 2 * runs) << "r once however many host readers, and y";
+}
+
+TEST(FakeDevice, InPlaceOnlyForKernelsThatDeclareIt) {
+  Model md;
+  FakeDevice dev;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(md.g, options);
+  const runtime::ExecutionPlan& plan = ex.plan();
+  auto range = [&](const ir::Value* v) { return plan.ranges()[plan.value_index(v)]; };
+  // Relu declares in place: r takes m's space (m dies at Relu).
+  ASSERT_GE(range(md.m).arena, 0);
+  EXPECT_EQ(range(md.r).offset, range(md.m).offset);
+  EXPECT_EQ(range(md.r).arena, range(md.m).arena);
+  // fake.add declares nothing: a = Add(s', t') never takes the space of its inputs' copies,
+  // though both die there with the output's type and shape.
+  int s_copy = -1, t_copy = -1;
+  for (const runtime::PlanStep& st : plan.steps()) {
+    if (st.kind != runtime::StepKind::Copy) continue;
+    const runtime::PlanValue& to = plan.values()[st.outputs[0]];
+    if (to.value == md.s) s_copy = st.outputs[0];
+    if (to.value == md.t) t_copy = st.outputs[0];
+  }
+  ASSERT_GE(s_copy, 0);
+  ASSERT_GE(t_copy, 0);
+  const runtime::ArenaRange ra = range(md.a);
+  ASSERT_GE(ra.arena, 0);
+  for (int c : {s_copy, t_copy}) {
+    const runtime::ArenaRange rc = plan.ranges()[c];
+    ASSERT_EQ(rc.arena, ra.arena);
+    const bool overlap = rc.offset < ra.offset + ra.size && ra.offset < rc.offset + rc.size;
+    EXPECT_FALSE(overlap) << "fake.add got an input's space without declaring in place";
+  }
+}
+
+TEST(FakeDevice, ProfilesDeviceStepsWithItsEvents) {
+  Model md;
+  FakeDevice dev;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(md.g, options);
+  ex.set_profiling(true);
+  ex.run({random_tensor({4, 8}, 1)});
+  EXPECT_EQ(ex.last_profile().size(), md.g->nodes().size()) << "one entry per node, no copies";
+  EXPECT_EQ(dev.events, 2 * 5) << "two events for each of the five device steps";
+  for (const runtime::NodeTiming& t : ex.last_profile()) EXPECT_GE(t.microseconds, 0.0);
+}
+
+TEST(FakeDevice, StoredPlanRoundTripKeepsTheDeviceArena) {
+  Model md;
+  FakeDevice dev;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  engine::ExecutionPlan stored = runtime::Executor(md.g, options).execution_plan();
+  bool device_arena = false;
+  for (const auto& a : stored.arenas) device_arena |= a.device == FakeDevice::kName;
+  ASSERT_TRUE(device_arena);
+  runtime::Executor ex(md.g, options, &stored);
+  EXPECT_TRUE(ex.arena_summaries().at(0).from_engine);
+  Tensor xv = random_tensor({4, 8}, 7);
+  expect_close(ex.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+}
+
+}  // namespace
+}  // namespace kiln
