@@ -141,6 +141,13 @@ fuzz-grpc: fuzz-build
 	  > build-fuzz/fuzz-grpc.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-grpc.log; exit $$status
 
+# The GPU backend on the lent H200 (docs/GPU.md): packs kiln, kiln_gpu_tests and libkiln_gpu_cuda.so
+# with the libraries they need into $(GPU_CARRY), for `bash $(GPU_CARRY)/gpu_device_check.sh run`.
+GPU_CARRY ?= .gpu_carry
+.PHONY: gpu-pack
+gpu-pack: build
+	bash scripts/gpu_device_check.sh pack $(BUILD) $(GPU_CARRY)
+
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
 

@@ -25,6 +25,11 @@ PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core)
 if [ "${1:-}" = "--fuzz" ]; then
   APT_PACKAGES+=(clang libclang-rt-14-dev)
 fi
+# The AMD GPU library's compile check (src/backends/gpu, docs/GPU.md): Debian's hipcc 5.2 with its
+# device libraries for gfx908/gfx90a/gfx940/gfx1030. Measured here on 2026-12-02: 26 packages,
+# 63 MiB downloaded, 337 MiB installed, about 25 s. (nvcc is not Debian's: the CUDA toolkit comes
+# with the machine image, in /usr/local/cuda.)
+APT_PACKAGES+=(hipcc)
 # tests/models exports torchvision and torch models with Debian's CPU torch (for /usr/bin/python3).
 APT_PACKAGES+=(python3-torch python3-torchvision)
 

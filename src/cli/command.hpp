@@ -30,5 +30,6 @@ Command add_bench_command(CLI::App& app);
 Command add_profile_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_compile_command(CLI::App& app);
+Command add_devices_command(CLI::App& app);
 
 }  // namespace kiln::cli

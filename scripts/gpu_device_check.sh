@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The GPU backend on a lent NVIDIA machine, in one call (docs/GPU.md).
+#
+#   scripts/gpu_device_check.sh pack [BUILD_DIR] [CARRY_DIR]
+#       Here, on the developer machine: builds kiln, kiln_gpu_tests and libkiln_gpu_cuda.so in
+#       BUILD_DIR (default build) and packs them, with every shared library they need that a
+#       stock CUDA image lacks, into CARRY_DIR (default .gpu_carry): bundle.tar.xz and a copy of
+#       this script. The device machine has nvcc but none of Kiln's build dependencies (fmt,
+#       protobuf, oneDNN, gtest), so it runs binaries built here.
+#   bash CARRY_DIR/gpu_device_check.sh run [CARRY_DIR]
+#       On the device machine: unpacks the bundle, runs the GPU tests, `kiln devices`, and the
+#       copy bandwidth (through Kiln's backend, and through PyTorch on the same GPU as a
+#       reference), writing everything under $OUT.
+set -euo pipefail
+
+mode=${1:-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+pack() {
+  local build=${1:-build} carry=${2:-.gpu_carry}
+  cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda
+  local stage
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$carry"
+  strip --strip-debug -o "$stage/bin/kiln" "$build/src/kiln"
+  strip --strip-debug -o "$stage/bin/kiln_gpu_tests" "$build/tests/kiln_gpu_tests"
+  strip --strip-debug -o "$stage/lib/libkiln_gpu_cuda.so" "$build/lib/libkiln_gpu_cuda.so"
+  # Everything the three need except the C and C++ runtimes, which the device's (newer) system
+  # has: fmt, protobuf, oneDNN, OpenMP, image codecs and what those pull in.
+  ldd "$build/src/kiln" "$build/tests/kiln_gpu_tests" "$build/lib/libkiln_gpu_cuda.so" |
+    awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+  tar -C "$stage" -cJf "$carry/bundle.tar.xz" bin lib
+  cp "$here/gpu_device_check.sh" "$carry/"
+  rm -rf "$stage"
+  du -sh "$carry"/*
+}
+
+run() {
+  local carry=${1:-$here}
+  : "${OUT:?run is for the device machine, where OUT is set}"
+  local root=/tmp/kiln-gpu
+  rm -rf "$root" && mkdir -p "$root"
+  tar -C "$root" -xJf "$carry/bundle.tar.xz"
+  # The bundle's libraries for Kiln's programs only: PyTorch below keeps the system's.
+  local libs="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  k() { LD_LIBRARY_PATH="$libs" "$@"; }
+  echo "== machine"
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  uname -r
+  grep -m1 PRETTY_NAME /etc/os-release || true
+  echo "== missing libraries (none expected)"
+  k ldd "$root/bin/kiln" "$root/bin/kiln_gpu_tests" "$root/lib/libkiln_gpu_cuda.so" |
+    grep "not found" || echo none
+  echo "== kiln devices"
+  local status=0
+  k "$root/bin/kiln" devices --require-gpu | tee "$OUT/devices.txt" || status=$?
+  echo "== GPU tests"
+  k "$root/bin/kiln_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" || status=$?
+  echo "== copy bandwidth through Kiln's backend"
+  for mib in 64 1024; do
+    k "$root/bin/kiln" devices --bandwidth --bandwidth-mib "$mib" --repeats 20
+  done | tee "$OUT/bandwidth.txt"
+  echo "== the same copies through PyTorch (reference)"
+  python3 - <<'PY' | tee -a "$OUT/bandwidth.txt"
+import torch
+def timed(fn, reps=20):
+    fn(); torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2]
+print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+for mib in (64, 1024):
+    n = mib << 20
+    host = torch.empty(n, dtype=torch.uint8).pin_memory()
+    pageable = torch.ones(n, dtype=torch.uint8)
+    dev, dev2 = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
+    for kind, fn in (("host->device pinned", lambda: dev.copy_(host, non_blocking=True)),
+                     ("host->device pageable", lambda: dev.copy_(pageable)),
+                     ("device->host pinned", lambda: host.copy_(dev, non_blocking=True)),
+                     ("device->host pageable", lambda: pageable.copy_(dev)),
+                     ("device->device", lambda: dev2.copy_(dev))):
+        ms = timed(fn)
+        print(f"  torch {mib:5d} MiB {kind:<22} {n / ms / 1e6:9.2f} GB/s  {ms:8.3f} ms")
+PY
+  echo "== GPU tests exit status: $status"
+  return "$status"
+}
+
+case "$mode" in
+  pack) shift; pack "$@" ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 pack [BUILD_DIR] [CARRY_DIR] | run [CARRY_DIR]" >&2; exit 2 ;;
+esac

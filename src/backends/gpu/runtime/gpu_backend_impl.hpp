@@ -1,0 +1,52 @@
+#pragma once
+// The GPU backend over the HIP runtime API (CUDA's through vendor.hpp on NVIDIA).
+#include <memory>
+#include <string>
+
+#include "backends/gpu/gpu_backend.hpp"
+#include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/pinned_memory.hpp"
+
+namespace kiln::backends::gpu {
+
+class GpuBackendImpl final : public GpuBackend {
+ public:
+  // Opens device `index` (hipSetDevice) and creates its two streams.
+  explicit GpuBackendImpl(int index);
+
+  std::string_view name() const override { return name_; }
+  DeviceKind device_kind() const override { return DeviceKind::Gpu; }
+
+  DeviceBuffer allocate(size_t bytes) override;
+  std::unique_ptr<Stream> create_stream() override;
+  std::unique_ptr<Event> create_event() override;
+  void copy_to_device(void* device_dst, const void* host_src, size_t bytes,
+                      Stream& stream) override;
+  void copy_to_host(void* host_dst, const void* device_src, size_t bytes, Stream& stream) override;
+
+  Support supports(const ir::Node& node) const override;
+  std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
+                                        std::string_view kernel_name) override;
+  std::vector<size_t> in_place_inputs(const ir::Node& node,
+                                      std::string_view kernel_name) const override;
+
+  const GpuDeviceInfo& device_info() const override { return info_; }
+  Stream& compute_stream() override { return *compute_; }
+  Stream& copy_stream() override { return *copy_; }
+  DeviceBuffer allocate_pinned(size_t bytes) override;
+  void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes,
+                             Stream& stream) override;
+  void fill_device(void* device_dst, uint8_t value, size_t bytes, Stream& stream) override;
+
+ private:
+  GpuStream& own_stream(Stream& stream) const;
+
+  int device_;
+  GpuDeviceInfo info_;
+  std::string name_;  // "cuda:sm_90": vendor and arch, without AMD's features
+  std::shared_ptr<PinnedRegistry> pinned_ = std::make_shared<PinnedRegistry>();
+  std::unique_ptr<PinnedStaging> staging_;
+  std::unique_ptr<GpuStream> compute_, copy_;
+};
+
+}  // namespace kiln::backends::gpu

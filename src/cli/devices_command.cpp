@@ -1,0 +1,83 @@
+// `kiln devices`: the devices Kiln can run on here. The CPU always; the GPU through the GPU
+// backend library when one loads and opens a device, else the reason there is none (no library
+// in this build, no driver, no device), so that "why does --device gpu fail" has one answer.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backends/gpu/bandwidth.hpp"
+#include "backends/gpu/loader.hpp"
+#include "cli/command.hpp"
+#include "cli/machine_info.hpp"
+
+namespace kiln::cli {
+namespace {
+
+struct DevicesOptions {
+  std::string gpu_library;
+  bool bandwidth = false;
+  size_t bandwidth_mib = 256;
+  int repeats = 10;
+  bool require_gpu = false;
+};
+
+void print_bandwidth(backends::GpuBackend& gpu, const DevicesOptions& o) {
+  auto results = backends::measure_copy_bandwidth(gpu, o.bandwidth_mib << 20, o.repeats);
+  std::cout << fmt::format("  copy bandwidth ({} MiB, median of {}):\n", o.bandwidth_mib,
+                           o.repeats);
+  for (const auto& r : results) {
+    std::cout << fmt::format("    {:<32} {:9.2f} GB/s  {:8.3f} ms  ({})\n", r.kind, r.gb_per_s,
+                             r.median_ms, r.timer);
+  }
+}
+
+int devices(const DevicesOptions& o) {
+  MachineInfo m = machine_info(0);
+  std::cout << fmt::format("cpu: {} ({} CPUs available)\n", m.cpu, m.available_cpus);
+  backends::GpuLoadOptions load;
+  load.library = o.gpu_library;
+  backends::GpuProbe probe = backends::probe_gpu_backend(load);
+  if (!probe.backend) {
+    std::cout << "gpu: " << probe.reason << "\n";
+    return o.require_gpu ? kExitFailure : kExitOk;
+  }
+  const backends::GpuDeviceInfo& first = probe.backend->device_info();
+  std::cout << fmt::format("gpu backend: {}\n", probe.library);
+  for (int i = 0; i < first.device_count; ++i) {
+    std::unique_ptr<backends::GpuBackend> other;
+    backends::GpuBackend* gpu = probe.backend.get();
+    if (i != first.index) {
+      load.device = i;
+      load.library = probe.library;
+      other = backends::load_gpu_backend(load);
+      gpu = other.get();
+    }
+    const backends::GpuDeviceInfo& info = gpu->device_info();
+    std::cout << fmt::format("gpu {}: {} ({})\n", info.index, info.name, gpu->name());
+    std::cout << backends::describe_gpu_device(info);
+    if (o.bandwidth) print_bandwidth(*gpu, o);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_devices_command(CLI::App& app) {
+  auto o = std::make_shared<DevicesOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "devices",
+      "List the devices Kiln can run on here (the CPU, and the GPU or why there is none)");
+  cmd->add_option("--gpu-library", o->gpu_library,
+                  "GPU backend library to load instead of searching (also $KILN_GPU_BACKEND)");
+  cmd->add_flag("--bandwidth", o->bandwidth,
+                "Also time host<->device and device->device copies with device events");
+  cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Bytes per timed copy, in MiB")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--repeats", o->repeats, "Timed copies per kind (the median is shown)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_flag("--require-gpu", o->require_gpu, "Exit 1 when no GPU is available");
+  return {cmd, [o] { return devices(*o); }};
+}
+
+}  // namespace kiln::cli
