@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/gpu/loader.hpp"
 #include "core/error.hpp"
 
 namespace kiln::backends {
@@ -11,6 +12,14 @@ BackendRegistry& BackendRegistry::instance() {
   static BackendRegistry* registry = [] {
     auto* r = new BackendRegistry;
     r->add(kCpuBackendName, [] { return &CpuBackend::instance(); });
+    // The GPU library loads only when a GPU is asked for; where there is none, the loader's
+    // reason ("no GPU backend library found", "no CUDA driver", ...) is the error.
+    r->add("gpu",
+           []() -> Backend* {
+             static std::unique_ptr<GpuBackend> gpu = load_gpu_backend();
+             return gpu.get();
+           },
+           {"cuda", "hip"});
     return r;
   }();
   return *registry;

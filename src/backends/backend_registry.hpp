@@ -1,9 +1,9 @@
 #pragma once
-// Backends are looked up by device name, not hard-wired: "cpu" is always there; a GPU backend
-// (a library loaded at run time) registers "gpu" and opens only when first asked for, so a
-// machine without a GPU or driver never loads it. A session, `kiln compile --target` and the
-// server ask for a device and get the backends to place nodes on, preferred first, with the
-// CPU last for the nodes the device cannot run.
+// Backends are looked up by device name, not hard-wired: "cpu" is always there; "gpu" (aliases
+// "cuda", "hip") is the GPU backend library (backends/gpu/loader.hpp), loaded only when first
+// asked for, so a machine without a GPU or driver never loads it and says why it cannot. A session,
+// `kiln compile --target` and the server ask for a device and get the backends to place nodes on,
+// preferred first, with the CPU last for the nodes the device cannot run.
 #include <functional>
 #include <map>
 #include <mutex>

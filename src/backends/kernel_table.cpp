@@ -53,11 +53,13 @@ Support KernelTable::select(const Backend& backend, const ir::Node& node) const 
 std::unique_ptr<Kernel> KernelTable::create(Backend& backend, const ir::Node& node,
                                             std::string_view name) const {
   const KernelDef* def = find(backend.name(), node.domain(), node.op_type(), name);
-  KILN_CHECK(def, ErrorCode::Unsupported, "node {}: the {} backend has no kernel '{}' for {}",
-             node.label(), backend.name(), name, node.op_type());
+  // Names the node by its name and op (not Node::label: the GPU library links this file
+  // without the IR's sources).
+  KILN_CHECK(def, ErrorCode::Unsupported, "node '{}' ({}): the {} backend has no kernel '{}'",
+             node.name(), node.op_type(), backend.name(), name);
   std::string why = def->check(backend, node);
-  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "node {}: kernel '{}' cannot run it: {}",
-             node.label(), name, why);
+  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "node '{}' ({}): kernel '{}' cannot run it: {}",
+             node.name(), node.op_type(), name, why);
   return def->create(backend, node);
 }
 

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
+#include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "ops/registry.hpp"
 #include "passes/passes.hpp"
@@ -415,30 +417,32 @@ Tensor random_tensor(const std::vector<int64_t>& dims, std::mt19937& rng, bool p
   return t;
 }
 
-class BackendOps : public ::testing::TestWithParam<Case> {};
-
-TEST_P(BackendOps, FastKernelMatchesReference) {
-  const Case& c = GetParam();
-  if (!ops::OpRegistry::instance().find(c.domain, c.op, c.opset)) {
-    GTEST_SKIP() << c.domain << "::" << c.op << " has no reference kernel in this build";
-  }
-  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(c.name)));
-  auto g = std::make_shared<ir::Graph>();
-  g->opsets()[""] = c.domain.empty() ? c.opset : 17;
-  if (!c.domain.empty()) g->opsets()[c.domain] = c.opset;
-  std::vector<ir::Value*> inputs;
+// A case's one-node graph and its random feeds.
+struct Built {
+  std::shared_ptr<ir::Graph> g;
+  ir::Node* node = nullptr;
   std::vector<RtValue> feeds;
+};
+
+Built build(const Case& c) {
+  Built b;
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(c.name)));
+  b.g = std::make_shared<ir::Graph>();
+  ir::Graph& g = *b.g;
+  g.opsets()[""] = c.domain.empty() ? c.opset : 17;
+  if (!c.domain.empty()) g.opsets()[c.domain] = c.opset;
+  std::vector<ir::Value*> inputs;
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     const In& in = c.inputs[k];
     std::string name = fmt::format("in{}", k);
     if (in.absent) {
       inputs.push_back(nullptr);
     } else if (in.constant) {
-      inputs.push_back(g->add_initializer(name, random_tensor(in.dims, rng, c.positive)));
+      inputs.push_back(g.add_initializer(name, random_tensor(in.dims, rng, c.positive)));
     } else {
       inputs.push_back(
-          g->add_input(name, TypeInfo::tensor(DataType::Float32, Shape::from_values(in.dims))));
-      feeds.push_back(random_tensor(in.dims, rng, c.positive));
+          g.add_input(name, TypeInfo::tensor(DataType::Float32, Shape::from_values(in.dims))));
+      b.feeds.push_back(random_tensor(in.dims, rng, c.positive));
     }
   }
   if (c.op == "Clip" && c.inputs.size() > 1) {
@@ -448,29 +452,26 @@ TEST_P(BackendOps, FastKernelMatchesReference) {
     }
   }
   std::vector<ir::Value*> ys;
-  for (int k = 0; k < c.outputs; ++k) ys.push_back(g->add_value(fmt::format("y{}", k)));
-  ir::Node* n = g->add_node(c.op, c.domain, c.name, inputs, ys);
-  n->set_opset(c.opset);
-  for (const auto& [name, value] : c.attrs) n->set_attribute(name, value);
-  passes::InferShapes{}.apply(*g);
-  for (ir::Value* y : ys) g->add_output(y);
+  for (int k = 0; k < c.outputs; ++k) ys.push_back(g.add_value(fmt::format("y{}", k)));
+  b.node = g.add_node(c.op, c.domain, c.name, inputs, ys);
+  b.node->set_opset(c.opset);
+  for (const auto& [name, value] : c.attrs) b.node->set_attribute(name, value);
+  passes::InferShapes{}.apply(g);
+  for (ir::Value* y : ys) g.add_output(y);
+  return b;
+}
 
-  runtime::Executor ex(g);
-  ASSERT_EQ(ex.kernel_choices().size(), 1u);
-  EXPECT_EQ(ex.kernel_choices()[0].kernel, c.kernel)
-      << "the case must run the fast kernel it is about; cpu backend says: "
-      << backends::CpuBackend::instance().supports(*n).reason;
-  std::vector<RtValue> fast = ex.run(feeds);
-  std::vector<RtValue> ref = runtime::Interpreter(g).run(feeds);
+void expect_matches_reference(const Case& c, const Built& b, const std::vector<RtValue>& fast) {
+  std::vector<RtValue> ref = runtime::Interpreter(b.g).run(b.feeds);
   ASSERT_EQ(fast.size(), static_cast<size_t>(c.outputs));
   for (int o = 0; o < c.outputs; ++o) {
     const Tensor& a = fast.at(o).tensor();
-    const Tensor& b = ref.at(o).tensor();
-    ASSERT_EQ(a.dims(), b.dims()) << "output " << o;
+    const Tensor& r = ref.at(o).tensor();
+    ASSERT_EQ(a.dims(), r.dims()) << "output " << o;
     ASSERT_GT(a.numel(), 0) << "output " << o;
     double worst = 0;
     for (int64_t k = 0; k < a.numel(); ++k) {
-      const double va = a.data<float>()[k], vb = b.data<float>()[k];
+      const double va = a.data<float>()[k], vb = r.data<float>()[k];
       worst = std::max(worst, std::abs(va - vb) / (1e-5 + 1e-4 * std::abs(vb)));
     }
     EXPECT_LE(worst, 1.0) << "output " << o
@@ -478,9 +479,71 @@ TEST_P(BackendOps, FastKernelMatchesReference) {
   }
 }
 
+class BackendOps : public ::testing::TestWithParam<Case> {};
+
+// The CPU: each case names the kernel it is about, and the executor must pick it.
+TEST_P(BackendOps, FastKernelMatchesReference) {
+  const Case& c = GetParam();
+  if (!ops::OpRegistry::instance().find(c.domain, c.op, c.opset)) {
+    GTEST_SKIP() << c.domain << "::" << c.op << " has no reference kernel in this build";
+  }
+  Built b = build(c);
+  runtime::Executor ex(b.g);
+  ASSERT_EQ(ex.kernel_choices().size(), 1u);
+  EXPECT_EQ(ex.kernel_choices()[0].kernel, c.kernel)
+      << "the case must run the fast kernel it is about; cpu backend says: "
+      << backends::CpuBackend::instance().supports(*b.node).reason;
+  expect_matches_reference(c, b, ex.run(b.feeds));
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, BackendOps, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
+                         });
+
+// Every other registered device, over the same cases: a case the device says it supports must
+// run there (a kernel that then falls back to the CPU fails the case) and match the reference;
+// one it does not support is skipped with the device's reason. A device that cannot open here
+// (no GPU) is skipped, unless KILN_EXPECT_DEVICES names it (the GPU machine's script does).
+class DeviceBackendOps : public ::testing::TestWithParam<std::tuple<std::string, Case>> {};
+
+TEST_P(DeviceBackendOps, SupportedCasesRunThereAndMatchReference) {
+  const auto& [device, c] = GetParam();
+  if (!ops::OpRegistry::instance().find(c.domain, c.op, c.opset)) {
+    GTEST_SKIP() << c.domain << "::" << c.op << " has no reference kernel in this build";
+  }
+  backends::Backend* dev = nullptr;
+  try {
+    dev = &backends::BackendRegistry::instance().get(device);
+  } catch (const Error& e) {
+    const char* expect = std::getenv("KILN_EXPECT_DEVICES");
+    if (expect && std::string(expect).find(device) != std::string::npos) {
+      FAIL() << device << " was expected here: " << e.message();
+    }
+    GTEST_SKIP() << e.message();
+  }
+  Built b = build(c);
+  backends::Support s = dev->supports(*b.node);
+  if (!s.ok()) GTEST_SKIP() << device << " does not run it: " << s.reason;
+  runtime::ExecutorOptions options;
+  options.backends = {dev};
+  runtime::Executor ex(b.g, options);
+  ASSERT_EQ(ex.kernel_choices().size(), 1u);
+  EXPECT_EQ(ex.kernel_choices()[0].backend, dev->name())
+      << device << " said it runs the case with " << s.kernel << ", but it fell back to "
+      << ex.kernel_choices()[0].backend << ":" << ex.kernel_choices()[0].kernel;
+  expect_matches_reference(c, b, ex.run(b.feeds));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceBackendOps,
+                         ::testing::Combine(::testing::Values("fake-device", "gpu"),
+                                            ::testing::ValuesIn(cases())),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, Case>>& info) {
+                           std::string device = std::get<0>(info.param);
+                           for (char& ch : device) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return device + "_" + std::get<1>(info.param).name;
                          });
 
 }  // namespace
