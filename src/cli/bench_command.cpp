@@ -31,6 +31,7 @@ struct BenchOptions {
   InputOptions inputs;
   int64_t batch = 0;  // 0: whatever the inputs have
   int threads = 0;
+  std::string device = "cpu";
   bool no_optimize = false;
   int warmup = 3;
   // Timed runs go on until both minimums are met, as trtexec's --iterations and --duration: a
@@ -175,6 +176,7 @@ int bench(BenchOptions o) {
   auto dims = o.inputs.dims();
   SessionOptions so;
   so.threads = o.threads;
+  so.device = o.device;
   so.optimize = !o.no_optimize;
   Session session(o.model, so);
   if (o.batch > 0) apply_batch(session.inputs(), o.batch, dims);
@@ -258,6 +260,9 @@ Command add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device,
+                  "Devices to place nodes on, preferred first: cpu, gpu, gpu,cpu (the CPU runs "
+                  "what the others cannot)");
   cmd->add_flag("--no-optimize", o->no_optimize, "ONNX models: run the graph as imported");
   cmd->add_option("--warmup", o->warmup, "Untimed runs first")
       ->check(CLI::NonNegativeNumber)

@@ -21,6 +21,7 @@ struct RunOptions {
   bool profile = false;
   bool no_optimize = false;
   int threads = 0;
+  std::string device = "cpu";
   std::string output_dir;
 };
 
@@ -49,6 +50,7 @@ int run(const RunOptions& o) {
   so.profiling = o.profile;
   so.optimize = !o.no_optimize;
   so.threads = o.threads;
+  so.device = o.device;
   Session session(o.model, so);
   runtime::Feeds feeds = make_feeds(session.inputs(), files, dims, o.inputs.seed);
   std::cout << describe_feeds(feeds);
@@ -105,6 +107,9 @@ Command add_run_command(CLI::App& app) {
                   "Write each output to DIR/NAME.pb (TensorProto, name inside)");
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device,
+                  "Devices to place nodes on, preferred first: cpu, gpu, gpu,cpu (the CPU runs "
+                  "what the others cannot)");
   cmd->add_flag("--no-optimize", o->no_optimize, "ONNX models: run the graph as imported");
   return {cmd, [o] { return run(*o); }};
 }

@@ -30,3 +30,22 @@ def test_devices_refuses_a_file_that_is_not_a_gpu_library(kiln, tmp_path):
     r = kiln("devices", env={"KILN_GPU_BACKEND": str(bogus)})
     assert r.returncode == 0
     assert "libbogus.so: cannot be loaded" in r.stdout
+
+
+def test_run_and_bench_place_nodes_on_the_device_asked_for(kiln, demo):
+    # The CPU always runs; an unknown device names the known ones; a GPU either runs the model
+    # (nodes it cannot run fall back to the CPU) or says why it cannot open.
+    for command in ("run", "bench"):
+        extra = ["--iterations", "3", "--warmup", "0"] if command == "bench" else []
+        r = kiln(command, demo, "--device", "cpu", *extra)
+        assert r.returncode == 0, r.stderr
+        r = kiln(command, demo, "--device", "rocm:0", *extra)
+        assert r.returncode != 0
+        assert "unknown device 'rocm:0': this build knows cpu, gpu" in r.stderr, r.stderr
+    has_gpu = kiln("devices", "--require-gpu").returncode == 0
+    r = kiln("run", demo, "--device", "gpu")
+    if has_gpu:
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode != 0
+        assert "device 'gpu' is not available: " in r.stderr, r.stderr
