@@ -35,19 +35,30 @@ const KernelDef* KernelTable::find(std::string_view backend, std::string_view do
   return nullptr;
 }
 
-Support KernelTable::select(std::string_view backend, const ir::Node& node) const {
-  std::vector<const KernelDef*> defs = for_op(backend, node.domain(), node.op_type());
+Support KernelTable::select(const Backend& backend, const ir::Node& node) const {
+  std::vector<const KernelDef*> defs = for_op(backend.name(), node.domain(), node.op_type());
   if (defs.empty()) {
-    return Support::no(fmt::format("no {} kernel for {}", backend, node.op_type()));
+    return Support::no(fmt::format("no {} kernel for {}", backend.name(), node.op_type()));
   }
   std::string reasons;
   for (const KernelDef* d : defs) {
-    std::string why = d->check(node);
+    std::string why = d->check(backend, node);
     if (why.empty()) return Support::yes(d->name);
     if (!reasons.empty()) reasons += "; ";
     reasons += fmt::format("{}: {}", d->name, why);
   }
   return Support::no(reasons);
+}
+
+std::unique_ptr<Kernel> KernelTable::create(Backend& backend, const ir::Node& node,
+                                            std::string_view name) const {
+  const KernelDef* def = find(backend.name(), node.domain(), node.op_type(), name);
+  KILN_CHECK(def, ErrorCode::Unsupported, "node {}: the {} backend has no kernel '{}' for {}",
+             node.label(), backend.name(), name, node.op_type());
+  std::string why = def->check(backend, node);
+  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "node {}: kernel '{}' cannot run it: {}",
+             node.label(), name, why);
+  return def->create(backend, node);
 }
 
 }  // namespace kiln::backends

@@ -2,14 +2,62 @@
 // The fast-kernel table: one entry per (backend, op, kernel), registered in one line beside the
 // kernel with KILN_REGISTER_KERNEL. Entries are data keyed by op name, so a kernel for an op
 // another part of Kiln adds later (an ai.kiln fused op) is registered the same way.
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "backends/backend.hpp"
 
 namespace kiln::backends {
+
+// Whether a kernel can run a node on a backend: empty, or the reason it cannot. Decided from the
+// node's attributes and declared types, and the backend (a GPU kernel's support depends on the
+// device's arch). A kernel whose answer does not depend on the backend may register a function
+// of the node alone.
+class KernelCheck {
+ public:
+  KernelCheck() = default;
+  template <typename F>
+  KernelCheck(F f) {  // NOLINT: registrations pass plain functions and lambdas
+    if constexpr (std::is_invocable_v<F, const Backend&, const ir::Node&>) {
+      fn_ = std::move(f);
+    } else {
+      fn_ = [f](const Backend&, const ir::Node& n) { return f(n); };
+    }
+  }
+  std::string operator()(const Backend& backend, const ir::Node& node) const {
+    return fn_(backend, node);
+  }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+
+ private:
+  std::function<std::string(const Backend&, const ir::Node&)> fn_;
+};
+
+// Builds a kernel for a node on the backend it runs on (creating it may allocate that device's
+// memory). As with KernelCheck, a function of the node alone may be registered.
+class KernelCreate {
+ public:
+  KernelCreate() = default;
+  template <typename F>
+  KernelCreate(F f) {  // NOLINT: registrations pass plain functions and lambdas
+    if constexpr (std::is_invocable_v<F, Backend&, const ir::Node&>) {
+      fn_ = std::move(f);
+    } else {
+      fn_ = [f](Backend&, const ir::Node& n) { return f(n); };
+    }
+  }
+  std::unique_ptr<Kernel> operator()(Backend& backend, const ir::Node& node) const {
+    return fn_(backend, node);
+  }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+
+ private:
+  std::function<std::unique_ptr<Kernel>(Backend&, const ir::Node&)> fn_;
+};
 
 struct KernelDef {
   std::string backend;  // "cpu"
@@ -22,10 +70,8 @@ struct KernelDef {
   // index declares any. The memory planner gives output 0 such an input's space when that
   // input dies here and has the output's type and shape; no other kernel ever gets it.
   std::vector<size_t> in_place_inputs = {};
-  // Empty when the kernel can run `node` (decided from attributes and declared types), else
-  // the reason it cannot.
-  std::string (*check)(const ir::Node& node) = nullptr;
-  std::unique_ptr<Kernel> (*create)(const ir::Node& node) = nullptr;
+  KernelCheck check;
+  KernelCreate create;
 };
 
 class KernelTable {
@@ -40,8 +86,13 @@ class KernelTable {
                         std::string_view name) const;
   const std::vector<KernelDef>& all() const { return defs_; }
 
-  // The first kernel of `backend` whose check accepts `node`, or every kernel's reason.
-  Support select(std::string_view backend, const ir::Node& node) const;
+  // The first kernel of `backend` (entries under its name) whose check accepts `node`, or
+  // every kernel's reason.
+  Support select(const Backend& backend, const ir::Node& node) const;
+  // Builds kernel `name` of `backend` for `node`; Unsupported when the table has no such entry
+  // or its check refuses the node.
+  std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node,
+                                 std::string_view name) const;
 
  private:
   std::vector<KernelDef> defs_;

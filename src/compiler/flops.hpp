@@ -1,8 +1,8 @@
 #pragma once
-// Floating-point operation counts of a graph, from its value shapes: a multiply-add is 2 FLOPs.
-// Conv / ConvTranspose / Gemm / MatMul (and Kiln's fused forms) exactly; pooling by window,
-// reductions by input element; data movement (Reshape, Transpose, Gather, ...) 0; every other op
-// ~1 per output element. Symbolic dims take the value given, else the low end of their range.
+// Floating-point operation counts of a graph, from its value shapes: each node by its op's
+// formula (OpTraits::flops; src/ops/op_flops.hpp: Conv / Gemm / MatMul exactly, pooling by
+// window, reductions by input element, data movement 0, every other op ~1 per output element).
+// Symbolic dims take the value given, else the low end of their range.
 #include <cstdint>
 #include <map>
 #include <string>

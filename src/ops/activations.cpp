@@ -5,21 +5,11 @@
 #include <numbers>
 
 #include "ops/elementwise_utils.hpp"
+#include "ops/point_ops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
 namespace {
-
-// log(1 + exp(x)) without overflow for large x.
-double softplus(double x) {
-  return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-}
-double sigmoid(double x) {
-  // Split by sign so exp never overflows into inf/inf.
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
 
 void relu_op(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -32,21 +22,26 @@ void relu_op(KernelContext& ctx) {
           return Tensor();
         } else {
           // NaN stays NaN (numpy maximum semantics).
-          return map_unary<T, T>(x, [](T v) { return to_double(v) < 0 ? T(0) : v; });
+          return map_unary<T, T>(x, [](T v) {
+            if constexpr (is_half_v<T>) {
+              return to_double(v) < 0 ? T(0) : v;  // no arithmetic on the half types
+            } else {
+              return point::relu(v);
+            }
+          });
         }
       }));
 }
 
 void leaky_relu_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 0.01f);
-  ctx.set_output(
-      0, map_float(ctx.input(0), "LeakyRelu", [&](double x) { return x >= 0 ? x : alpha * x; }));
+  ctx.set_output(0, map_float(ctx.input(0), "LeakyRelu",
+                              [&](double x) { return point::leaky_relu(x, alpha); }));
 }
 
 void elu_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 1.0f);
-  ctx.set_output(0, map_float(ctx.input(0), "Elu",
-                              [&](double x) { return x >= 0 ? x : alpha * std::expm1(x); }));
+  ctx.set_output(0, map_float(ctx.input(0), "Elu", [&](double x) { return point::elu(x, alpha); }));
 }
 
 void selu_op(KernelContext& ctx) {
@@ -54,81 +49,73 @@ void selu_op(KernelContext& ctx) {
   const bool v1 = ctx.opset() < 6;
   const double alpha = ctx.attr_float("alpha", v1 ? 1.6732f : 1.67326319217681884765625f);
   const double gamma = ctx.attr_float("gamma", v1 ? 1.0507f : 1.05070102214813232421875f);
-  ctx.set_output(0, map_float(ctx.input(0), "Selu", [&](double x) {
-                   return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
-                 }));
+  ctx.set_output(
+      0, map_float(ctx.input(0), "Selu", [&](double x) { return point::selu(x, alpha, gamma); }));
 }
 
 void celu_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 1.0f);
   ctx.check(alpha != 0, "alpha must be non-zero");
-  ctx.set_output(0, map_float(ctx.input(0), "Celu", [&](double x) {
-                   return std::max(0.0, x) + std::min(0.0, alpha * std::expm1(x / alpha));
-                 }));
+  ctx.set_output(0,
+                 map_float(ctx.input(0), "Celu", [&](double x) { return point::celu(x, alpha); }));
 }
 
 void sigmoid_op(KernelContext& ctx) {
-  ctx.set_output(0, map_float(ctx.input(0), "Sigmoid", [](double x) { return sigmoid(x); }));
+  ctx.set_output(0, map_float(ctx.input(0), "Sigmoid", [](double x) { return point::sigmoid(x); }));
 }
 
 void hard_sigmoid_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 0.2f);
   const double beta = ctx.attr_float("beta", 0.5f);
-  ctx.set_output(0, map_float(ctx.input(0), "HardSigmoid", [&](double x) {
-                   return std::max(0.0, std::min(1.0, alpha * x + beta));
-                 }));
+  ctx.set_output(0, map_float(ctx.input(0), "HardSigmoid",
+                              [&](double x) { return point::hard_sigmoid(x, alpha, beta); }));
 }
 
 void hard_swish_op(KernelContext& ctx) {
-  ctx.set_output(0, map_float(ctx.input(0), "HardSwish", [](double x) {
-                   return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
-                 }));
+  ctx.set_output(
+      0, map_float(ctx.input(0), "HardSwish", [](double x) { return point::hard_swish(x); }));
 }
 
 void softplus_op(KernelContext& ctx) {
-  ctx.set_output(0, map_float(ctx.input(0), "Softplus", [](double x) { return softplus(x); }));
+  ctx.set_output(0,
+                 map_float(ctx.input(0), "Softplus", [](double x) { return point::softplus(x); }));
 }
 
 void softsign_op(KernelContext& ctx) {
-  ctx.set_output(
-      0, map_float(ctx.input(0), "Softsign", [](double x) { return x / (1.0 + std::fabs(x)); }));
+  ctx.set_output(0,
+                 map_float(ctx.input(0), "Softsign", [](double x) { return point::softsign(x); }));
 }
 
 void tanh_op(KernelContext& ctx) {
-  ctx.set_output(0, map_float(ctx.input(0), "Tanh", [](double x) { return std::tanh(x); }));
+  ctx.set_output(0, map_float(ctx.input(0), "Tanh", [](double x) { return point::tanh(x); }));
 }
 
 void gelu_op(KernelContext& ctx) {
   const std::string approximate = ctx.attr_string("approximate", "none");
   if (approximate == "none") {
-    ctx.set_output(0, map_float(ctx.input(0), "Gelu", [](double x) {
-                     return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
-                   }));
+    ctx.set_output(0, map_float(ctx.input(0), "Gelu", [](double x) { return point::gelu_erf(x); }));
   } else if (approximate == "tanh") {
-    const double k = std::sqrt(2.0 / std::numbers::pi);
-    ctx.set_output(0, map_float(ctx.input(0), "Gelu", [&](double x) {
-                     return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-                   }));
+    ctx.set_output(0,
+                   map_float(ctx.input(0), "Gelu", [](double x) { return point::gelu_tanh(x); }));
   } else {
     ctx.fail("approximate must be 'none' or 'tanh', got '{}'", approximate);
   }
 }
 
 void mish_op(KernelContext& ctx) {
-  ctx.set_output(
-      0, map_float(ctx.input(0), "Mish", [](double x) { return x * std::tanh(softplus(x)); }));
+  ctx.set_output(0, map_float(ctx.input(0), "Mish", [](double x) { return point::mish(x); }));
 }
 
 void swish_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 1.0f);
   ctx.set_output(
-      0, map_float(ctx.input(0), "Swish", [&](double x) { return x * sigmoid(alpha * x); }));
+      0, map_float(ctx.input(0), "Swish", [&](double x) { return point::swish(x, alpha); }));
 }
 
 void thresholded_relu_op(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha", 1.0f);
-  ctx.set_output(
-      0, map_float(ctx.input(0), "ThresholdedRelu", [&](double x) { return x > alpha ? x : 0.0; }));
+  ctx.set_output(0, map_float(ctx.input(0), "ThresholdedRelu",
+                              [&](double x) { return point::thresholded_relu(x, alpha); }));
 }
 
 // Shrink takes every numeric type; integer results truncate like a cast of the float formula.
@@ -196,10 +183,7 @@ void clip_op(KernelContext& ctx) {
     const double hi = ctx.has_attr("max") ? ctx.attr_float("max")
                       : v1                ? inf
                                           : std::numeric_limits<float>::max();
-    ctx.set_output(0, map_float(x, "Clip", [&](double v) {
-                     if (std::isnan(v)) return v;
-                     return std::min(std::max(v, lo), hi);
-                   }));
+    ctx.set_output(0, map_float(x, "Clip", [&](double v) { return point::clip(v, lo, hi); }));
     return;
   }
   auto bound = [&](size_t i) -> const Tensor* {
@@ -214,47 +198,111 @@ void clip_op(KernelContext& ctx) {
   const Tensor* hi_t = bound(2);
   ctx.set_output(0, dispatch_dtype<DTypeSet::Numeric>(x.dtype(), "Clip", [&](auto tag) {
                    using T = typename decltype(tag)::type;
-                   const bool has_lo = lo_t != nullptr, has_hi = hi_t != nullptr;
-                   const T lo = has_lo ? lo_t->data<T>()[0] : T(0);
-                   const T hi = has_hi ? hi_t->data<T>()[0] : T(0);
-                   return map_unary<T, T>(x, [&](T v) -> T {
-                     if constexpr (is_float_v<T>) {
-                       double d = to_double(v);
-                       if (std::isnan(d)) return v;
-                       if (has_lo && d < to_double(lo)) d = to_double(lo);
-                       if (has_hi && d > to_double(hi)) d = to_double(hi);
-                       return from_double<T>(d);
-                     } else {
-                       if (has_lo && v < lo) v = lo;
-                       if (has_hi && v > hi) v = hi;
-                       return v;
-                     }
-                   });
+                   if constexpr (is_float_v<T>) {
+                     // A missing bound is an infinite one: no comparison with it ever holds.
+                     constexpr double kInf = std::numeric_limits<double>::infinity();
+                     const double lo = lo_t ? to_double(lo_t->data<T>()[0]) : -kInf;
+                     const double hi = hi_t ? to_double(hi_t->data<T>()[0]) : kInf;
+                     return map_unary<T, T>(x, [&](T v) -> T {
+                       const double d = to_double(v);
+                       return std::isnan(d) ? v : from_double<T>(point::clip(d, lo, hi));
+                     });
+                   } else {
+                     const T lo = lo_t ? lo_t->data<T>()[0] : std::numeric_limits<T>::lowest();
+                     const T hi = hi_t ? hi_t->data<T>()[0] : std::numeric_limits<T>::max();
+                     return map_unary<T, T>(x, [&](T v) { return point::clip(v, lo, hi); });
+                   }
                  }));
 }
 
-KILN_REGISTER_OP({.op_type = "Relu", .kernel = relu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "LeakyRelu", .kernel = leaky_relu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Elu", .kernel = elu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Selu", .kernel = selu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Celu", .kernel = celu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Sigmoid", .kernel = sigmoid_op, .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "Relu",
+                  .kernel = relu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary,
+                             .fp16 = {.safe = true},
+                             .transposes = true,
+                             .quantization = true}});
+KILN_REGISTER_OP({.op_type = "LeakyRelu",
+                  .kernel = leaky_relu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Elu",
+                  .kernel = elu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Selu",
+                  .kernel = selu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Celu",
+                  .kernel = celu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Sigmoid",
+                  .kernel = sigmoid_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "HardSigmoid",
                   .kernel = hard_sigmoid_op,
-                  .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "HardSwish", .kernel = hard_swish_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Softplus", .kernel = softplus_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Softsign", .kernel = softsign_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Tanh", .kernel = tanh_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Gelu", .kernel = gelu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Mish", .kernel = mish_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Swish", .kernel = swish_op, .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "HardSwish",
+                  .kernel = hard_swish_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Softplus",
+                  .kernel = softplus_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Softsign",
+                  .kernel = softsign_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Tanh",
+                  .kernel = tanh_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Gelu",
+                  .kernel = gelu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Mish",
+                  .kernel = mish_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Swish",
+                  .kernel = swish_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "ThresholdedRelu",
                   .kernel = thresholded_relu_op,
-                  .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Shrink", .kernel = shrink_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "PRelu", .kernel = prelu_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Clip", .kernel = clip_op, .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Shrink",
+                  .kernel = shrink_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary}});
+KILN_REGISTER_OP({.op_type = "PRelu",
+                  .kernel = prelu_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Binary, .fp16 = {.safe = true}}});
+KILN_REGISTER_OP({.op_type = "Clip",
+                  .kernel = clip_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary,
+                             .fp16 = {.safe = true},
+                             .transposes = true,
+                             .quantization = true}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -2,6 +2,7 @@
 #include "ops/elementwise_utils.hpp"
 #include "ops/infer_utils.hpp"
 #include "ops/op_utils.hpp"
+#include "ops/point_ops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -22,66 +23,54 @@ void arithmetic(KernelContext& ctx) {
                  }));
 }
 
+// The math is the point functions' (src/ops/point_ops.hpp); only the error a point function
+// cannot raise stays here.
 struct AddOp {
   template <typename T>
   static T apply(const KernelContext&, T x, T y) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;  // wrap around like hardware, without UB
-      return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
-    } else {
-      return T(x + y);
-    }
+    return point::add(x, y);
   }
 };
 struct SubOp {
   template <typename T>
   static T apply(const KernelContext&, T x, T y) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
-    } else {
-      return T(x - y);
-    }
+    return point::sub(x, y);
   }
 };
 struct MulOp {
   template <typename T>
   static T apply(const KernelContext&, T x, T y) {
-    if constexpr (std::is_integral_v<T>) {
-      // uint64 product: narrower unsigned types would promote to int and could overflow (UB).
-      return static_cast<T>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
-    } else {
-      return T(x * y);
-    }
+    return point::mul(x, y);
   }
 };
 struct DivOp {
   template <typename T>
   static T apply(const KernelContext& ctx, T x, T y) {
-    if constexpr (std::is_integral_v<T>) {
-      ctx.check(y != 0, "integer division by zero");
-      if constexpr (std::is_signed_v<T>) {
-        if (x == std::numeric_limits<T>::min() && y == T(-1)) return x;  // overflow wraps
-      }
-      return static_cast<T>(x / y);
-    } else {
-      return T(x / y);
-    }
+    if constexpr (std::is_integral_v<T>) ctx.check(y != 0, "integer division by zero");
+    return point::div(x, y);
   }
 };
 
 KILN_REGISTER_OP({.op_type = "Add",
                   .kernel = arithmetic<AddOp>,
-                  .infer = infer_binary_legacy_same});
+                  .infer = infer_binary_legacy_same,
+                  .traits = {
+                      .pointwise = Pointwise::Binary, .fp16 = {.safe = true}, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "Sub",
                   .kernel = arithmetic<SubOp>,
-                  .infer = infer_binary_legacy_same});
+                  .infer = infer_binary_legacy_same,
+                  .traits = {
+                      .pointwise = Pointwise::Binary, .fp16 = {.safe = true}, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "Mul",
                   .kernel = arithmetic<MulOp>,
-                  .infer = infer_binary_legacy_same});
+                  .infer = infer_binary_legacy_same,
+                  .traits = {
+                      .pointwise = Pointwise::Binary, .fp16 = {.safe = true}, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "Div",
                   .kernel = arithmetic<DivOp>,
-                  .infer = infer_binary_legacy_same});
+                  .infer = infer_binary_legacy_same,
+                  .traits = {
+                      .pointwise = Pointwise::Binary, .fp16 = {.safe = true}, .transposes = true}});
 
 }  // namespace
 }  // namespace kiln::ops

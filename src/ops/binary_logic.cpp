@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/elementwise_utils.hpp"
+#include "ops/point_ops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -51,7 +52,7 @@ T int_pow(const KernelContext& ctx, T base, E exp) {
 template <typename T, typename E>
 T pow_element(const KernelContext& ctx, T a, E b) {
   if constexpr (is_float_v<T>) {
-    return from_double<T>(std::pow(to_double(a), to_double(b)));
+    return from_double<T>(point::pow(to_double(a), to_double(b)));
   } else if constexpr (is_float_v<E>) {
     return saturate_to_int<T>(std::pow(static_cast<double>(a), to_double(b)));
   } else {
@@ -189,24 +190,62 @@ void greater_equal_op(KernelContext& ctx) {
       ctx, [](auto a, auto b) { return comparable(a) >= comparable(b); });
 }
 
-KILN_REGISTER_OP({.op_type = "Pow", .kernel = pow_op, .infer = infer_binary_legacy_same});
-KILN_REGISTER_OP({.op_type = "Mod", .kernel = mod_op, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "BitShift", .kernel = bit_shift_op, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "BitwiseAnd", .kernel = bitwise_and_op, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "BitwiseOr", .kernel = bitwise_or_op, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "BitwiseXor", .kernel = bitwise_xor_op, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "And", .kernel = and_op, .infer = infer_binary_legacy_bool});
-KILN_REGISTER_OP({.op_type = "Or", .kernel = or_op, .infer = infer_binary_legacy_bool});
-KILN_REGISTER_OP({.op_type = "Xor", .kernel = xor_op, .infer = infer_binary_legacy_bool});
-KILN_REGISTER_OP({.op_type = "Equal", .kernel = equal_op, .infer = infer_binary_legacy_bool});
-KILN_REGISTER_OP({.op_type = "Less", .kernel = less_op, .infer = infer_binary_legacy_bool});
-KILN_REGISTER_OP({.op_type = "Greater", .kernel = greater_op, .infer = infer_binary_legacy_bool});
+KILN_REGISTER_OP({.op_type = "Pow",
+                  .kernel = pow_op,
+                  .infer = infer_binary_legacy_same,
+                  .traits = {.pointwise = Pointwise::Binary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Mod",
+                  .kernel = mod_op,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "BitShift",
+                  .kernel = bit_shift_op,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "BitwiseAnd",
+                  .kernel = bitwise_and_op,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "BitwiseOr",
+                  .kernel = bitwise_or_op,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "BitwiseXor",
+                  .kernel = bitwise_xor_op,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "And",
+                  .kernel = and_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "Or",
+                  .kernel = or_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "Xor",
+                  .kernel = xor_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "Equal",
+                  .kernel = equal_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "Less",
+                  .kernel = less_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
+KILN_REGISTER_OP({.op_type = "Greater",
+                  .kernel = greater_op,
+                  .infer = infer_binary_legacy_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
 KILN_REGISTER_OP({.op_type = "LessOrEqual",
                   .kernel = less_equal_op,
-                  .infer = infer_broadcast_bool});
+                  .infer = infer_broadcast_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
 KILN_REGISTER_OP({.op_type = "GreaterOrEqual",
                   .kernel = greater_equal_op,
-                  .infer = infer_broadcast_bool});
+                  .infer = infer_broadcast_bool,
+                  .traits = {.pointwise = Pointwise::Binary}});
 
 }  // namespace
 }  // namespace kiln::ops

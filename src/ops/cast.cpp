@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ops/elementwise_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -268,8 +269,15 @@ void infer_cast_like(InferContext& ctx) {
   infer_same_shape_as(ctx, target->dtype);
 }
 
-KILN_REGISTER_OP({.op_type = "Cast", .kernel = cast_op, .infer = infer_cast});
-KILN_REGISTER_OP({.op_type = "CastLike", .kernel = cast_like_op, .infer = infer_cast_like});
+KILN_REGISTER_OP({.op_type = "Cast",
+                  .kernel = cast_op,
+                  .infer = infer_cast,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .transposes = true, .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "CastLike",
+                  .kernel = cast_like_op,
+                  .infer = infer_cast_like,
+                  .traits = {.flops = flops_zero}});
 
 }  // namespace
 }  // namespace kiln::ops

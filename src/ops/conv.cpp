@@ -6,6 +6,7 @@
 
 #include "ops/conv_utils.hpp"
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
@@ -497,12 +498,16 @@ void infer_conv_transpose(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(x->dtype, Shape(dims)));
 }
 
-KILN_REGISTER_OP({.op_type = "Conv", .kernel = conv, .infer = infer_conv});
+KILN_REGISTER_OP({.op_type = "Conv",
+                  .kernel = conv,
+                  .infer = infer_conv,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_conv}});
 KILN_REGISTER_OP({.op_type = "ConvInteger", .kernel = conv_integer, .infer = infer_conv_integer});
 KILN_REGISTER_OP({.op_type = "QLinearConv", .kernel = qlinear_conv, .infer = infer_qlinear_conv});
 KILN_REGISTER_OP({.op_type = "ConvTranspose",
                   .kernel = conv_transpose,
-                  .infer = infer_conv_transpose});
+                  .infer = infer_conv_transpose,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_conv_transpose}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -6,11 +6,11 @@
 // On a node: attribute `activation` (string, one of the names below; absent = None) and
 // `activation_params` (floats): Clip {min, max}, LeakyRelu {alpha}, HardSigmoid {alpha, beta};
 // the others take none.
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "ops/kernel_context.hpp"
+#include "ops/point_ops.hpp"
 
 namespace kiln::ops {
 
@@ -42,33 +42,32 @@ struct FusedActivation {
   void set_on(ir::Node& node) const;
   static const char* name(Activation a);
 
-  // The reference numerics, in double like the reference kernels of the unfused ops.
+  // The reference numerics: the point functions the unfused ops' reference kernels use, in
+  // double like them, so a fused node computes exactly what the unfused pair did.
   double apply(double x) const {
     switch (kind) {
       case Activation::None:
         return x;
       case Activation::Relu:
-        return x < 0 ? 0 : x;  // NaN stays NaN, as in Relu
+        return point::relu(x);
       case Activation::Clip:
-        return x < alpha ? alpha : (x > beta ? beta : x);
+        return point::clip(x, static_cast<double>(alpha), static_cast<double>(beta));
       case Activation::Sigmoid:
-        return 1 / (1 + std::exp(-x));
+        return point::sigmoid(x);
       case Activation::Silu:
-        return x / (1 + std::exp(-x));
+        return point::silu(x);
       case Activation::HardSwish:
-        return x * std::fmax(0.0, std::fmin(1.0, x / 6 + 0.5));
+        return point::hard_swish(x);
       case Activation::HardSigmoid:
-        return std::fmax(0.0, std::fmin(1.0, alpha * x + beta));
+        return point::hard_sigmoid(x, static_cast<double>(alpha), static_cast<double>(beta));
       case Activation::LeakyRelu:
-        return x >= 0 ? x : alpha * x;
+        return point::leaky_relu(x, static_cast<double>(alpha));
       case Activation::Tanh:
-        return std::tanh(x);
+        return point::tanh(x);
       case Activation::Gelu:
-        return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-      case Activation::GeluTanh: {
-        constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
-        return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
-      }
+        return point::gelu_erf(x);
+      case Activation::GeluTanh:
+        return point::gelu_tanh(x);
     }
     return x;
   }

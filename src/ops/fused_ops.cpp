@@ -6,6 +6,7 @@
 //                          activation.
 // Every one also takes `activation` (string) and `activation_params` (floats).
 #include "ops/elementwise_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/registry.hpp"
 #include "ops/wrapped_kernel.hpp"
 
@@ -75,15 +76,18 @@ void infer_fused_matmul(InferContext& ctx) {
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "FusedConv",
                   .kernel = fused_conv,
-                  .infer = infer_fused_conv});
+                  .infer = infer_fused_conv,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_fused_conv}});
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "FusedGemm",
                   .kernel = fused_gemm,
-                  .infer = infer_fused_gemm});
+                  .infer = infer_fused_gemm,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_fused_gemm}});
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "FusedMatMul",
                   .kernel = fused_matmul,
-                  .infer = infer_fused_matmul});
+                  .infer = infer_fused_matmul,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_fused_matmul}});
 
 }  // namespace
 }  // namespace kiln::ops

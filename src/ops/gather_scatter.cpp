@@ -5,6 +5,7 @@
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
@@ -395,22 +396,29 @@ void tensor_scatter_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(out));
 }
 
-KILN_REGISTER_OP({.op_type = "Gather", .kernel = gather_kernel, .infer = lenient<infer_gather>});
+KILN_REGISTER_OP({.op_type = "Gather",
+                  .kernel = gather_kernel,
+                  .infer = lenient<infer_gather>,
+                  .traits = {.fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "GatherElements",
                   .kernel = gather_elements_kernel,
-                  .infer = lenient<infer_gather_elements>});
+                  .infer = lenient<infer_gather_elements>,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "GatherND",
                   .kernel = gather_nd_kernel,
-                  .infer = lenient<infer_gather_nd>});
+                  .infer = lenient<infer_gather_nd>,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "ScatterElements",
                   .kernel = scatter_elements_kernel,
-                  .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "Scatter",
                   .kernel = scatter_elements_kernel,
                   .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "ScatterND",
                   .kernel = scatter_nd_kernel,
-                  .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "TensorScatter",
                   .kernel = tensor_scatter_kernel,
                   .infer = infer_same_as_input0});

@@ -1,5 +1,6 @@
 // Identity and Constant: pass a value through, or produce the one stored in an attribute.
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
@@ -44,8 +45,18 @@ void infer_constant(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(t.dtype(), Shape::from_values(t.dims())));
 }
 
-KILN_REGISTER_OP({.op_type = "Identity", .kernel = identity, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Constant", .kernel = constant, .infer = infer_constant});
+KILN_REGISTER_OP({.op_type = "Identity",
+                  .kernel = identity,
+                  .infer = infer_same_as_input0,
+                  .traits = {.view = true,
+                             .fp16 = {.safe = true},
+                             .transposes = true,
+                             .quantization = true,
+                             .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Constant",
+                  .kernel = constant,
+                  .infer = infer_constant,
+                  .traits = {.flops = flops_zero}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -6,6 +6,7 @@
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_values.hpp"
@@ -431,16 +432,24 @@ void infer_nonzero(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(DataType::Int64, Shape({rank, Dim()})));
 }
 
-KILN_REGISTER_OP({.op_type = "Range", .kernel = range_kernel, .infer = lenient<infer_range>});
+KILN_REGISTER_OP({.op_type = "Range",
+                  .kernel = range_kernel,
+                  .infer = lenient<infer_range>,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "EyeLike", .kernel = eyelike_kernel, .infer = lenient<infer_eyelike>});
 KILN_REGISTER_OP({.op_type = "Trilu", .kernel = trilu_kernel, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "OneHot", .kernel = onehot_kernel, .infer = lenient<infer_onehot>});
+KILN_REGISTER_OP({.op_type = "OneHot",
+                  .kernel = onehot_kernel,
+                  .infer = lenient<infer_onehot>,
+                  .traits = {.shape_inputs = slots({1})}});
 KILN_REGISTER_OP({.op_type = "DepthToSpace",
                   .kernel = depth_to_space_kernel,
-                  .infer = lenient<infer_depth_to_space>});
+                  .infer = lenient<infer_depth_to_space>,
+                  .traits = {.fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "SpaceToDepth",
                   .kernel = space_to_depth_kernel,
-                  .infer = lenient<infer_space_to_depth>});
+                  .infer = lenient<infer_space_to_depth>,
+                  .traits = {.fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "ReverseSequence",
                   .kernel = reverse_sequence_kernel,
                   .infer = infer_same_as_input0});

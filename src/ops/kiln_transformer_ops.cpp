@@ -199,16 +199,23 @@ void infer_attention(InferContext& ctx) {
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "LayerNormalization",
                   .kernel = layer_norm,
-                  .infer = infer_layer_norm});
-KILN_REGISTER_OP({.domain = kKilnDomain, .op_type = "Gelu", .kernel = gelu, .infer = infer_gelu});
+                  .infer = infer_layer_norm,
+                  .traits = {.fp16 = {.safe = true, .outputs = slots({0})}}});
+KILN_REGISTER_OP({.domain = kKilnDomain,
+                  .op_type = "Gelu",
+                  .kernel = gelu,
+                  .infer = infer_gelu,
+                  .traits = {.pointwise = Pointwise::Unary, .fp16 = {.safe = true}}});
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "SkipLayerNormalization",
                   .kernel = skip_layer_norm,
-                  .infer = infer_skip_layer_norm});
+                  .infer = infer_skip_layer_norm,
+                  .traits = {.fp16 = {.safe = true, .outputs = slots({0, 3})}}});
 KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "ScaledDotProductAttention",
                   .kernel = attention,
-                  .infer = infer_attention});
+                  .infer = infer_attention,
+                  .traits = {.fp16 = {.safe = true}}});
 
 }  // namespace
 }  // namespace kiln::ops

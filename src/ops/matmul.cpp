@@ -6,6 +6,7 @@
 #include <map>
 
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/reduce_utils.hpp"
 #include "ops/registry.hpp"
@@ -486,8 +487,14 @@ void infer_det(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(a->dtype, shape));
 }
 
-KILN_REGISTER_OP({.op_type = "MatMul", .kernel = matmul, .infer = infer_matmul});
-KILN_REGISTER_OP({.op_type = "Gemm", .kernel = gemm, .infer = infer_gemm});
+KILN_REGISTER_OP({.op_type = "MatMul",
+                  .kernel = matmul,
+                  .infer = infer_matmul,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_matmul}});
+KILN_REGISTER_OP({.op_type = "Gemm",
+                  .kernel = gemm,
+                  .infer = infer_gemm,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_gemm}});
 KILN_REGISTER_OP({.op_type = "Einsum", .kernel = einsum, .infer = infer_einsum});
 KILN_REGISTER_OP({.op_type = "Det", .kernel = det, .infer = infer_det});
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/reduce_utils.hpp"
 #include "ops/registry.hpp"
@@ -430,16 +431,19 @@ void infer_dropout(InferContext& ctx) {
 
 KILN_REGISTER_OP({.op_type = "LayerNormalization",
                   .kernel = layer_norm,
-                  .infer = infer_layer_norm});
+                  .infer = infer_layer_norm,
+                  .traits = {.fp16 = {.safe = true, .outputs = slots({0})}}});
 KILN_REGISTER_OP({.op_type = "RMSNormalization",
                   .kernel = rms_norm,
                   .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "BatchNormalization",
                   .kernel = batch_norm,
-                  .infer = infer_batch_norm});
+                  .infer = infer_batch_norm,
+                  .traits = {.fp16 = {.safe = true, .outputs = slots({0})}}});
 KILN_REGISTER_OP({.op_type = "InstanceNormalization",
                   .kernel = instance_norm,
-                  .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.fp16 = {.safe = true}}});
 KILN_REGISTER_OP({.op_type = "GroupNormalization",
                   .kernel = group_norm,
                   .infer = infer_same_as_input0});
@@ -448,7 +452,10 @@ KILN_REGISTER_OP({.op_type = "MeanVarianceNormalization",
                   .kernel = mvn,
                   .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "LRN", .kernel = lrn, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Dropout", .kernel = dropout, .infer = infer_dropout});
+KILN_REGISTER_OP({.op_type = "Dropout",
+                  .kernel = dropout,
+                  .infer = infer_dropout,
+                  .traits = {.flops = flops_zero}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 
 #include "ops/conv_utils.hpp"
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
@@ -294,20 +295,32 @@ void infer_max_unpool(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(x->dtype, shape));
 }
 
-KILN_REGISTER_OP({.op_type = "MaxPool", .kernel = pool<PoolKind::Max>, .infer = infer_pool});
+KILN_REGISTER_OP({.op_type = "MaxPool",
+                  .kernel = pool<PoolKind::Max>,
+                  .infer = infer_pool,
+                  .traits = {
+                      .fp16 = {.safe = true}, .quantization = true, .flops = flops_pool_window}});
 KILN_REGISTER_OP({.op_type = "AveragePool",
                   .kernel = pool<PoolKind::Average>,
-                  .infer = infer_pool});
-KILN_REGISTER_OP({.op_type = "LpPool", .kernel = pool<PoolKind::Lp>, .infer = infer_pool});
+                  .infer = infer_pool,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_pool_window}});
+KILN_REGISTER_OP({.op_type = "LpPool",
+                  .kernel = pool<PoolKind::Lp>,
+                  .infer = infer_pool,
+                  .traits = {.flops = flops_pool_window}});
 KILN_REGISTER_OP({.op_type = "GlobalMaxPool",
                   .kernel = global_pool<PoolKind::Max>,
-                  .infer = infer_global_pool});
+                  .infer = infer_global_pool,
+                  .traits = {
+                      .fp16 = {.safe = true}, .quantization = true, .flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "GlobalAveragePool",
                   .kernel = global_pool<PoolKind::Average>,
-                  .infer = infer_global_pool});
+                  .infer = infer_global_pool,
+                  .traits = {.fp16 = {.safe = true}, .flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "GlobalLpPool",
                   .kernel = global_pool<PoolKind::Lp>,
-                  .infer = infer_global_pool});
+                  .infer = infer_global_pool,
+                  .traits = {.flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "MaxUnpool", .kernel = max_unpool, .infer = infer_max_unpool});
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/infer_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/reduce_utils.hpp"
 #include "ops/registry.hpp"
@@ -304,24 +305,61 @@ void arg_reduce(KernelContext& ctx) {
   ctx.set_output(0, out);
 }
 
-KILN_REGISTER_OP({.op_type = "ReduceSum", .kernel = reduce<Kind::Sum>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceMean", .kernel = reduce<Kind::Mean>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceMax", .kernel = reduce<Kind::Max>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceMin", .kernel = reduce<Kind::Min>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceProd", .kernel = reduce<Kind::Prod>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceL1", .kernel = reduce<Kind::L1>, .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ReduceL2", .kernel = reduce<Kind::L2>, .infer = infer_reduce});
+KILN_REGISTER_OP({.op_type = "ReduceSum",
+                  .kernel = reduce<Kind::Sum>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
+KILN_REGISTER_OP(
+    {.op_type = "ReduceMean",
+     .kernel = reduce<Kind::Mean>,
+     .infer = infer_reduce,
+     .traits = {.shape_inputs = slots({1}), .fp16 = {.safe = true}, .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ReduceMax",
+                  .kernel = reduce<Kind::Max>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ReduceMin",
+                  .kernel = reduce<Kind::Min>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ReduceProd",
+                  .kernel = reduce<Kind::Prod>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ReduceL1",
+                  .kernel = reduce<Kind::L1>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ReduceL2",
+                  .kernel = reduce<Kind::L2>,
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "ReduceLogSum",
                   .kernel = reduce<Kind::LogSum>,
-                  .infer = infer_reduce});
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "ReduceLogSumExp",
                   .kernel = reduce<Kind::LogSumExp>,
-                  .infer = infer_reduce});
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
 KILN_REGISTER_OP({.op_type = "ReduceSumSquare",
                   .kernel = reduce<Kind::SumSquare>,
-                  .infer = infer_reduce});
-KILN_REGISTER_OP({.op_type = "ArgMax", .kernel = arg_reduce<true>, .infer = infer_arg_reduce});
-KILN_REGISTER_OP({.op_type = "ArgMin", .kernel = arg_reduce<false>, .infer = infer_arg_reduce});
+                  .infer = infer_reduce,
+                  .traits = {.shape_inputs = slots({1}), .flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ArgMax",
+                  .kernel = arg_reduce<true>,
+                  .infer = infer_arg_reduce,
+                  .traits = {.flops = flops_per_input}});
+KILN_REGISTER_OP({.op_type = "ArgMin",
+                  .kernel = arg_reduce<false>,
+                  .infer = infer_arg_reduce,
+                  .traits = {.flops = flops_per_input}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -43,6 +43,19 @@ const OpDef& OpRegistry::get(const std::string& domain, const std::string& op_ty
        dom, opset);
 }
 
+const OpDef* OpRegistry::newest(const std::string& domain, const std::string& op_type) const {
+  auto it = defs_.find({domain == "ai.onnx" ? std::string() : domain, op_type});
+  return it == defs_.end() || it->second.empty() ? nullptr : &it->second.back();
+}
+
+const OpTraits& traits_of(const ir::Node& node) {
+  static const OpTraits kNone;
+  const OpRegistry& r = OpRegistry::instance();
+  const OpDef* d = node.opset() > 0 ? r.find(node.domain(), node.op_type(), node.opset())
+                                    : r.newest(node.domain(), node.op_type());
+  return d ? d->traits : kNone;
+}
+
 std::vector<std::string> OpRegistry::op_names() const {
   std::vector<std::string> names;
   for (const auto& [key, list] : defs_) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/kernel_context.hpp"
+#include "ops/op_traits.hpp"
 
 namespace kiln::ops {
 
@@ -23,6 +24,7 @@ struct OpDef {
   InferFn infer = nullptr;  // nullptr: output types come from the model or stay unknown
   int since_opset = 1;      // opset range this kernel implements, inclusive
   int until_opset = 1 << 20;
+  OpTraits traits;  // see op_traits.hpp; every registration of one op should agree on them
 };
 
 class OpRegistry {
@@ -33,6 +35,8 @@ class OpRegistry {
   const OpDef* find(const std::string& domain, const std::string& op_type, int opset) const;
   // Like find, but throws Unsupported naming the op, domain and opset.
   const OpDef& get(const std::string& domain, const std::string& op_type, int opset) const;
+  // The registration with the highest since_opset; nullptr when the op is unknown.
+  const OpDef* newest(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> op_names() const;
   // Registrations whose opset ranges overlap an earlier one for the same op ("domain.Op@since").
   // Static initializers cannot throw usefully, so this is checked by a unit test instead.

@@ -501,8 +501,15 @@ void infer_resize(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(x->dtype, shape));
 }
 
-KILN_REGISTER_OP({.op_type = "Resize", .kernel = resize, .infer = infer_resize});
-KILN_REGISTER_OP({.op_type = "Upsample", .kernel = upsample, .infer = infer_resize});
+KILN_REGISTER_OP({.op_type = "Resize",
+                  .kernel = resize,
+                  .infer = infer_resize,
+                  .traits = {.shape_inputs = slots({3}),
+                             .fp16 = {.safe = true, .inputs = slots({0})}}});
+KILN_REGISTER_OP({.op_type = "Upsample",
+                  .kernel = upsample,
+                  .infer = infer_resize,
+                  .traits = {.fp16 = {.safe = true, .inputs = slots({0})}}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -1,6 +1,7 @@
 // Sequence and optional ops. A sequence is RtValue::sequence; an empty optional is RtValue None
 // and a full one is the tensor or sequence it holds.
 #include "ops/control_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 
@@ -237,11 +238,16 @@ KILN_REGISTER_OP({.op_type = "SequenceEmpty",
                   .infer = infer_sequence_empty});
 KILN_REGISTER_OP({.op_type = "SequenceConstruct",
                   .kernel = sequence_construct,
-                  .infer = set_seq_of_input0});
+                  .infer = set_seq_of_input0,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "SequenceInsert",
                   .kernel = sequence_insert,
-                  .infer = infer_same_sequence});
-KILN_REGISTER_OP({.op_type = "SequenceAt", .kernel = sequence_at, .infer = infer_sequence_at});
+                  .infer = infer_same_sequence,
+                  .traits = {.flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "SequenceAt",
+                  .kernel = sequence_at,
+                  .infer = infer_sequence_at,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "SequenceErase",
                   .kernel = sequence_erase,
                   .infer = infer_same_sequence});
@@ -250,18 +256,24 @@ KILN_REGISTER_OP({.op_type = "SequenceLength",
                   .infer = infer_sequence_length});
 KILN_REGISTER_OP({.op_type = "SplitToSequence",
                   .kernel = split_to_sequence,
-                  .infer = set_seq_of_input0});
+                  .infer = set_seq_of_input0,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "ConcatFromSequence",
                   .kernel = concat_from_sequence,
-                  .infer = infer_concat_from_sequence});
+                  .infer = infer_concat_from_sequence,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "SequenceMap", .kernel = sequence_map, .infer = infer_sequence_map});
-KILN_REGISTER_OP({.op_type = "Optional", .kernel = optional_kernel, .infer = infer_optional});
+KILN_REGISTER_OP({.op_type = "Optional",
+                  .kernel = optional_kernel,
+                  .infer = infer_optional,
+                  .traits = {.flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "OptionalHasElement",
                   .kernel = optional_has_element,
                   .infer = infer_bool_scalar});
 KILN_REGISTER_OP({.op_type = "OptionalGetElement",
                   .kernel = optional_get_element,
-                  .infer = infer_optional_get_element});
+                  .infer = infer_optional_get_element,
+                  .traits = {.flops = flops_zero}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_values.hpp"
@@ -541,22 +542,65 @@ void infer_constant_of_shape(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Shape", .kernel = shape_kernel, .infer = lenient<infer_shape>});
-KILN_REGISTER_OP({.op_type = "Size", .kernel = size_kernel, .infer = lenient<infer_size>});
-KILN_REGISTER_OP({.op_type = "Reshape", .kernel = reshape_kernel, .infer = lenient<infer_reshape>});
-KILN_REGISTER_OP({.op_type = "Flatten", .kernel = flatten_kernel, .infer = lenient<infer_flatten>});
-KILN_REGISTER_OP({.op_type = "Squeeze", .kernel = squeeze_kernel, .infer = lenient<infer_squeeze>});
+KILN_REGISTER_OP({.op_type = "Shape",
+                  .kernel = shape_kernel,
+                  .infer = lenient<infer_shape>,
+                  .traits = {.flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Size",
+                  .kernel = size_kernel,
+                  .infer = lenient<infer_size>,
+                  .traits = {.flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Reshape",
+                  .kernel = reshape_kernel,
+                  .infer = lenient<infer_reshape>,
+                  .traits = {.view = true,
+                             .shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
+KILN_REGISTER_OP(
+    {.op_type = "Flatten",
+     .kernel = flatten_kernel,
+     .infer = lenient<infer_flatten>,
+     .traits = {.view = true, .fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Squeeze",
+                  .kernel = squeeze_kernel,
+                  .infer = lenient<infer_squeeze>,
+                  .traits = {.view = true,
+                             .shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "Unsqueeze",
                   .kernel = unsqueeze_kernel,
-                  .infer = lenient<infer_unsqueeze>});
+                  .infer = lenient<infer_unsqueeze>,
+                  .traits = {.view = true,
+                             .shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "Transpose",
                   .kernel = transpose_kernel,
-                  .infer = lenient<infer_transpose>});
-KILN_REGISTER_OP({.op_type = "Expand", .kernel = expand_kernel, .infer = lenient<infer_expand>});
-KILN_REGISTER_OP({.op_type = "Tile", .kernel = tile_kernel, .infer = lenient<infer_tile>});
+                  .infer = lenient<infer_transpose>,
+                  .traits = {.fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Expand",
+                  .kernel = expand_kernel,
+                  .infer = lenient<infer_expand>,
+                  .traits = {.shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Tile",
+                  .kernel = tile_kernel,
+                  .infer = lenient<infer_tile>,
+                  .traits = {.shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "ConstantOfShape",
                   .kernel = constant_of_shape_kernel,
-                  .infer = lenient<infer_constant_of_shape>});
+                  .infer = lenient<infer_constant_of_shape>,
+                  .traits = {.shape_inputs = slots({0}), .flops = flops_zero}});
 
 }  // namespace
 }  // namespace kiln::ops

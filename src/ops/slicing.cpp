@@ -4,6 +4,7 @@
 
 #include "ops/infer_utils.hpp"
 #include "ops/movement_utils.hpp"
+#include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_values.hpp"
@@ -566,13 +567,33 @@ void infer_center_crop_pad(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(t->dtype, out));
 }
 
-KILN_REGISTER_OP({.op_type = "Concat", .kernel = concat_kernel, .infer = lenient<infer_concat>});
-KILN_REGISTER_OP({.op_type = "Split", .kernel = split_kernel, .infer = lenient<infer_split>});
-KILN_REGISTER_OP({.op_type = "Slice", .kernel = slice_kernel, .infer = lenient<infer_slice>});
-KILN_REGISTER_OP({.op_type = "Pad", .kernel = pad_kernel, .infer = lenient<infer_pad>});
+KILN_REGISTER_OP({.op_type = "Concat",
+                  .kernel = concat_kernel,
+                  .infer = lenient<infer_concat>,
+                  .traits = {.fp16 = {.safe = true}, .quantization = true, .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Split",
+                  .kernel = split_kernel,
+                  .infer = lenient<infer_split>,
+                  .traits = {.shape_inputs = slots({1}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Slice",
+                  .kernel = slice_kernel,
+                  .infer = lenient<infer_slice>,
+                  .traits = {.shape_inputs = slots({1, 2, 3, 4}),
+                             .fp16 = {.safe = true},
+                             .quantization = true,
+                             .flops = flops_zero}});
+KILN_REGISTER_OP({.op_type = "Pad",
+                  .kernel = pad_kernel,
+                  .infer = lenient<infer_pad>,
+                  .traits = {
+                      .shape_inputs = slots({1, 3}), .fp16 = {.safe = true}, .flops = flops_zero}});
 KILN_REGISTER_OP({.op_type = "CenterCropPad",
                   .kernel = center_crop_pad_kernel,
-                  .infer = lenient<infer_center_crop_pad>});
+                  .infer = lenient<infer_center_crop_pad>,
+                  .traits = {.shape_inputs = slots({1})}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -207,7 +207,8 @@ void infer_topk(InferContext& ctx) {
 
 KILN_REGISTER_OP({.op_type = "Softmax",
                   .kernel = softmax<SoftKind::Softmax>,
-                  .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.fp16 = {.safe = true}}});
 KILN_REGISTER_OP({.op_type = "LogSoftmax",
                   .kernel = softmax<SoftKind::LogSoftmax>,
                   .infer = infer_same_as_input0});
@@ -216,7 +217,10 @@ KILN_REGISTER_OP({.op_type = "Hardmax",
                   .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "CumSum", .kernel = cumulative<false>, .infer = infer_same_as_input0});
 KILN_REGISTER_OP({.op_type = "CumProd", .kernel = cumulative<true>, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "TopK", .kernel = topk, .infer = infer_topk});
+KILN_REGISTER_OP({.op_type = "TopK",
+                  .kernel = topk,
+                  .infer = infer_topk,
+                  .traits = {.shape_inputs = slots({1})}});
 
 }  // namespace
 }  // namespace kiln::ops

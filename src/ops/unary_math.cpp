@@ -4,37 +4,43 @@
 #include <limits>
 
 #include "ops/elementwise_utils.hpp"
+#include "ops/point_ops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
 namespace {
 
-// Float-only math ops: f maps double -> double.
-#define KILN_FLOAT_UNARY(NAME, OP, EXPR)                                             \
+// Float-only math ops: f maps double -> double. All commute with Transpose; FP16 says whether
+// the op is float16-safe (docs/FP16.md: Exp, Log, Reciprocal overflow or cancel).
+#define KILN_FLOAT_UNARY(NAME, OP, EXPR, FP16)                                       \
   void OP(KernelContext& ctx) {                                                      \
     ctx.set_output(0, map_float(ctx.input(0), NAME, [](double x) { return EXPR; })); \
   }                                                                                  \
-  KILN_REGISTER_OP({.op_type = NAME, .kernel = OP, .infer = infer_same_as_input0});
+  KILN_REGISTER_OP(                                                                  \
+      {.op_type = NAME,                                                              \
+       .kernel = OP,                                                                 \
+       .infer = infer_same_as_input0,                                                \
+       .traits = {.pointwise = Pointwise::Unary, .fp16 = {.safe = FP16}, .transposes = true}});
 
-KILN_FLOAT_UNARY("Sqrt", sqrt_op, std::sqrt(x))
-KILN_FLOAT_UNARY("Exp", exp_op, std::exp(x))
-KILN_FLOAT_UNARY("Log", log_op, std::log(x))
-KILN_FLOAT_UNARY("Reciprocal", reciprocal_op, 1.0 / x)
-KILN_FLOAT_UNARY("Ceil", ceil_op, std::ceil(x))
-KILN_FLOAT_UNARY("Floor", floor_op, std::floor(x))
+KILN_FLOAT_UNARY("Sqrt", sqrt_op, point::sqrt(x), true)
+KILN_FLOAT_UNARY("Exp", exp_op, point::exp(x), false)
+KILN_FLOAT_UNARY("Log", log_op, point::log(x), false)
+KILN_FLOAT_UNARY("Reciprocal", reciprocal_op, point::reciprocal(x), false)
+KILN_FLOAT_UNARY("Ceil", ceil_op, std::ceil(x), false)
+KILN_FLOAT_UNARY("Floor", floor_op, std::floor(x), false)
 // Round halves to even, as the spec asks (nearbyint uses the default round-to-nearest-even mode).
-KILN_FLOAT_UNARY("Round", round_op, std::nearbyint(x))
-KILN_FLOAT_UNARY("Sin", sin_op, std::sin(x))
-KILN_FLOAT_UNARY("Cos", cos_op, std::cos(x))
-KILN_FLOAT_UNARY("Tan", tan_op, std::tan(x))
-KILN_FLOAT_UNARY("Asin", asin_op, std::asin(x))
-KILN_FLOAT_UNARY("Acos", acos_op, std::acos(x))
-KILN_FLOAT_UNARY("Atan", atan_op, std::atan(x))
-KILN_FLOAT_UNARY("Sinh", sinh_op, std::sinh(x))
-KILN_FLOAT_UNARY("Cosh", cosh_op, std::cosh(x))
-KILN_FLOAT_UNARY("Asinh", asinh_op, std::asinh(x))
-KILN_FLOAT_UNARY("Acosh", acosh_op, std::acosh(x))
-KILN_FLOAT_UNARY("Atanh", atanh_op, std::atanh(x))
+KILN_FLOAT_UNARY("Round", round_op, std::nearbyint(x), false)
+KILN_FLOAT_UNARY("Sin", sin_op, std::sin(x), false)
+KILN_FLOAT_UNARY("Cos", cos_op, std::cos(x), false)
+KILN_FLOAT_UNARY("Tan", tan_op, std::tan(x), false)
+KILN_FLOAT_UNARY("Asin", asin_op, std::asin(x), false)
+KILN_FLOAT_UNARY("Acos", acos_op, std::acos(x), false)
+KILN_FLOAT_UNARY("Atan", atan_op, std::atan(x), false)
+KILN_FLOAT_UNARY("Sinh", sinh_op, std::sinh(x), false)
+KILN_FLOAT_UNARY("Cosh", cosh_op, std::cosh(x), false)
+KILN_FLOAT_UNARY("Asinh", asinh_op, std::asinh(x), false)
+KILN_FLOAT_UNARY("Acosh", acosh_op, std::acosh(x), false)
+KILN_FLOAT_UNARY("Atanh", atanh_op, std::atanh(x), false)
 
 #undef KILN_FLOAT_UNARY
 
@@ -44,13 +50,9 @@ void abs_op(KernelContext& ctx) {
                    using T = typename decltype(tag)::type;
                    return map_unary<T, T>(x, [](T v) -> T {
                      if constexpr (is_float_v<T>) {
-                       return from_double<T>(std::fabs(to_double(v)));
-                     } else if constexpr (std::is_signed_v<T>) {
-                       // abs(min) wraps to min like two's complement hardware, without UB.
-                       using U = std::make_unsigned_t<T>;
-                       return v < 0 ? static_cast<T>(U(0) - static_cast<U>(v)) : v;
+                       return from_double<T>(point::abs(to_double(v)));
                      } else {
-                       return v;
+                       return point::abs(v);
                      }
                    });
                  }));
@@ -67,10 +69,9 @@ void neg_op(KernelContext& ctx) {
                    } else {
                      return map_unary<T, T>(x, [](T v) -> T {
                        if constexpr (is_float_v<T>) {
-                         return from_double<T>(-to_double(v));
+                         return from_double<T>(point::neg(to_double(v)));
                        } else {
-                         using U = std::make_unsigned_t<T>;
-                         return static_cast<T>(U(0) - static_cast<U>(v));
+                         return point::neg(v);
                        }
                      });
                    }
@@ -84,8 +85,8 @@ void sign_op(KernelContext& ctx) {
                    return map_unary<T, T>(x, [](T v) -> T {
                      if constexpr (is_float_v<T>) {
                        double d = to_double(v);
-                       if (std::isnan(d)) return v;
-                       return from_double<T>(d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0);
+                       if (std::isnan(d)) return v;  // keeps the NaN's bits
+                       return from_double<T>(point::sign(d));
                      } else if constexpr (std::is_signed_v<T>) {
                        return static_cast<T>(v > 0 ? 1 : v < 0 ? -1 : 0);
                      } else {
@@ -102,9 +103,9 @@ void erf_op(KernelContext& ctx) {
                    using T = typename decltype(tag)::type;
                    return map_unary<T, T>(x, [](T v) -> T {
                      if constexpr (is_float_v<T>) {
-                       return from_double<T>(std::erf(to_double(v)));
+                       return from_double<T>(point::erf(to_double(v)));
                      } else {
-                       return static_cast<T>(std::trunc(std::erf(static_cast<double>(v))));
+                       return static_cast<T>(std::trunc(point::erf(static_cast<double>(v))));
                      }
                    });
                  }));
@@ -149,16 +150,41 @@ void bitwise_not_op(KernelContext& ctx) {
                  }));
 }
 
-KILN_REGISTER_OP({.op_type = "Abs", .kernel = abs_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Neg", .kernel = neg_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Sign", .kernel = sign_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "Erf", .kernel = erf_op, .infer = infer_same_as_input0});
-KILN_REGISTER_OP({.op_type = "IsNaN", .kernel = isnan_op, .infer = infer_bool_same_shape});
-KILN_REGISTER_OP({.op_type = "IsInf", .kernel = isinf_op, .infer = infer_bool_same_shape});
-KILN_REGISTER_OP({.op_type = "Not", .kernel = not_op, .infer = infer_same_as_input0});
+KILN_REGISTER_OP({.op_type = "Abs",
+                  .kernel = abs_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Neg",
+                  .kernel = neg_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Sign",
+                  .kernel = sign_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Erf",
+                  .kernel = erf_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "IsNaN",
+                  .kernel = isnan_op,
+                  .infer = infer_bool_same_shape,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "IsInf",
+                  .kernel = isinf_op,
+                  .infer = infer_bool_same_shape,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Not",
+                  .kernel = not_op,
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "BitwiseNot",
                   .kernel = bitwise_not_op,
-                  .infer = infer_same_as_input0});
+                  .infer = infer_same_as_input0,
+                  .traits = {.pointwise = Pointwise::Unary}});
 
 }  // namespace
 }  // namespace kiln::ops

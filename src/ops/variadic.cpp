@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/elementwise_utils.hpp"
+#include "ops/point_ops.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -50,15 +51,10 @@ void variadic_op(KernelContext& ctx) {
                                     a = v;
                                     return;
                                   }
-                                  if constexpr (C == Combine::Max || C == Combine::Min) {
-                                    if constexpr (is_float_v<T>) {
-                                      if (std::isnan(a)) return;
-                                      if (std::isnan(v)) {
-                                        a = v;
-                                        return;
-                                      }
-                                    }
-                                    if (C == Combine::Max ? v > a : v < a) a = v;
+                                  if constexpr (C == Combine::Max) {
+                                    a = point::maximum(a, v);
+                                  } else if constexpr (C == Combine::Min) {
+                                    a = point::minimum(a, v);
                                   } else {
                                     a += v;
                                   }
@@ -118,13 +114,28 @@ void infer_where(InferContext& ctx) {
   ctx.set_output_type(0, TypeInfo::tensor(x->dtype, shape));
 }
 
-KILN_REGISTER_OP({.op_type = "Max", .kernel = variadic_op<Combine::Max>, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Min", .kernel = variadic_op<Combine::Min>, .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Sum", .kernel = variadic_op<Combine::Sum>, .infer = infer_broadcast});
+KILN_REGISTER_OP(
+    {.op_type = "Max",
+     .kernel = variadic_op<Combine::Max>,
+     .infer = infer_broadcast,
+     .traits = {.pointwise = Pointwise::Variadic, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP(
+    {.op_type = "Min",
+     .kernel = variadic_op<Combine::Min>,
+     .infer = infer_broadcast,
+     .traits = {.pointwise = Pointwise::Variadic, .fp16 = {.safe = true}, .transposes = true}});
+KILN_REGISTER_OP({.op_type = "Sum",
+                  .kernel = variadic_op<Combine::Sum>,
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Variadic}});
 KILN_REGISTER_OP({.op_type = "Mean",
                   .kernel = variadic_op<Combine::Mean>,
-                  .infer = infer_broadcast});
-KILN_REGISTER_OP({.op_type = "Where", .kernel = where_op, .infer = infer_where});
+                  .infer = infer_broadcast,
+                  .traits = {.pointwise = Pointwise::Variadic}});
+KILN_REGISTER_OP({.op_type = "Where",
+                  .kernel = where_op,
+                  .infer = infer_where,
+                  .traits = {.fp16 = {.safe = true}}});
 
 }  // namespace
 }  // namespace kiln::ops

@@ -1,6 +1,6 @@
 #include <numeric>
-#include <set>
 
+#include "ops/op_traits.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
 
@@ -22,39 +22,24 @@ std::vector<int64_t> compose(const std::vector<int64_t>& first,
   return q;
 }
 
-// Ops that map each element on its own, so they commute with any Transpose: unary element-wise
-// ops, and binary ones whose other operand is a constant scalar.
+// Ops that map each element on its own, so they commute with any Transpose (their traits say
+// so): unary element-wise ops (extra inputs, Clip's bounds, must be scalar constants), and binary
+// ones whose other operand is a constant scalar.
 bool is_elementwise(const ir::Node& n, const ir::Value* v) {
-  static const std::set<std::string> kUnary = {"Abs",         "Acos",       "Acosh",
-                                               "Asin",        "Asinh",      "Atan",
-                                               "Atanh",       "Ceil",       "Cos",
-                                               "Cosh",        "Elu",        "Erf",
-                                               "Exp",         "Floor",      "Gelu",
-                                               "HardSigmoid", "HardSwish",  "Identity",
-                                               "IsInf",       "IsNaN",      "LeakyRelu",
-                                               "Log",         "Mish",       "Neg",
-                                               "Not",         "Reciprocal", "Relu",
-                                               "Round",       "Selu",       "Sigmoid",
-                                               "Sign",        "Sin",        "Sinh",
-                                               "Softplus",    "Softsign",   "Sqrt",
-                                               "Tan",         "Tanh",       "ThresholdedRelu",
-                                               "Celu",        "Swish",      "Cast"};
-  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"};
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
   if (n.outputs().size() != 1 || !n.output(0) || n.input(0) != v) return false;
-  if (kUnary.count(n.op_type())) return n.inputs().size() == 1;
-  if (is_op(&n, "Clip")) {
-    for (size_t i = 1; i < n.inputs().size(); ++i) {
-      if (n.input(i) && (n.input(i) == v || !scalar_constant(n.input(i)))) return false;
-    }
-    return true;
-  }
-  if (kBinary.count(n.op_type()) && n.inputs().size() == 2) {
+  const ops::OpTraits& traits = ops::traits_of(n);
+  if (!traits.transposes) return false;
+  if (traits.pointwise == ops::Pointwise::Binary || traits.pointwise == ops::Pointwise::Variadic) {
+    if (n.inputs().size() != 2) return false;
     // A scalar of rank 0 (not [1], which could raise a rank-0 operand's rank).
     const ir::Value* c = n.input(1);
     return c != v && c->is_constant() && c->constant().rank() == 0;
   }
-  return false;
+  for (size_t i = 1; i < n.inputs().size(); ++i) {
+    if (n.input(i) && (n.input(i) == v || !scalar_constant(n.input(i)))) return false;
+  }
+  return true;
 }
 
 // Transpose(Transpose(x, p1), p2) -> Transpose(x, p1 o p2), or x when that is the identity.

@@ -8,26 +8,20 @@
 #include "core/half_convert.hpp"
 #include "core/log.hpp"
 #include "ir/node_reads.hpp"
+#include "ops/op_traits.hpp"
 #include "passes/pass.hpp"
 #include "passes/passes.hpp"
 
 namespace kiln::passes {
 namespace {
 
-constexpr uint32_t kAll = ~0u;
-
-// An op that may compute in float16: the input and output slots whose type constraint is the
-// op's main float type T (bit i = slot i). Slots outside the masks keep their type (Resize's
-// float-only `scales`, LayerNormalization's float32 statistics). Only float32 tensors in those
-// slots change; integer inputs (shapes, indices, axes) never do.
-struct Fp16Rule {
-  const char* domain;
-  const char* op_type;
-  uint32_t inputs = kAll;
-  uint32_t outputs = kAll;
-};
-
-// Why each group is here (measured on the CI-size models, docs/FP16.md):
+// The ops that may compute in float16 say so in their traits (OpTraits::fp16, set where each op
+// is registered): the input and output slots whose type constraint is the op's main float type.
+// Slots outside the masks keep their type (Resize's float-only `scales`, LayerNormalization's
+// float32 statistics). Only float32 tensors in those slots change; integer inputs (shapes,
+// indices, axes) never do.
+//
+// Why each group is float16-safe (measured on the CI-size models, docs/FP16.md):
 // - convolutions and matrix products are the work; their CPU kernels compute in float32 from
 //   float16 storage, the reference kernels accumulate in double;
 // - element-wise ops whose result stays within the inputs' magnitude (activations, Add/Sub/Mul/
@@ -38,83 +32,9 @@ struct Fp16Rule {
 // Left float32: reductions whose result can exceed 65504 (ReduceSum, ReduceSumSquare,
 // ReduceL1/L2, ReduceProd, ReduceLogSumExp), Exp / Log / Pow / Reciprocal (overflow or
 // cancellation), CumSum, Range, Resize's scales, anything with a subgraph, random ops.
-constexpr Fp16Rule kRules[] = {
-    // compute
-    {"", "Conv"},
-    {"", "ConvTranspose"},
-    {"", "MatMul"},
-    {"", "Gemm"},
-    {"ai.kiln", "FusedConv"},
-    {"ai.kiln", "FusedGemm"},
-    {"ai.kiln", "FusedMatMul"},
-    {"ai.kiln", "ScaledDotProductAttention"},
-    // pooling
-    {"", "MaxPool"},
-    {"", "AveragePool"},
-    {"", "GlobalAveragePool"},
-    {"", "GlobalMaxPool"},
-    // normalizations: statistics in float32, only Y stored as float16
-    {"", "BatchNormalization", kAll, 1},
-    {"", "InstanceNormalization"},
-    {"", "LayerNormalization", kAll, 1},
-    {"ai.kiln", "LayerNormalization", kAll, 1},
-    {"ai.kiln", "SkipLayerNormalization", kAll, 0b1001},
-    {"", "Softmax"},
-    {"", "ReduceMean"},
-    {"", "ReduceMax"},
-    {"", "ReduceMin"},
-    // activations
-    {"", "Relu"},
-    {"", "LeakyRelu"},
-    {"", "PRelu"},
-    {"", "Clip"},
-    {"", "Sigmoid"},
-    {"", "HardSigmoid"},
-    {"", "HardSwish"},
-    {"", "Tanh"},
-    {"", "Elu"},
-    {"", "Selu"},
-    {"", "Gelu"},
-    {"ai.kiln", "Gelu"},
-    {"", "Erf"},
-    {"", "Softplus"},
-    {"", "Mish"},
-    {"", "Abs"},
-    {"", "Neg"},
-    {"", "Sqrt"},
-    // arithmetic
-    {"", "Add"},
-    {"", "Sub"},
-    {"", "Mul"},
-    {"", "Div"},
-    {"", "Max"},
-    {"", "Min"},
-    {"", "Where"},
-    // data movement
-    {"", "Reshape"},
-    {"", "Flatten"},
-    {"", "Squeeze"},
-    {"", "Unsqueeze"},
-    {"", "Transpose"},
-    {"", "Concat"},
-    {"", "Split"},
-    {"", "Slice"},
-    {"", "Gather"},
-    {"", "Expand"},
-    {"", "Tile"},
-    {"", "Pad"},
-    {"", "Identity"},
-    {"", "DepthToSpace"},
-    {"", "SpaceToDepth"},
-    {"", "Resize", 1},
-    {"", "Upsample", 1},
-};
-
-const Fp16Rule* rule_of(const ir::Node& n) {
-  for (const Fp16Rule& r : kRules) {
-    if (n.domain() == r.domain && n.op_type() == r.op_type) return &r;
-  }
-  return nullptr;
+const ops::Fp16Slots* rule_of(const ir::Node& n) {
+  const ops::Fp16Slots& slots = ops::traits_of(n).fp16;
+  return slots.safe ? &slots : nullptr;
 }
 
 bool is_float32_tensor(const ir::Value* v) {
@@ -140,15 +60,15 @@ void collect_captures(const ir::Node& n, const ir::Graph& outer, std::set<const 
   }
 }
 
-bool in_mask(uint32_t mask, size_t slot) {
-  return slot < 32 && ((mask >> slot) & 1u);
+bool in_mask(ops::SlotMask mask, size_t slot) {
+  return ops::has_slot(mask, slot);
 }
 
 // Every T slot must hold float32 (or nothing): a node already mixing other float types is not
 // this pass's to change.
 bool node_converts(const ir::Node& n, const std::set<std::string>& keep_ops,
                    const std::set<const ir::Value*>& captured) {
-  const Fp16Rule* r = rule_of(n);
+  const ops::Fp16Slots* r = rule_of(n);
   if (!r || keep_ops.count(n.op_type()) || has_subgraph(n)) return false;
   bool any = false;
   auto check_slot = [&](const ir::Value* v) {
@@ -221,7 +141,7 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
   };
   std::map<ir::Value*, Reads> reads;
   for (ir::Node* n : nodes) {
-    const Fp16Rule* r = converted.count(n) ? rule_of(*n) : nullptr;
+    const ops::Fp16Slots* r = converted.count(n) ? rule_of(*n) : nullptr;
     for (size_t i = 0; i < n->inputs().size(); ++i) {
       ir::Value* v = n->input(i);
       if (!is_float32_tensor(v) || v->owner() != &graph) continue;
@@ -234,7 +154,7 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
   std::set<ir::Value*> half_values;  // float32 values that float16 will now hold
   for (const ir::Node* n : nodes) {
     if (!converted.count(n)) continue;
-    const Fp16Rule* r = rule_of(*n);
+    const ops::Fp16Slots* r = rule_of(*n);
     for (size_t k = 0; k < n->outputs().size(); ++k) {
       if (in_mask(r->outputs, k) && is_float32_tensor(n->output(k)))
         half_values.insert(n->output(k));

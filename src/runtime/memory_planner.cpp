@@ -4,6 +4,8 @@
 #include <limits>
 #include <set>
 
+#include "ops/op_traits.hpp"
+
 namespace kiln::runtime {
 
 std::optional<size_t> max_value_bytes(const ir::Value& v) {
@@ -28,10 +30,7 @@ std::string memory_type_key(const ir::Value& v) {
 }
 
 bool is_view_op(const ir::Node& node) {
-  if (!node.domain().empty()) return false;
-  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                                               "Identity"};
-  return kViews.count(node.op_type()) && node.outputs().size() == 1;
+  return ops::traits_of(node).view && node.outputs().size() == 1;
 }
 
 StepMemoryPlan plan_step_memory(const std::vector<MemoryStep>& steps,

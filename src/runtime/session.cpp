@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "backends/backend_registry.hpp"
 #include "passes/pass_manager.hpp"
 #include "runtime/model_loader.hpp"
 
@@ -26,8 +27,8 @@ Session::Session(ir::Model model, SessionOptions options)
 Session::~Session() = default;
 
 void Session::init() {
-  KILN_CHECK(options_.device == "cpu", ErrorCode::Unsupported,
-             "device '{}' is not available: this build runs on 'cpu' only", options_.device);
+  // The device's backends (preferred first, the CPU last for what the device cannot run).
+  std::vector<backends::Backend*> placed_on = backends::backends_for(options_.device);
   KILN_CHECK_ARG(options_.threads >= 0, "threads must be 0 (one per core) or more, got {}",
                  options_.threads);
   KILN_CHECK_ARG(model_.graph != nullptr, "the model has no graph");
@@ -49,6 +50,7 @@ void Session::init() {
                    "config 'executor' must be 'kernels' or 'interpreter', got '{}'", mode->second);
     runtime::ExecutorOptions eo;
     eo.threads = options_.threads;
+    eo.backends = std::move(placed_on);
     executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
   }
   plan_.reset();

@@ -21,10 +21,13 @@
 namespace kiln {
 
 struct SessionOptions {
-  int threads = 0;             // intra-op threads; 0: one per core
-  bool profiling = false;      // keep per-node timings of the last run
-  std::string device = "cpu";  // only "cpu" runs today; anything else is Unsupported
-  bool optimize = true;        // ONNX models: run the default passes at open
+  int threads = 0;         // intra-op threads; 0: one per core
+  bool profiling = false;  // keep per-node timings of the last run
+  // Devices to place nodes on, preferred first ("cpu", "gpu", "gpu,cpu";
+  // backends/backend_registry.hpp); the CPU runs what the others cannot. Unknown: Unsupported;
+  // known but absent: Unavailable.
+  std::string device = "cpu";
+  bool optimize = true;  // ONNX models: run the default passes at open
   // Rare knobs, as a string bag (ORT's session config entries play the same role).
   // "executor": "interpreter" runs every node on the reference interpreter (the oracle) instead
   // of the executor's prepared kernels.

@@ -226,6 +226,8 @@ std::vector<Case> cases() {
       {"abs", "Abs", {x({4, 5})}, {}, "cpu.eltwise"},
       {"neg", "Neg", {x({4, 5})}, {}, "cpu.eltwise"},
       {"mish", "Mish", {x({4, 5})}, {}, "cpu.eltwise", "", 18},
+      // Its point function in a loop (point_loop): bit-identical to the reference kernel.
+      {"softsign", "Softsign", {x({4, 5})}, {}, "cpu.eltwise"},
       // Element-wise, binary: same shape, scalar, channel broadcast, both sides broadcast.
       {"add_same", "Add", {x({2, 3, 4}), x({2, 3, 4})}, {}, "cpu.binary"},
       {"add_big_same", "Add", {x({3, 70000}), x({3, 70000})}, {}, "cpu.binary"},

@@ -2,9 +2,10 @@
 // A fake device for tests: host memory behind the device interface, so placement, planned
 // copies, constant uploads and arenas are tested without a GPU. Every allocation is tracked and
 // every copy counted; its kernels (registered in the kernel table under backend "fake-device":
-// Relu, Mul, Add) check that each pointer they get is this device's memory, never the host's.
+// Relu, Mul, Add) check that each pointer they get is their device's memory, never the host's.
 // Relu declares in place over input 0; Mul and Add declare nothing, so the memory planner must
-// never give their output an input's space.
+// never give their output an input's space. Mul's check asks the device (has_multiplier), as a
+// GPU kernel asks the device's arch.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +20,6 @@ namespace kiln::testing {
 class FakeDevice final : public backends::Backend {
  public:
   static constexpr const char* kName = "fake-device";
-  FakeDevice() { current() = this; }
-  ~FakeDevice() override { current() = nullptr; }
-
   std::string_view name() const override { return kName; }
   backends::DeviceKind device_kind() const override { return backends::DeviceKind::Gpu; }
   backends::DeviceBuffer allocate(size_t bytes) override {
@@ -65,14 +63,11 @@ class FakeDevice final : public backends::Backend {
     std::memcpy(dst, src, n);
   }
   backends::Support supports(const ir::Node& n) const override {
-    return backends::KernelTable::instance().select(kName, n);
+    return backends::KernelTable::instance().select(*this, n);
   }
   std::unique_ptr<backends::Kernel> create_kernel(const ir::Node& n,
                                                   std::string_view kernel) override {
-    const backends::KernelDef* def =
-        backends::KernelTable::instance().find(kName, n.domain(), n.op_type(), kernel);
-    KILN_CHECK(def, ErrorCode::Unsupported, "fake-device has no kernel '{}'", kernel);
-    return def->create(n);
+    return backends::KernelTable::instance().create(*this, n, kernel);
   }
 
   // A pointer inside one of this device's allocations.
@@ -82,13 +77,9 @@ class FakeDevice final : public backends::Backend {
     }
     return false;
   }
-  // The instance alive now (kernels check their pointers against it).
-  static FakeDevice*& current() {
-    static FakeDevice* device = nullptr;
-    return device;
-  }
-
   int to_device = 0, to_host = 0, allocations = 0, events = 0;
+  // What this "arch" can do: kernels' checks receive the backend and ask (fake.mul needs it).
+  bool has_multiplier = true;
 
  private:
   std::map<void*, size_t> live_;

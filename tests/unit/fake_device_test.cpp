@@ -6,10 +6,13 @@
 
 #include <random>
 
+#include "backends/backend_registry.hpp"
+#include "expect_error.hpp"
 #include "fake_device.hpp"
 #include "passes/passes.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/interpreter.hpp"
+#include "runtime/session.hpp"
 
 namespace kiln {
 namespace {
@@ -20,16 +23,16 @@ using testing::FakeDevice;
 template <typename Fn>
 class FakeEltwise final : public backends::Kernel {
  public:
-  FakeEltwise(std::string name, Fn fn) : name_(std::move(name)), fn_(fn) {}
+  FakeEltwise(FakeDevice& dev, std::string name, Fn fn)
+      : dev_(dev), name_(std::move(name)), fn_(fn) {}
   std::string_view name() const override { return name_; }
   void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
            backends::Stream&) override {
-    FakeDevice* dev = FakeDevice::current();
     for (const auto& t : in) {
-      if (!dev->owns(t.data)) throw std::runtime_error(name_ + ": a host pointer reached it");
+      if (!dev_.owns(t.data)) throw std::runtime_error(name_ + ": a host pointer reached it");
     }
     backends::DeviceTensor y = out.allocate(0, in[0].dtype, in[0].dims);
-    if (!dev->owns(y.data)) throw std::runtime_error(name_ + ": output in host memory");
+    if (!dev_.owns(y.data)) throw std::runtime_error(name_ + ": output in host memory");
     auto* py = static_cast<float*>(y.data);
     for (int64_t i = 0; i < y.numel(); ++i) {
       float a = static_cast<const float*>(in[0].data)[i];
@@ -39,13 +42,14 @@ class FakeEltwise final : public backends::Kernel {
   }
 
  private:
+  FakeDevice& dev_;  // the device it was created for: kernels are made for their backend
   std::string name_;
   Fn fn_;
 };
 
 template <typename Fn>
-std::unique_ptr<backends::Kernel> make_kernel(const char* name, Fn fn) {
-  return std::make_unique<FakeEltwise<Fn>>(name, fn);
+std::unique_ptr<backends::Kernel> make_kernel(backends::Backend& b, const char* name, Fn fn) {
+  return std::make_unique<FakeEltwise<Fn>>(dynamic_cast<FakeDevice&>(b), name, fn);
 }
 
 std::string same_shape_f32(const ir::Node& n) {
@@ -63,24 +67,39 @@ KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
                       .name = "fake.relu",
                       .in_place_inputs = {0},
                       .check = same_shape_f32,
-                      .create = [](const ir::Node&) {
-                        return make_kernel("fake.relu",
+                      .create = [](backends::Backend& dev, const ir::Node&) {
+                        return make_kernel(dev, "fake.relu",
                                            [](float a, float) { return a > 0 ? a : 0.f; });
                       }});
 KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
                       .op_type = "Mul",
                       .name = "fake.mul",
-                      .check = same_shape_f32,
-                      .create = [](const ir::Node&) {
-                        return make_kernel("fake.mul", [](float a, float b) { return a * b; });
-                      }});
+                      .check = [](const backends::Backend& b, const ir::Node& n) -> std::string {
+                        if (!dynamic_cast<const FakeDevice&>(b).has_multiplier) {
+                          return "this fake device has no multiplier";
+                        }
+                        return same_shape_f32(n);
+                      },
+                      .create =
+                          [](backends::Backend& dev, const ir::Node&) {
+                            return make_kernel(dev, "fake.mul",
+                                               [](float a, float b) { return a * b; });
+                          }});
 KILN_REGISTER_KERNEL({.backend = FakeDevice::kName,
                       .op_type = "Add",
                       .name = "fake.add",
                       .check = same_shape_f32,
-                      .create = [](const ir::Node&) {
-                        return make_kernel("fake.add", [](float a, float b) { return a + b; });
+                      .create = [](backends::Backend& dev, const ir::Node&) {
+                        return make_kernel(dev, "fake.add", [](float a, float b) { return a + b; });
                       }});
+
+// Sessions find it by device name, as they find a GPU.
+FakeDevice& registered_fake() {
+  static FakeDevice device;
+  return device;
+}
+const backends::BackendRegistrar kFakeRegistrar("fake-device", [] { return &registered_fake(); },
+                                                {"fake"});
 
 TypeInfo f32(std::vector<int64_t> dims) {
   return TypeInfo::tensor(DataType::Float32, Shape::from_values(dims));
@@ -198,6 +217,21 @@ TEST(FakeDevice, InPlaceOnlyForKernelsThatDeclareIt) {
   }
 }
 
+TEST(FakeDevice, KernelChecksAskTheBackendTheyRunOn) {
+  Model md;
+  FakeDevice dev;
+  dev.has_multiplier = false;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(md.g, options);
+  const std::vector<runtime::KernelChoice>& c = ex.kernel_choices();
+  EXPECT_EQ(c[0].backend, "cpu") << "Mul: this device has no multiplier";
+  EXPECT_EQ(c[1].backend, FakeDevice::kName) << "Relu still runs there";
+  EXPECT_EQ(ex.plan().uploads(), 0u) << "k is read on the host only now";
+  Tensor xv = random_tensor({4, 8}, 5);
+  expect_close(ex.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+}
+
 TEST(FakeDevice, ProfilesDeviceStepsWithItsEvents) {
   Model md;
   FakeDevice dev;
@@ -224,6 +258,49 @@ TEST(FakeDevice, StoredPlanRoundTripKeepsTheDeviceArena) {
   EXPECT_TRUE(ex.arena_summaries().at(0).from_engine);
   Tensor xv = random_tensor({4, 8}, 7);
   expect_close(ex.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+}
+
+TEST(FakeDevice, SessionsLookTheirDeviceUpInTheRegistry) {
+  Model md;
+  ir::Model m;
+  m.graph = md.g;
+  m.ir_version = 8;
+  SessionOptions o;
+  o.device = "fake";  // an alias
+  const int before = registered_fake().to_device;
+  Session s(std::move(m), o);
+  ASSERT_TRUE(s.executor());
+  EXPECT_EQ(s.executor()->kernel_choices()[0].backend, FakeDevice::kName);
+  EXPECT_EQ(registered_fake().to_device, before + 1) << "k uploaded at open";
+  Tensor xv = random_tensor({4, 8}, 11);
+  std::map<std::string, RtValue> out = s.run({{"x", RtValue(xv)}});
+  expect_close(out.at("y"), runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+
+  std::vector<backends::Backend*> list = backends::backends_for("fake-device,cpu");
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0], &registered_fake());
+  EXPECT_EQ(backends::backends_for("cpu").size(), 1u);
+  expect_error([] { backends::backends_for("rocm:0"); }, ErrorCode::Unsupported,
+               "unknown device 'rocm:0': this build knows cpu");
+  expect_error([] { backends::backends_for("cpu,,fake"); }, ErrorCode::InvalidArgument,
+               "empty name");
+}
+
+TEST(BackendRegistry, ADeviceThatCannotOpenSaysWhyEachTimeAndIsTriedOnce) {
+  static int tries = 0;
+  backends::BackendRegistry::instance().add("absent-device", []() -> backends::Backend* {
+    ++tries;
+    fail(ErrorCode::Unavailable, "no driver for the absent device");
+  });
+  for (int i = 0; i < 2; ++i) {
+    expect_error([] { backends::BackendRegistry::instance().get("absent-device"); },
+                 ErrorCode::Unavailable,
+                 "device 'absent-device' is not available: no driver for the absent device");
+  }
+  EXPECT_EQ(tries, 1);
+  SessionOptions o;
+  o.device = "absent-device";
+  expect_error([&] { Session s(ir::Model{}, o); }, ErrorCode::Unavailable, "no driver");
 }
 
 }  // namespace

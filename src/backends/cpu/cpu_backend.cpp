@@ -61,19 +61,12 @@ void CpuBackend::copy_to_host(void* host_dst, const void* device_src, size_t byt
 }
 
 Support CpuBackend::supports(const ir::Node& node) const {
-  return KernelTable::instance().select(name(), node);
+  return KernelTable::instance().select(*this, node);
 }
 
 std::unique_ptr<Kernel> CpuBackend::create_kernel(const ir::Node& node,
                                                   std::string_view kernel_name) {
-  const KernelDef* def =
-      KernelTable::instance().find(name(), node.domain(), node.op_type(), kernel_name);
-  KILN_CHECK(def, ErrorCode::Unsupported, "node {}: the cpu backend has no kernel '{}' for {}",
-             node.label(), kernel_name, node.op_type());
-  std::string why = def->check(node);
-  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "node {}: kernel '{}' cannot run it: {}",
-             node.label(), kernel_name, why);
-  return def->create(node);
+  return KernelTable::instance().create(*this, node, kernel_name);
 }
 
 void CpuBackend::set_threads(int threads) {

@@ -1,5 +1,6 @@
 // Element-wise ops on the CPU. Piecewise-linear activations and same-shape arithmetic are
-// Kiln's own vector loops; transcendental activations use oneDNN's eltwise; arithmetic with a
+// Kiln's own vector loops; transcendental activations use oneDNN's eltwise; the other unary ops
+// here run their point function (ops/point_ops.hpp) in a loop over the buffer; arithmetic with a
 // broadcast operand uses oneDNN's binary, or a plain broadcast loop for shapes it does not take.
 // All of them may write in place over their first input (the memory planner relies on that).
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "backends/cpu/vector_math.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/op_utils.hpp"
+#include "ops/point_ops.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -29,11 +31,22 @@ void parallel_chunks(int64_t n, Fn&& fn) {
 
 // ---- unary ----
 
+using PointLoop = void (*)(const float* x, float* y, int64_t n);
+
+// y[i] = F(x[i]) computed in double and rounded once: exactly the op's reference kernel (which
+// maps float32 through the same point function in double), without its allocation, in place
+// and over the threads.
+template <double (*F)(double)>
+void point_loop(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(F(static_cast<double>(x[i])));
+}
+
 struct UnaryOp {
   const char* op_type;
-  // Own loop: the activation it computes (None when oneDNN's eltwise does it).
+  // Own loop: the activation it computes (None when oneDNN's eltwise or `loop` does it).
   Activation own = Activation::None;
   dnnl::algorithm alg = dnnl::algorithm::undef;
+  PointLoop loop = nullptr;  // an op with neither: its point function over the buffer
 };
 
 constexpr UnaryOp kUnary[] = {
@@ -51,6 +64,7 @@ constexpr UnaryOp kUnary[] = {
     {"Abs", Activation::None, dnnl::algorithm::eltwise_abs},
     {"Neg", Activation::None, dnnl::algorithm::eltwise_linear},
     {"Mish", Activation::None, dnnl::algorithm::eltwise_mish},
+    {"Softsign", Activation::None, dnnl::algorithm::undef, point_loop<point::softsign<double>>},
 };
 
 const UnaryOp* unary_op(const std::string& op_type) {
@@ -130,6 +144,11 @@ class UnaryKernel final : public Kernel {
     if (n == 0) return;
     const auto* px = static_cast<const float*>(x.data);
     auto* py = static_cast<float*>(y.data);
+    if (op_.loop) {
+      const PointLoop loop = op_.loop;
+      parallel_chunks(n, [&](int64_t at, int64_t len) { loop(px + at, py + at, len); });
+      return;
+    }
     if (alg_ == dnnl::algorithm::undef) {
       const FusedActivation act = act_;
       parallel_chunks(
@@ -394,6 +413,7 @@ KILN_CPU_UNARY("Sqrt");
 KILN_CPU_UNARY("Abs");
 KILN_CPU_UNARY("Neg");
 KILN_CPU_UNARY("Mish");
+KILN_CPU_UNARY("Softsign");
 
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .op_type = "Sum",

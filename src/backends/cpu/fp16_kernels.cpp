@@ -113,7 +113,7 @@ bool has_half_value(const ir::Node& node) {
 
 // The float32 kernel that will do the work for `twin`, or "" for its reference kernel.
 std::string inner_kernel(const ir::Node& twin) {
-  Support s = KernelTable::instance().select(kCpuBackendName, twin);
+  Support s = KernelTable::instance().select(CpuBackend::instance(), twin);
   return s.ok() && s.kernel != kName ? s.kernel : "";
 }
 
@@ -318,7 +318,9 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
 // The float16 nodes the fp16 pass produces that do arithmetic: those with a fast float32
 // kernel, and the normalizations / Softmax / attention, whose reference kernels are then run in
 // float32. Data movement (Reshape, Transpose, Concat, ...) runs its reference kernel on the
-// float16 data directly: it does no arithmetic, so widening would only cost time.
+// float16 data directly: it does no arithmetic, so widening would only cost time. This is a
+// choice of the CPU backend, not a fact about the ops: which ops may be float16 at all is their
+// `fp16` trait (ops/op_traits.hpp); this list is the subset the CPU computes in float32.
 #define KILN_CPU_FP16(DOMAIN, OP)            \
   KILN_REGISTER_KERNEL({.backend = "cpu",    \
                         .domain = DOMAIN,    \

@@ -1,5 +1,7 @@
 #include "backends/cpu/vector_math.hpp"
 
+#include "ops/point_ops.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -80,29 +82,25 @@ void apply_activation(const ops::FusedActivation& act, const float* x, float* y,
     case Activation::None:
       if (x != y) std::copy(x, x + n, y);
       return;
+    // Piecewise-linear ones: the point functions in float, which the compiler vectorizes.
     case Activation::Relu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.f : x[i];  // NaN stays NaN
+      for (int64_t i = 0; i < n; ++i) y[i] = point::relu(x[i]);
       return;
     case Activation::Clip:
-      // ONNX Clip: the lower bound first, so min > max gives max; NaN stays NaN.
-      for (int64_t i = 0; i < n; ++i) {
-        const float lo = x[i] < alpha ? alpha : x[i];
-        y[i] = lo > beta ? beta : lo;
-      }
+      for (int64_t i = 0; i < n; ++i) y[i] = point::clip(x[i], alpha, beta);
       return;
     case Activation::LeakyRelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
+      for (int64_t i = 0; i < n; ++i) y[i] = point::leaky_relu(x[i], alpha);
       return;
     case Activation::HardSigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::fmax(0.f, std::fmin(1.f, alpha * x[i] + beta));
+      for (int64_t i = 0; i < n; ++i) y[i] = point::hard_sigmoid(x[i], alpha, beta);
       return;
     case Activation::HardSwish:
-      for (int64_t i = 0; i < n; ++i) {
-        y[i] = x[i] * std::fmax(0.f, std::fmin(1.f, x[i] / 6 + 0.5f));
-      }
+      for (int64_t i = 0; i < n; ++i) y[i] = point::hard_swish(x[i]);
       return;
     default:
-      // Transcendental ones: the shared reference numerics, one element at a time.
+      // Transcendental ones: the point functions in double (FusedActivation::apply), one element
+      // at a time, rounded once.
       for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(act.apply(x[i]));
       return;
   }
@@ -115,31 +113,31 @@ void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scala
     const float s = b[0];
     switch (op) {
       case BinaryOp::Add:
-        for (int64_t i = 0; i < n; ++i) y[i] = a[i] + s;
+        for (int64_t i = 0; i < n; ++i) y[i] = point::add(a[i], s);
         return;
       case BinaryOp::Sub:
-        for (int64_t i = 0; i < n; ++i) y[i] = a[i] - s;
+        for (int64_t i = 0; i < n; ++i) y[i] = point::sub(a[i], s);
         return;
       case BinaryOp::Mul:
-        for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
+        for (int64_t i = 0; i < n; ++i) y[i] = point::mul(a[i], s);
         return;
       case BinaryOp::Div:
-        for (int64_t i = 0; i < n; ++i) y[i] = a[i] / s;
+        for (int64_t i = 0; i < n; ++i) y[i] = point::div(a[i], s);
         return;
     }
   }
   switch (op) {
     case BinaryOp::Add:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+      for (int64_t i = 0; i < n; ++i) y[i] = point::add(a[i], b[i]);
       return;
     case BinaryOp::Sub:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+      for (int64_t i = 0; i < n; ++i) y[i] = point::sub(a[i], b[i]);
       return;
     case BinaryOp::Mul:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+      for (int64_t i = 0; i < n; ++i) y[i] = point::mul(a[i], b[i]);
       return;
     case BinaryOp::Div:
-      for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+      for (int64_t i = 0; i < n; ++i) y[i] = point::div(a[i], b[i]);
       return;
   }
 }
@@ -222,19 +220,25 @@ template <int B>
                                                   bool swapped, int64_t rows, float* dst) {
   switch (op) {
     case BinaryOp::Add:
-      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x + c; });
+      return rows_with_lanes<B>(src, v, rows, dst,
+                                [](float x, float c) { return point::add(x, c); });
     case BinaryOp::Mul:
-      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x * c; });
+      return rows_with_lanes<B>(src, v, rows, dst,
+                                [](float x, float c) { return point::mul(x, c); });
     case BinaryOp::Sub:
       if (swapped) {
-        return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return c - x; });
+        return rows_with_lanes<B>(src, v, rows, dst,
+                                  [](float x, float c) { return point::sub(c, x); });
       }
-      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x - c; });
+      return rows_with_lanes<B>(src, v, rows, dst,
+                                [](float x, float c) { return point::sub(x, c); });
     case BinaryOp::Div:
       if (swapped) {
-        return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return c / x; });
+        return rows_with_lanes<B>(src, v, rows, dst,
+                                  [](float x, float c) { return point::div(c, x); });
       }
-      return rows_with_lanes<B>(src, v, rows, dst, [](float x, float c) { return x / c; });
+      return rows_with_lanes<B>(src, v, rows, dst,
+                                [](float x, float c) { return point::div(x, c); });
   }
 }
 
