@@ -267,6 +267,9 @@ std::vector<T> run_on_gpu(GpuBackend& gpu, const std::string& op, DataType dtype
   if (!s.ok()) return {};
   std::unique_ptr<Kernel> kernel = gpu.create_kernel(*f.node, s.kernel);
   EXPECT_EQ(kernel->name(), s.kernel);
+  // Element-wise: each input may give its memory to the output.
+  std::vector<size_t> in_place = gpu.in_place_inputs(*f.node, s.kernel);
+  EXPECT_EQ(in_place.size(), inputs.size());
   Stream& stream = gpu.compute_stream();
   std::vector<DeviceBuffer> buffers;
   std::vector<DeviceTensor> tensors;
