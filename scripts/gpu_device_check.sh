@@ -18,16 +18,18 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 pack() {
   local build=${1:-build} carry=${2:-.gpu_carry}
-  cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda
+  cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda kiln_unit_tests
   local stage
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$carry"
   strip --strip-debug -o "$stage/bin/kiln" "$build/src/kiln"
   strip --strip-debug -o "$stage/bin/kiln_gpu_tests" "$build/tests/kiln_gpu_tests"
+  strip --strip-debug -o "$stage/bin/kiln_unit_tests" "$build/tests/kiln_unit_tests"
   strip --strip-debug -o "$stage/lib/libkiln_gpu_cuda.so" "$build/lib/libkiln_gpu_cuda.so"
   # Everything the three need except the C and C++ runtimes, which the device's (newer) system
   # has: fmt, protobuf, oneDNN, OpenMP, image codecs and what those pull in.
-  ldd "$build/src/kiln" "$build/tests/kiln_gpu_tests" "$build/lib/libkiln_gpu_cuda.so" |
+  ldd "$build/src/kiln" "$build/tests/kiln_gpu_tests" "$build/tests/kiln_unit_tests" \
+    "$build/lib/libkiln_gpu_cuda.so" |
     awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -88,6 +90,53 @@ for mib in (64, 1024):
                      ("device->device", lambda: dev2.copy_(dev))):
         ms = timed(fn)
         print(f"  torch {mib:5d} MiB {kind:<22} {n / ms / 1e6:9.2f} GB/s  {ms:8.3f} ms")
+PY
+  echo "== every-backend harness: each case the GPU says it runs, run there against the reference"
+  k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
+    --gtest_filter='Devices/*gpu*:FakeDevice*:BackendRegistry*' --gtest_brief=1 \
+    --gtest_output="xml:$OUT/backend_ops.xml" 2>&1 | tail -n 25 || status=$?
+  echo "== a model through the executor: element-wise nodes on the GPU, Conv falls back to the CPU"
+  python3 - "$root" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+root = sys.argv[1]
+rng = np.random.default_rng(1)
+k = numpy_helper.from_array(rng.standard_normal((1, 8, 256, 256)).astype(np.float32), "k")
+w = numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1, "w")
+nodes = [helper.make_node("Mul", ["x", "k"], ["m"]), helper.make_node("Relu", ["m"], ["r"]),
+         helper.make_node("Conv", ["r", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "r"], ["a"]), helper.make_node("Abs", ["a"], ["y"])]
+g = helper.make_graph(nodes, "gpu_demo",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 256, 256])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 256, 256])],
+                      [k, w])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+onnx.save(m, os.path.join(root, "gpu_demo.onnx"))
+x = numpy_helper.from_array(rng.standard_normal((1, 8, 256, 256)).astype(np.float32), "x")
+with open(os.path.join(root, "x.pb"), "wb") as f:
+    f.write(x.SerializeToString())
+PY
+  for dev in gpu cpu; do
+    k "$root/bin/kiln" run "$root/gpu_demo.onnx" --device "$dev" --input "x=$root/x.pb" \
+      --repeat 5 --output-dir "$root/out_$dev" 2>&1 | tail -n 4 || status=$?
+    k "$root/bin/kiln" bench "$root/gpu_demo.onnx" --device "$dev" --input "x=$root/x.pb" \
+      --iterations 50 --warmup 5 --json > "$OUT/bench_$dev.json" || status=$?
+  done | tee "$OUT/model_run.txt"
+  python3 - "$root" <<'PY' | tee -a "$OUT/model_run.txt"
+import sys
+import numpy as np
+from onnx import numpy_helper, load_tensor
+root = sys.argv[1]
+a = numpy_helper.to_array(load_tensor(f"{root}/out_gpu/y.pb"))
+b = numpy_helper.to_array(load_tensor(f"{root}/out_cpu/y.pb"))
+rel = float(np.linalg.norm(a - b) / np.linalg.norm(b))
+print(f"gpu vs cpu output: max abs {float(np.abs(a - b).max()):.3g}, rel L2 {rel:.3g}")
+import json, os
+for d in ("gpu", "cpu"):
+    p50 = json.load(open(os.path.join(os.environ["OUT"], f"bench_{d}.json")))["latency_ms"]["p50"]
+    print(f"kiln bench --device {d}: p50 {p50:.3f} ms")
 PY
   echo "== GPU tests exit status: $status"
   return "$status"
