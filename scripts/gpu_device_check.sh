@@ -138,6 +138,67 @@ for d in ("gpu", "cpu"):
     p50 = json.load(open(os.path.join(os.environ["OUT"], f"bench_{d}.json")))["latency_ms"]["p50"]
     print(f"kiln bench --device {d}: p50 {p50:.3f} ms")
 PY
+  echo "== an MLP of Gemm/Relu/MatMul, all on the GPU (cuBLASLt), against the CPU and PyTorch"
+  python3 - "$root" <<'PY'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+root = sys.argv[1]
+rng = np.random.default_rng(2)
+d = 2048
+init = [numpy_helper.from_array((rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), f"w{i}")
+        for i in range(3)] + [numpy_helper.from_array(rng.standard_normal(d).astype(np.float32), "b0")]
+nodes = [helper.make_node("Gemm", ["x", "w0", "b0"], ["g0"], transB=1),
+         helper.make_node("Relu", ["g0"], ["r0"]),
+         helper.make_node("Gemm", ["r0", "w1"], ["g1"]),
+         helper.make_node("Relu", ["g1"], ["r1"]),
+         helper.make_node("MatMul", ["r1", "w2"], ["y"])]
+g = helper.make_graph(nodes, "gpu_mlp",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, d])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, d])], init)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+          os.path.join(root, "gpu_mlp.onnx"))
+x = numpy_helper.from_array(rng.standard_normal((512, d)).astype(np.float32), "x")
+open(os.path.join(root, "mlp_x.pb"), "wb").write(x.SerializeToString())
+PY
+  for dev in gpu cpu; do
+    k "$root/bin/kiln" run "$root/gpu_mlp.onnx" --device "$dev" --input "x=$root/mlp_x.pb" \
+      --output-dir "$root/mlp_$dev" 2>&1 | tail -n 2 || status=$?
+    k "$root/bin/kiln" bench "$root/gpu_mlp.onnx" --device "$dev" --input "x=$root/mlp_x.pb" \
+      --iterations 50 --warmup 5 --json > "$OUT/mlp_bench_$dev.json" || status=$?
+  done
+  python3 - "$root" <<'PY' | tee "$OUT/mlp.txt"
+import json, os, sys
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper, load_tensor
+root = sys.argv[1]
+a = numpy_helper.to_array(load_tensor(f"{root}/mlp_gpu/y.pb"))
+b = numpy_helper.to_array(load_tensor(f"{root}/mlp_cpu/y.pb"))
+print(f"mlp gpu vs cpu: rel L2 {float(np.linalg.norm(a - b) / np.linalg.norm(b)):.3g}")
+for d in ("gpu", "cpu"):
+    p50 = json.load(open(os.path.join(os.environ["OUT"], f"mlp_bench_{d}.json")))["latency_ms"]["p50"]
+    print(f"kiln bench --device {d}: p50 {p50:.3f} ms (feeds and results through host memory)")
+m = onnx.load(f"{root}/gpu_mlp.onnx")
+w = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()).cuda() for t in m.graph.initializer}
+x = torch.from_numpy(numpy_helper.to_array(load_tensor(f"{root}/mlp_x.pb")).copy())
+torch.backends.cuda.matmul.allow_tf32 = False
+def f(xh):
+    h = xh.cuda()
+    h = torch.relu(h @ w["w0"].T + w["b0"])
+    h = torch.relu(h @ w["w1"])
+    return (h @ w["w2"]).cpu()
+y = f(x).numpy()
+print(f"torch vs kiln gpu: rel L2 {float(np.linalg.norm(y - a) / np.linalg.norm(y)):.3g}")
+import time
+for _ in range(5): f(x)
+ts = []
+for _ in range(50):
+    t = time.perf_counter(); f(x); ts.append((time.perf_counter() - t) * 1e3)
+print(f"torch eager fp32 (no TF32), same host->device->host path: p50 {float(np.median(ts)):.3f} ms")
+PY
   echo "== GPU tests exit status: $status"
   return "$status"
 }

@@ -4,6 +4,7 @@
 
 #include "backends/gpu/runtime/device_query.hpp"
 #include "backends/gpu/runtime/elementwise_kernels.hpp"
+#include "backends/gpu/runtime/gemm_kernels.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
 #include "ir/graph.hpp"
 
@@ -104,9 +105,17 @@ DeviceBuffer GpuBackendImpl::allocate_pinned(size_t bytes) {
 }
 
 Support GpuBackendImpl::supports(const ir::Node& node) const {
-  // Only element-wise kernels exist so far; a node they refuse falls back to the CPU with the
-  // executor's planned copies and warning, and the reason names this backend.
+  // Element-wise kernels and cuBLASLt products so far; a node they refuse falls back to the CPU
+  // with the executor's planned copies and warning, and the reason names this backend.
   Support s = elementwise_support(node);
+  if (!s.ok()) {
+    Support g = gemm_support(node);
+    if (g.ok()) return g;
+    if (node.op_type().find("MatMul") != std::string::npos ||
+        node.op_type().find("Gemm") != std::string::npos) {
+      s = g;
+    }
+  }
   if (!s.ok()) s.reason = fmt::format("the GPU backend ({}): {}", name_, s.reason);
   return s;
 }
@@ -114,6 +123,7 @@ Support GpuBackendImpl::supports(const ir::Node& node) const {
 std::unique_ptr<Kernel> GpuBackendImpl::create_kernel(const ir::Node& node,
                                                       std::string_view kernel_name) {
   if (auto kernel = create_elementwise_kernel(node, kernel_name)) return kernel;
+  if (auto kernel = create_gemm_kernel(*this, node, kernel_name)) return kernel;
   fail(ErrorCode::Unsupported, "the GPU backend ({}) has no kernel '{}' (node {} of type {})",
        name_, kernel_name, node.name(), node.op_type());
 }
