@@ -1,5 +1,7 @@
 #include "backends/backend.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "backends/kernel_table.hpp"
@@ -50,6 +52,16 @@ int64_t blocked_numel(const std::vector<int64_t>& dims, int block) {
   std::vector<int64_t> padded = dims;
   padded[1] = (dims[1] + block - 1) / block * block;
   return shape_numel(padded);
+}
+
+DeviceBuffer Backend::allocate_host(size_t bytes) {
+  // Plain aligned host memory, as the CPU backend's (not called through it: the GPU library
+  // links this file without the CPU backend).
+  const size_t rounded =
+      (std::max<size_t>(bytes, 1) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  void* p = std::aligned_alloc(kTensorAlignment, rounded);
+  KILN_CHECK(p, ErrorCode::Unavailable, "out of memory allocating {} bytes of host memory", bytes);
+  return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
 }
 
 std::vector<size_t> Backend::in_place_inputs(const ir::Node& node,

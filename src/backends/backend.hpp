@@ -176,6 +176,10 @@ class Backend {
                               Stream& stream) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes,
                             Stream& stream) = 0;
+  // Host memory (host-addressable: data() is a host pointer) that this backend copies to and
+  // from fastest: page-locked on a GPU, so copies are DMA transfers instead of going through
+  // staging; plain memory on the CPU. The executor takes results copied off a device into it.
+  virtual DeviceBuffer allocate_host(size_t bytes);
 
   // The best kernel of this backend for `node`, or why there is none. Decided from the node's
   // attributes and declared input/output types only.

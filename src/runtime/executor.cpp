@@ -15,7 +15,8 @@ using backends::DeviceTensor;
 
 }  // namespace
 
-Tensor Executor::allocate_value(int v, Backend* device, DataType dtype, std::vector<int64_t> dims) {
+Tensor Executor::allocate_value(int v, Backend* device, DataType dtype, std::vector<int64_t> dims,
+                                Backend* host_for) {
   const int block = v >= 0 ? plan_->blocks()[v] : 0;
   const size_t bytes =
       static_cast<size_t>(backends::blocked_numel(dims, block)) * dtype_size(dtype);
@@ -27,17 +28,19 @@ Tensor Executor::allocate_value(int v, Backend* device, DataType dtype, std::vec
   // Unbounded size, or a graph output: memory of its own, handed out with the result. The
   // buffer this value had last run is taken again when nothing holds it any more and it is big
   // enough (fresh memory every run costs page faults: a dynamic batch's whole network otherwise).
+  Backend* owner = host_for ? host_for : device;
   std::shared_ptr<backends::DeviceBuffer> buf;
   if (v >= 0) {
     SpareBuffer& spare = spare_[v];
-    if (spare.buffer && spare.backend == device && spare.buffer.use_count() == 1 &&
+    if (spare.buffer && spare.backend == owner && spare.buffer.use_count() == 1 &&
         spare.buffer->size() >= bytes) {
       buf = spare.buffer;
     }
   }
   if (!buf) {
-    buf = std::make_shared<backends::DeviceBuffer>(device->allocate(bytes));
-    if (v >= 0) spare_[v] = {device, buf};
+    buf = std::make_shared<backends::DeviceBuffer>(host_for ? host_for->allocate_host(bytes)
+                                                            : device->allocate(bytes));
+    if (v >= 0) spare_[v] = {owner, buf};
   }
   return Tensor::view(dtype, std::move(dims), buf->data(), buf);
 }
@@ -170,7 +173,11 @@ class Executor::Run {
     }
     const Tensor& t = src.value.tensor();
     Backend* dst_device = ex_.plan_->values()[to].device;
-    Tensor dst = ex_.allocate_value(to, dst_device, t.dtype(), t.dims());
+    // Off a device: into memory that device copies to fastest (page-locked on a GPU), unless
+    // the value has space in the host arena.
+    Tensor dst =
+        ex_.allocate_value(to, dst_device, t.dtype(), t.dims(),
+                           is_host(dst_device) && !is_host(src.device) ? src.device : nullptr);
     const size_t bytes = t.nbytes();
     if (is_host(dst_device)) {
       // The host reads it next: wait for it.

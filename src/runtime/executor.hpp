@@ -83,8 +83,11 @@ class Executor {
   class Run;
 
   backends::Stream& stream_for(backends::Backend* backend);
-  Tensor allocate_value(int v, backends::Backend* device, DataType dtype,
-                        std::vector<int64_t> dims);
+  // Memory for plan value `v` in `device`'s memory: its arena space, else a buffer of its own
+  // (last run's when free). `host_for`, when given, is the device a host value is copied off:
+  // its buffer then comes from that device's allocate_host (page-locked on a GPU).
+  Tensor allocate_value(int v, backends::Backend* device, DataType dtype, std::vector<int64_t> dims,
+                        backends::Backend* host_for = nullptr);
 
   std::shared_ptr<const ir::Graph> graph_;
   ExecutorOptions options_;

@@ -34,6 +34,7 @@ class GpuBackendImpl final : public GpuBackend {
   Stream& compute_stream() override { return *compute_; }
   Stream& copy_stream() override { return *copy_; }
   DeviceBuffer allocate_pinned(size_t bytes) override;
+  DeviceBuffer allocate_host(size_t bytes) override { return allocate_pinned(bytes); }
   void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes,
                              Stream& stream) override;
   void fill_device(void* device_dst, uint8_t value, size_t bytes, Stream& stream) override;
