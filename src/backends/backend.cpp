@@ -40,18 +40,27 @@ int64_t DeviceTensor::numel() const {
 }
 
 int64_t DeviceTensor::storage_numel() const {
-  return blocked_numel(dims, block);
+  return layout_numel(dims, layout);
 }
 
 size_t DeviceTensor::nbytes() const {
   return defined() ? static_cast<size_t>(storage_numel()) * dtype_size(dtype) : 0;
 }
 
-int64_t blocked_numel(const std::vector<int64_t>& dims, int block) {
-  if (block <= 0 || dims.size() < 2) return shape_numel(dims);
+std::string Layout::to_string() const {
+  return is_row_major() ? "row-major" : fmt::format("channel-blocked {}", block);
+}
+
+int64_t layout_numel(const std::vector<int64_t>& dims, Layout layout) {
+  if (layout.is_row_major() || layout.block <= 0 || dims.size() < 2) return shape_numel(dims);
   std::vector<int64_t> padded = dims;
-  padded[1] = (dims[1] + block - 1) / block * block;
+  padded[1] = (dims[1] + layout.block - 1) / layout.block * layout.block;
   return shape_numel(padded);
+}
+
+size_t Backend::storage_bytes(DataType dtype, const std::vector<int64_t>& dims,
+                              Layout layout) const {
+  return static_cast<size_t>(layout_numel(dims, layout)) * dtype_size(dtype);
 }
 
 DeviceBuffer Backend::allocate_host(size_t bytes) {

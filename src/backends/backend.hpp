@@ -75,15 +75,34 @@ class Stream {
 // A dense tensor in a backend's memory: element type, dims, and a device pointer. An absent
 // optional input has dtype Undefined and no data.
 //
-// Layout: row-major and contiguous when `block` is 0. A 4-D tensor passed between kernels that
-// agreed on it (Kernel::blocked_layouts, decided by the executor) may instead be channel-blocked
-// (`block` = b > 0, oneDNN's nChw16c / nChw8c): memory order (N, ceil(C/b), H, W, b), channels
-// past C padded. `dims` stay the logical NCHW dims.
+// How a tensor's elements lie in memory: row-major and contiguous (the default), or, for a 4-D
+// tensor passed between kernels that agreed on it (Kernel::blocked_layouts, decided by the
+// execution plan), channel-blocked with `block` = b channels per block (oneDNN's nChw16c /
+// nChw8c): memory order (N, ceil(C/b), H, W, b), channels past C padded. A tensor's dims stay its
+// logical NCHW dims whatever its layout; its size in memory is the backend's to compute
+// (Backend::storage_bytes).
+struct Layout {
+  enum class Kind : uint8_t { RowMajor, ChannelBlocked };
+  Kind kind = Kind::RowMajor;
+  int block = 0;  // ChannelBlocked: channels per block; 0 when row-major
+
+  static constexpr Layout row_major() { return {}; }
+  static constexpr Layout channel_blocked(int channels) { return {Kind::ChannelBlocked, channels}; }
+  bool is_row_major() const { return kind == Kind::RowMajor; }
+  bool operator==(const Layout&) const = default;
+  std::string to_string() const;  // "row-major", "channel-blocked 16"
+};
+
+// Elements a tensor of `dims` occupies in `layout` (numel when row-major, padded channels when
+// blocked).
+int64_t layout_numel(const std::vector<int64_t>& dims, Layout layout);
+
+// A dense tensor in a backend's memory.
 struct DeviceTensor {
   DataType dtype = DataType::Undefined;
   std::vector<int64_t> dims;
   void* data = nullptr;
-  int block = 0;
+  Layout layout;
 
   bool defined() const { return dtype != DataType::Undefined; }
   int64_t numel() const;
@@ -92,10 +111,7 @@ struct DeviceTensor {
   size_t nbytes() const;  // of storage_numel() elements
 };
 
-// Elements a tensor of `dims` occupies in channel-blocked layout with block `block` (0: numel).
-int64_t blocked_numel(const std::vector<int64_t>& dims, int block);
-
-// Which blocked layouts a kernel accepts (see DeviceTensor). The executor keeps a value blocked
+// Which blocked layouts a kernel accepts (see Layout). The executor keeps a value blocked
 // only when its producer can write it so and every reader can read it so.
 struct BlockedLayouts {
   bool input0 = false;   // input 0 may be blocked, independently of the output
@@ -135,12 +151,12 @@ class Kernel {
                    Stream& stream) = 0;
   // Blocked layouts this kernel can read and write (none by default).
   virtual BlockedLayouts blocked_layouts() const { return {}; }
-  // Called once by the executor after kernels are created, before any run, for every kernel
-  // that has blocked layouts: the layouts chosen for input 0 and output 0 (block sizes; 0:
-  // row-major). A kernel prepares its primitives (and packs its weights) for them here.
-  virtual void set_layouts(int input0_block, int output0_block) {
-    (void)input0_block;
-    (void)output0_block;
+  // Called once by the execution plan after kernels are created, before any run, for every
+  // kernel that has blocked layouts: the layouts chosen for input 0 and output 0. A kernel
+  // prepares its primitives (and packs its weights) for them here.
+  virtual void set_layouts(Layout input0, Layout output0) {
+    (void)input0;
+    (void)output0;
   }
   // Compile time, after set_layouts: this kernel's constant inputs in the layout it prepared
   // for them, to store in the engine (none by default).
@@ -197,9 +213,13 @@ class Backend {
   // Called by the executor before each run and before kernels are created, from the thread that
   // runs: the number of intra-op threads to use (0: one per core).
   virtual void set_threads(int threads) { (void)threads; }
-  // Channel block of this backend's blocked layout (see DeviceTensor); 0: kernels of this
-  // backend never exchange blocked tensors.
-  virtual int layout_block() const { return 0; }
+  // The layout this backend's kernels exchange besides row-major (see Layout); row-major: they
+  // never exchange another.
+  virtual Layout activation_layout() const { return {}; }
+  // Bytes a tensor of `dims` and `dtype` takes in `layout` in this backend's memory (the arena
+  // plan and each output's allocation ask this). By default layout_numel elements.
+  virtual size_t storage_bytes(DataType dtype, const std::vector<int64_t>& dims,
+                               Layout layout) const;
 };
 
 }  // namespace kiln::backends

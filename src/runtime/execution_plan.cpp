@@ -1,6 +1,7 @@
 #include "runtime/execution_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "backends/cpu/cpu_backend.hpp"
@@ -12,6 +13,23 @@
 namespace kiln::runtime {
 
 using backends::Backend;
+
+namespace {
+
+// Arena space for a value at its declared maximum shape in `layout`, as `backend` computes its
+// storage, rounded up to kArenaAlignment; nullopt when its size is unbounded.
+std::optional<size_t> arena_bytes(const Backend& backend, const ir::Value& v,
+                                  backends::Layout layout) {
+  // The overflow-checked bound first: it also says whether the size is bounded at all.
+  if (!max_value_bytes_in(v, layout)) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& d : v.type().shape->dims()) dims.push_back(d.max());
+  const size_t bytes = backend.storage_bytes(v.type().dtype, dims, layout);
+  if (bytes > std::numeric_limits<size_t>::max() - kArenaAlignment) return std::nullopt;
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+}  // namespace
 
 ExecutionPlan::ExecutionPlan(std::shared_ptr<const ir::Graph> graph, Placement placement,
                              const engine::ExecutionPlan* stored)
@@ -180,20 +198,23 @@ void ExecutionPlan::plan_layouts(const engine::ExecutionPlan* stored) {
   if (stored) {
     for (const engine::StoredArena& a : stored->arenas) {
       const Backend* b = backend_named(a.device);
-      if (!b || b->layout_block() <= 0) continue;
+      if (!b || b->activation_layout().is_row_major()) continue;
       for (const engine::StoredBuffer& buf : a.buffers) {
         const ir::Value* v = graph_->find_local_value(buf.value);
         if (!v || value_index(v) < 0) continue;
-        std::optional<size_t> need = max_value_bytes_in(*v, b->layout_block());
+        std::optional<size_t> need = arena_bytes(*b, *v, b->activation_layout());
         if (need && buf.size < *need) pinned[value_index(v)] = true;
       }
     }
   }
-  blocks_ = runtime::plan_layouts(ls, values, pinned);
+  layouts_ = runtime::plan_layouts(ls, values, pinned);
   for (PlanStep& step : steps_) {
     if (step.kind != StepKind::Kernel) continue;
-    const int in0 = !step.inputs.empty() && step.inputs[0] >= 0 ? blocks_[step.inputs[0]] : 0;
-    const int out0 = !step.outputs.empty() && step.outputs[0] >= 0 ? blocks_[step.outputs[0]] : 0;
+    const backends::Layout in0 =
+        !step.inputs.empty() && step.inputs[0] >= 0 ? layouts_[step.inputs[0]] : backends::Layout{};
+    const backends::Layout out0 = !step.outputs.empty() && step.outputs[0] >= 0
+                                      ? layouts_[step.outputs[0]]
+                                      : backends::Layout{};
     const backends::BlockedLayouts caps = step.kernel->blocked_layouts();
     if (caps.input0 || caps.output0 || caps.uniform || caps.follows >= 0) {
       with_node_errors(*step.node, [&] { step.kernel->set_layouts(in0, out0); });
@@ -249,7 +270,7 @@ void ExecutionPlan::plan_arenas(const engine::ExecutionPlan* stored) {
                        "engine plan: value '{}' is not in the graph or not in {}'s memory",
                        buf.value, b->name());
         const int v = it->second;
-        std::optional<size_t> need = max_value_bytes_in(*values_[v].value, blocks_[v]);
+        std::optional<size_t> need = arena_bytes(*b, *values_[v].value, layouts_[v]);
         if (!need) continue;  // unbounded now: allocated per run
         KILN_CHECK_ARG(
             buf.size >= *need && buf.offset <= arena.bytes && buf.size <= arena.bytes - buf.offset,
@@ -276,7 +297,7 @@ void ExecutionPlan::plan_arenas(const engine::ExecutionPlan* stored) {
       std::vector<MemoryValue> mv(values_.size());
       for (size_t v = 0; v < values_.size(); ++v) {
         const ir::Value& value = *values_[v].value;
-        mv[v].bytes = max_value_bytes_in(value, blocks_[v]);
+        mv[v].bytes = arena_bytes(*b, value, layouts_[v]);
         mv[v].planned = !handed_out.count(static_cast<int>(v));
         mv[v].live_to_end = graph_->is_output(&value) && !mv[v].planned;
         mv[v].type_key = memory_type_key(value);

@@ -96,8 +96,8 @@ class ExecutionPlan {
   // By plan value: an initializer's data (host), its upload to a device, or None.
   const std::vector<RtValue>& constants() const { return constants_; }
   const std::vector<ArenaRange>& ranges() const { return ranges_; }
-  // By plan value: the channel block of its layout (0: row-major).
-  const std::vector<int>& blocks() const { return blocks_; }
+  // By plan value: its layout (row-major, or channel-blocked between the kernels that agreed).
+  const std::vector<backends::Layout>& layouts() const { return layouts_; }
   std::vector<DeviceArena>& arenas() { return arenas_; }
   const std::vector<DeviceArena>& arenas() const { return arenas_; }
   const std::vector<ArenaSummary>& summaries() const { return summaries_; }
@@ -134,7 +134,7 @@ class ExecutionPlan {
   std::vector<int> uploads_pending_;                          // plan values to upload
   std::vector<RtValue> constants_;
   std::vector<ArenaRange> ranges_;
-  std::vector<int> blocks_;
+  std::vector<backends::Layout> layouts_;
   std::vector<DeviceArena> arenas_;
   std::vector<ArenaSummary> summaries_;
   std::vector<int> results_;

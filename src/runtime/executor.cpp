@@ -17,9 +17,8 @@ using backends::DeviceTensor;
 
 Tensor Executor::allocate_value(int v, Backend* device, DataType dtype, std::vector<int64_t> dims,
                                 Backend* host_for) {
-  const int block = v >= 0 ? plan_->blocks()[v] : 0;
-  const size_t bytes =
-      static_cast<size_t>(backends::blocked_numel(dims, block)) * dtype_size(dtype);
+  const backends::Layout layout = v >= 0 ? plan_->layouts()[v] : backends::Layout{};
+  const size_t bytes = device->storage_bytes(dtype, dims, layout);
   const ArenaRange* r = v >= 0 ? &plan_->ranges()[v] : nullptr;
   if (r && r->arena >= 0 && plan_->arenas()[r->arena].backend == device && bytes <= r->size) {
     const DeviceArena& a = plan_->arenas()[r->arena];
@@ -64,7 +63,8 @@ class Executor::Outputs final : public backends::KernelOutputs {
                step_.kernel->name(), index, step_.outputs.size());
     const int v = step_.outputs[index];
     Tensor t = ex_.allocate_value(v, step_.backend, dtype, std::move(dims));
-    DeviceTensor out{t.dtype(), t.dims(), t.raw_data(), v >= 0 ? ex_.plan_->blocks()[v] : 0};
+    DeviceTensor out{t.dtype(), t.dims(), t.raw_data(),
+                     v >= 0 ? ex_.plan_->layouts()[v] : backends::Layout{}};
     if (v >= 0) {
       values_[v] = {RtValue(t), step_.backend};
     } else {
@@ -157,7 +157,7 @@ class Executor::Run {
                  "node {}: input {} is in {}'s memory, not {}'s: a planned copy is missing",
                  step.node->label(), k, lv.device ? lv.device->name() : "host", b.name());
       const Tensor& t = lv.value.tensor();
-      ins[k] = {t.dtype(), t.dims(), const_cast<void*>(t.raw_data()), ex_.plan_->blocks()[v]};
+      ins[k] = {t.dtype(), t.dims(), const_cast<void*>(t.raw_data()), ex_.plan_->layouts()[v]};
     }
     Outputs outs(ex_, step, values_);
     step.kernel->run(ins, outs, ex_.stream_for(&b));
@@ -313,7 +313,7 @@ Executor::~Executor() = default;
 
 int Executor::layout_block(const ir::Value* v) const {
   const int idx = plan_->value_index(v);
-  return idx >= 0 ? plan_->blocks()[idx] : 0;
+  return idx >= 0 ? plan_->layouts()[idx].block : 0;
 }
 
 std::map<std::string, size_t> Executor::arena_bytes() const {

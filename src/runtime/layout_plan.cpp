@@ -16,9 +16,9 @@ bool blockable_type(const ir::Value& v) {
 
 }  // namespace
 
-std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
-                              const std::vector<const ir::Value*>& values,
-                              const std::vector<bool>& pinned) {
+std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
+                                           const std::vector<const ir::Value*>& values,
+                                           const std::vector<bool>& pinned) {
   const size_t n = values.size();
   std::vector<int> producer(n, -1);
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -32,10 +32,10 @@ std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
     const int p = producer[v];
     if (pinned[v] || p < 0 || !blockable_type(*values[v])) continue;
     const LayoutStep& ps = steps[p];
-    if (!ps.backend || ps.backend->layout_block() <= 0) continue;
+    if (!ps.backend || ps.backend->activation_layout().is_row_major()) continue;
     if (ps.outputs.empty() || ps.outputs[0] != static_cast<int>(v)) continue;
     if (!ps.layouts.output0 && !ps.layouts.uniform && ps.layouts.follows < 0) continue;
-    block[v] = ps.backend->layout_block();
+    block[v] = ps.backend->activation_layout().block;
   }
   for (const LayoutStep& s : steps) {
     for (int v : s.reads) {
@@ -76,10 +76,15 @@ std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
       }
     }
   }
-  return block;
+  std::vector<backends::Layout> layouts(n);
+  for (size_t v = 0; v < n; ++v) {
+    if (block[v] > 0) layouts[v] = backends::Layout::channel_blocked(block[v]);
+  }
+  return layouts;
 }
 
-std::optional<size_t> max_value_bytes_in(const ir::Value& v, int block) {
+std::optional<size_t> max_value_bytes_in(const ir::Value& v, backends::Layout layout) {
+  const int block = layout.is_row_major() ? 0 : layout.block;
   std::optional<size_t> plain = max_value_bytes(v);
   if (block <= 0 || !plain || !blockable_type(v)) return plain;
   const int64_t c = v.type().shape->dims()[1].value();

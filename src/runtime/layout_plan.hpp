@@ -22,13 +22,14 @@ struct LayoutStep {
   std::vector<int> reads;            // every value the step reads (subgraph captures included)
 };
 
-// The block of every value (by index; 0: row-major). `values[i]` is the value of index i;
+// The layout of every value (by index). `values[i]` is the value of index i;
 // `pinned[i]` marks values that must stay row-major (graph inputs, outputs, constants).
-std::vector<int> plan_layouts(const std::vector<LayoutStep>& steps,
-                              const std::vector<const ir::Value*>& values,
-                              const std::vector<bool>& pinned);
+std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
+                                           const std::vector<const ir::Value*>& values,
+                                           const std::vector<bool>& pinned);
 
-// Upper bound of a value's bytes in layout `block` (max_value_bytes when 0), or nullopt.
-std::optional<size_t> max_value_bytes_in(const ir::Value& v, int block);
+// Upper bound of a value's bytes in `layout` by layout_numel (max_value_bytes when row-major),
+// overflow-checked, or nullopt when unbounded.
+std::optional<size_t> max_value_bytes_in(const ir::Value& v, backends::Layout layout);
 
 }  // namespace kiln::runtime

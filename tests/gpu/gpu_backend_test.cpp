@@ -229,7 +229,7 @@ class TestOutputs : public KernelOutputs {
  public:
   explicit TestOutputs(GpuBackend& gpu) : gpu_(gpu) {}
   DeviceTensor allocate(size_t index, DataType dtype, std::vector<int64_t> dims) override {
-    DeviceTensor t{dtype, std::move(dims), nullptr, 0};
+    DeviceTensor t{dtype, std::move(dims), nullptr, Layout::row_major()};
     buffers_.push_back(gpu_.allocate(t.nbytes()));
     t.data = buffers_.back().data();
     if (index >= tensors_.size()) tensors_.resize(index + 1);
@@ -276,7 +276,7 @@ std::vector<T> run_on_gpu(GpuBackend& gpu, const std::string& op, DataType dtype
   for (const auto& v : inputs) {
     buffers.push_back(gpu.allocate(v.size() * sizeof(T)));
     gpu.copy_to_device(buffers.back().data(), v.data(), v.size() * sizeof(T), stream);
-    tensors.push_back({dtype, {n}, buffers.back().data(), 0});
+    tensors.push_back({dtype, {n}, buffers.back().data(), Layout::row_major()});
   }
   TestOutputs outputs(gpu);
   kernel->run(tensors, outputs, stream);

@@ -116,7 +116,7 @@ ir::Attribute ints(std::vector<int64_t> v) {
 class BlockedLayout : public ::testing::Test {
  protected:
   void SetUp() override {
-    block_ = backends::CpuBackend::instance().layout_block();
+    block_ = backends::CpuBackend::instance().activation_layout().block;
     if (block_ == 0) GTEST_SKIP() << "blocked layouts are off (KILN_CPU_BLOCKED=0)";
   }
   int block_ = 0;

@@ -76,7 +76,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 class PackedWeights : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (backends::CpuBackend::instance().layout_block() == 0) {
+    if (backends::CpuBackend::instance().activation_layout().block == 0) {
       GTEST_SKIP() << "blocked layouts are off (KILN_CPU_BLOCKED=0): nothing is packed";
     }
     dir_ = fs::temp_directory_path() /

@@ -69,10 +69,11 @@ class BatchNormKernel final : public Kernel {
     const auto* px = static_cast<const float*>(x.data);
     auto* py = static_cast<float*>(y.data);
     const int64_t n = x.dims[0], inner = shape_numel(x.dims) / (n * c);
-    if (x.block) {
-      KILN_CHECK(y.block == x.block && x.dims.size() == 4, ErrorCode::Internal,
-                 "node {}: layout block {} in, {} out", node_.label(), x.block, y.block);
-      const int64_t b = x.block, cb = (c + b - 1) / b;
+    if (!x.layout.is_row_major()) {
+      KILN_CHECK(y.layout == x.layout && x.dims.size() == 4, ErrorCode::Internal,
+                 "node {}: layout {} in, {} out", node_.label(), x.layout.to_string(),
+                 y.layout.to_string());
+      const int64_t b = x.layout.block, cb = (c + b - 1) / b;
       // Padding lanes get 0 * x + 0: they stay zero.
       std::vector<float> a(cb * b, 0.f), s(cb * b, 0.f);
       std::copy(scale_.begin(), scale_.end(), a.begin());

@@ -60,16 +60,17 @@ class ConcatKernel final : public Kernel {
       attrs.check(same, "input {} {} does not match {} {} outside axis {}", dtype_name(t.dtype),
                   dims_to_string(t.dims), dtype_name(first.dtype), dims_to_string(first.dims),
                   axis);
-      KILN_CHECK(t.block == first.block, ErrorCode::Internal,
-                 "node {}: inputs in layout blocks {} and {}", node_.label(), t.block, first.block);
+      KILN_CHECK(t.layout == first.layout, ErrorCode::Internal,
+                 "node {}: inputs in layouts {} and {}", node_.label(), t.layout.to_string(),
+                 first.layout.to_string());
       dims[axis] += t.dims[axis];
     }
     DeviceTensor y = out.allocate(0, first.dtype, dims);
-    KILN_CHECK(y.block == first.block, ErrorCode::Internal, "node {}: layout block {} in, {} out",
-               node_.label(), first.block, y.block);
-    if (y.block) {
+    KILN_CHECK(y.layout == first.layout, ErrorCode::Internal, "node {}: layout {} in, {} out",
+               node_.label(), first.layout.to_string(), y.layout.to_string());
+    if (!y.layout.is_row_major()) {
       for (const DeviceTensor& t : in) {
-        KILN_CHECK(axis == 1 && t.dims[1] % y.block == 0, ErrorCode::Internal,
+        KILN_CHECK(axis == 1 && t.dims[1] % y.layout.block == 0, ErrorCode::Internal,
                    "node {}: blocked concat of {} on axis {}", node_.label(),
                    dims_to_string(t.dims), axis);
       }

@@ -121,9 +121,9 @@ class OnednnConv final : public Kernel {
   // engine does not store packed (an ONNX model opened directly, another CPU's engine) is built
   // on the first run instead: packing into fresh memory costs ResNet-50 ~50-250 ms on the shared
   // VM, most of onnxruntime's session creation. KILN_CPU_PACK_AT_OPEN=1 does it at open.
-  void set_layouts(int input0_block, int output0_block) override {
-    in_block_ = input0_block;
-    out_block_ = output0_block;
+  void set_layouts(Layout input0, Layout output0) override {
+    in_block_ = input0.block;
+    out_block_ = output0.block;
     cache_.clear();
     if (blocked() && !pack_at_open() && !stored_w_) return;
     prepare_declared();
@@ -152,14 +152,14 @@ class OnednnConv final : public Kernel {
     const DeviceTensor& x = in[0];
     const DeviceTensor& w = in[1];
     const DeviceTensor* b = in.size() > 2 && in[2].defined() ? &in[2] : nullptr;
-    KILN_CHECK(x.block == in_block_, ErrorCode::Internal,
-               "node {}: input in layout block {}, prepared for {}", node_.label(), x.block,
+    KILN_CHECK(x.layout.block == in_block_, ErrorCode::Internal,
+               "node {}: input in layout block {}, prepared for {}", node_.label(), x.layout.block,
                in_block_);
     const Entry& e = prepared(x, w, b != nullptr);
     check_bias(node_, b, w.dims[0]);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
-    KILN_CHECK(y.block == out_block_, ErrorCode::Internal,
-               "node {}: output in layout block {}, prepared for {}", node_.label(), y.block,
+    KILN_CHECK(y.layout.block == out_block_, ErrorCode::Internal,
+               "node {}: output in layout block {}, prepared for {}", node_.label(), y.layout.block,
                out_block_);
     if (y.numel() == 0) return;
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
@@ -205,7 +205,8 @@ class OnednnConv final : public Kernel {
         std::count(w->begin(), w->end(), -1) != 0) {
       return nullptr;
     }
-    DeviceTensor xt{DataType::Float32, *x, nullptr, in_block_};
+    DeviceTensor xt{DataType::Float32, *x, nullptr,
+                    in_block_ ? Layout::channel_blocked(in_block_) : Layout::row_major()};
     DeviceTensor wt{DataType::Float32, *w, nullptr};
     return &prepared(xt, wt, node_.input(2) != nullptr);
   }
@@ -393,12 +394,12 @@ class DepthwiseConv final : public Kernel {
 
   BlockedLayouts blocked_layouts() const override { return {.input0 = true, .output0 = true}; }
   // Blocked tensors go to oneDNN's depthwise kernels (the loop below reads row-major planes).
-  void set_layouts(int input0_block, int output0_block) override {
-    if (!input0_block && !output0_block) return;
+  void set_layouts(Layout input0, Layout output0) override {
+    if (input0.is_row_major() && output0.is_row_major()) return;
     blocked_ = std::make_unique<OnednnConv>(node_);
     if (stored_w_) blocked_->use_packed_weight(std::move(*stored_w_));
     stored_w_.reset();
-    blocked_->set_layouts(input0_block, output0_block);
+    blocked_->set_layouts(input0, output0);
   }
   std::vector<PackedWeight> pack_weights() override {
     return blocked_ ? blocked_->pack_weights() : std::vector<PackedWeight>{};

@@ -78,13 +78,14 @@ void CpuBackend::set_threads(int threads) {
 #endif
 }
 
-int CpuBackend::layout_block() const {
+Layout CpuBackend::activation_layout() const {
   // KILN_CPU_BLOCKED=0 keeps every activation row-major (for comparisons).
   static const bool off = [] {
     const char* e = std::getenv("KILN_CPU_BLOCKED");
     return e && std::string_view(e) == "0";
   }();
-  return off ? 0 : cpu::cpu_channel_block();
+  const int block = cpu::cpu_channel_block();
+  return off || block <= 0 ? Layout::row_major() : Layout::channel_blocked(block);
 }
 
 int cpu_threads() {

@@ -23,7 +23,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
                                         std::string_view kernel_name) override;
   void set_threads(int threads) override;
-  int layout_block() const override;
+  Layout activation_layout() const override;
 
   // The process-wide instance (the CPU has no per-session state worth duplicating).
   static CpuBackend& instance();

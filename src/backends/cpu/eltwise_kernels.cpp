@@ -138,8 +138,8 @@ class UnaryKernel final : public Kernel {
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
     DeviceTensor y = out.allocate(0, DataType::Float32, x.dims);
-    KILN_CHECK(x.block == y.block, ErrorCode::Internal, "cpu.eltwise: layouts {} -> {}", x.block,
-               y.block);
+    KILN_CHECK(x.layout == y.layout, ErrorCode::Internal, "cpu.eltwise: layouts {} -> {}",
+               x.layout.to_string(), y.layout.to_string());
     const int64_t n = y.storage_numel();
     if (n == 0) return;
     const auto* px = static_cast<const float*>(x.data);
@@ -233,12 +233,14 @@ class BinaryKernel final : public Kernel {
     std::vector<int64_t> dims = ops::broadcast_dims(attrs, {a.dims, b.dims});
     DeviceTensor y = out.allocate(0, DataType::Float32, dims);
     if (y.numel() == 0) return;
-    if (a.block != b.block) {
-      run_per_channel(a.block ? a : b, a.block ? b : a, a.block == 0, y);
+    if (a.layout != b.layout) {
+      const bool a_blocked = !a.layout.is_row_major();
+      run_per_channel(a_blocked ? a : b, a_blocked ? b : a, !a_blocked, y);
       return;
     }
-    if (a.block || b.block || y.block) {
-      KILN_CHECK(a.dims == b.dims && a.block == b.block && a.block == y.block, ErrorCode::Internal,
+    if (!a.layout.is_row_major() || !b.layout.is_row_major() || !y.layout.is_row_major()) {
+      KILN_CHECK(a.dims == b.dims && a.layout == b.layout && a.layout == y.layout,
+                 ErrorCode::Internal,
                  "node {}: blocked operands {} / {} of different shapes or layouts", node_.label(),
                  dims_to_string(a.dims), dims_to_string(b.dims));
     }
@@ -276,14 +278,14 @@ class BinaryKernel final : public Kernel {
   // `full` blocked (N, C/b, H, W, b), `other` row-major per channel; `swapped`: other is input 0.
   void run_per_channel(const DeviceTensor& full, const DeviceTensor& other, bool swapped,
                        const DeviceTensor& y) {
-    KILN_CHECK(y.block == full.block && y.dims == full.dims && full.dims.size() == 4 &&
+    KILN_CHECK(y.layout == full.layout && y.dims == full.dims && full.dims.size() == 4 &&
                    other.numel() > 0 && other.numel() % full.dims[1] == 0 &&
                    (other.numel() == full.dims[1] || other.numel() == full.dims[0] * full.dims[1]),
                ErrorCode::Internal, "node {}: per-channel operands {} / {} in layouts {} / {}",
-               node_.label(), dims_to_string(full.dims), dims_to_string(other.dims), full.block,
-               other.block);
+               node_.label(), dims_to_string(full.dims), dims_to_string(other.dims),
+               full.layout.to_string(), other.layout.to_string());
     const int64_t n = full.dims[0], c = full.dims[1], hw = full.dims[2] * full.dims[3];
-    const int64_t b = full.block, cb = (c + b - 1) / b;
+    const int64_t b = full.layout.block, cb = (c + b - 1) / b;
     const bool per_batch = other.numel() != c;
     const auto* pf = static_cast<const float*>(full.data);
     const auto* po = static_cast<const float*>(other.data);

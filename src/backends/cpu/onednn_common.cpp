@@ -46,7 +46,7 @@ dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block) {
 }
 
 dnnl::memory::desc tensor_desc(const DeviceTensor& t) {
-  return t.block ? blocked_desc(t.dims, t.block) : plain_desc(t.dims);
+  return t.layout.is_row_major() ? plain_desc(t.dims) : blocked_desc(t.dims, t.layout.block);
 }
 
 dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& owner) {

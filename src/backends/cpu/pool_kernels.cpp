@@ -41,7 +41,8 @@ class OnednnPool final : public Kernel {
   std::string_view name() const override { return "onednn.pool"; }
   // 2-D pooling reads and writes one layout: plain, or blocked (oneDNN's jit pooling).
   BlockedLayouts blocked_layouts() const override { return {.uniform = kernel_.size() == 2}; }
-  void set_layouts(int input0_block, int output0_block) override {
+  void set_layouts(Layout input0, Layout output0) override {
+    const int input0_block = input0.block, output0_block = output0.block;
     KILN_CHECK(input0_block == output0_block, ErrorCode::Internal,
                "node {}: pooling from layout block {} to {}", node_.label(), input0_block,
                output0_block);
@@ -55,8 +56,8 @@ class OnednnPool final : public Kernel {
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
-    KILN_CHECK(x.block == block_, ErrorCode::Internal,
-               "node {}: input in layout block {}, prepared for {}", node_.label(), x.block,
+    KILN_CHECK(x.layout.block == block_, ErrorCode::Internal,
+               "node {}: input in layout block {}, prepared for {}", node_.label(), x.layout.block,
                block_);
     const Entry& e = prepared(x.dims);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
@@ -144,7 +145,7 @@ class GlobalPool final : public Kernel {
     std::vector<int64_t> dims = x.dims;
     std::fill(dims.begin() + 2, dims.end(), 1);
     DeviceTensor y = out.allocate(0, DataType::Float32, dims);
-    if (x.block) {
+    if (!x.layout.is_row_major()) {
       run_blocked(x, y);
       return;
     }
@@ -169,7 +170,7 @@ class GlobalPool final : public Kernel {
  private:
   // x is (N, C/b, H, W, b): each (n, channel block) reduces H*W rows of b lanes.
   void run_blocked(const DeviceTensor& x, const DeviceTensor& y) {
-    const int64_t n = x.dims[0], c = x.dims[1], hw = x.dims[2] * x.dims[3], b = x.block;
+    const int64_t n = x.dims[0], c = x.dims[1], hw = x.dims[2] * x.dims[3], b = x.layout.block;
     const int64_t cb = (c + b - 1) / b;
     const auto* px = static_cast<const float*>(x.data);
     auto* py = static_cast<float*>(y.data);

@@ -60,9 +60,9 @@ class ElementwiseKernel final : public Kernel {
     KILN_CHECK(inputs.size() == static_cast<size_t>(op_.arity), ErrorCode::Internal,
                "{}: {} inputs, expected {}", op_.kernel, inputs.size(), op_.arity);
     for (const DeviceTensor& t : inputs) {
-      KILN_CHECK(t.dtype == dtype_ && t.block == 0, ErrorCode::Internal,
-                 "{}: an input is {} (block {}), the kernel was made for row-major {}", op_.kernel,
-                 dtype_name(t.dtype), t.block, dtype_name(dtype_));
+      KILN_CHECK(t.dtype == dtype_ && t.layout.is_row_major(), ErrorCode::Internal,
+                 "{}: an input is {} ({}), the kernel was made for row-major {}", op_.kernel,
+                 dtype_name(t.dtype), t.layout.to_string(), dtype_name(dtype_));
     }
     // Shapes were equal as declared; a symbolic dim bound differently per input would be a
     // broadcast, which this kernel does not do.

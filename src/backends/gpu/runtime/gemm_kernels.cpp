@@ -169,7 +169,8 @@ class GemmKernel final : public Kernel {
     const CublasLtApi& lt = cublaslt();
     const DeviceTensor& a = in[0];
     const DeviceTensor& b = in[1];
-    KILN_CHECK(a.block == 0 && b.block == 0 && a.dtype == dtype_ && b.dtype == dtype_,
+    KILN_CHECK(a.layout.is_row_major() && b.layout.is_row_major() && a.dtype == dtype_ &&
+                   b.dtype == dtype_,
                ErrorCode::Internal, "gpu.gemm {}: operands not row-major {}", label_,
                dtype_name(dtype_));
     // Row-major [M, K] x [K, N] (before transposes), with a batch of `batch` products.
