@@ -52,17 +52,8 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const ir::Graph> graph, Placement p
 }
 
 Backend* ExecutionPlan::host() const {
-  for (Backend* b : placement_.backends) {
-    if (b->name() == backends::kCpuBackendName) return b;
-  }
-  return &backends::CpuBackend::instance();
-}
-
-Backend* ExecutionPlan::backend_named(const std::string& name) const {
-  for (Backend* b : placement_.backends) {
-    if (b->name() == name) return b;
-  }
-  return nullptr;
+  // Placement appends the CPU when it is not among the requested backends.
+  return backend_named(placement_.backends, backends::kCpuBackendName);
 }
 
 int ExecutionPlan::value_index(const ir::Value* v) const {
@@ -197,7 +188,7 @@ void ExecutionPlan::plan_layouts(const engine::ExecutionPlan* stored) {
   // a value too small a space for its padded channels: that value stays row-major.
   if (stored) {
     for (const engine::StoredArena& a : stored->arenas) {
-      const Backend* b = backend_named(a.device);
+      const Backend* b = backend_named(placement_.backends, a.device);
       if (!b || b->activation_layout().is_row_major()) continue;
       for (const engine::StoredBuffer& buf : a.buffers) {
         const ir::Value* v = graph_->find_local_value(buf.value);

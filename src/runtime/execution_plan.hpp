@@ -121,7 +121,6 @@ class ExecutionPlan {
   void plan_layouts(const engine::ExecutionPlan* stored);
   void plan_arenas(const engine::ExecutionPlan* stored);
   void upload_constants();
-  backends::Backend* backend_named(const std::string& name) const;
   backends::Backend* host() const;
 
   std::shared_ptr<const ir::Graph> graph_;

@@ -125,10 +125,9 @@ class Executor::Run {
   }
 
   // Device steps are timed with their backend's events when profiling (host steps by the clock).
-  void time_device_step(const PlanStep& step, size_t entry, std::unique_ptr<backends::Event> begin,
+  void time_device_step(size_t entry, std::unique_ptr<backends::Event> begin,
                         std::unique_ptr<backends::Event> end) {
     timed_.push_back({entry, std::move(begin), std::move(end)});
-    (void)step;
   }
 
   const RunControl* control() const { return control_; }
@@ -369,7 +368,7 @@ std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs, const Run
            start});
       if (begin && end) {
         end->record(stream_for(step.backend));
-        run.time_device_step(step, profile_.size() - 1, std::move(begin), std::move(end));
+        run.time_device_step(profile_.size() - 1, std::move(begin), std::move(end));
       }
     }
     for (int idx : step.release) values[idx] = LiveValue{};

@@ -24,14 +24,14 @@ bool needs_interpreter(const ir::Node& n) {
          std::any_of(n.outputs().begin(), n.outputs().end(), non_tensor);
 }
 
-Backend* backend_named(std::span<Backend* const> backends, const std::string& name) {
+}  // namespace
+
+Backend* backend_named(std::span<Backend* const> backends, std::string_view name) {
   for (Backend* b : backends) {
     if (b->name() == name) return b;
   }
   return nullptr;
 }
-
-}  // namespace
 
 const char* step_kind_name(StepKind kind) {
   switch (kind) {

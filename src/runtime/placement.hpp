@@ -77,4 +77,8 @@ inline bool same_memory(const backends::Backend* a, const backends::Backend* b) 
 
 bool has_subgraphs(const ir::Node& n);
 
+// The backend of `backends` called `name`, or nullptr.
+backends::Backend* backend_named(std::span<backends::Backend* const> backends,
+                                 std::string_view name);
+
 }  // namespace kiln::runtime
