@@ -48,11 +48,21 @@ size_t DeviceTensor::nbytes() const {
 }
 
 std::string Layout::to_string() const {
-  return is_row_major() ? "row-major" : fmt::format("channel-blocked {}", block);
+  switch (kind) {
+    case Kind::RowMajor:
+      return "row-major";
+    case Kind::ChannelBlocked:
+      return fmt::format("channel-blocked {}", block);
+    case Kind::ChannelsLast:
+      return "channels-last";
+  }
+  return "?";
 }
 
 int64_t layout_numel(const std::vector<int64_t>& dims, Layout layout) {
-  if (layout.is_row_major() || layout.block <= 0 || dims.size() < 2) return shape_numel(dims);
+  if (layout.kind != Layout::Kind::ChannelBlocked || layout.block <= 0 || dims.size() < 2) {
+    return shape_numel(dims);
+  }
   std::vector<int64_t> padded = dims;
   padded[1] = (dims[1] + layout.block - 1) / layout.block * layout.block;
   return shape_numel(padded);

@@ -77,20 +77,24 @@ class Stream {
 //
 // How a tensor's elements lie in memory: row-major and contiguous (the default), or, for a 4-D
 // tensor passed between kernels that agreed on it (Kernel::blocked_layouts, decided by the
-// execution plan), channel-blocked with `block` = b channels per block (oneDNN's nChw16c /
-// nChw8c): memory order (N, ceil(C/b), H, W, b), channels past C padded. A tensor's dims stay its
-// logical NCHW dims whatever its layout; its size in memory is the backend's to compute
-// (Backend::storage_bytes).
+// execution plan), one of the layouts a backend's kernels exchange instead:
+// - channel-blocked with `block` = b channels per block (oneDNN's nChw16c / nChw8c, the CPU's):
+//   memory order (N, ceil(C/b), H, W, b), channels past C padded;
+// - channels-last (NHWC, the GPU's: cuDNN's tensor-core convolutions read and write it): memory
+//   order (N, H, W, C), no padding.
+// A tensor's dims stay its logical NCHW dims whatever its layout; its size in memory is the
+// backend's to compute (Backend::storage_bytes).
 struct Layout {
-  enum class Kind : uint8_t { RowMajor, ChannelBlocked };
+  enum class Kind : uint8_t { RowMajor, ChannelBlocked, ChannelsLast };
   Kind kind = Kind::RowMajor;
-  int block = 0;  // ChannelBlocked: channels per block; 0 when row-major
+  int block = 0;  // ChannelBlocked: channels per block; 0 otherwise
 
   static constexpr Layout row_major() { return {}; }
   static constexpr Layout channel_blocked(int channels) { return {Kind::ChannelBlocked, channels}; }
+  static constexpr Layout channels_last() { return {Kind::ChannelsLast, 0}; }
   bool is_row_major() const { return kind == Kind::RowMajor; }
   bool operator==(const Layout&) const = default;
-  std::string to_string() const;  // "row-major", "channel-blocked 16"
+  std::string to_string() const;  // "row-major", "channel-blocked 16", "channels-last"
 };
 
 // Elements a tensor of `dims` occupies in `layout` (numel when row-major, padded channels when

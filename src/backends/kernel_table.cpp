@@ -35,10 +35,11 @@ const KernelDef* KernelTable::find(std::string_view backend, std::string_view do
   return nullptr;
 }
 
-Support KernelTable::select(const Backend& backend, const ir::Node& node) const {
-  std::vector<const KernelDef*> defs = for_op(backend.name(), node.domain(), node.op_type());
+Support KernelTable::select(const Backend& backend, std::string_view table,
+                            const ir::Node& node) const {
+  std::vector<const KernelDef*> defs = for_op(table, node.domain(), node.op_type());
   if (defs.empty()) {
-    return Support::no(fmt::format("no {} kernel for {}", backend.name(), node.op_type()));
+    return Support::no(fmt::format("no {} kernel for {}", table, node.op_type()));
   }
   std::string reasons;
   for (const KernelDef* d : defs) {
@@ -50,9 +51,9 @@ Support KernelTable::select(const Backend& backend, const ir::Node& node) const 
   return Support::no(reasons);
 }
 
-std::unique_ptr<Kernel> KernelTable::create(Backend& backend, const ir::Node& node,
-                                            std::string_view name) const {
-  const KernelDef* def = find(backend.name(), node.domain(), node.op_type(), name);
+std::unique_ptr<Kernel> KernelTable::create(Backend& backend, std::string_view table,
+                                            const ir::Node& node, std::string_view name) const {
+  const KernelDef* def = find(table, node.domain(), node.op_type(), name);
   // Names the node by its name and op (not Node::label: the GPU library links this file
   // without the IR's sources).
   KILN_CHECK(def, ErrorCode::Unsupported, "node '{}' ({}): the {} backend has no kernel '{}'",

@@ -88,10 +88,19 @@ class KernelTable {
 
   // The first kernel of `backend` (entries under its name) whose check accepts `node`, or
   // every kernel's reason.
-  Support select(const Backend& backend, const ir::Node& node) const;
+  Support select(const Backend& backend, const ir::Node& node) const {
+    return select(backend, backend.name(), node);
+  }
+  // As above, over the entries registered under `table` (the GPU backend's kernels are
+  // registered under "gpu" whatever its device's name, "cuda:sm_90" or "hip:gfx90a").
+  Support select(const Backend& backend, std::string_view table, const ir::Node& node) const;
   // Builds kernel `name` of `backend` for `node`; Unsupported when the table has no such entry
   // or its check refuses the node.
   std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node,
+                                 std::string_view name) const {
+    return create(backend, backend.name(), node, name);
+  }
+  std::unique_ptr<Kernel> create(Backend& backend, std::string_view table, const ir::Node& node,
                                  std::string_view name) const;
 
  private:

@@ -7,10 +7,14 @@
 namespace kiln::runtime {
 namespace {
 
-// A 4-D float tensor with a static channel count: the only values a blocked layout applies to.
-bool blockable_type(const ir::Value& v) {
+// A 4-D float tensor with a static channel count: the only values a blocked layout applies to
+// (float16 ones only channels-last: the CPU's blocked kernels are float32).
+bool blockable_type(const ir::Value& v, backends::Layout layout) {
   const TypeInfo& t = v.type();
-  return t.is_tensor() && t.dtype == DataType::Float32 && t.shape && t.shape->rank() == 4 &&
+  const bool dtype_ok =
+      t.dtype == DataType::Float32 ||
+      (t.dtype == DataType::Float16 && layout.kind == backends::Layout::Kind::ChannelsLast);
+  return t.is_tensor() && dtype_ok && t.shape && t.shape->rank() == 4 &&
          t.shape->dims()[1].is_static();
 }
 
@@ -27,15 +31,17 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
     }
   }
   // Candidates: producer and every reader agree that the value may be blocked.
-  std::vector<int> block(n, 0);
+  // block[v]: the value may take its producer's activation layout (decided below).
+  std::vector<bool> block(n, false);
   for (size_t v = 0; v < n; ++v) {
     const int p = producer[v];
-    if (pinned[v] || p < 0 || !blockable_type(*values[v])) continue;
+    if (pinned[v] || p < 0) continue;
     const LayoutStep& ps = steps[p];
     if (!ps.backend || ps.backend->activation_layout().is_row_major()) continue;
+    if (!blockable_type(*values[v], ps.backend->activation_layout())) continue;
     if (ps.outputs.empty() || ps.outputs[0] != static_cast<int>(v)) continue;
     if (!ps.layouts.output0 && !ps.layouts.uniform && ps.layouts.follows < 0) continue;
-    block[v] = ps.backend->activation_layout().block;
+    block[v] = true;
   }
   for (const LayoutStep& s : steps) {
     for (int v : s.reads) {
@@ -48,7 +54,7 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
         ok = s.layouts.uniform || (k == 0 && s.layouts.input0) ||
              static_cast<int>(k) == s.layouts.follows;
       }
-      if (!ok || !as_input) block[v] = 0;  // a capture is read by the host: row-major
+      if (!ok || !as_input) block[v] = false;  // a capture is read by the host: row-major
     }
   }
   // Uniform steps: all operands blocked or none, until nothing changes.
@@ -67,26 +73,26 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
       bool all = !group.empty();
       bool any = false;
       for (int v : group) {
-        all &= block[v] > 0;
-        any |= block[v] > 0;
+        all &= block[v];
+        any |= block[v];
       }
       if (any && !all) {
-        for (int v : group) block[v] = 0;
+        for (int v : group) block[v] = false;
         changed = true;
       }
     }
   }
   std::vector<backends::Layout> layouts(n);
   for (size_t v = 0; v < n; ++v) {
-    if (block[v] > 0) layouts[v] = backends::Layout::channel_blocked(block[v]);
+    if (block[v]) layouts[v] = steps[producer[v]].backend->activation_layout();
   }
   return layouts;
 }
 
 std::optional<size_t> max_value_bytes_in(const ir::Value& v, backends::Layout layout) {
-  const int block = layout.is_row_major() ? 0 : layout.block;
+  const int block = layout.kind == backends::Layout::Kind::ChannelBlocked ? layout.block : 0;
   std::optional<size_t> plain = max_value_bytes(v);
-  if (block <= 0 || !plain || !blockable_type(v)) return plain;
+  if (block <= 0 || !plain || !blockable_type(v, layout)) return plain;
   const int64_t c = v.type().shape->dims()[1].value();
   const int64_t padded = (c + block - 1) / block * block;
   if (c == padded) return plain;

@@ -1,12 +1,14 @@
-#include "backends/gpu/runtime/elementwise_kernels.hpp"
-
+// The GPU backend's element-wise kernels (Relu, Neg, Abs, Add, Sub, Mul, Div; float32 and
+// float16; inputs of one shape) as kernel-table entries under "gpu".
 #include <fmt/format.h>
 
 #include <string>
 
 #include "backends/gpu/kernels/elementwise.hpp"
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/kernel_table.hpp"
 #include "core/dtype.hpp"
 #include "ir/graph.hpp"
 
@@ -31,14 +33,6 @@ constexpr OpEntry kOps[] = {
     {"Div", "gpu.div", 2, {}, kernels::BinaryOp::Div},
 };
 
-const OpEntry* find_op(const ir::Node& node) {
-  if (!node.domain().empty()) return nullptr;
-  for (const OpEntry& e : kOps) {
-    if (node.op_type() == e.op_type) return &e;
-  }
-  return nullptr;
-}
-
 bool elem_type(DataType t, kernels::ElemType& out) {
   if (t == DataType::Float32)
     out = kernels::ElemType::F32;
@@ -55,14 +49,16 @@ class ElementwiseKernel final : public Kernel {
     elem_type(dtype, type_);
   }
   std::string_view name() const override { return op_.kernel; }
+  // Element by element: any layout, as long as every operand shares it.
+  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
 
   void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs, Stream& stream) override {
     KILN_CHECK(inputs.size() == static_cast<size_t>(op_.arity), ErrorCode::Internal,
                "{}: {} inputs, expected {}", op_.kernel, inputs.size(), op_.arity);
     for (const DeviceTensor& t : inputs) {
-      KILN_CHECK(t.dtype == dtype_ && t.layout.is_row_major(), ErrorCode::Internal,
-                 "{}: an input is {} ({}), the kernel was made for row-major {}", op_.kernel,
-                 dtype_name(t.dtype), t.layout.to_string(), dtype_name(dtype_));
+      KILN_CHECK(t.dtype == dtype_ && t.layout == inputs[0].layout, ErrorCode::Internal,
+                 "{}: an input is {} ({}), the kernel was made for {} operands of one layout",
+                 op_.kernel, dtype_name(t.dtype), t.layout.to_string(), dtype_name(dtype_));
     }
     // Shapes were equal as declared; a symbolic dim bound differently per input would be a
     // broadcast, which this kernel does not do.
@@ -87,48 +83,46 @@ class ElementwiseKernel final : public Kernel {
   kernels::ElemType type_ = kernels::ElemType::F32;
 };
 
-}  // namespace
-
-Support elementwise_support(const ir::Node& node) {
-  const OpEntry* op = find_op(node);
-  if (!op) return Support::no(fmt::format("no GPU kernel for {}", node.op_type()));
-  if (node.inputs().size() != static_cast<size_t>(op->arity) || node.outputs().size() != 1)
-    return Support::no(fmt::format("{} with {} inputs", node.op_type(), node.inputs().size()));
+// Empty when the element-wise kernel of `op` can run the node, else why not.
+std::string check(const OpEntry& op, const ir::Node& node) {
+  if (node.inputs().size() != static_cast<size_t>(op.arity) || node.outputs().size() != 1)
+    return fmt::format("{} with {} inputs", node.op_type(), node.inputs().size());
   const TypeInfo& first = node.inputs()[0]->type();
   kernels::ElemType type;
   if (!first.is_tensor() || !elem_type(first.dtype, type))
-    return Support::no(fmt::format("{} on the GPU takes float32 or float16, not {}", node.op_type(),
-                                   first.to_string()));
-  if (op->arity == 2) {
+    return fmt::format("{} on the GPU takes float32 or float16, not {}", node.op_type(),
+                       first.to_string());
+  if (op.arity == 2) {
     const TypeInfo& second = node.inputs()[1]->type();
     if (!second.is_tensor() || second.dtype != first.dtype)
-      return Support::no(
-          fmt::format("{} of {} and {}", node.op_type(), first.to_string(), second.to_string()));
+      return fmt::format("{} of {} and {}", node.op_type(), first.to_string(), second.to_string());
     if (!first.shape || !second.shape || !(*first.shape == *second.shape))
-      return Support::no(fmt::format(
+      return fmt::format(
           "{} of {} and {}: broadcasting (or shapes not known equal) is not supported on the "
           "GPU yet",
-          node.op_type(), first.to_string(), second.to_string()));
+          node.op_type(), first.to_string(), second.to_string());
   }
-  return Support::yes(op->kernel);
+  return "";
 }
 
-std::vector<size_t> elementwise_in_place_inputs(const ir::Node& node,
-                                                std::string_view kernel_name) {
-  const OpEntry* op = find_op(node);
-  if (!op || kernel_name != op->kernel) return {};
-  if (op->arity == 1) return {0};
-  return {0, 1};
-}
+// One table entry per op; each may overwrite any of its inputs (every element is read before
+// the output element at its index is written).
+const bool kRegistered = [] {
+  for (const OpEntry& op : kOps) {
+    KernelDef def;
+    def.backend = kGpuKernelTable;
+    def.op_type = op.op_type;
+    def.name = op.kernel;
+    def.in_place_inputs = op.arity == 1 ? std::vector<size_t>{0} : std::vector<size_t>{0, 1};
+    def.check = [op](const ir::Node& n) { return check(op, n); };
+    def.create = [op](const ir::Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ElementwiseKernel>(op, n.inputs()[0]->type().dtype);
+    };
+    KernelTable::instance().add(std::move(def));
+  }
+  return true;
+}();
 
-std::unique_ptr<Kernel> create_elementwise_kernel(const ir::Node& node,
-                                                  std::string_view kernel_name) {
-  const OpEntry* op = find_op(node);
-  if (!op || kernel_name != op->kernel) return nullptr;
-  Support s = elementwise_support(node);
-  KILN_CHECK(s.ok(), ErrorCode::Unsupported, "{} cannot run node {}: {}", kernel_name, node.name(),
-             s.reason);
-  return std::make_unique<ElementwiseKernel>(*op, node.inputs()[0]->type().dtype);
-}
+}  // namespace
 
 }  // namespace kiln::backends::gpu

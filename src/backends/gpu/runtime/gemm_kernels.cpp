@@ -1,5 +1,9 @@
-#include "backends/gpu/runtime/gemm_kernels.hpp"
-
+// MatMul and Gemm (and Kiln's FusedMatMul / FusedGemm with a Relu or none) on the GPU through
+// cuBLASLt (NVIDIA; hipBLASLt would serve AMD where ROCm has it, and ROCm 5.2 has none): float32
+// (computed in float32, no TF32) and float16 (accumulated in float32), 2-D and batched products,
+// Gemm's transA/transB/alpha, and its C as a bias row (beta 1, cuBLASLt's bias epilogue) or a
+// full [M, N] matrix with any beta; a fused Relu is the epilogue. Which nodes it takes is decided
+// from the declared types and shapes; the rest fall back to the CPU with the reason.
 #include <fmt/format.h>
 
 #include "ir/graph.hpp"
@@ -13,11 +17,15 @@
 #include "backends/gpu/runtime/cublaslt_api.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/kernel_table.hpp"
 #include "core/dtype.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
+
+constexpr const char* kGemmKernel = "gpu.gemm";
 
 // What a node asks for, read from its attributes and declared shapes.
 struct GemmShape {
@@ -27,16 +35,6 @@ struct GemmShape {
   float alpha = 1.f, beta = 1.f;
   enum class C { None, Bias, Full } c = C::None;
 };
-
-float float_attr(const ir::Node& n, const char* name, float fallback) {
-  auto it = n.attributes().find(name);
-  return it == n.attributes().end() ? fallback : it->second.get<float>(name);
-}
-
-int64_t int_attr(const ir::Node& n, const char* name, int64_t fallback) {
-  auto it = n.attributes().find(name);
-  return it == n.attributes().end() ? fallback : it->second.get<int64_t>(name);
-}
 
 bool all_ones(const std::vector<Dim>& dims, size_t count) {
   for (size_t i = 0; i < count; ++i) {
@@ -294,46 +292,87 @@ class GemmKernel final : public Kernel {
   Plan plan_;
 };
 
+std::string check_node(const ir::Node& node) {
+  GemmShape shape;
+  std::string why = check(node, shape);
+  if (why.empty() && !cublaslt().ok()) why = cublaslt().error;
+  return why;
+}
+
+std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
+  GemmShape shape;
+  check(node, shape);
+  return std::make_unique<GemmKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
+}
+
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "MatMul",
+                      .name = kGemmKernel,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Gemm",
+                      .name = kGemmKernel,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedMatMul",
+                      .name = kGemmKernel,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedGemm",
+                      .name = kGemmKernel,
+                      .check = check_node,
+                      .create = create});
+
 }  // namespace
-
-Support gemm_support(const ir::Node& node) {
-  GemmShape shape;
-  std::string why = check(node, shape);
-  if (!why.empty()) return Support::no(why);
-  const CublasLtApi& lt = cublaslt();
-  if (!lt.ok()) return Support::no(lt.error);
-  return Support::yes(kGemmKernel);
-}
-
-std::unique_ptr<Kernel> create_gemm_kernel(GpuBackendImpl& backend, const ir::Node& node,
-                                           std::string_view kernel_name) {
-  if (kernel_name != kGemmKernel) return nullptr;
-  GemmShape shape;
-  std::string why = check(node, shape);
-  KILN_CHECK(why.empty(), ErrorCode::Unsupported, "gpu.gemm cannot run node {}: {}", node.name(),
-             why);
-  KILN_CHECK(cublaslt().ok(), ErrorCode::Unavailable, "gpu.gemm: {}", cublaslt().error);
-  return std::make_unique<GemmKernel>(backend, node, shape);
-}
-
 }  // namespace kiln::backends::gpu
 
 #else  // AMD: hipBLASLt would take cuBLASLt's place; ROCm 5.2 (this build's) has none.
 
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
+#include "backends/kernel_table.hpp"
+
 namespace kiln::backends::gpu {
+namespace {
 
-Support gemm_support(const ir::Node& node) {
-  const std::string& op = node.op_type();
-  if (op != "MatMul" && op != "Gemm" && op != "FusedMatMul" && op != "FusedGemm") {
-    return Support::no(fmt::format("no GPU kernel for {}", op));
-  }
-  return Support::no(
-      fmt::format("{} on AMD needs hipBLASLt, which this build (ROCm 5.2) lacks", node.op_type()));
+constexpr const char* kGemmKernel = "gpu.gemm";
+
+// Registered so that the reason a product falls back to the CPU names what is missing.
+std::string needs_hipblaslt(const ir::Node& node) {
+  return fmt::format("{} on AMD needs hipBLASLt, which this build (ROCm 5.2) lacks",
+                     node.op_type());
 }
-
-std::unique_ptr<Kernel> create_gemm_kernel(GpuBackendImpl&, const ir::Node&, std::string_view) {
+std::unique_ptr<Kernel> no_kernel(const ir::Node&) {
   return nullptr;
 }
 
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "MatMul",
+                      .name = kGemmKernel,
+                      .check = needs_hipblaslt,
+                      .create = no_kernel});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Gemm",
+                      .name = kGemmKernel,
+                      .check = needs_hipblaslt,
+                      .create = no_kernel});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedMatMul",
+                      .name = kGemmKernel,
+                      .check = needs_hipblaslt,
+                      .create = no_kernel});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedGemm",
+                      .name = kGemmKernel,
+                      .check = needs_hipblaslt,
+                      .create = no_kernel});
+
+}  // namespace
 }  // namespace kiln::backends::gpu
 #endif

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include "backends/gpu/runtime/device_query.hpp"
-#include "backends/gpu/runtime/elementwise_kernels.hpp"
-#include "backends/gpu/runtime/gemm_kernels.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
+#include "backends/kernel_table.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
@@ -105,32 +104,27 @@ DeviceBuffer GpuBackendImpl::allocate_pinned(size_t bytes) {
 }
 
 Support GpuBackendImpl::supports(const ir::Node& node) const {
-  // Element-wise kernels and cuBLASLt products so far; a node they refuse falls back to the CPU
-  // with the executor's planned copies and warning, and the reason names this backend.
-  Support s = elementwise_support(node);
-  if (!s.ok()) {
-    Support g = gemm_support(node);
-    if (g.ok()) return g;
-    if (node.op_type().find("MatMul") != std::string::npos ||
-        node.op_type().find("Gemm") != std::string::npos) {
-      s = g;
-    }
-  }
+  // The GPU's kernels are entries of this library's kernel table under "gpu" (each family
+  // registers its own, beside its code); a node they refuse falls back to the CPU with the
+  // executor's planned copies and warning, and the reason names this backend.
+  const KernelTable& table = KernelTable::instance();
+  Support s = table.for_op(kGpuKernelTable, node.domain(), node.op_type()).empty()
+                  ? Support::no(fmt::format("no GPU kernel for {}", node.op_type()))
+                  : table.select(*this, kGpuKernelTable, node);
   if (!s.ok()) s.reason = fmt::format("the GPU backend ({}): {}", name_, s.reason);
   return s;
 }
 
 std::unique_ptr<Kernel> GpuBackendImpl::create_kernel(const ir::Node& node,
                                                       std::string_view kernel_name) {
-  if (auto kernel = create_elementwise_kernel(node, kernel_name)) return kernel;
-  if (auto kernel = create_gemm_kernel(*this, node, kernel_name)) return kernel;
-  fail(ErrorCode::Unsupported, "the GPU backend ({}) has no kernel '{}' (node {} of type {})",
-       name_, kernel_name, node.name(), node.op_type());
+  return KernelTable::instance().create(*this, kGpuKernelTable, node, kernel_name);
 }
 
 std::vector<size_t> GpuBackendImpl::in_place_inputs(const ir::Node& node,
                                                     std::string_view kernel_name) const {
-  return elementwise_in_place_inputs(node, kernel_name);
+  const KernelDef* def =
+      KernelTable::instance().find(kGpuKernelTable, node.domain(), node.op_type(), kernel_name);
+  return def ? def->in_place_inputs : std::vector<size_t>{};
 }
 
 }  // namespace kiln::backends::gpu

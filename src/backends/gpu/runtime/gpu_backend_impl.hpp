@@ -9,6 +9,10 @@
 
 namespace kiln::backends::gpu {
 
+// The kernel table's backend key of every GPU kernel (KernelDef::backend): one table for any
+// device, whose kernels' checks look at the device (GpuBackendImpl::device_info()).
+inline constexpr const char* kGpuKernelTable = "gpu";
+
 class GpuBackendImpl final : public GpuBackend {
  public:
   // Opens device `index` (hipSetDevice) and creates its two streams.
@@ -24,6 +28,9 @@ class GpuBackendImpl final : public GpuBackend {
                       Stream& stream) override;
   void copy_to_host(void* host_dst, const void* device_src, size_t bytes, Stream& stream) override;
 
+  // Channels-last: what cuDNN's tensor-core convolutions exchange (the plan keeps a 4-D value
+  // so where its producer and readers on this device all take it).
+  Layout activation_layout() const override { return Layout::channels_last(); }
   Support supports(const ir::Node& node) const override;
   std::unique_ptr<Kernel> create_kernel(const ir::Node& node,
                                         std::string_view kernel_name) override;

@@ -1,0 +1,381 @@
+// Conv and Kiln's FusedConv (bias, then Relu or nothing) on the GPU through cuDNN 9 (NVIDIA;
+// MIOpen would serve AMD where ROCm has it, and Debian's ROCm 5.2 has none): 2-D, float32
+// (FMA math: no TF32, so results stay within float32 rounding of the reference) and float16
+// (tensor cores, accumulated in float32), groups (depthwise included), strides, dilations,
+// symmetric pads. Activations are channels-last (NHWC, the layout cuDNN's tensor-core kernels
+// read and write) wherever the plan can keep them so; a row-major input or output is transformed
+// by cuDNN into the kernel's own scratch. The algorithm is the fastest cudnnFind measures on the
+// device at the first run of each input shape (a tactic timed on the real device).
+#include <fmt/format.h>
+
+#include "ir/graph.hpp"
+
+#if defined(KILN_GPU_CUDA) && !defined(__HIP__)
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/gpu/runtime/cudnn_api.hpp"
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
+#include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/kernel_table.hpp"
+#include "core/dtype.hpp"
+
+namespace kiln::backends::gpu {
+namespace {
+
+constexpr const char* kConvKernel = "gpu.cudnn.conv";
+
+struct ConvShape {
+  bool relu = false;
+  int64_t groups = 1;
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+};
+
+// Empty when the node can run here, else why not; fills `out`.
+std::string check(const ir::Node& node, ConvShape& out) {
+  const bool fused = node.domain() == "ai.kiln";
+  if (fused) {
+    const std::string act = string_attr(node, "activation", "None");
+    if (act == "Relu") {
+      out.relu = true;
+    } else if (act != "None") {
+      return fmt::format("FusedConv with a fused {} is not supported on the GPU yet (Relu is)",
+                         act);
+    }
+  }
+  const ir::Value* x = node.input(0);
+  const ir::Value* w = node.inputs().size() > 1 ? node.input(1) : nullptr;
+  if (!x || !w || !node.output(0)) return "missing operands";
+  const TypeInfo& tx = x->type();
+  if (!tx.is_tensor() || (tx.dtype != DataType::Float32 && tx.dtype != DataType::Float16)) {
+    return fmt::format("Conv on the GPU takes float32 or float16, not {}", tx.to_string());
+  }
+  if (!tx.shape || tx.shape->rank() != 4) {
+    return "only 2-D convolutions (4-D inputs) run on the GPU so far";
+  }
+  if (!w->is_constant() || w->constant().dtype() != tx.dtype || w->constant().dims().size() != 4) {
+    return "Conv on the GPU needs constant 4-D weights of the input's type";
+  }
+  const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
+  if (b &&
+      (!b->is_constant() || b->constant().dtype() != tx.dtype || b->constant().dims().size() != 1 ||
+       b->constant().dims()[0] != w->constant().dims()[0])) {
+    return "Conv on the GPU needs a constant bias of one value per output channel";
+  }
+  const std::string auto_pad = string_attr(node, "auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    return fmt::format("Conv with auto_pad {} is not supported on the GPU yet", auto_pad);
+  }
+  std::vector<int64_t> pads = ints_attr(node, "pads", {0, 0, 0, 0});
+  if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+  const std::vector<int64_t> strides = ints_attr(node, "strides", {1, 1});
+  const std::vector<int64_t> dilations = ints_attr(node, "dilations", {1, 1});
+  if (pads.size() != 4 || strides.size() != 2 || dilations.size() != 2) {
+    return "Conv's pads, strides or dilations do not match a 2-D convolution";
+  }
+  if (pads[0] != pads[2] || pads[1] != pads[3]) {
+    return "Conv with asymmetric pads is not supported on the GPU yet";
+  }
+  out.groups = int_attr(node, "group", 1);
+  const int64_t k = w->constant().dims()[0];
+  if (out.groups < 1 || k % out.groups != 0) return "Conv's group does not divide its filters";
+  out.pad_h = static_cast<int>(pads[0]);
+  out.pad_w = static_cast<int>(pads[1]);
+  out.stride_h = static_cast<int>(strides[0]);
+  out.stride_w = static_cast<int>(strides[1]);
+  out.dil_h = static_cast<int>(dilations[0]);
+  out.dil_w = static_cast<int>(dilations[1]);
+  return "";
+}
+
+cudnnDataType_t cudnn_type(DataType t) {
+  return t == DataType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+// A cuDNN descriptor, destroyed with its owner.
+template <typename T, auto Destroy>
+class Desc {
+ public:
+  Desc() = default;
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  ~Desc() {
+    if (d_) (cudnn().*Destroy)(d_);
+  }
+  T& out() { return d_; }
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+
+using TensorDesc = Desc<cudnnTensorDescriptor_t, &CudnnApi::tensor_destroy>;
+using FilterDesc = Desc<cudnnFilterDescriptor_t, &CudnnApi::filter_destroy>;
+using ConvDesc = Desc<cudnnConvolutionDescriptor_t, &CudnnApi::conv_destroy>;
+using ActDesc = Desc<cudnnActivationDescriptor_t, &CudnnApi::act_destroy>;
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(GpuBackendImpl& backend, const ir::Node& node, const ConvShape& shape)
+      : backend_(backend), shape_(shape), dtype_(node.input(0)->type().dtype), label_(node.name()) {
+    const CudnnApi& dnn = cudnn();
+    const Tensor& w = node.input(1)->constant();
+    k_ = w.dims()[0];
+    c_per_group_ = w.dims()[1];
+    r_ = w.dims()[2];
+    s_ = w.dims()[3];
+    // cuDNN's channels-last filters are [K, R, S, C]: the constant is reordered once, here.
+    const size_t elem = dtype_size(dtype_);
+    std::vector<uint8_t> krsc(w.nbytes());
+    const auto* src = static_cast<const uint8_t*>(w.raw_data());
+    for (int64_t k = 0; k < k_; ++k)
+      for (int64_t c = 0; c < c_per_group_; ++c)
+        for (int64_t r = 0; r < r_; ++r)
+          for (int64_t s = 0; s < s_; ++s) {
+            const int64_t from = ((k * c_per_group_ + c) * r_ + r) * s_ + s;
+            const int64_t to = ((k * r_ + r) * s_ + s) * c_per_group_ + c;
+            std::copy_n(src + from * elem, elem, krsc.data() + to * elem);
+          }
+    weights_ = upload(krsc.data(), krsc.size());
+    const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
+    if (b) {
+      bias_ = upload(b->constant().raw_data(), b->constant().nbytes());
+    } else if (shape_.relu) {
+      // cudnnConvolutionBiasActivationForward always adds a bias: zeros here.
+      std::vector<uint8_t> zeros(static_cast<size_t>(k_) * elem, 0);
+      bias_ = upload(zeros.data(), zeros.size());
+    }
+    has_bias_ = b != nullptr;
+    cudnn_check(dnn.filter_create(&filter_.out()), "cudnnCreateFilterDescriptor");
+    cudnn_check(dnn.filter_set_4d(filter_.get(), cudnn_type(dtype_), CUDNN_TENSOR_NHWC,
+                                  static_cast<int>(k_), static_cast<int>(c_per_group_),
+                                  static_cast<int>(r_), static_cast<int>(s_)),
+                "cudnnSetFilter4dDescriptor");
+    cudnn_check(dnn.conv_create(&conv_.out()), "cudnnCreateConvolutionDescriptor");
+    cudnn_check(
+        dnn.conv_set_2d(conv_.get(), shape_.pad_h, shape_.pad_w, shape_.stride_h, shape_.stride_w,
+                        shape_.dil_h, shape_.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor");
+    cudnn_check(dnn.conv_set_groups(conv_.get(), static_cast<int>(shape_.groups)),
+                "cudnnSetConvolutionGroupCount");
+    // float32 stays float32 (no TF32: FMA kernels only); float16 uses tensor cores.
+    cudnn_check(dnn.conv_set_math(conv_.get(), dtype_ == DataType::Float16 ? CUDNN_TENSOR_OP_MATH
+                                                                           : CUDNN_FMA_MATH),
+                "cudnnSetConvolutionMathType");
+    cudnn_check(dnn.act_create(&act_.out()), "cudnnCreateActivationDescriptor");
+    cudnn_check(dnn.act_set(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                "cudnnSetActivationDescriptor");
+    cudnn_check(dnn.tensor_create(&bias_desc_.out()), "cudnnCreateTensorDescriptor");
+    cudnn_check(dnn.tensor_set_4d(bias_desc_.get(), CUDNN_TENSOR_NCHW, cudnn_type(dtype_), 1,
+                                  static_cast<int>(k_), 1, 1),
+                "cudnnSetTensor4dDescriptor");
+    for (TensorDesc* d : {&x_desc_, &y_desc_, &x_plain_, &y_plain_}) {
+      cudnn_check(dnn.tensor_create(&d->out()), "cudnnCreateTensorDescriptor");
+    }
+  }
+
+  std::string_view name() const override { return kConvKernel; }
+  BlockedLayouts blocked_layouts() const override { return {.input0 = true, .output0 = true}; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
+    const CudnnApi& dnn = cudnn();
+    const DeviceTensor& x = in[0];
+    KILN_CHECK(x.dtype == dtype_ && x.dims.size() == 4, ErrorCode::Internal,
+               "{} {}: input is {} {}, the kernel was made for 4-D {}", kConvKernel, label_,
+               dtype_name(x.dtype), dims_to_string(x.dims), dtype_name(dtype_));
+    KILN_CHECK_ARG(x.dims[1] == c_per_group_ * shape_.groups,
+                   "Conv {}: input has {} channels, the weights take {} x {} groups", label_,
+                   x.dims[1], c_per_group_, shape_.groups);
+    const int64_t n = x.dims[0], h = x.dims[2], w = x.dims[3];
+    const int64_t oh = (h + 2 * shape_.pad_h - shape_.dil_h * (r_ - 1) - 1) / shape_.stride_h + 1;
+    const int64_t ow = (w + 2 * shape_.pad_w - shape_.dil_w * (s_ - 1) - 1) / shape_.stride_w + 1;
+    KILN_CHECK_ARG(oh > 0 && ow > 0, "Conv {}: a {}x{} filter does not fit input {}", label_, r_,
+                   s_, dims_to_string(x.dims));
+    DeviceTensor y = outputs.allocate(0, dtype_, {n, k_, oh, ow});
+    if (y.numel() == 0) return;
+    GpuStream& s = gpu_stream(stream);
+    cudnn_check(dnn.set_stream(dnn.handle, s.handle()), "cudnnSetStream");
+    const bool x_nhwc = x.layout.kind == Layout::Kind::ChannelsLast;
+    const bool y_nhwc = y.layout.kind == Layout::Kind::ChannelsLast;
+    prepare(x, y, x_nhwc, y_nhwc);
+    const void* xp = x.data;
+    if (!x_nhwc) {
+      const float one = 1.f, zero = 0.f;
+      cudnn_check(dnn.transform(dnn.handle, &one, x_plain_.get(), x.data, &zero, x_desc_.get(),
+                                x_scratch_.data()),
+                  "cudnnTransformTensor (input to channels-last)");
+      xp = x_scratch_.data();
+    }
+    void* yp = y_nhwc ? y.data : y_scratch_.data();
+    convolve(xp, yp);
+    if (!y_nhwc) {
+      const float one = 1.f, zero = 0.f;
+      cudnn_check(dnn.transform(dnn.handle, &one, y_desc_.get(), yp, &zero, y_plain_.get(), y.data),
+                  "cudnnTransformTensor (output to row-major)");
+    }
+  }
+
+ private:
+  DeviceBuffer upload(const void* host, size_t bytes) {
+    DeviceBuffer buf = backend_.allocate(bytes);
+    backend_.copy_to_device(buf.data(), host, bytes, backend_.compute_stream());
+    backend_.compute_stream().synchronize();
+    return buf;
+  }
+
+  void convolve(const void* xp, void* yp) {
+    const CudnnApi& dnn = cudnn();
+    const float one = 1.f, zero = 0.f;
+    if (shape_.relu) {
+      // y = relu(conv(x) + 0 * z + bias), z being y itself (cuDNN requires one).
+      cudnn_check(
+          dnn.forward_bias_act(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
+                               conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
+                               y_desc_.get(), yp, bias_desc_.get(), bias_.data(), act_.get(),
+                               y_desc_.get(), yp),
+          "cudnnConvolutionBiasActivationForward");
+      return;
+    }
+    cudnn_check(dnn.forward(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
+                            conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
+                            y_desc_.get(), yp),
+                "cudnnConvolutionForward");
+    if (has_bias_) {
+      cudnn_check(
+          dnn.add_tensor(dnn.handle, &one, bias_desc_.get(), bias_.data(), &one, y_desc_.get(), yp),
+          "cudnnAddTensor (bias)");
+    }
+  }
+
+  // Descriptors, scratch and the algorithm for one input shape, made at its first run (cudnnFind
+  // times the candidates on the device, so that run is slower) and kept for the next runs.
+  void prepare(const DeviceTensor& x, const DeviceTensor& y, bool x_nhwc, bool y_nhwc) {
+    std::vector<int64_t> key = x.dims;
+    key.push_back(x_nhwc);
+    key.push_back(y_nhwc);
+    if (key == key_) return;
+    const CudnnApi& dnn = cudnn();
+    const cudnnDataType_t t = cudnn_type(dtype_);
+    auto set4 = [&](TensorDesc& d, cudnnTensorFormat_t f, const std::vector<int64_t>& dims) {
+      cudnn_check(
+          dnn.tensor_set_4d(d.get(), f, t, static_cast<int>(dims[0]), static_cast<int>(dims[1]),
+                            static_cast<int>(dims[2]), static_cast<int>(dims[3])),
+          "cudnnSetTensor4dDescriptor");
+    };
+    set4(x_desc_, CUDNN_TENSOR_NHWC, x.dims);
+    set4(y_desc_, CUDNN_TENSOR_NHWC, y.dims);
+    set4(x_plain_, CUDNN_TENSOR_NCHW, x.dims);
+    set4(y_plain_, CUDNN_TENSOR_NCHW, y.dims);
+    const size_t elem = dtype_size(dtype_);
+    x_scratch_ = x_nhwc ? DeviceBuffer() : backend_.allocate(shape_numel(x.dims) * elem);
+    y_scratch_ = y_nhwc ? DeviceBuffer() : backend_.allocate(shape_numel(y.dims) * elem);
+    // The fastest algorithm measured on this device, given a bounded workspace.
+    constexpr size_t kFindWorkspace = size_t{256} << 20;
+    DeviceBuffer find_ws = backend_.allocate(kFindWorkspace);
+    DeviceBuffer x_tmp = backend_.allocate(shape_numel(x.dims) * elem);
+    DeviceBuffer y_tmp = backend_.allocate(shape_numel(y.dims) * elem);
+    backend_.fill_device(x_tmp.data(), 0, x_tmp.size(), backend_.compute_stream());
+    constexpr int kCandidates = 8;
+    cudnnConvolutionFwdAlgoPerf_t perf[kCandidates];
+    int found = 0;
+    cudnn_check(dnn.find_forward(dnn.handle, x_desc_.get(), x_tmp.data(), filter_.get(),
+                                 weights_.data(), conv_.get(), y_desc_.get(), y_tmp.data(),
+                                 kCandidates, &found, perf, find_ws.data(), kFindWorkspace),
+                "cudnnFindConvolutionForwardAlgorithmEx");
+    const cudnnMathType_t math =
+        dtype_ == DataType::Float16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    int pick = -1;
+    for (int i = 0; i < found && pick < 0; ++i) {
+      // float32 must not pick a TF32 kernel, whatever cuDNN offers.
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          (math != CUDNN_FMA_MATH || perf[i].mathType == CUDNN_FMA_MATH ||
+           perf[i].mathType == CUDNN_DEFAULT_MATH)) {
+        pick = i;
+      }
+    }
+    KILN_CHECK(pick >= 0, ErrorCode::Unsupported,
+               "{} {}: cuDNN has no algorithm for input {} ({}, {} groups)", kConvKernel, label_,
+               dims_to_string(x.dims), dtype_name(dtype_), shape_.groups);
+    algo_ = perf[pick].algo;
+    workspace_ = backend_.allocate(perf[pick].memory);
+    key_ = key;
+  }
+
+  GpuBackendImpl& backend_;
+  ConvShape shape_;
+  DataType dtype_;
+  std::string label_;
+  int64_t k_ = 0, c_per_group_ = 0, r_ = 0, s_ = 0;
+  bool has_bias_ = false;
+  DeviceBuffer weights_, bias_, workspace_, x_scratch_, y_scratch_;
+  FilterDesc filter_;
+  ConvDesc conv_;
+  ActDesc act_;
+  TensorDesc bias_desc_, x_desc_, y_desc_, x_plain_, y_plain_;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  std::vector<int64_t> key_;
+};
+
+std::string check_node(const ir::Node& node) {
+  ConvShape shape;
+  std::string why = check(node, shape);
+  if (why.empty() && !cudnn().ok()) why = cudnn().error;
+  return why;
+}
+
+std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
+  ConvShape shape;
+  check(node, shape);
+  return std::make_unique<ConvKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
+}
+
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Conv",
+                      .name = kConvKernel,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedConv",
+                      .name = kConvKernel,
+                      .check = check_node,
+                      .create = create});
+
+}  // namespace
+}  // namespace kiln::backends::gpu
+
+#else  // AMD: MIOpen would take cuDNN's place; Debian's ROCm 5.2 has none.
+
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
+#include "backends/kernel_table.hpp"
+
+namespace kiln::backends::gpu {
+namespace {
+
+constexpr const char* kConvKernel = "gpu.cudnn.conv";
+
+// Registered so that the reason a convolution falls back to the CPU names what is missing.
+std::string needs_miopen(const ir::Node& node) {
+  return fmt::format("{} on AMD needs MIOpen, which this build (ROCm 5.2) lacks", node.op_type());
+}
+std::unique_ptr<Kernel> no_kernel(const ir::Node&) {
+  return nullptr;
+}
+
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Conv",
+                      .name = kConvKernel,
+                      .check = needs_miopen,
+                      .create = no_kernel});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedConv",
+                      .name = kConvKernel,
+                      .check = needs_miopen,
+                      .create = no_kernel});
+
+}  // namespace
+}  // namespace kiln::backends::gpu
+#endif
