@@ -34,7 +34,7 @@ pack() {
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   tar -C "$stage" -cJf "$carry/bundle.tar.xz" bin lib
-  cp "$here/gpu_device_check.sh" "$carry/"
+  cp "$here/gpu_device_check.sh" "$here"/../bench/gpu/*.py "$carry/"
   rm -rf "$stage"
   du -sh "$carry"/*
 }
@@ -199,6 +199,17 @@ for _ in range(50):
     t = time.perf_counter(); f(x); ts.append((time.perf_counter() - t) * 1e3)
 print(f"torch eager fp32 (no TF32), same host->device->host path: p50 {float(np.median(ts)):.3f} ms")
 PY
+  if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
+    echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
+    cat > "$root/kiln_wrapped" <<EOF2
+#!/bin/sh
+LD_LIBRARY_PATH="$libs" exec "$root/bin/kiln" "\$@"
+EOF2
+    chmod +x "$root/kiln_wrapped"
+    python3 "$carry/resnet50_vs_torch.py" "$root/kiln_wrapped" "$root/models" \
+      "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" 2>&1 |
+      tee "$OUT/resnet50_vs_torch.txt" || status=$?
+  fi
   echo "== GPU tests exit status: $status"
   return "$status"
 }

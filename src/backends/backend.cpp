@@ -47,6 +47,14 @@ size_t DeviceTensor::nbytes() const {
   return defined() ? static_cast<size_t>(storage_numel()) * dtype_size(dtype) : 0;
 }
 
+void Stream::begin_capture() {
+  fail(ErrorCode::Unsupported, "this stream cannot record work for replay");
+}
+
+std::unique_ptr<CapturedWork> Stream::end_capture() {
+  fail(ErrorCode::Unsupported, "this stream cannot record work for replay");
+}
+
 std::string Layout::to_string() const {
   switch (kind) {
     case Kind::RowMajor:

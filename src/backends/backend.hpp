@@ -60,6 +60,15 @@ class Event {
   virtual double elapsed_ms(const Event& start) const = 0;
 };
 
+// Device work recorded once on a stream and replayed as one unit (a CUDA / HIP graph), so that
+// a plan's many small kernels cost one launch. Replaying repeats the recorded kernels on the
+// same memory: the executor replays only when every pointer and dim they saw is the same.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  virtual void replay(Stream& stream) = 0;
+};
+
 // An in-order queue of device work. Kernels and copies are issued on a stream and may run
 // asynchronously; synchronize() waits for all of it.
 class Stream {
@@ -70,6 +79,13 @@ class Stream {
   // Work queued after this call starts after `event` completes.
   virtual void wait(const Event& event) = 0;
   virtual void synchronize() = 0;
+  // Whether work queued here can be recorded for replay (GPU streams).
+  virtual bool can_capture() const { return false; }
+  // Between begin_capture() and end_capture(), work queued on this stream is recorded, not run.
+  // end_capture() returns the recording, or throws when something queued could not be recorded
+  // (the stream is usable again either way).
+  virtual void begin_capture();
+  virtual std::unique_ptr<CapturedWork> end_capture();
 };
 
 // A dense tensor in a backend's memory: element type, dims, and a device pointer. An absent

@@ -84,6 +84,10 @@ struct BenchResult {
   int64_t batch = 1;
   double elapsed_s = 0;   // wall time of the timed runs, gaps included
   TimingStats wall, cpu;  // per run, ms
+  // Per run, ms, by device events around the device's work (empty when nothing ran there):
+  // what the device itself took, without the host's copies of feeds and results.
+  TimingStats device;
+  size_t replayed_segments = 0, replay_segments = 0;
   double throughput = 0;
   std::vector<std::string> noise;
 };
@@ -146,6 +150,11 @@ std::string to_json(const BenchOptions& o, const runtime::Feeds& feeds, const Be
   w.EndObject();
   write_stats(w, "latency_ms", r.wall);
   write_stats(w, "cpu_ms", r.cpu);
+  if (r.device.count > 0) write_stats(w, "device_ms", r.device);
+  w.Key("replayed_segments");
+  w.Uint64(r.replayed_segments);
+  w.Key("replay_segments");
+  w.Uint64(r.replay_segments);
   w.Key("cpu_per_wall");
   w.Double(r.wall.total > 0 ? r.cpu.total / r.wall.total : 0);
   w.Key("throughput_per_s");
@@ -191,7 +200,8 @@ int bench(BenchOptions o) {
       progress.step();
     }
   }
-  std::vector<double> wall_ms, cpu_ms;
+  std::vector<double> wall_ms, cpu_ms, device_ms;
+  const runtime::Executor* ex = session.executor();
   {
     using Clock = std::chrono::steady_clock;
     Progress progress("bench", o.duration > 0 ? 0 : static_cast<size_t>(o.iterations));
@@ -203,6 +213,7 @@ int bench(BenchOptions o) {
       const auto end = Clock::now();
       cpu_ms.push_back(process_cpu_ms() - cpu_start);
       wall_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+      if (ex && ex->last_device_ms() > 0) device_ms.push_back(ex->last_device_ms());
       r.elapsed_s = std::chrono::duration<double>(end - begin).count();
       progress.step(fmt::format("{:.3f} ms", wall_ms.back()));
       if (wall_ms.size() >= static_cast<size_t>(o.iterations) && r.elapsed_s >= o.duration) break;
@@ -212,6 +223,11 @@ int bench(BenchOptions o) {
   r.machine = machine_info(backends::cpu_threads());
   r.wall = summarize_timings(wall_ms);
   r.cpu = summarize_timings(cpu_ms);
+  if (!device_ms.empty()) r.device = summarize_timings(device_ms);
+  if (ex) {
+    r.replayed_segments = ex->last_replayed_segments();
+    r.replay_segments = ex->replay_segment_count();
+  }
   r.throughput =
       static_cast<double>(r.batch) * static_cast<double>(r.wall.count) / (r.wall.total / 1000);
   r.noise = noise_warnings(r.wall);
@@ -236,6 +252,12 @@ int bench(BenchOptions o) {
       o.warmup, r.wall.count, r.elapsed_s, o.iterations, o.duration);
   std::cout << "latency ms:  " << stats_line(r.wall) << "\n";
   std::cout << "cpu time ms: " << stats_line(r.cpu) << "\n";
+  if (r.device.count > 0) {
+    std::cout << "device ms:   " << stats_line(r.device) << "\n";
+    std::cout << fmt::format(
+        "device work: {} of {} recorded segments replayed (CUDA/HIP graphs) in the last run\n",
+        r.replayed_segments, r.replay_segments);
+  }
   std::cout << fmt::format(
       "cpu / wall: {:.2f} (CPU time of all threads per second of a run: the cores kept busy, "
       "waiting threads included)\n",

@@ -1,7 +1,9 @@
 #include "runtime/executor.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
+#include <string_view>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "core/log.hpp"
@@ -306,6 +308,14 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
   plan_ = std::make_unique<ExecutionPlan>(graph_, std::move(placement), stored);
   spare_.resize(plan_->values().size());
   if (any_subgraph) interpreter_ = std::make_unique<Interpreter>(graph_);
+  const char* env = std::getenv("KILN_DEVICE_GRAPHS");
+  if (options_.replay_device_work && !(env && std::string_view(env) == "0")) {
+    segments_ = find_replay_segments(*plan_);
+  }
+  replay_.resize(segments_.size());
+  segment_at_.assign(plan_->steps().size(), -1);
+  for (size_t i = 0; i < segments_.size(); ++i)
+    segment_at_[segments_[i].first] = static_cast<int>(i);
 }
 
 Executor::~Executor() = default;
@@ -319,6 +329,110 @@ std::map<std::string, size_t> Executor::arena_bytes() const {
   std::map<std::string, size_t> out;
   for (const DeviceArena& a : plan_->arenas()) out[std::string(a.backend->name())] = a.bytes;
   return out;
+}
+
+void Executor::run_step(Run& run, std::vector<LiveValue>& values, size_t i, bool release) {
+  PlanStep& step = plan_->steps()[i];
+  const auto start = std::chrono::steady_clock::now();
+  const bool on_device = step.backend && !is_host(step.backend);
+  std::unique_ptr<backends::Event> begin, end;
+  if (profiling_ && on_device && step.node) {
+    begin = step.backend->create_event();
+    end = step.backend->create_event();
+    if (begin && end) begin->record(stream_for(step.backend));
+  }
+  if (step.node) {
+    with_node_errors(*step.node, [&] { run.run_step(step); });
+  } else {
+    run.run_step(step);
+  }
+  if (profiling_ && step.node) {
+    profile_.push_back(
+        {step.node,
+         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+             .count(),
+         start});
+    if (begin && end) {
+      end->record(stream_for(step.backend));
+      run.time_device_step(profile_.size() - 1, std::move(begin), std::move(end));
+    }
+  }
+  if (release) {
+    for (int idx : step.release) values[idx] = LiveValue{};
+  }
+}
+
+void Executor::run_segment(Run& run, std::vector<LiveValue>& values, size_t s) {
+  const ReplaySegment& seg = segments_[s];
+  ReplayState& st = replay_[s];
+  backends::Stream& stream = stream_for(seg.backend);
+  auto release_all = [&] {
+    for (size_t i = seg.first; i <= seg.last; ++i) {
+      for (int idx : plan_->steps()[i].release) values[idx] = LiveValue{};
+    }
+  };
+  auto run_eagerly = [&] {
+    for (size_t i = seg.first; i <= seg.last; ++i) run_step(run, values, i, false);
+  };
+  if (!st.begin) {
+    st.begin = seg.backend->create_event();
+    st.end = seg.backend->create_event();
+  }
+  if (st.begin) st.begin->record(stream);
+  std::vector<std::pair<const void*, std::vector<int64_t>>> key;
+  key.reserve(seg.reads.size());
+  for (int v : seg.reads) {
+    const RtValue& r = values[v].value;
+    if (r.is_tensor()) {
+      key.emplace_back(r.tensor().raw_data(), r.tensor().dims());
+    } else {
+      key.emplace_back(nullptr, std::vector<int64_t>{});
+    }
+  }
+  if (st.work && key == st.key) {
+    st.work->replay(stream);
+    for (const auto& [v, lv] : st.saved) values[v] = lv;
+    ++last_replayed_;
+  } else if (st.disabled || !stream.can_capture() || !st.seen || key != st.key) {
+    // First run with these reads (kernels pick their algorithms and scratch now), or a device
+    // that cannot record: step by step. A recording made for other reads is dropped: the
+    // kernels' scratch it points into may be reallocated.
+    st.work.reset();
+    st.saved.clear();
+    run_eagerly();
+    st.key = std::move(key);
+    st.seen = true;
+  } else {
+    // The second run with the same reads: record it, then replay the recording (recording runs
+    // nothing).
+    try {
+      stream.begin_capture();
+      try {
+        run_eagerly();
+      } catch (...) {
+        try {
+          (void)stream.end_capture();
+        } catch (...) {
+        }
+        throw;
+      }
+      st.work = stream.end_capture();
+    } catch (const Error& e) {
+      st.disabled = true;
+      st.work.reset();
+      log_warning("{}: recording steps {}..{} for replay failed ({}); they run step by step",
+                  seg.backend->name(), seg.first, seg.last, e.message());
+      run_eagerly();
+    }
+    if (st.work) {
+      st.work->replay(stream);
+      st.saved.clear();
+      for (int v : seg.produced) st.saved.emplace_back(v, values[v]);
+      ++last_replayed_;
+    }
+  }
+  if (st.end) st.end->record(stream);
+  release_all();
 }
 
 std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs, const RunControl* control) {
@@ -345,35 +459,26 @@ std::vector<RtValue> Executor::run(const std::vector<RtValue>& inputs, const Run
     }
   }
   Run run(*this, values, control);
-  for (PlanStep& step : plan_->steps()) {
+  last_replayed_ = 0;
+  last_device_ms_ = 0;
+  const size_t count = plan_->steps().size();
+  for (size_t i = 0; i < count;) {
     check_run(control);
-    const auto start = std::chrono::steady_clock::now();
-    const bool on_device = step.backend && !is_host(step.backend);
-    std::unique_ptr<backends::Event> begin, end;
-    if (profiling_ && on_device && step.node) {
-      begin = step.backend->create_event();
-      end = step.backend->create_event();
-      if (begin && end) begin->record(stream_for(step.backend));
-    }
-    if (step.node) {
-      with_node_errors(*step.node, [&] { run.run_step(step); });
+    const int seg = profiling_ ? -1 : segment_at_[i];
+    if (seg >= 0) {
+      run_segment(run, values, static_cast<size_t>(seg));
+      i = segments_[seg].last + 1;
     } else {
-      run.run_step(step);
+      run_step(run, values, i, true);
+      ++i;
     }
-    if (profiling_ && step.node) {
-      profile_.push_back(
-          {step.node,
-           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-               .count(),
-           start});
-      if (begin && end) {
-        end->record(stream_for(step.backend));
-        run.time_device_step(profile_.size() - 1, std::move(begin), std::move(end));
-      }
-    }
-    for (int idx : step.release) values[idx] = LiveValue{};
   }
   run.finish(profile_);
+  if (!profiling_) {
+    for (ReplayState& st : replay_) {
+      if (st.begin && st.end && st.seen) last_device_ms_ += st.end->elapsed_ms(*st.begin);
+    }
+  }
   std::vector<RtValue> results;
   for (int idx : plan_->results()) {
     RtValue r = values[idx].value;

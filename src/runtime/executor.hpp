@@ -22,6 +22,7 @@
 #include "runtime/execution_plan.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/placement.hpp"
+#include "runtime/replay_segments.hpp"
 
 namespace kiln::runtime {
 
@@ -30,6 +31,10 @@ struct ExecutorOptions {
   // Backends in order of preference. The CPU backend is appended when absent: it runs every
   // node a preferred backend cannot.
   std::vector<backends::Backend*> backends;
+  // Record each stretch of device kernels once and replay it while its inputs' pointers and
+  // dims stay the same (CUDA / HIP graphs; runtime/replay_segments.hpp). The environment
+  // variable KILN_DEVICE_GRAPHS=0 turns it off too, to measure what it gains.
+  bool replay_device_work = true;
 };
 
 class Executor {
@@ -52,6 +57,12 @@ class Executor {
   // on a device are timed with its events.
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTiming>& last_profile() const { return profile_; }
+  // Milliseconds the last run's device segments took on their devices (device events around
+  // each; 0 when nothing ran on a device or when profiling).
+  double last_device_ms() const { return last_device_ms_; }
+  // Segments the last run replayed, and the plan's recordable segments.
+  size_t last_replayed_segments() const { return last_replayed_; }
+  size_t replay_segment_count() const { return segments_.size(); }
 
   const ir::Graph& graph() const { return *graph_; }
   const ExecutionPlan& plan() const { return *plan_; }
@@ -81,6 +92,21 @@ class Executor {
   };
   class Outputs;
   class Run;
+  // A replay segment's recording and what it saw, kept across runs.
+  struct ReplayState {
+    std::vector<std::pair<const void*, std::vector<int64_t>>> key;  // its reads when last run
+    bool seen = false;                                              // run once eagerly with `key`
+    bool disabled = false;
+    std::unique_ptr<backends::CapturedWork> work;
+    std::vector<std::pair<int, LiveValue>> saved;  // its outputs, as the recording left them
+    std::unique_ptr<backends::Event> begin, end;   // device time of its last run
+  };
+
+  // Runs plan step `i` as usual (profiled when profiling); `release` drops its dead values.
+  void run_step(Run& run, std::vector<LiveValue>& values, size_t i, bool release);
+  // Runs segment `s` (steps first..last): replays its recording when its reads are as
+  // recorded, records it on the second run with the same reads, else runs it step by step.
+  void run_segment(Run& run, std::vector<LiveValue>& values, size_t s);
 
   backends::Stream& stream_for(backends::Backend* backend);
   // Memory for plan value `v` in `device`'s memory: its arena space, else a buffer of its own
@@ -97,6 +123,11 @@ class Executor {
   std::map<backends::Backend*, std::unique_ptr<backends::Stream>> streams_;
   bool profiling_ = false;
   std::vector<NodeTiming> profile_;
+  std::vector<ReplaySegment> segments_;
+  std::vector<ReplayState> replay_;
+  std::vector<int> segment_at_;  // by plan step: the segment starting there, or -1
+  double last_device_ms_ = 0;
+  size_t last_replayed_ = 0;
   std::mutex run_mutex_;
 };
 

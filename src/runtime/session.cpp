@@ -1,8 +1,11 @@
 #include "runtime/session.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "backends/backend_registry.hpp"
+#include "backends/cpu/cpu_backend.hpp"
+#include "core/log.hpp"
 #include "passes/pass_manager.hpp"
 #include "runtime/model_loader.hpp"
 
@@ -48,6 +51,20 @@ void Session::init() {
   } else {
     KILN_CHECK_ARG(mode == options_.config.end() || mode->second == "kernels",
                    "config 'executor' must be 'kernels' or 'interpreter', got '{}'", mode->second);
+    // An engine planned for other backends than the session's preferred device (a CPU engine
+    // opened with device "gpu") keeps its graph, weights and passes; its kernels and memory are
+    // planned again here for the device.
+    if (plan_ && !placed_on.empty() && placed_on.front()->name() != backends::kCpuBackendName) {
+      const std::string_view preferred = placed_on.front()->name();
+      const bool planned_for_it =
+          std::any_of(plan_->kernels.begin(), plan_->kernels.end(),
+                      [&](const engine::StoredKernel& k) { return k.backend == preferred; });
+      if (!planned_for_it) {
+        log_info("the engine's plan names no kernel of {}: planning its kernels and memory for {}",
+                 preferred, options_.device);
+        plan_.reset();
+      }
+    }
     runtime::ExecutorOptions eo;
     eo.threads = options_.threads;
     eo.backends = std::move(placed_on);

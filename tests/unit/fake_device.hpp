@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/kernel_table.hpp"
@@ -31,13 +32,41 @@ class FakeDevice final : public backends::Backend {
       std::free(q);
     });
   }
+  // Streams run work at once, or record it between begin_capture and end_capture (as a GPU
+  // stream records a graph); replaying runs the recorded functions again.
   std::unique_ptr<backends::Stream> create_stream() override {
+    struct Recorded final : backends::CapturedWork {
+      FakeDevice* dev;
+      std::vector<std::function<void()>> work;
+      void replay(backends::Stream&) override {
+        ++dev->replays;
+        for (auto& fn : work) fn();
+      }
+    };
     struct S final : backends::Stream {
-      void enqueue(std::function<void()> fn) override { fn(); }
+      FakeDevice* dev;
+      std::unique_ptr<Recorded> recording;
+      explicit S(FakeDevice* d) : dev(d) {}
+      void enqueue(std::function<void()> fn) override {
+        if (recording) {
+          recording->work.push_back(std::move(fn));
+        } else {
+          fn();
+        }
+      }
       void wait(const backends::Event&) override {}
       void synchronize() override {}
+      bool can_capture() const override { return dev->can_capture; }
+      void begin_capture() override {
+        recording = std::make_unique<Recorded>();
+        recording->dev = dev;
+      }
+      std::unique_ptr<backends::CapturedWork> end_capture() override {
+        ++dev->captures;
+        return std::move(recording);
+      }
     };
-    return std::make_unique<S>();
+    return std::make_unique<S>(this);
   }
   std::unique_ptr<backends::Event> create_event() override {
     struct E final : backends::Event {
@@ -78,6 +107,10 @@ class FakeDevice final : public backends::Backend {
     return false;
   }
   int to_device = 0, to_host = 0, allocations = 0, events = 0;
+  // Recording for replay: whether streams offer it, recordings made, replays run, and kernel
+  // runs (a replay runs the recorded work without calling the kernels).
+  bool can_capture = false;
+  int captures = 0, replays = 0, kernel_runs = 0;
   // What this "arch" can do: kernels' checks receive the backend and ask (fake.mul needs it).
   bool has_multiplier = true;
 

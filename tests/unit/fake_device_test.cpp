@@ -26,19 +26,24 @@ class FakeEltwise final : public backends::Kernel {
   FakeEltwise(FakeDevice& dev, std::string name, Fn fn)
       : dev_(dev), name_(std::move(name)), fn_(fn) {}
   std::string_view name() const override { return name_; }
+  // The work goes through the stream, as a GPU kernel's launch does, so that a recording
+  // stream records it.
   void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
-           backends::Stream&) override {
+           backends::Stream& stream) override {
+    ++dev_.kernel_runs;
     for (const auto& t : in) {
       if (!dev_.owns(t.data)) throw std::runtime_error(name_ + ": a host pointer reached it");
     }
     backends::DeviceTensor y = out.allocate(0, in[0].dtype, in[0].dims);
     if (!dev_.owns(y.data)) throw std::runtime_error(name_ + ": output in host memory");
     auto* py = static_cast<float*>(y.data);
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      float a = static_cast<const float*>(in[0].data)[i];
-      float b = in.size() > 1 ? static_cast<const float*>(in[1].data)[i] : 0.f;
-      py[i] = fn_(a, b);
-    }
+    const auto* pa = static_cast<const float*>(in[0].data);
+    const float* pb = in.size() > 1 ? static_cast<const float*>(in[1].data) : nullptr;
+    const int64_t n = y.numel();
+    Fn fn = fn_;
+    stream.enqueue([=] {
+      for (int64_t i = 0; i < n; ++i) py[i] = fn(pa[i], pb ? pb[i] : 0.f);
+    });
   }
 
  private:
@@ -243,6 +248,51 @@ TEST(FakeDevice, ProfilesDeviceStepsWithItsEvents) {
   EXPECT_EQ(ex.last_profile().size(), md.g->nodes().size()) << "one entry per node, no copies";
   EXPECT_EQ(dev.events, 2 * 5) << "two events for each of the five device steps";
   for (const runtime::NodeTiming& t : ex.last_profile()) EXPECT_GE(t.microseconds, 0.0);
+}
+
+// Mul -> Relu and Add -> Add run back to back on the device: two segments, each recorded on
+// the second run and replayed from then on without calling its kernels; Mul(r, k) stands alone
+// between copies and runs every time. Results match the reference on every run, with new
+// input values each time (the copy into x's planned space refreshes what the replay reads).
+TEST(FakeDevice, RecordsDeviceSegmentsOnceAndReplaysThem) {
+  Model md;
+  FakeDevice dev;
+  dev.can_capture = true;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(md.g, options);
+  ASSERT_EQ(ex.replay_segment_count(), 2u);
+  runtime::Interpreter ref(md.g);
+  const int runs = 5;
+  for (int i = 0; i < runs; ++i) {
+    Tensor xv = random_tensor({4, 8}, 20 + i);
+    std::vector<RtValue> out = ex.run({xv});
+    std::vector<RtValue> want = ref.run(std::vector<RtValue>{xv});
+    for (size_t o = 0; o < 2; ++o) expect_close(out[o], want[o]);
+    EXPECT_EQ(ex.last_replayed_segments(), i == 0 ? 0u : 2u) << "run " << i;
+  }
+  EXPECT_EQ(dev.captures, 2) << "each segment recorded once";
+  EXPECT_EQ(dev.replays, 2 * (runs - 1));
+  // Five device kernels on the first two runs (the second records), then only Mul(r, k).
+  EXPECT_EQ(dev.kernel_runs, 5 + 5 + (runs - 2));
+}
+
+TEST(FakeDevice, NoReplayWhenTurnedOffOrWhenTheDeviceCannotRecord) {
+  for (bool can_capture : {true, false}) {
+    Model md;
+    FakeDevice dev;
+    dev.can_capture = can_capture;
+    runtime::ExecutorOptions options;
+    options.backends = {&dev};
+    options.replay_device_work = !can_capture;  // off, or on but impossible
+    runtime::Executor ex(md.g, options);
+    for (int i = 0; i < 3; ++i) {
+      Tensor xv = random_tensor({4, 8}, 30 + i);
+      expect_close(ex.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+    }
+    EXPECT_EQ(dev.captures, 0);
+    EXPECT_EQ(dev.kernel_runs, 3 * 5);
+  }
 }
 
 TEST(FakeDevice, StoredPlanRoundTripKeepsTheDeviceArena) {

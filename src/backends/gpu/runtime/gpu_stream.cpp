@@ -7,6 +7,34 @@
 
 namespace kiln::backends::gpu {
 
+namespace {
+
+// An instantiated graph, launched on the stream it is replayed on.
+class GpuCapturedWork final : public CapturedWork {
+ public:
+  GpuCapturedWork(int device, hipGraph_t graph, hipGraphExec_t exec)
+      : device_(device), graph_(graph), exec_(exec) {}
+  ~GpuCapturedWork() override {
+    (void)hipSetDevice(device_);
+    (void)hipGraphExecDestroy(exec_);
+    (void)hipGraphDestroy(graph_);
+  }
+  GpuCapturedWork(const GpuCapturedWork&) = delete;
+  GpuCapturedWork& operator=(const GpuCapturedWork&) = delete;
+
+  void replay(Stream& stream) override {
+    KILN_GPU_CHECK(hipSetDevice(device_));
+    KILN_GPU_CHECK(hipGraphLaunch(exec_, gpu_stream(stream).handle()));
+  }
+
+ private:
+  int device_;
+  hipGraph_t graph_;
+  hipGraphExec_t exec_;
+};
+
+}  // namespace
+
 struct GpuStream::HostCall {
   GpuStream* stream;
   std::function<void()> fn;
@@ -50,6 +78,30 @@ void GpuStream::enqueue(std::function<void()> fn) {
   KILN_GPU_CHECK(hipLaunchHostFunc(stream_, &GpuStream::run_host_call, call.get()));
 #endif
   call.release();  // owned by run_host_call now
+}
+
+void GpuStream::begin_capture() {
+  KILN_GPU_CHECK(hipSetDevice(device_));
+  KILN_GPU_CHECK(hipStreamBeginCapture(stream_, hipStreamCaptureModeThreadLocal));
+}
+
+std::unique_ptr<CapturedWork> GpuStream::end_capture() {
+  KILN_GPU_CHECK(hipSetDevice(device_));
+  hipGraph_t graph = nullptr;
+  // Ends the capture whatever happened inside it (a call that failed invalidates it), so the
+  // stream runs work again.
+  hipError_t status = hipStreamEndCapture(stream_, &graph);
+  if (status != hipSuccess) {
+    if (graph) (void)hipGraphDestroy(graph);
+    runtime_fail(status, "hipStreamEndCapture");
+  }
+  hipGraphExec_t exec = nullptr;
+  status = hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
+  if (status != hipSuccess) {
+    (void)hipGraphDestroy(graph);
+    runtime_fail(status, "hipGraphInstantiate");
+  }
+  return std::make_unique<GpuCapturedWork>(device_, graph, exec);
 }
 
 void GpuStream::wait(const Event& event) {

@@ -20,6 +20,11 @@ class GpuStream final : public Stream {
   void wait(const Event& event) override;
   // Also rethrows the first exception a function given to enqueue() threw.
   void synchronize() override;
+  bool can_capture() const override { return true; }
+  // A graph capture local to the calling thread: a call that cannot be recorded (a memory
+  // allocation, a synchronization) fails instead of running, and end_capture() throws.
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
 
   hipStream_t handle() const { return stream_; }
   int device() const { return device_; }

@@ -1,0 +1,149 @@
+"""ResNet-50 on the GPU: Kiln against PyTorch's best configuration, side by side in one run.
+
+Runs on the lent H200 (scripts/gpu_device_check.sh run calls it). Exports torchvision's
+ResNet-50 (seeded random weights: no downloads there) to ONNX at static batch sizes, checks
+Kiln's GPU results against onnxruntime (CPU) on the same input, and times, in interleaved rounds:
+  - Kiln: `kiln bench ENGINE --device gpu --json`, the device time of its recorded work (CUDA
+    events around the replayed graph; feeds and results cross the bus outside it);
+  - PyTorch: channels_last, cudnn.benchmark, torch.compile(mode="reduce-overhead") (CUDA graphs),
+    the input already on the GPU, CUDA-event timed.
+Medians of each round's median; ratios Kiln / torch.
+
+usage: python3 resnet50_vs_torch.py KILN_BIN WORK_DIR OUT_JSON [--batches 1,64] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+import torchvision
+from onnx import numpy_helper
+
+
+def export(batch, path):
+    if os.path.exists(path):
+        return
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).eval()
+    x = torch.randn(batch, 3, 224, 224)
+    try:
+        torch.onnx.export(m, (x,), path, input_names=["input"], output_names=["logits"],
+                          opset_version=17, dynamo=False)
+    except TypeError:
+        torch.onnx.export(m, (x,), path, input_names=["input"], output_names=["logits"],
+                          opset_version=17)
+
+
+def kiln(bin_, *args, check=True):
+    r = subprocess.run([bin_, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.stderr.write(r.stdout + r.stderr)
+        raise SystemExit(f"kiln {' '.join(args)} failed ({r.returncode})")
+    return r
+
+
+def rel_l2(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
+
+
+def torch_best(batch, half, iters=200):
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).eval().cuda().to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    if half:
+        m, x = m.half(), x.half()
+    f = torch.compile(m, mode="reduce-overhead")
+    with torch.inference_mode():
+        t0 = time.time()
+        for _ in range(5):
+            f(x)
+        torch.cuda.synchronize()
+        compile_s = time.time() - t0
+
+        def timed():
+            ts = []
+            for _ in range(iters):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                f(x)
+                b.record()
+                b.synchronize()
+                ts.append(a.elapsed_time(b))
+            return statistics.median(ts)
+    return timed, compile_s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kiln")
+    ap.add_argument("work")
+    ap.add_argument("out")
+    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": []}
+    for batch in [int(b) for b in a.batches.split(",")]:
+        onnx_path = os.path.join(a.work, f"resnet50_b{batch}.onnx")
+        export(batch, onnx_path)
+        rng = np.random.default_rng(batch)
+        x = rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)
+        x_pb = os.path.join(a.work, f"x_b{batch}.pb")
+        open(x_pb, "wb").write(numpy_helper.from_array(x, "input").SerializeToString())
+        import onnxruntime as ort
+        want = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
+            None, {"input": x})[0]
+        row = {"model": "resnet50", "batch": batch}
+        for precision in ("fp32", "fp16"):
+            engine = os.path.join(a.work, f"resnet50_b{batch}_{precision}.kiln")
+            t0 = time.time()
+            args = ["compile", onnx_path, "-o", engine, "--no-verify"]
+            if precision == "fp16":
+                args.append("--fp16")
+            kiln(a.kiln, *args)
+            row[f"kiln_compile_s_{precision}"] = round(time.time() - t0, 2)
+            outdir = os.path.join(a.work, f"out_b{batch}_{precision}")
+            r = kiln(a.kiln, "run", engine, "--device", "gpu", "--input", f"input={x_pb}",
+                     "--output-dir", outdir)
+            got = numpy_helper.to_array(onnx.load_tensor(os.path.join(outdir, "logits.pb")))
+            row[f"rel_l2_vs_ort_{precision}"] = rel_l2(got, want)
+            print(f"b{batch} {precision}: kiln gpu vs onnxruntime rel L2 "
+                  f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
+        timers = {}
+        for precision in ("fp16",):
+            timers[precision], cs = torch_best(batch, precision == "fp16")
+            row[f"torch_compile_s_{precision}"] = round(cs, 1)
+        k_rounds = {"fp32": [], "fp16": []}
+        t_rounds = {"fp16": []}
+        for _ in range(a.rounds):
+            for precision in ("fp32", "fp16"):
+                engine = os.path.join(a.work, f"resnet50_b{batch}_{precision}.kiln")
+                r = kiln(a.kiln, "bench", engine, "--device", "gpu", "--input", f"input={x_pb}",
+                         "--iterations", "200", "--duration", "1", "--warmup", "5", "--json")
+                j = json.loads(r.stdout)
+                k_rounds[precision].append(j.get("device_ms", {}).get("p50", float("nan")))
+                row[f"kiln_wall_p50_{precision}"] = j["latency_ms"]["p50"]
+                row[f"kiln_replayed_{precision}"] = f"{j.get('replayed_segments')}/{j.get('replay_segments')}"
+            for precision, timed in timers.items():
+                t_rounds[precision].append(timed())
+        for p in k_rounds:
+            row[f"kiln_device_ms_{p}"] = statistics.median(k_rounds[p])
+        for p in t_rounds:
+            row[f"torch_best_ms_{p}"] = statistics.median(t_rounds[p])
+        row["ratio_fp16"] = row["kiln_device_ms_fp16"] / row["torch_best_ms_fp16"]
+        print(json.dumps(row), flush=True)
+        results["rows"].append(row)
+    json.dump(results, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
