@@ -69,7 +69,9 @@ def torch_best(batch, half, iters=200):
         torch.cuda.synchronize()
         compile_s = time.time() - t0
 
-        def timed():
+    def timed():
+        # Under inference_mode as when compiled: outside it torch.compile records another graph.
+        with torch.inference_mode():
             ts = []
             for _ in range(iters):
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -78,7 +80,7 @@ def torch_best(batch, half, iters=200):
                 b.record()
                 b.synchronize()
                 ts.append(a.elapsed_time(b))
-            return statistics.median(ts)
+        return statistics.median(ts)
     return timed, compile_s
 
 
@@ -106,7 +108,7 @@ def main():
         for precision in ("fp32", "fp16"):
             engine = os.path.join(a.work, f"resnet50_b{batch}_{precision}.kiln")
             t0 = time.time()
-            args = ["compile", onnx_path, "-o", engine, "--no-verify"]
+            args = ["compile", onnx_path, "-o", engine, "--no-verify", "--device", "gpu"]
             if precision == "fp16":
                 args.append("--fp16")
             kiln(a.kiln, *args)
@@ -118,6 +120,20 @@ def main():
             row[f"rel_l2_vs_ort_{precision}"] = rel_l2(got, want)
             print(f"b{batch} {precision}: kiln gpu vs onnxruntime rel L2 "
                   f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
+        # Where the time goes (b1 fp16): per node, device events; and without replay.
+        engine16 = os.path.join(a.work, f"resnet50_b{batch}_fp16.kiln")
+        if batch == 1:
+            r = kiln(a.kiln, "profile", engine16, "--device", "gpu", "--input", f"input={x_pb}",
+                     "--top", "25", check=False)
+            print(r.stdout[-6000:], r.stderr[-2000:], flush=True)
+        env = dict(os.environ, KILN_DEVICE_GRAPHS="0")
+        r = subprocess.run([a.kiln, "bench", engine16, "--device", "gpu", "--input",
+                            f"input={x_pb}", "--iterations", "100", "--duration", "1", "--json"],
+                           capture_output=True, text=True, env=env)
+        if r.returncode == 0:
+            j = json.loads(r.stdout)
+            row["kiln_no_replay_wall_p50_fp16"] = j["latency_ms"]["p50"]
+            row["kiln_no_replay_device_ms_fp16"] = j.get("device_ms", {}).get("p50")
         timers = {}
         for precision in ("fp16",):
             timers[precision], cs = torch_best(batch, precision == "fp16")

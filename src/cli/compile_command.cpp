@@ -23,6 +23,7 @@ struct CompileFlags {
   std::string dump_after;
   bool trace_passes = false;
   std::string target;
+  std::string device = "cpu";
   std::vector<std::string> shapes;
   bool no_verify = false;
   bool allow_drift = false;
@@ -63,6 +64,7 @@ compiler::CompileOptions library_options(const CompileFlags& f) {
   o.fp16 = f.fp16;
   o.prepack = !f.no_prepack;
   o.target = f.target;
+  o.device = f.device;
   o.verify = !f.no_verify;
   o.allow_drift = f.allow_drift;
   const ToleranceOptions& t = f.tolerance;
@@ -134,6 +136,9 @@ Command add_compile_command(CLI::App& app) {
   cmd->add_flag("--trace-passes", o->trace_passes, "Print one line per pass run");
   cmd->add_option("--target", o->target,
                   "Target to stamp, DEVICE[:FEATURE,...] (default: portable CPU)");
+  cmd->add_option("--device", o->device,
+                  "Devices the engine is made for: cpu, gpu, gpu,cpu (their fusions, kernel "
+                  "choices and memory plan; the precision gate runs there)");
   add_gate_flags(cmd, *o);
   add_fp16_options(cmd, o->fp16);
   return {cmd, [o] { return compile(*o); }};

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/backend_registry.hpp"
 #include "compiler/option_error.hpp"
 #include "compiler/shape_spec.hpp"
 #include "core/log.hpp"
@@ -163,6 +164,7 @@ void optimize(ir::Model& model, const CompileOptions& o, const Messages& say) {
   }};
   passes::PassManager pm(pm_options);
   passes::add_default_passes(pm);
+  passes::add_device_passes(pm, o.device);
   pm.run(*model.graph);
   trace_sink.flush_line();
   dump_sink.flush_line();
@@ -255,7 +257,19 @@ CompileResult compile_model(const CompileOptions& o) {
   // The execution plan (kernel choices, memory plan) is made by preparing the model exactly as
   // a session would, and stored so that loading the engine does not redo it.
   t = Clock::now();
-  runtime::Executor prepared(model.graph);
+  runtime::ExecutorOptions eo;
+  bool device_here = true;
+  try {
+    eo.backends = backends::backends_for(o.device);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Unavailable) throw;
+    device_here = false;
+    say(MessageKind::Warning,
+        fmt::format("device '{}' is not available here ({}): the engine's kernels and memory are "
+                    "planned when it opens on a machine that has it\n",
+                    o.device, e.message()));
+  }
+  runtime::Executor prepared(model.graph, eo);
   result.plan = summarize_plan(prepared);
   say(MessageKind::Report, describe_execution_plan(prepared, result.plan));
   engine::ExecutionPlan plan = prepared.execution_plan();
@@ -300,6 +314,7 @@ CompileResult compile_model(const CompileOptions& o) {
     gate_options.tolerance = tolerance;
     gate_options.timeout_seconds = o.verify_timeout_seconds;
     gate_options.threads = o.threads;
+    gate_options.device = device_here ? o.device : "cpu";
     gate_options.inputs = o.inputs;
     MessageCallback report = [&](MessageKind kind, std::string_view text) { say(kind, text); };
     try {

@@ -38,6 +38,11 @@ struct CompileOptions {
   bool prepack = true;
   // The target stamped into the engine, DEVICE[:FEATURE,...]; default the portable CPU baseline.
   std::string target;
+  // The devices the engine is made for, as SessionOptions::device names them ("cpu", "gpu",
+  // "gpu,cpu"): their fusions run (passes::add_device_passes), the kernels and memory are
+  // planned on them, and the precision gate runs there. A device absent here leaves the plan
+  // to the engine's first open, which says so.
+  std::string device = "cpu";
 
   // The precision gate.
   bool verify = true;        // false: the engine is written unchecked

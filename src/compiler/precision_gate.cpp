@@ -55,6 +55,7 @@ GateReport run_precision_gate(const std::string& engine_path, const engine::Targ
   const GateInputs& in = o.inputs;
   SessionOptions so;
   so.threads = o.threads;
+  so.device = o.device;
   std::unique_ptr<Session> session;
   std::string what = "the engine";
   if (target.runs_on(engine::Target::host())) {

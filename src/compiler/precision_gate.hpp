@@ -35,7 +35,8 @@ struct GateOptions {
   // Seconds the whole gate may take (0: no limit). The reference interpreter runs what the model
   // asks for (a constant Loop of 2^62 trips), so the gate needs a bound.
   double timeout_seconds = 60;
-  int threads = 0;  // intra-op threads of the engine's runs; 0: one per core
+  int threads = 0;             // intra-op threads of the engine's runs; 0: one per core
+  std::string device = "cpu";  // where the engine runs (SessionOptions::device)
   GateInputs inputs;
 };
 

@@ -1,6 +1,7 @@
 // ai.kiln FusedConv, FusedGemm and FusedMatMul: Conv / Gemm / MatMul (+ bias) followed by one of
 // the activations of ops/fused_activation.hpp. Written by passes/fuse_bias_activation.
-//   FusedConv(X, W, B?)    Conv's inputs and attributes, then the activation.
+//   FusedConv(X, W, B?, Z?)  Conv's inputs and attributes, plus Z (a residual of the result's
+//                          shape, added before the activation: passes/fuse_conv_residual).
 //   FusedGemm(A, B, C?)    Gemm's inputs and attributes, then the activation.
 //   FusedMatMul(A, B, bias?)  MatMul, plus a 1-D bias of the output's last dim, then the
 //                          activation.
@@ -28,7 +29,26 @@ std::vector<const RtValue*> inputs_of(const KernelContext& ctx, size_t count) {
 void fused_conv(KernelContext& ctx) {
   const FusedActivation act = FusedActivation::from_node(ctx);
   std::vector<RtValue> out = run_wrapped_kernel(ctx, "Conv", kConvOpset, inputs_of(ctx, 3));
-  ctx.set_output(0, apply_activation(out[0].tensor(), act));
+  if (!ctx.has_input(3)) {
+    ctx.set_output(0, apply_activation(out[0].tensor(), act));
+    return;
+  }
+  const Tensor& y = out[0].tensor();
+  const Tensor& z = ctx.input(3);
+  ctx.check(z.dtype() == y.dtype() && z.dims() == y.dims(),
+            "the residual Z must have the convolution's result type and shape {} {}, got {}",
+            dtype_name(y.dtype()), dims_to_string(y.dims()), z.describe());
+  ctx.set_output(0, dispatch_dtype<DTypeSet::Float>(y.dtype(), "FusedConv", [&](auto tag) {
+                   using T = typename decltype(tag)::type;
+                   Tensor r(y.dtype(), y.dims());
+                   const T* py = y.data<T>();
+                   const T* pz = z.data<T>();
+                   T* pr = r.data<T>();
+                   for (int64_t i = 0; i < y.numel(); ++i) {
+                     pr[i] = from_double<T>(act.apply(to_double(py[i]) + to_double(pz[i])));
+                   }
+                   return r;
+                 }));
 }
 
 void fused_gemm(KernelContext& ctx) {

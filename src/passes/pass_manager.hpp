@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "passes/pass.hpp"
@@ -44,5 +45,9 @@ class PassManager {
 // The standard inference pipeline: cleanup, constant and shape folding, layout simplification,
 // fusions.
 PassManager& add_default_passes(PassManager& pm);
+// The passes for models that run on `device` ("cpu", "gpu", ...: SessionOptions::device's
+// names), after the default ones: fusions only that device's kernels compute (on the GPU,
+// FuseConvResidual). None for the CPU.
+PassManager& add_device_passes(PassManager& pm, std::string_view device);
 
 }  // namespace kiln::passes

@@ -67,6 +67,14 @@ struct FuseBiasActivation {
   bool apply(ir::Graph& graph) const;
 };
 
+// Conv (or a FusedConv without an activation) -> Add(its result, a same-shape residual)
+// [-> Relu] becomes FusedConv(X, W, B, Z) computing act(conv(X) + B + Z). A device pass
+// (add_device_passes): the GPU's cuDNN convolution takes the residual, the CPU's does not.
+struct FuseConvResidual {
+  std::string_view name() const { return "fuse_conv_residual"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // Replaces LayerNormalization written out as ReduceMean, Sub, Pow 2 (or Mul), ReduceMean, Add
 // epsilon, Sqrt, Div [, Mul gamma] [, Add beta] (torch.onnx below opset 17) by one node: ai.onnx
 // LayerNormalization when the graph imports opset 17 or later, else ai.kiln's.

@@ -309,9 +309,9 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ExecutorOptions optio
   spare_.resize(plan_->values().size());
   if (any_subgraph) interpreter_ = std::make_unique<Interpreter>(graph_);
   const char* env = std::getenv("KILN_DEVICE_GRAPHS");
-  if (options_.replay_device_work && !(env && std::string_view(env) == "0")) {
-    segments_ = find_replay_segments(*plan_);
-  }
+  replay_enabled_ = options_.replay_device_work && !(env && std::string_view(env) == "0");
+  // Found either way: a segment's device time is measured whether it is replayed or not.
+  segments_ = find_replay_segments(*plan_);
   replay_.resize(segments_.size());
   segment_at_.assign(plan_->steps().size(), -1);
   for (size_t i = 0; i < segments_.size(); ++i)
@@ -393,7 +393,8 @@ void Executor::run_segment(Run& run, std::vector<LiveValue>& values, size_t s) {
     st.work->replay(stream);
     for (const auto& [v, lv] : st.saved) values[v] = lv;
     ++last_replayed_;
-  } else if (st.disabled || !stream.can_capture() || !st.seen || key != st.key) {
+  } else if (!replay_enabled_ || st.disabled || !stream.can_capture() || !st.seen ||
+             key != st.key) {
     // First run with these reads (kernels pick their algorithms and scratch now), or a device
     // that cannot record: step by step. A recording made for other reads is dropped: the
     // kernels' scratch it points into may be reallocated.

@@ -60,7 +60,8 @@ class Executor {
   // Milliseconds the last run's device segments took on their devices (device events around
   // each; 0 when nothing ran on a device or when profiling).
   double last_device_ms() const { return last_device_ms_; }
-  // Segments the last run replayed, and the plan's recordable segments.
+  // Segments the last run replayed, and the plan's recordable segments (found, and timed, even
+  // when replay is off).
   size_t last_replayed_segments() const { return last_replayed_; }
   size_t replay_segment_count() const { return segments_.size(); }
 
@@ -126,6 +127,7 @@ class Executor {
   std::vector<ReplaySegment> segments_;
   std::vector<ReplayState> replay_;
   std::vector<int> segment_at_;  // by plan step: the segment starting there, or -1
+  bool replay_enabled_ = true;
   double last_device_ms_ = 0;
   size_t last_replayed_ = 0;
   std::mutex run_mutex_;

@@ -39,6 +39,7 @@ void Session::init() {
   if (!engine_ && options_.optimize) {
     passes::PassManager pm(passes::PassManagerOptions::from_env());
     passes::add_default_passes(pm);
+    passes::add_device_passes(pm, options_.device);
     pm.run(*model_.graph);
   }
   for (const ir::Value* v : model_.graph->inputs()) {
@@ -51,17 +52,26 @@ void Session::init() {
   } else {
     KILN_CHECK_ARG(mode == options_.config.end() || mode->second == "kernels",
                    "config 'executor' must be 'kernels' or 'interpreter', got '{}'", mode->second);
-    // An engine planned for other backends than the session's preferred device (a CPU engine
-    // opened with device "gpu") keeps its graph, weights and passes; its kernels and memory are
-    // planned again here for the device.
-    if (plan_ && !placed_on.empty() && placed_on.front()->name() != backends::kCpuBackendName) {
+    // An engine planned for other backends than the session's (a CPU engine opened with
+    // device "gpu", a GPU engine on "cpu") keeps its graph, weights and passes; its kernels and
+    // memory are planned again here for the session's devices.
+    if (plan_ && !placed_on.empty()) {
       const std::string_view preferred = placed_on.front()->name();
-      const bool planned_for_it =
+      auto known = [&](std::string_view name) {
+        return std::any_of(placed_on.begin(), placed_on.end(),
+                           [&](const backends::Backend* b) { return b->name() == name; });
+      };
+      const bool uses_preferred =
           std::any_of(plan_->kernels.begin(), plan_->kernels.end(),
                       [&](const engine::StoredKernel& k) { return k.backend == preferred; });
-      if (!planned_for_it) {
-        log_info("the engine's plan names no kernel of {}: planning its kernels and memory for {}",
-                 preferred, options_.device);
+      const bool all_known =
+          std::all_of(plan_->kernels.begin(), plan_->kernels.end(),
+                      [&](const engine::StoredKernel& k) { return known(k.backend); });
+      if (!all_known || (!uses_preferred && preferred != backends::kCpuBackendName)) {
+        log_info(
+            "the engine was planned for other devices: planning its kernels and memory "
+            "for {}",
+            options_.device);
         plan_.reset();
       }
     }

@@ -271,3 +271,59 @@ TEST(FuseBiasActivation, GraphOutputKeepsItsName) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A ResNet block's end: Conv (with or without B) -> Add(residual) [-> Relu]; the residual on
+// either side of the Add. One FusedConv(X, W, B, Z) computes the same (its reference kernel adds
+// Z before the activation).
+TEST(FuseConvResidual, ConvAddReluBecomesOneFusedConvWithZ) {
+  for (bool has_b : {false, true}) {
+    for (bool relu : {false, true}) {
+      for (bool residual_first : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "B " << has_b << " relu " << relu << " residual first " << residual_first);
+        auto build = [&] {
+          GraphBuilder b;
+          ir::Value* x = b.input("x", {1, 4, 5, 5});
+          ir::Value* shortcut = b.op("Sigmoid", {b.input("s", {1, 3, 5, 5})});
+          std::vector<ir::Value*> in = {x, b.random({3, 4, 3, 3})};
+          if (has_b) in.push_back(b.random({3}));
+          ir::Value* y =
+              b.op("Conv", in, {{"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})}});
+          ir::Value* sum = residual_first ? b.op("Add", {shortcut, y}) : b.op("Add", {y, shortcut});
+          b.output(relu ? b.op("Relu", {sum}) : sum);
+          return b.graph;
+        };
+        auto g = expect_rewrite_keeps_results(build, passes::FuseConvResidual{});
+        EXPECT_EQ(ops_of(*g), (Hist{{"Sigmoid", 1}, {"ai.kiln.FusedConv", 1}}));
+        const ir::Node* fused = g->nodes().back();
+        ASSERT_EQ(fused->inputs().size(), 4u);
+        EXPECT_EQ(fused->input(3), g->nodes().front()->output(0)) << "Z is the shortcut";
+        EXPECT_EQ(attr_string(*fused, "activation"), relu ? "Relu" : "None");
+      }
+    }
+  }
+}
+
+TEST(FuseConvResidual, LeavesBroadcastAddsConstantsAndSharedResults) {
+  auto build = [](int variant) {
+    GraphBuilder b;
+    ir::Value* x = b.input("x", {1, 2, 4, 4});
+    ir::Value* y = b.op("Conv", {x, b.random({3, 2, 1, 1}), b.random({3})});
+    ir::Value* other = variant == 0   ? b.input("narrow", {1, 3, 1, 1})  // broadcast
+                       : variant == 1 ? b.random({1, 3, 4, 4})           // a constant: a bias
+                                      : b.input("s", {1, 3, 4, 4});
+    b.output(b.op("Add", {y, other}));
+    if (variant == 2) b.output(y);  // the Conv's result is read twice
+    return b.graph;
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    EXPECT_FALSE(passes::FuseConvResidual{}.apply(*build(variant)));
+  }
+}
+
+}  // namespace
+}  // namespace kiln

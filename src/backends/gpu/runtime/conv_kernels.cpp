@@ -1,5 +1,5 @@
-// Conv and Kiln's FusedConv (bias, then Relu or nothing) on the GPU through cuDNN 9 (NVIDIA;
-// MIOpen would serve AMD where ROCm has it, and Debian's ROCm 5.2 has none): 2-D, float32
+// Conv and Kiln's FusedConv (bias, a residual Z, then Relu or nothing) on the GPU through cuDNN 9
+// (NVIDIA; MIOpen would serve AMD where ROCm has it, and Debian's ROCm 5.2 has none): 2-D, float32
 // (FMA math: no TF32, so results stay within float32 rounding of the reference) and float16
 // (tensor cores, accumulated in float32), groups (depthwise included), strides, dilations,
 // symmetric pads. Activations are channels-last (NHWC, the layout cuDNN's tensor-core kernels
@@ -29,6 +29,7 @@ constexpr const char* kConvKernel = "gpu.cudnn.conv";
 
 struct ConvShape {
   bool relu = false;
+  bool residual = false;  // FusedConv's Z: added before the activation
   int64_t groups = 1;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
 };
@@ -63,6 +64,13 @@ std::string check(const ir::Node& node, ConvShape& out) {
       (!b->is_constant() || b->constant().dtype() != tx.dtype || b->constant().dims().size() != 1 ||
        b->constant().dims()[0] != w->constant().dims()[0])) {
     return "Conv on the GPU needs a constant bias of one value per output channel";
+  }
+  const ir::Value* z = fused && node.inputs().size() > 3 ? node.input(3) : nullptr;
+  if (z) {
+    if (!z->type().is_tensor() || z->type().dtype != tx.dtype) {
+      return "FusedConv's residual Z must be a tensor of the input's type";
+    }
+    out.residual = true;
   }
   const std::string auto_pad = string_attr(node, "auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID") {
@@ -177,7 +185,10 @@ class ConvKernel final : public Kernel {
   }
 
   std::string_view name() const override { return kConvKernel; }
-  BlockedLayouts blocked_layouts() const override { return {.input0 = true, .output0 = true}; }
+  // Input and output independently channels-last; a residual shares the output's layout.
+  BlockedLayouts blocked_layouts() const override {
+    return {.input0 = true, .output0 = true, .follows = shape_.residual ? 3 : -1};
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
     const CudnnApi& dnn = cudnn();
@@ -209,7 +220,24 @@ class ConvKernel final : public Kernel {
       xp = x_scratch_.data();
     }
     void* yp = y_nhwc ? y.data : y_scratch_.data();
-    convolve(xp, yp);
+    const void* zp = nullptr;
+    if (shape_.residual) {
+      const DeviceTensor& z = in[3];
+      KILN_CHECK_ARG(z.dims == y.dims, "FusedConv {}: the residual is {}, the result {}", label_,
+                     dims_to_string(z.dims), dims_to_string(y.dims));
+      zp = z.data;
+      if (z.layout.kind != Layout::Kind::ChannelsLast) {
+        if (!z_scratch_ || z_scratch_.size() < y.nbytes()) {
+          z_scratch_ = backend_.allocate(static_cast<size_t>(y.numel()) * dtype_size(dtype_));
+        }
+        const float one = 1.f, zero = 0.f;
+        cudnn_check(dnn.transform(dnn.handle, &one, y_plain_.get(), z.data, &zero, y_desc_.get(),
+                                  z_scratch_.data()),
+                    "cudnnTransformTensor (residual to channels-last)");
+        zp = z_scratch_.data();
+      }
+    }
+    convolve(xp, yp, zp);
     if (!y_nhwc) {
       const float one = 1.f, zero = 0.f;
       cudnn_check(dnn.transform(dnn.handle, &one, y_desc_.get(), yp, &zero, y_plain_.get(), y.data),
@@ -225,19 +253,23 @@ class ConvKernel final : public Kernel {
     return buf;
   }
 
-  void convolve(const void* xp, void* yp) {
+  // y = act(conv(x) + bias [+ z]), all channels-last.
+  void convolve(const void* xp, void* yp, const void* zp) {
     const CudnnApi& dnn = cudnn();
     const float one = 1.f, zero = 0.f;
     if (shape_.relu) {
-      // y = relu(conv(x) + 0 * z + bias), z being y itself (cuDNN requires one).
+      // relu(conv(x) + alpha2 * z + bias) in one call; without a residual z is y itself, times
+      // 0 (cuDNN requires one).
       cudnn_check(
           dnn.forward_bias_act(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
-                               conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
-                               y_desc_.get(), yp, bias_desc_.get(), bias_.data(), act_.get(),
-                               y_desc_.get(), yp),
+                               conv_.get(), algo_, workspace_.data(), workspace_.size(),
+                               zp ? &one : &zero, y_desc_.get(), zp ? zp : yp, bias_desc_.get(),
+                               bias_.data(), act_.get(), y_desc_.get(), yp),
           "cudnnConvolutionBiasActivationForward");
       return;
     }
+    // No activation: cuDNN's fused call would insist on one algorithm (identity activations run
+    // only with implicit precomputed GEMM), so the sums are separate calls.
     cudnn_check(dnn.forward(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
                             conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
                             y_desc_.get(), yp),
@@ -246,6 +278,10 @@ class ConvKernel final : public Kernel {
       cudnn_check(
           dnn.add_tensor(dnn.handle, &one, bias_desc_.get(), bias_.data(), &one, y_desc_.get(), yp),
           "cudnnAddTensor (bias)");
+    }
+    if (zp) {
+      cudnn_check(dnn.add_tensor(dnn.handle, &one, y_desc_.get(), zp, &one, y_desc_.get(), yp),
+                  "cudnnAddTensor (residual)");
     }
   }
 
@@ -309,7 +345,7 @@ class ConvKernel final : public Kernel {
   std::string label_;
   int64_t k_ = 0, c_per_group_ = 0, r_ = 0, s_ = 0;
   bool has_bias_ = false;
-  DeviceBuffer weights_, bias_, workspace_, x_scratch_, y_scratch_;
+  DeviceBuffer weights_, bias_, workspace_, x_scratch_, y_scratch_, z_scratch_;
   FilterDesc filter_;
   ConvDesc conv_;
   ActDesc act_;

@@ -1,0 +1,79 @@
+// Conv (or FusedConv without an activation) -> Add(the result, a residual of its shape)
+// [-> Relu] becomes one FusedConv(X, W, B, Z): y = act(conv(X) + B + Z). cuDNN's fused
+// convolution computes exactly that in one kernel (the residual blocks of ResNets end so), so
+// the pass is one of the GPU's (add_device_passes): the CPU's oneDNN convolution does not take a
+// residual input and would run the node on the reference kernel.
+#include <cstring>
+
+#include "ops/fused_activation.hpp"
+#include "passes/passes.hpp"
+#include "passes/pattern_utils.hpp"
+
+namespace kiln::passes {
+namespace {
+
+bool without_activation(const ir::Node& n) {
+  const ir::Attribute* a = n.attribute("activation");
+  return !a || (std::holds_alternative<std::string>(a->storage()) &&
+                std::get<std::string>(a->storage()) == "None");
+}
+
+bool fuse(Rewriter& rw, ir::Node& conv) {
+  const bool plain = is_op(&conv, "Conv");
+  const bool fused = conv.domain() == ops::kKilnDomain && conv.op_type() == "FusedConv" &&
+                     conv.inputs().size() <= 3 && without_activation(conv);
+  if ((!plain && !fused) || conv.outputs().size() != 1 || conv.inputs().size() < 2) return false;
+  ir::Value* y = conv.output(0);
+  if (!is_float_value(y) || !rw.single_use(y) || !y->type().shape) return false;
+  ir::Node* add = rw.readers(y)[0];
+  if (!is_op(add, "Add") || add->inputs().size() != 2 || add->outputs().size() != 1) {
+    return false;
+  }
+  ir::Value* z = add->input(0) == y ? add->input(1) : add->input(0);
+  // The residual must have the result's exact shape (no broadcast) and type.
+  if (!z || z == y || z->is_constant() || !z->type().shape || z->type().dtype != y->type().dtype ||
+      !(*z->type().shape == *y->type().shape) ||
+      !(*add->output(0)->type().shape == *y->type().shape)) {
+    return false;
+  }
+  ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
+  if (!b) {
+    // FusedConv's inputs are positional: a zero bias keeps Z in slot 3.
+    const ir::Value* w = conv.input(1);
+    if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
+    Tensor zeros(y->type().dtype, {(*w->type().shape)[0].value()});
+    std::memset(zeros.raw_data(), 0, zeros.nbytes());
+    b = rw.new_constant(y->name() + "_zero_bias", std::move(zeros));
+  }
+  ir::Value* result = add->output(0);
+  std::vector<ir::Node*> dead = {add, &conv};
+  std::string activation = "None";
+  if (rw.single_use(result)) {
+    ir::Node* relu = rw.readers(result)[0];
+    if (is_op(relu, "Relu") && relu->outputs().size() == 1) {
+      activation = "Relu";
+      result = relu->output(0);
+      dead.insert(dead.begin(), relu);
+    }
+  }
+  ir::Graph& g = rw.graph();
+  const int opset = import_kiln_domain(g);
+  ir::Value* out = rw.new_value(result->name() + "_fused", result->type());
+  // At the last node of the pattern: the residual is computed by then.
+  ir::Node* node = rw.insert_node(dead.front(), "FusedConv", ops::kKilnDomain,
+                                  {conv.input(0), conv.input(1), b, z}, {out}, opset);
+  for (const auto& [name, a] : conv.attributes()) {
+    if (name != "activation" && name != "activation_params") node->set_attribute(name, a);
+  }
+  node->set_attribute("activation", ir::Attribute(activation));
+  rw.replace(result, out, dead);
+  return true;
+}
+
+}  // namespace
+
+bool FuseConvResidual::apply(ir::Graph& root) const {
+  return rewrite_graph(root, fuse);
+}
+
+}  // namespace kiln::passes
