@@ -17,9 +17,15 @@ struct Bf16 {
   uint16_t bits;
 };
 
-__device__ inline float to_float(float v) { return v; }
-__device__ inline float to_float(__half v) { return __half2float(v); }
-__device__ inline float to_float(Bf16 v) { return __uint_as_float(uint32_t(v.bits) << 16); }
+__device__ inline float to_float(float v) {
+  return v;
+}
+__device__ inline float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ inline float to_float(Bf16 v) {
+  return __uint_as_float(uint32_t(v.bits) << 16);
+}
 
 template <typename T>
 __device__ inline T from_float(float v);
@@ -113,7 +119,9 @@ inline dim3 grid_for(int64_t n, int block = kBlock) {
 __device__ inline int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+__device__ inline int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
 
 // Offsets of up to three operands for the row-major index `i` over s.dims (Index: int32 when
 // every offset fits, so the divisions are the cheap ones).

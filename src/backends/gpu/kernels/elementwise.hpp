@@ -23,11 +23,11 @@ enum class UnaryOp {
   Sign,
   Softplus,
   Softsign,
-  Elu,              // alpha
-  Selu,             // alpha, gamma (beta)
-  Celu,             // alpha
-  LeakyRelu,        // alpha
-  HardSigmoid,      // alpha, beta
+  Elu,          // alpha
+  Selu,         // alpha, gamma (beta)
+  Celu,         // alpha
+  LeakyRelu,    // alpha
+  HardSigmoid,  // alpha, beta
   HardSwish,
   Mish,
   ThresholdedRelu,  // alpha

@@ -157,8 +157,9 @@ class UnaryKernel final : public Kernel {
 
   void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs, Stream& stream) override {
     const DeviceTensor& x = inputs[0];
-    KILN_CHECK(x.dtype == dtype_, ErrorCode::Internal, "{}: input is {}, the kernel was made for {}",
-               name_, dtype_name(x.dtype), dtype_name(dtype_));
+    KILN_CHECK(x.dtype == dtype_, ErrorCode::Internal,
+               "{}: input is {}, the kernel was made for {}", name_, dtype_name(x.dtype),
+               dtype_name(dtype_));
     DeviceTensor y = outputs.allocate(0, dtype_, x.dims);
     KILN_CHECK(y.layout == x.layout, ErrorCode::Internal, "{}: input {} but output {}", name_,
                x.layout.to_string(), y.layout.to_string());
@@ -235,24 +236,23 @@ class BinaryKernel final : public Kernel {
       KILN_CHECK(a.layout == b.layout && y.layout == a.layout, ErrorCode::Internal,
                  "{}: layouts {}, {} -> {} differ", name_, a.layout.to_string(),
                  b.layout.to_string(), y.layout.to_string());
-      check_launch(kernels::launch_binary(op_, type, a.data, b.data, y.data, a.storage_numel(),
-                                          nullptr, s),
-                   name_);
+      check_launch(
+          kernels::launch_binary(op_, type, a.data, b.data, y.data, a.storage_numel(), nullptr, s),
+          name_);
       return;
     }
     std::vector<int64_t> dims;
     KILN_CHECK_ARG(broadcast_dims({a.dims, b.dims}, dims), "{}: {} and {} do not broadcast", name_,
                    dims_to_string(a.dims), dims_to_string(b.dims));
     DeviceTensor y = outputs.allocate(0, dtype_, dims);
-    KILN_CHECK(a.layout.kind == Layout::Kind::RowMajor &&
-                   b.layout.kind == Layout::Kind::RowMajor &&
+    KILN_CHECK(a.layout.kind == Layout::Kind::RowMajor && b.layout.kind == Layout::Kind::RowMajor &&
                    y.layout.kind == Layout::Kind::RowMajor,
                ErrorCode::Internal, "{}: a broadcast needs row-major operands", name_);
     if (y.numel() == 0) return;
     const kernels::StridedShape shape = make_strided_shape(
         dims, {broadcast_strides(a.dims, dims), broadcast_strides(b.dims, dims)}, name_);
-    check_launch(
-        kernels::launch_binary(op_, type, a.data, b.data, y.data, y.numel(), &shape, s), name_);
+    check_launch(kernels::launch_binary(op_, type, a.data, b.data, y.data, y.numel(), &shape, s),
+                 name_);
   }
 
  private:
