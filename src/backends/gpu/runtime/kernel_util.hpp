@@ -46,6 +46,39 @@ inline std::string check_float_input(const ir::Node& node, size_t slot) {
   return "";
 }
 
+// Bytes per element when the data-movement kernels can move `t` (1, 2, 4 or 8 bytes, whole
+// bytes), else 0.
+inline int movable_size(DataType t) {
+  switch (t) {
+    case DataType::Float32:
+    case DataType::Float16:
+    case DataType::BFloat16:
+    case DataType::Float64:
+    case DataType::Int8:
+    case DataType::Int16:
+    case DataType::Int32:
+    case DataType::Int64:
+    case DataType::UInt8:
+    case DataType::UInt16:
+    case DataType::UInt32:
+    case DataType::UInt64:
+    case DataType::Bool:
+      return static_cast<int>(dtype_size(t));
+    default:
+      return 0;
+  }
+}
+
+// "" when input `slot` is a tensor the data-movement kernels can move, else the reason.
+inline std::string check_movable_input(const ir::Node& node, size_t slot) {
+  const TypeInfo* t = tensor_type(node.input(slot));
+  if (!t) return fmt::format("{} input {} is missing or not a tensor", node.op_type(), slot);
+  if (!movable_size(t->dtype))
+    return fmt::format("{} on the GPU moves numeric and bool elements, not {} (input {})",
+                       node.op_type(), t->to_string(), slot);
+  return "";
+}
+
 // The declared dims when every one is static.
 inline std::optional<std::vector<int64_t>> static_dims(const ir::Value* v) {
   const TypeInfo* t = tensor_type(v);
