@@ -123,7 +123,7 @@ __device__ inline int64_t grid_threads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-// Offsets of up to three operands for the row-major index `i` over s.dims (Index: int32 when
+// Offsets of the first Operands operands for the row-major index `i` over s.dims (Index: int32 when
 // every offset fits, so the divisions are the cheap ones).
 template <typename Index, int Operands>
 __device__ inline void strided_offsets(const StridedShape& s, Index i, Index (&off)[Operands]) {

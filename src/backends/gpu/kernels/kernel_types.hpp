@@ -12,9 +12,9 @@ enum class FloatType { F32, F16, BF16 };
 // Most dims a strided walk (broadcast, transpose, slice, concat, expand) takes: ONNX models
 // stay far below it, and a fixed size lets the shape travel by value as a kernel argument.
 inline constexpr int kMaxDims = 8;
-inline constexpr int kMaxOperands = 3;
+inline constexpr int kMaxOperands = 4;
 
-// A row-major walk over `dims` (rank 0 is one element) with, for each of up to three operands,
+// A row-major walk over `dims` (rank 0 is one element) with, for each of up to four operands,
 // the element stride of each dim (0 where the operand is broadcast along it). What each
 // operand is (inputs of a broadcast op; source and destination of a copy) is the launcher's.
 struct StridedShape {
