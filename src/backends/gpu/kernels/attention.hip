@@ -29,7 +29,7 @@ size_t shared_bytes(int keys, int64_t d, int64_t dv) {
 
 template <typename T>
 __global__ void attention_kernel(AttentionArgs a, int keys) {
-  extern __shared__ float smem[];
+  KILN_DYNAMIC_SHARED(float, smem);
   float* ks = smem;                   // [keys][d + 1]
   float* vs = ks + keys * (a.d + 1);  // [keys][dv]
   float* qs_all = vs + keys * a.dv;   // [warps][d]
