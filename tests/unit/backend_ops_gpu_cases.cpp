@@ -23,6 +23,69 @@ void both(std::vector<Case>& out, Case c, const char* cpu16) {
   out.push_back(std::move(h));
 }
 
+// A bfloat16 twin of `c` (the CPU runs its reference kernel): bf16 is only loads and stores
+// around the float32 math, so a few cases per family check it.
+void bf16(std::vector<Case>& out, Case c) {
+  c.name += "_bf16";
+  c.dtype = DataType::BFloat16;
+  c.kernel = kRef;
+  out.push_back(std::move(c));
+}
+
+void bf16_cases(std::vector<Case>& c) {
+  bf16(
+      c,
+      {.name = "gpu_gelu", .op = "Gelu", .inputs = {x({3, 5, 7})}, .opset = 20, .gpu = "gpu.gelu"});
+  bf16(c, {.name = "gpu_add_channel",
+           .op = "Add",
+           .inputs = {x({2, 3, 5, 5}), x({1, 3, 1, 1})},
+           .gpu = "gpu.add"});
+  bf16(c, {.name = "gpu_softmax_middle",
+           .op = "Softmax",
+           .inputs = {x({3, 7, 5})},
+           .attrs = {i("axis", 1)},
+           .gpu = "gpu.softmax"});
+  bf16(c, {.name = "gpu_layer_norm_last",
+           .op = "LayerNormalization",
+           .inputs = {x({3, 5, 40}), w({40}), w({40})},
+           .gpu = "gpu.layer_norm"});
+  bf16(c, {.name = "gpu_skip_layer_norm",
+           .op = "SkipLayerNormalization",
+           .inputs = {x({2, 4, 48}), x({2, 4, 48}), w({48}), w({48}), w({48})},
+           .domain = kKiln,
+           .opset = 1,
+           .gpu = "gpu.skip_layer_norm"});
+  bf16(c, {.name = "gpu_reduce_mean_last",
+           .op = "ReduceMean",
+           .inputs = {x({3, 5, 37}), ints_in({1}, {-1})},
+           .opset = 18,
+           .gpu = "gpu.reduce_mean"});
+  bf16(c, {.name = "gpu_attention_padding_mask",
+           .op = "ScaledDotProductAttention",
+           .inputs = {x({2, 3, 4, 8}), x({2, 3, 7, 8}), x({2, 3, 7, 6}), x({2, 1, 1, 7})},
+           .domain = kKiln,
+           .opset = 1,
+           .gpu = "gpu.attention"});
+  bf16(c, {.name = "gpu_transpose_heads",
+           .op = "Transpose",
+           .inputs = {x({2, 5, 3, 7})},
+           .attrs = {ints("perm", {0, 2, 1, 3})},
+           .gpu = "gpu.transpose"});
+  c.back().kernel = "cpu.transpose";  // moves bytes of any 2-byte type
+  c.push_back({.name = "gpu_cast_f32_to_bf16",
+               .op = "Cast",
+               .inputs = {typed({3, 5, 7}, DataType::Float32)},
+               .attrs = {i("to", 16)},
+               .kernel = kRef,
+               .gpu = "gpu.cast"});
+  c.push_back({.name = "gpu_cast_bf16_to_f16",
+               .op = "Cast",
+               .inputs = {typed({3, 5, 7}, DataType::BFloat16)},
+               .attrs = {i("to", 10)},
+               .kernel = kRef,
+               .gpu = "gpu.cast"});
+}
+
 struct UnaryCase {
   const char* name;
   const char* op;
@@ -642,6 +705,7 @@ std::vector<Case> gpu_cases() {
   cast_cases(c);
   reduce_cases(c);
   attention_cases(c);
+  bf16_cases(c);
   return c;
 }
 
