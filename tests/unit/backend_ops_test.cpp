@@ -2,15 +2,18 @@
 // strides, pads, dilations, activations, broadcasting), like ggml's test-backend-ops. Each case
 // builds a one-node graph, checks the executor picked the kernel the case is about (so a case
 // never silently tests the reference against itself), runs it on random inputs and compares
-// with the reference interpreter.
+// with the reference interpreter. A case about a GPU kernel also names it (Case::gpu); where the
+// CPU has no fast kernel for it, its CPU run names "reference" and only checks the case itself.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <random>
 
+#include "backend_ops_case.hpp"
 #include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/half.hpp"
 #include "ops/registry.hpp"
 #include "passes/passes.hpp"
 #include "runtime/executor.hpp"
@@ -19,56 +22,7 @@
 namespace kiln {
 namespace {
 
-struct In {
-  std::vector<int64_t> dims;
-  bool constant = false;  // an initializer (weights) rather than a graph input
-  bool absent = false;    // an empty optional slot
-};
-
-using Attr = std::pair<std::string, ir::Attribute>;
-Attr i(const char* name, int64_t v) {
-  return {name, ir::Attribute(v)};
-}
-Attr f(const char* name, float v) {
-  return {name, ir::Attribute(v)};
-}
-Attr s(const char* name, const char* v) {
-  return {name, ir::Attribute(std::string(v))};
-}
-Attr ints(const char* name, std::vector<int64_t> v) {
-  return {name, ir::Attribute(std::move(v))};
-}
-Attr floats(const char* name, std::vector<float> v) {
-  return {name, ir::Attribute(std::move(v))};
-}
-
-struct Case {
-  std::string name;
-  std::string op;
-  std::vector<In> inputs;
-  std::vector<Attr> attrs;
-  std::string kernel;  // the fast kernel the executor must pick
-  std::string domain;  // "" or "ai.kiln"
-  int opset = 17;
-  bool positive = false;  // inputs in (0.1, 2) instead of (-2, 2) (Sqrt)
-  int outputs = 1;        // outputs the node has, all graph outputs and all compared
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.name;
-}
-
-In x(std::vector<int64_t> d) {
-  return {std::move(d)};
-}
-In w(std::vector<int64_t> d) {
-  return {std::move(d), true};
-}
-In none() {
-  return {{}, false, true};
-}
-
-constexpr const char* kKiln = "ai.kiln";
+using namespace backend_ops;
 
 // Fused activation attributes of the ai.kiln ops.
 std::vector<Attr> act(const char* name, std::vector<float> params = {}) {
@@ -407,13 +361,43 @@ std::vector<Case> cases() {
                "",
                15,
                true});
+  for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }
 
-Tensor random_tensor(const std::vector<int64_t>& dims, std::mt19937& rng, bool positive) {
-  Tensor t(DataType::Float32, dims);
+// Random contents of `dtype`: floats uniform in (-2, 2) (or (0.1, 2)), rounded to the type, so
+// the reference and the fast kernel read the same values; integers in [-3, 3]; bools 0 or 1.
+Tensor random_tensor(const std::vector<int64_t>& dims, DataType dtype, std::mt19937& rng,
+                     bool positive, const std::vector<int64_t>& values = {}) {
+  Tensor t(dtype, dims);
   std::uniform_real_distribution<float> dist(positive ? 0.1f : -2.f, 2.f);
-  for (float& v : t.values<float>()) v = dist(rng);
+  std::uniform_int_distribution<int64_t> small(-3, 3), bit(0, 1);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const bool given = !values.empty();
+    const int64_t v = given ? values[static_cast<size_t>(k)] : 0;
+    switch (dtype) {
+      case DataType::Float32:
+        t.data<float>()[k] = dist(rng);
+        break;
+      case DataType::Float16:
+        static_cast<uint16_t*>(t.raw_data())[k] = float_to_half_bits(dist(rng));
+        break;
+      case DataType::BFloat16:
+        static_cast<uint16_t*>(t.raw_data())[k] = float_to_bfloat16_bits(dist(rng));
+        break;
+      case DataType::Int32:
+        t.data<int32_t>()[k] = static_cast<int32_t>(given ? v : small(rng));
+        break;
+      case DataType::Int64:
+        t.data<int64_t>()[k] = given ? v : small(rng);
+        break;
+      case DataType::Bool:
+        t.data<bool>()[k] = (given ? v : bit(rng)) != 0;
+        break;
+      default:
+        ADD_FAILURE() << "no random " << dtype_name(dtype) << " inputs in the harness";
+    }
+  }
   return t;
 }
 
@@ -435,20 +419,29 @@ Built build(const Case& c) {
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     const In& in = c.inputs[k];
     std::string name = fmt::format("in{}", k);
+    const DataType dtype = in.dtype == DataType::Undefined ? c.dtype : in.dtype;
     if (in.absent) {
       inputs.push_back(nullptr);
     } else if (in.constant) {
-      inputs.push_back(g.add_initializer(name, random_tensor(in.dims, rng, c.positive)));
-    } else {
       inputs.push_back(
-          g.add_input(name, TypeInfo::tensor(DataType::Float32, Shape::from_values(in.dims))));
-      b.feeds.push_back(random_tensor(in.dims, rng, c.positive));
+          g.add_initializer(name, random_tensor(in.dims, dtype, rng, c.positive, in.values)));
+    } else {
+      inputs.push_back(g.add_input(name, TypeInfo::tensor(dtype, Shape::from_values(in.dims))));
+      b.feeds.push_back(random_tensor(in.dims, dtype, rng, c.positive, in.values));
     }
   }
   if (c.op == "Clip" && c.inputs.size() > 1) {
     // Bounds in order, so the case means what it says.
     for (size_t k = 1; k < inputs.size(); ++k) {
-      if (inputs[k]) inputs[k]->set_constant(Tensor::scalar<float>(k == 1 ? -0.5f : 0.75f));
+      if (!inputs[k]) continue;
+      Tensor bound(c.dtype, {});
+      std::vector<float> v = {k == 1 ? -0.5f : 0.75f};
+      if (c.dtype == DataType::Float16) {
+        *static_cast<uint16_t*>(bound.raw_data()) = float_to_half_bits(v[0]);
+      } else {
+        bound.data<float>()[0] = v[0];
+      }
+      inputs[k]->set_constant(std::move(bound));
     }
   }
   std::vector<ir::Value*> ys;
@@ -461,21 +454,58 @@ Built build(const Case& c) {
   return b;
 }
 
+// How far a fast result may be from the reference's, per element: |fast - ref| <= tol(ref).
+//   float32: 1e-5 + 1e-4 |ref| (kernels compute in float32, the reference in double).
+//   float16 / bfloat16: eps (|ref| + 1), eps = 2^-10 (float16) or 2^-7 (bfloat16), the type's
+//     spacing just above 1. Both sides compute in a wider type (float32 on a device, double in
+//     the reference) and round once, so they may land on neighbouring values: one unit in the
+//     last place, at most eps |ref|. The + eps term covers the wide intermediates' own error
+//     where a result near 0 comes from cancelling operands of magnitude ~1 (the inputs are in
+//     (-2, 2)), whose rounding step there is far below eps.
+//   integers and bool: exact.
+double tolerance(DataType t, double ref) {
+  switch (t) {
+    case DataType::Float32:
+      return 1e-5 + 1e-4 * std::abs(ref);
+    case DataType::Float16:
+      return 0x1p-10 * (std::abs(ref) + 1);
+    case DataType::BFloat16:
+      return 0x1p-7 * (std::abs(ref) + 1);
+    default:
+      return 0;
+  }
+}
+
+double element(const Tensor& t, int64_t k) {
+  return dtype_is_float(t.dtype()) ? t.double_at(k) : static_cast<double>(t.int_at(k));
+}
+
 void expect_matches_reference(const Case& c, const Built& b, const std::vector<RtValue>& fast) {
   std::vector<RtValue> ref = runtime::Interpreter(b.g).run(b.feeds);
   ASSERT_EQ(fast.size(), static_cast<size_t>(c.outputs));
   for (int o = 0; o < c.outputs; ++o) {
     const Tensor& a = fast.at(o).tensor();
     const Tensor& r = ref.at(o).tensor();
+    ASSERT_EQ(a.dtype(), r.dtype()) << "output " << o;
     ASSERT_EQ(a.dims(), r.dims()) << "output " << o;
     ASSERT_GT(a.numel(), 0) << "output " << o;
     double worst = 0;
+    int64_t worst_at = 0;
     for (int64_t k = 0; k < a.numel(); ++k) {
-      const double va = a.data<float>()[k], vb = r.data<float>()[k];
-      worst = std::max(worst, std::abs(va - vb) / (1e-5 + 1e-4 * std::abs(vb)));
+      const double va = element(a, k), vb = element(r, k);
+      // NaN where the reference has NaN is a match (a fully masked attention row).
+      if (std::isnan(va) && std::isnan(vb)) continue;
+      const double tol = tolerance(a.dtype(), vb);
+      const double excess = tol > 0 ? std::abs(va - vb) / tol : (va == vb ? 0.0 : INFINITY);
+      if (!(excess <= worst)) {
+        worst = excess;
+        worst_at = k;
+      }
     }
-    EXPECT_LE(worst, 1.0) << "output " << o
-                          << ": fast and reference results differ beyond 1e-5 + 1e-4 |ref|";
+    EXPECT_LE(worst, 1.0) << "output " << o << " (" << dtype_name(a.dtype())
+                          << "): fast and reference results differ beyond the tolerance; worst at "
+                          << worst_at << ": " << element(a, worst_at) << " vs "
+                          << element(r, worst_at);
   }
 }
 
@@ -487,6 +517,7 @@ TEST_P(BackendOps, FastKernelMatchesReference) {
   if (!ops::OpRegistry::instance().find(c.domain, c.op, c.opset)) {
     GTEST_SKIP() << c.domain << "::" << c.op << " has no reference kernel in this build";
   }
+  if (!c.cpu_skip.empty()) GTEST_SKIP() << c.cpu_skip;
   Built b = build(c);
   runtime::Executor ex(b.g);
   ASSERT_EQ(ex.kernel_choices().size(), 1u);
@@ -524,6 +555,13 @@ TEST_P(DeviceBackendOps, SupportedCasesRunThereAndMatchReference) {
   }
   Built b = build(c);
   backends::Support s = dev->supports(*b.node);
+  // A case about a GPU kernel must run there with it: a check that starts refusing it fails
+  // the case instead of skipping it.
+  if (device == "gpu" && !c.gpu.empty()) {
+    ASSERT_TRUE(s.ok()) << "the case is about " << c.gpu << ", but " << device
+                        << " does not run it: " << s.reason;
+    EXPECT_EQ(s.kernel, c.gpu);
+  }
   if (!s.ok()) GTEST_SKIP() << device << " does not run it: " << s.reason;
   runtime::ExecutorOptions options;
   options.backends = {dev};

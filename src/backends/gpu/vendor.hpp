@@ -132,5 +132,9 @@ __device__ inline T __shfl_up(T v, unsigned delta, int width = KILN_WARP_SIZE) {
 #error "backends/gpu/vendor.hpp is for sources compiled by hipcc (AMD) or nvcc (NVIDIA)"
 #endif
 
+// The block's dynamic shared memory (the launch's shared-bytes argument) as `T name[]`. A macro,
+// so that the host emulation of the kernel tests (tests/gpu_emu) can give it another form.
+#define KILN_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+
 // __half (hip_fp16.h / cuda_fp16.h) is the 16-bit float of GPU code on both vendors: _Float16,
 // HIP's native type, does not exist in nvcc's device code, so it stays in AMD-only blocks.

@@ -1,123 +1,184 @@
-// Element-wise kernels, one grid-stride template per arity, the operation a functor. The first
-// device code of the GPU backend: the same source built by nvcc (sm_80, sm_90) and hipcc (gfx908,
-// gfx90a, gfx940, gfx1030) through vendor.hpp.
+// Element-wise kernels: grid-stride loops, the operation a functor over the op's point function
+// (ops/point_ops.hpp, the formula the reference and the CPU compute), the element type a
+// template (fp16 and bf16 computed in fp32, rounded once). Binary ops broadcast numpy-style
+// through a StridedShape; same-shape operands take the plain indexed loop.
+#include <climits>
+
+#include "backends/gpu/kernels/device_common.hpp"
 #include "backends/gpu/kernels/elementwise.hpp"
+#include "ops/point_ops.hpp"
 
 namespace kiln::backends::gpu::kernels {
 namespace {
 
-constexpr int kBlock = 256;
+template <UnaryOp Op>
+struct Unary {
+  float alpha, beta;
+  __device__ float operator()(float x) const {
+    if constexpr (Op == UnaryOp::Relu) return point::relu(x);
+    if constexpr (Op == UnaryOp::Neg) return point::neg(x);
+    if constexpr (Op == UnaryOp::Abs) return point::abs(x);
+    if constexpr (Op == UnaryOp::Exp) return point::exp(x);
+    if constexpr (Op == UnaryOp::Log) return point::log(x);
+    if constexpr (Op == UnaryOp::Sqrt) return point::sqrt(x);
+    if constexpr (Op == UnaryOp::Reciprocal) return point::reciprocal(x);
+    if constexpr (Op == UnaryOp::Tanh) return point::tanh(x);
+    if constexpr (Op == UnaryOp::Sigmoid) return point::sigmoid(x);
+    if constexpr (Op == UnaryOp::Erf) return point::erf(x);
+    if constexpr (Op == UnaryOp::Sign) return point::sign(x);
+    if constexpr (Op == UnaryOp::Softplus) return point::softplus(x);
+    if constexpr (Op == UnaryOp::Softsign) return point::softsign(x);
+    if constexpr (Op == UnaryOp::Elu) return point::elu(x, alpha);
+    if constexpr (Op == UnaryOp::Selu) return point::selu(x, alpha, beta);
+    if constexpr (Op == UnaryOp::Celu) return point::celu(x, alpha);
+    if constexpr (Op == UnaryOp::LeakyRelu) return point::leaky_relu(x, alpha);
+    if constexpr (Op == UnaryOp::HardSigmoid) return point::hard_sigmoid(x, alpha, beta);
+    if constexpr (Op == UnaryOp::HardSwish) return point::hard_swish(x);
+    if constexpr (Op == UnaryOp::Mish) return point::mish(x);
+    if constexpr (Op == UnaryOp::ThresholdedRelu) return point::thresholded_relu(x, alpha);
+    if constexpr (Op == UnaryOp::Clip) return point::clip(x, alpha, beta);
+    if constexpr (Op == UnaryOp::GeluErf) return point::gelu_erf(x);
+    if constexpr (Op == UnaryOp::GeluTanh) return point::gelu_tanh(x);
+  }
+};
 
-__device__ inline float load(const float* p, int64_t i) { return p[i]; }
-__device__ inline float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
-
-// NaN stays NaN, as in the reference kernel (numpy's maximum).
-struct Relu {
-  __device__ float operator()(float x) const { return x < 0.f ? 0.f : x; }
-};
-struct Neg {
-  __device__ float operator()(float x) const { return -x; }
-};
-struct Abs {
-  __device__ float operator()(float x) const { return fabsf(x); }
-};
-struct Add {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct Sub {
-  __device__ float operator()(float a, float b) const { return a - b; }
-};
-struct Mul {
-  __device__ float operator()(float a, float b) const { return a * b; }
-};
-struct Div {
-  __device__ float operator()(float a, float b) const { return a / b; }
+template <BinaryOp Op>
+struct Binary {
+  __device__ float operator()(float a, float b) const {
+    if constexpr (Op == BinaryOp::Add) return point::add(a, b);
+    if constexpr (Op == BinaryOp::Sub) return point::sub(a, b);
+    if constexpr (Op == BinaryOp::Mul) return point::mul(a, b);
+    if constexpr (Op == BinaryOp::Div) return point::div(a, b);
+    if constexpr (Op == BinaryOp::Pow) return point::pow(a, b);
+    if constexpr (Op == BinaryOp::Max) return point::maximum(a, b);
+    if constexpr (Op == BinaryOp::Min) return point::minimum(a, b);
+  }
 };
 
+// Each element is read before the output element of the same index is written, so y may be x.
 template <typename T, typename F>
 __global__ void unary_kernel(const T* x, T* y, int64_t n, F f) {
-  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    store(y, i, f(load(x, i)));
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = from_float<T>(f(to_float(x[i])));
 }
 
 template <typename T, typename F>
 __global__ void binary_kernel(const T* a, const T* b, T* y, int64_t n, F f) {
-  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    store(y, i, f(load(a, i), load(b, i)));
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = from_float<T>(f(to_float(a[i]), to_float(b[i])));
 }
 
-// Enough blocks to fill any current GPU several times over; the grid-stride loop does the rest.
-dim3 grid_for(int64_t n) {
-  int64_t blocks = (n + kBlock - 1) / kBlock;
-  return dim3(static_cast<unsigned>(blocks < 65535 ? blocks : 65535));
+// y is row-major over s.dims; a and b are read through s.strides[0] and [1].
+template <typename T, typename Index, typename F>
+__global__ void broadcast_kernel(const T* a, const T* b, T* y, Index n, StridedShape s, F f) {
+  const Index stride = static_cast<Index>(grid_threads());
+  for (Index i = static_cast<Index>(global_thread()); i < n; i += stride) {
+    Index off[2];
+    strided_offsets<Index, 2>(s, i, off);
+    y[i] = from_float<T>(f(to_float(a[off[0]]), to_float(b[off[1]])));
+  }
 }
 
 template <typename T, typename F>
-hipError_t unary(const void* x, void* y, int64_t n, hipStream_t stream) {
+hipError_t unary(const void* x, void* y, int64_t n, F f, hipStream_t stream) {
   // Through a pointer: the macro would split the template's argument list at its comma.
   auto* kernel = &unary_kernel<T, F>;
   hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, static_cast<const T*>(x),
-                     static_cast<T*>(y), n, F{});
+                     static_cast<T*>(y), n, f);
   return hipGetLastError();
 }
 
 template <typename T, typename F>
-hipError_t binary(const void* a, const void* b, void* y, int64_t n, hipStream_t stream) {
-  auto* kernel = &binary_kernel<T, F>;
-  hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, static_cast<const T*>(a),
-                     static_cast<const T*>(b), static_cast<T*>(y), n, F{});
+hipError_t binary(const void* a, const void* b, void* y, int64_t n, const StridedShape* shape,
+                  hipStream_t stream) {
+  const T* pa = static_cast<const T*>(a);
+  const T* pb = static_cast<const T*>(b);
+  T* py = static_cast<T*>(y);
+  if (!shape) {
+    auto* kernel = &binary_kernel<T, F>;
+    hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, pa, pb, py, n, F{});
+  } else if (n <= INT_MAX) {
+    // Input offsets are below their operand's element count, which is at most n.
+    auto* kernel = &broadcast_kernel<T, int32_t, F>;
+    hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, pa, pb, py,
+                       static_cast<int32_t>(n), *shape, F{});
+  } else {
+    auto* kernel = &broadcast_kernel<T, int64_t, F>;
+    hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, pa, pb, py, n, *shape, F{});
+  }
   return hipGetLastError();
 }
 
 template <typename T>
-hipError_t unary_typed(UnaryOp op, const void* x, void* y, int64_t n, hipStream_t s) {
-  switch (op) {
-    case UnaryOp::Relu:
-      return unary<T, Relu>(x, y, n, s);
-    case UnaryOp::Neg:
-      return unary<T, Neg>(x, y, n, s);
-    case UnaryOp::Abs:
-      return unary<T, Abs>(x, y, n, s);
+hipError_t unary_typed(const UnaryParams& p, const void* x, void* y, int64_t n, hipStream_t s) {
+#define KILN_UNARY_CASE(OP) \
+  case UnaryOp::OP:         \
+    return unary<T>(x, y, n, Unary<UnaryOp::OP>{p.alpha, p.beta}, s);
+  switch (p.op) {
+    KILN_UNARY_CASE(Relu)
+    KILN_UNARY_CASE(Neg)
+    KILN_UNARY_CASE(Abs)
+    KILN_UNARY_CASE(Exp)
+    KILN_UNARY_CASE(Log)
+    KILN_UNARY_CASE(Sqrt)
+    KILN_UNARY_CASE(Reciprocal)
+    KILN_UNARY_CASE(Tanh)
+    KILN_UNARY_CASE(Sigmoid)
+    KILN_UNARY_CASE(Erf)
+    KILN_UNARY_CASE(Sign)
+    KILN_UNARY_CASE(Softplus)
+    KILN_UNARY_CASE(Softsign)
+    KILN_UNARY_CASE(Elu)
+    KILN_UNARY_CASE(Selu)
+    KILN_UNARY_CASE(Celu)
+    KILN_UNARY_CASE(LeakyRelu)
+    KILN_UNARY_CASE(HardSigmoid)
+    KILN_UNARY_CASE(HardSwish)
+    KILN_UNARY_CASE(Mish)
+    KILN_UNARY_CASE(ThresholdedRelu)
+    KILN_UNARY_CASE(Clip)
+    KILN_UNARY_CASE(GeluErf)
+    KILN_UNARY_CASE(GeluTanh)
   }
+#undef KILN_UNARY_CASE
   return hipErrorInvalidValue;
 }
 
 template <typename T>
 hipError_t binary_typed(BinaryOp op, const void* a, const void* b, void* y, int64_t n,
-                        hipStream_t s) {
+                        const StridedShape* shape, hipStream_t s) {
   switch (op) {
     case BinaryOp::Add:
-      return binary<T, Add>(a, b, y, n, s);
+      return binary<T, Binary<BinaryOp::Add>>(a, b, y, n, shape, s);
     case BinaryOp::Sub:
-      return binary<T, Sub>(a, b, y, n, s);
+      return binary<T, Binary<BinaryOp::Sub>>(a, b, y, n, shape, s);
     case BinaryOp::Mul:
-      return binary<T, Mul>(a, b, y, n, s);
+      return binary<T, Binary<BinaryOp::Mul>>(a, b, y, n, shape, s);
     case BinaryOp::Div:
-      return binary<T, Div>(a, b, y, n, s);
+      return binary<T, Binary<BinaryOp::Div>>(a, b, y, n, shape, s);
+    case BinaryOp::Pow:
+      return binary<T, Binary<BinaryOp::Pow>>(a, b, y, n, shape, s);
+    case BinaryOp::Max:
+      return binary<T, Binary<BinaryOp::Max>>(a, b, y, n, shape, s);
+    case BinaryOp::Min:
+      return binary<T, Binary<BinaryOp::Min>>(a, b, y, n, shape, s);
   }
   return hipErrorInvalidValue;
 }
 
 }  // namespace
 
-hipError_t launch_unary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n,
+hipError_t launch_unary(const UnaryParams& op, FloatType type, const void* x, void* y, int64_t n,
                         hipStream_t stream) {
   if (n <= 0) return hipSuccess;
-  return type == ElemType::F32 ? unary_typed<float>(op, x, y, n, stream)
-                               : unary_typed<__half>(op, x, y, n, stream);
+  return dispatch_float(type, [&]<typename T>() { return unary_typed<T>(op, x, y, n, stream); });
 }
 
-hipError_t launch_binary(BinaryOp op, ElemType type, const void* a, const void* b, void* y,
-                         int64_t n, hipStream_t stream) {
+hipError_t launch_binary(BinaryOp op, FloatType type, const void* a, const void* b, void* y,
+                         int64_t n, const StridedShape* shape, hipStream_t stream) {
   if (n <= 0) return hipSuccess;
-  return type == ElemType::F32 ? binary_typed<float>(op, a, b, y, n, stream)
-                               : binary_typed<__half>(op, a, b, y, n, stream);
+  return dispatch_float(
+      type, [&]<typename T>() { return binary_typed<T>(op, a, b, y, n, shape, stream); });
 }
 
 }  // namespace kiln::backends::gpu::kernels

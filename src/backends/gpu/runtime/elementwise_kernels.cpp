@@ -1,122 +1,293 @@
-// The GPU backend's element-wise kernels (Relu, Neg, Abs, Add, Sub, Mul, Div; float32 and
-// float16; inputs of one shape) as kernel-table entries under "gpu".
+// The GPU backend's element-wise kernels as kernel-table entries under "gpu": every unary op
+// with a point function (parameters from the node's attributes, Clip's bounds from constants)
+// and the binary Add, Sub, Mul, Div, Pow, Max and Min (two inputs) with numpy broadcasting;
+// float32, float16 and bfloat16 (computed in float32, rounded once).
 #include <fmt/format.h>
 
+#include <limits>
 #include <string>
 
 #include "backends/gpu/kernels/elementwise.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
-#include "backends/gpu/runtime/gpu_check.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/kernel_util.hpp"
+#include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/gpu/runtime/strided_shape.hpp"
 #include "backends/kernel_table.hpp"
-#include "core/dtype.hpp"
-#include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
 
-struct OpEntry {
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+struct UnaryEntry {
   const char* op_type;
   const char* kernel;
-  int arity;
-  kernels::UnaryOp unary;
-  kernels::BinaryOp binary;
+  UnaryOp op;
+  const char* domain = "";
 };
 
-constexpr OpEntry kOps[] = {
-    {"Relu", "gpu.relu", 1, kernels::UnaryOp::Relu, {}},
-    {"Neg", "gpu.neg", 1, kernels::UnaryOp::Neg, {}},
-    {"Abs", "gpu.abs", 1, kernels::UnaryOp::Abs, {}},
-    {"Add", "gpu.add", 2, {}, kernels::BinaryOp::Add},
-    {"Sub", "gpu.sub", 2, {}, kernels::BinaryOp::Sub},
-    {"Mul", "gpu.mul", 2, {}, kernels::BinaryOp::Mul},
-    {"Div", "gpu.div", 2, {}, kernels::BinaryOp::Div},
+constexpr UnaryEntry kUnary[] = {
+    {"Relu", "gpu.relu", UnaryOp::Relu},
+    {"Neg", "gpu.neg", UnaryOp::Neg},
+    {"Abs", "gpu.abs", UnaryOp::Abs},
+    {"Exp", "gpu.exp", UnaryOp::Exp},
+    {"Log", "gpu.log", UnaryOp::Log},
+    {"Sqrt", "gpu.sqrt", UnaryOp::Sqrt},
+    {"Reciprocal", "gpu.reciprocal", UnaryOp::Reciprocal},
+    {"Tanh", "gpu.tanh", UnaryOp::Tanh},
+    {"Sigmoid", "gpu.sigmoid", UnaryOp::Sigmoid},
+    {"Erf", "gpu.erf", UnaryOp::Erf},
+    {"Sign", "gpu.sign", UnaryOp::Sign},
+    {"Softplus", "gpu.softplus", UnaryOp::Softplus},
+    {"Softsign", "gpu.softsign", UnaryOp::Softsign},
+    {"Elu", "gpu.elu", UnaryOp::Elu},
+    {"Selu", "gpu.selu", UnaryOp::Selu},
+    {"Celu", "gpu.celu", UnaryOp::Celu},
+    {"LeakyRelu", "gpu.leaky_relu", UnaryOp::LeakyRelu},
+    {"HardSigmoid", "gpu.hard_sigmoid", UnaryOp::HardSigmoid},
+    {"HardSwish", "gpu.hard_swish", UnaryOp::HardSwish},
+    {"Mish", "gpu.mish", UnaryOp::Mish},
+    {"ThresholdedRelu", "gpu.thresholded_relu", UnaryOp::ThresholdedRelu},
+    {"Clip", "gpu.clip", UnaryOp::Clip},
+    {"Gelu", "gpu.gelu", UnaryOp::GeluErf},
+    {"Gelu", "gpu.gelu", UnaryOp::GeluErf, "ai.kiln"},
 };
 
-bool elem_type(DataType t, kernels::ElemType& out) {
-  if (t == DataType::Float32)
-    out = kernels::ElemType::F32;
-  else if (t == DataType::Float16)
-    out = kernels::ElemType::F16;
-  else
-    return false;
-  return true;
+struct BinaryEntry {
+  const char* op_type;
+  const char* kernel;
+  BinaryOp op;
+};
+
+constexpr BinaryEntry kBinary[] = {
+    {"Add", "gpu.add", BinaryOp::Add}, {"Sub", "gpu.sub", BinaryOp::Sub},
+    {"Mul", "gpu.mul", BinaryOp::Mul}, {"Div", "gpu.div", BinaryOp::Div},
+    {"Pow", "gpu.pow", BinaryOp::Pow}, {"Max", "gpu.max", BinaryOp::Max},
+    {"Min", "gpu.min", BinaryOp::Min},
+};
+
+// "" when the output is declared with input 0's element type (or not declared).
+std::string check_output_type(const ir::Node& node) {
+  const TypeInfo* x = tensor_type(node.input(0));
+  const TypeInfo* y = tensor_type(node.output(0));
+  if (node.outputs().size() != 1 || !node.output(0)) return "expected one output";
+  if (y && y->dtype != DataType::Undefined && y->dtype != x->dtype)
+    return fmt::format("{} output {} differs from its input {}", node.op_type(), y->to_string(),
+                       x->to_string());
+  return "";
 }
 
-class ElementwiseKernel final : public Kernel {
- public:
-  ElementwiseKernel(const OpEntry& op, DataType dtype) : op_(op), dtype_(dtype) {
-    elem_type(dtype, type_);
-  }
-  std::string_view name() const override { return op_.kernel; }
-  // Element by element: any layout, as long as every operand shares it.
-  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
-
-  void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs, Stream& stream) override {
-    KILN_CHECK(inputs.size() == static_cast<size_t>(op_.arity), ErrorCode::Internal,
-               "{}: {} inputs, expected {}", op_.kernel, inputs.size(), op_.arity);
-    for (const DeviceTensor& t : inputs) {
-      KILN_CHECK(t.dtype == dtype_ && t.layout == inputs[0].layout, ErrorCode::Internal,
-                 "{}: an input is {} ({}), the kernel was made for {} operands of one layout",
-                 op_.kernel, dtype_name(t.dtype), t.layout.to_string(), dtype_name(dtype_));
+// The op's parameters from the node; "" or why they cannot be had.
+std::string unary_params(const UnaryEntry& e, const ir::Node& node, kernels::UnaryParams& p) {
+  p.op = e.op;
+  switch (e.op) {
+    case UnaryOp::Elu:
+    case UnaryOp::Celu:
+    case UnaryOp::ThresholdedRelu:
+      p.alpha = float_attr(node, "alpha", 1.f);
+      break;
+    case UnaryOp::LeakyRelu:
+      p.alpha = float_attr(node, "alpha", 0.01f);
+      break;
+    case UnaryOp::Selu:
+      p.alpha = float_attr(node, "alpha", 1.67326319217681884765625f);
+      p.beta = float_attr(node, "gamma", 1.05070102214813232421875f);
+      break;
+    case UnaryOp::HardSigmoid:
+      p.alpha = float_attr(node, "alpha", 0.2f);
+      p.beta = float_attr(node, "beta", 0.5f);
+      break;
+    case UnaryOp::GeluErf: {
+      const std::string approx = string_attr(node, "approximate", "none");
+      if (approx == "tanh") {
+        p.op = UnaryOp::GeluTanh;
+      } else if (approx != "none") {
+        return fmt::format("Gelu approximation '{}' is unknown", approx);
+      }
+      break;
     }
-    // Shapes were equal as declared; a symbolic dim bound differently per input would be a
-    // broadcast, which this kernel does not do.
-    if (op_.arity == 2) {
-      KILN_CHECK(inputs[0].dims == inputs[1].dims, ErrorCode::Unsupported,
-                 "{}: inputs {} and {} differ; broadcasting is not supported on the GPU yet",
-                 op_.kernel, dims_to_string(inputs[0].dims), dims_to_string(inputs[1].dims));
+    case UnaryOp::Clip: {
+      p.alpha = -std::numeric_limits<float>::infinity();
+      p.beta = std::numeric_limits<float>::infinity();
+      if (node.opset() < 11) {
+        // Clip-6 defaults to the float range; Clip-1 had no bound.
+        if (node.opset() >= 6) {
+          p.alpha = std::numeric_limits<float>::lowest();
+          p.beta = std::numeric_limits<float>::max();
+        }
+        p.alpha = float_attr(node, "min", p.alpha);
+        p.beta = float_attr(node, "max", p.beta);
+        break;
+      }
+      for (size_t slot = 1; slot < node.inputs().size() && slot < 3; ++slot) {
+        if (!node.input(slot)) continue;
+        const std::optional<float> v = constant_scalar(node, slot);
+        if (!v) return "Clip on the GPU needs constant one-element min and max";
+        (slot == 1 ? p.alpha : p.beta) = *v;
+      }
+      break;
     }
-    DeviceTensor y = outputs.allocate(0, dtype_, inputs[0].dims);
-    hipStream_t s = gpu_stream(stream).handle();
-    hipError_t status =
-        op_.arity == 1
-            ? kernels::launch_unary(op_.unary, type_, inputs[0].data, y.data, y.numel(), s)
-            : kernels::launch_binary(op_.binary, type_, inputs[0].data, inputs[1].data, y.data,
-                                     y.numel(), s);
-    if (status != hipSuccess) runtime_fail(status, op_.kernel);
-  }
-
- private:
-  OpEntry op_;
-  DataType dtype_;
-  kernels::ElemType type_ = kernels::ElemType::F32;
-};
-
-// Empty when the element-wise kernel of `op` can run the node, else why not.
-std::string check(const OpEntry& op, const ir::Node& node) {
-  if (node.inputs().size() != static_cast<size_t>(op.arity) || node.outputs().size() != 1)
-    return fmt::format("{} with {} inputs", node.op_type(), node.inputs().size());
-  const TypeInfo& first = node.inputs()[0]->type();
-  kernels::ElemType type;
-  if (!first.is_tensor() || !elem_type(first.dtype, type))
-    return fmt::format("{} on the GPU takes float32 or float16, not {}", node.op_type(),
-                       first.to_string());
-  if (op.arity == 2) {
-    const TypeInfo& second = node.inputs()[1]->type();
-    if (!second.is_tensor() || second.dtype != first.dtype)
-      return fmt::format("{} of {} and {}", node.op_type(), first.to_string(), second.to_string());
-    if (!first.shape || !second.shape || !(*first.shape == *second.shape))
-      return fmt::format(
-          "{} of {} and {}: broadcasting (or shapes not known equal) is not supported on the "
-          "GPU yet",
-          node.op_type(), first.to_string(), second.to_string());
+    default:
+      break;
   }
   return "";
 }
 
-// One table entry per op; each may overwrite any of its inputs (every element is read before
-// the output element at its index is written).
+std::string check_unary(const UnaryEntry& e, const ir::Node& node) {
+  if (std::string why = check_float_input(node, 0); !why.empty()) return why;
+  const size_t max_inputs = e.op == UnaryOp::Clip ? 3 : 1;
+  if (node.inputs().size() > max_inputs)
+    return fmt::format("{} with {} inputs", node.op_type(), node.inputs().size());
+  if (std::string why = check_output_type(node); !why.empty()) return why;
+  kernels::UnaryParams p;
+  return unary_params(e, node, p);
+}
+
+class UnaryKernel final : public Kernel {
+ public:
+  UnaryKernel(const UnaryEntry& e, const ir::Node& node)
+      : name_(e.kernel), dtype_(node.input(0)->type().dtype) {
+    unary_params(e, node, params_);
+  }
+  std::string_view name() const override { return name_; }
+  // Element by element: any layout, the output in the input's.
+  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
+
+  void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs, Stream& stream) override {
+    const DeviceTensor& x = inputs[0];
+    KILN_CHECK(x.dtype == dtype_, ErrorCode::Internal,
+               "{}: input is {}, the kernel was made for {}", name_, dtype_name(x.dtype),
+               dtype_name(dtype_));
+    DeviceTensor y = outputs.allocate(0, dtype_, x.dims);
+    KILN_CHECK(y.layout == x.layout, ErrorCode::Internal, "{}: input {} but output {}", name_,
+               x.layout.to_string(), y.layout.to_string());
+    // Over the storage: padding of a blocked layout is computed too, harmlessly.
+    check_launch(kernels::launch_unary(params_, *float_type(dtype_), x.data, y.data,
+                                       x.storage_numel(), gpu_stream(stream).handle()),
+                 name_);
+  }
+
+ private:
+  const char* name_;
+  DataType dtype_;
+  kernels::UnaryParams params_;
+};
+
+// Whether the declared shapes are known to be equal (then layouts may be blocked alike).
+bool same_declared_shape(const ir::Node& node) {
+  const TypeInfo* a = tensor_type(node.input(0));
+  const TypeInfo* b = tensor_type(node.input(1));
+  return a && b && a->shape && b->shape && *a->shape == *b->shape;
+}
+
+std::string check_binary(const ir::Node& node) {
+  if (node.inputs().size() != 2)
+    return fmt::format("{} with {} inputs (the GPU takes two)", node.op_type(),
+                       node.inputs().size());
+  for (size_t slot = 0; slot < 2; ++slot) {
+    if (std::string why = check_float_input(node, slot); !why.empty()) return why;
+  }
+  const TypeInfo& a = node.input(0)->type();
+  const TypeInfo& b = node.input(1)->type();
+  if (a.dtype != b.dtype)
+    return fmt::format("{} of {} and {}: mixed element types are not supported on the GPU",
+                       node.op_type(), a.to_string(), b.to_string());
+  if (std::string why = check_output_type(node); !why.empty()) return why;
+  const auto da = static_dims(node.input(0));
+  const auto db = static_dims(node.input(1));
+  if (da && db) {
+    std::vector<int64_t> out;
+    if (!broadcast_dims({*da, *db}, out))
+      return fmt::format("{}: {} and {} do not broadcast", node.op_type(), a.to_string(),
+                         b.to_string());
+    if (out.size() > static_cast<size_t>(kernels::kMaxDims))
+      return fmt::format("{} of rank {} (the GPU broadcasts up to rank {})", node.op_type(),
+                         out.size(), kernels::kMaxDims);
+  }
+  return "";
+}
+
+class BinaryKernel final : public Kernel {
+ public:
+  BinaryKernel(const BinaryEntry& e, const ir::Node& node)
+      : name_(e.kernel),
+        op_(e.op),
+        dtype_(node.input(0)->type().dtype),
+        uniform_(same_declared_shape(node)) {}
+  std::string_view name() const override { return name_; }
+  // Operands of one declared shape go element by element in any shared layout; a broadcast
+  // walks row-major dims.
+  BlockedLayouts blocked_layouts() const override {
+    return uniform_ ? BlockedLayouts{.uniform = true} : BlockedLayouts{};
+  }
+
+  void run(std::span<const DeviceTensor> inputs, KernelOutputs& outputs, Stream& stream) override {
+    const DeviceTensor& a = inputs[0];
+    const DeviceTensor& b = inputs[1];
+    KILN_CHECK(a.dtype == dtype_ && b.dtype == dtype_, ErrorCode::Internal,
+               "{}: inputs are {} and {}, the kernel was made for {}", name_, dtype_name(a.dtype),
+               dtype_name(b.dtype), dtype_name(dtype_));
+    hipStream_t s = gpu_stream(stream).handle();
+    const kernels::FloatType type = *float_type(dtype_);
+    if (a.dims == b.dims) {
+      DeviceTensor y = outputs.allocate(0, dtype_, a.dims);
+      KILN_CHECK(a.layout == b.layout && y.layout == a.layout, ErrorCode::Internal,
+                 "{}: layouts {}, {} -> {} differ", name_, a.layout.to_string(),
+                 b.layout.to_string(), y.layout.to_string());
+      check_launch(
+          kernels::launch_binary(op_, type, a.data, b.data, y.data, a.storage_numel(), nullptr, s),
+          name_);
+      return;
+    }
+    std::vector<int64_t> dims;
+    KILN_CHECK_ARG(broadcast_dims({a.dims, b.dims}, dims), "{}: {} and {} do not broadcast", name_,
+                   dims_to_string(a.dims), dims_to_string(b.dims));
+    DeviceTensor y = outputs.allocate(0, dtype_, dims);
+    KILN_CHECK(a.layout.kind == Layout::Kind::RowMajor && b.layout.kind == Layout::Kind::RowMajor &&
+                   y.layout.kind == Layout::Kind::RowMajor,
+               ErrorCode::Internal, "{}: a broadcast needs row-major operands", name_);
+    if (y.numel() == 0) return;
+    const kernels::StridedShape shape = make_strided_shape(
+        dims, {broadcast_strides(a.dims, dims), broadcast_strides(b.dims, dims)}, name_);
+    check_launch(kernels::launch_binary(op_, type, a.data, b.data, y.data, y.numel(), &shape, s),
+                 name_);
+  }
+
+ private:
+  const char* name_;
+  BinaryOp op_;
+  DataType dtype_;
+  bool uniform_;
+};
+
+// Unary kernels read each element before writing the output element of its index, so output
+// 0 may take input 0's space. Binary ones may take either input's: the planner gives it only
+// to an input of the output's shape, which a broadcast reads at the output's own index.
 const bool kRegistered = [] {
-  for (const OpEntry& op : kOps) {
+  for (const UnaryEntry& e : kUnary) {
     KernelDef def;
     def.backend = kGpuKernelTable;
-    def.op_type = op.op_type;
-    def.name = op.kernel;
-    def.in_place_inputs = op.arity == 1 ? std::vector<size_t>{0} : std::vector<size_t>{0, 1};
-    def.check = [op](const ir::Node& n) { return check(op, n); };
-    def.create = [op](const ir::Node& n) -> std::unique_ptr<Kernel> {
-      return std::make_unique<ElementwiseKernel>(op, n.inputs()[0]->type().dtype);
+    def.domain = e.domain;
+    def.op_type = e.op_type;
+    def.name = e.kernel;
+    def.in_place_inputs = {0};
+    def.check = [e](const ir::Node& n) { return check_unary(e, n); };
+    def.create = [e](const ir::Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<UnaryKernel>(e, n);
+    };
+    KernelTable::instance().add(std::move(def));
+  }
+  for (const BinaryEntry& e : kBinary) {
+    KernelDef def;
+    def.backend = kGpuKernelTable;
+    def.op_type = e.op_type;
+    def.name = e.kernel;
+    def.in_place_inputs = {0, 1};
+    def.check = check_binary;
+    def.create = [e](const ir::Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<BinaryKernel>(e, n);
     };
     KernelTable::instance().add(std::move(def));
   }
@@ -124,5 +295,4 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
-
 }  // namespace kiln::backends::gpu

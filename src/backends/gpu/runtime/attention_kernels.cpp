@@ -1,0 +1,140 @@
+// ai.kiln ScaledDotProductAttention on the GPU (attention.hip): one fused pass (Q K^T, online
+// softmax, V) per query, no score matrix; batch dims broadcast numpy-style across Q, K, V and
+// the additive mask ([.., Sq or 1, Sk or 1]); head sizes up to 256. float32, float16 and
+// bfloat16, computed in float32.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "backends/gpu/kernels/attention.hpp"
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
+#include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/kernel_util.hpp"
+#include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/gpu/runtime/strided_shape.hpp"
+#include "backends/kernel_table.hpp"
+
+namespace kiln::backends::gpu {
+namespace {
+
+constexpr const char* kName = "gpu.attention";
+
+bool has_mask(const ir::Node& node) {
+  return node.inputs().size() > 3 && node.input(3) != nullptr;
+}
+
+std::string check(const ir::Node& node) {
+  const size_t operands = has_mask(node) ? 4 : 3;
+  for (size_t slot = 0; slot < operands; ++slot) {
+    if (std::string why = check_float_input(node, slot); !why.empty()) return why;
+    if (node.input(slot)->type().dtype != node.input(0)->type().dtype)
+      return "ScaledDotProductAttention operands of mixed element types";
+  }
+  for (size_t slot = 0; slot < 3; ++slot) {
+    const TypeInfo& t = node.input(slot)->type();
+    if (!t.shape || t.shape->rank() < 2)
+      return "ScaledDotProductAttention on the GPU needs Q, K and V of known rank >= 2";
+    const Dim& head = t.shape->dims().back();
+    if (slot != 1 && (!head.is_static() || head.value() > kernels::kAttentionMaxHead))
+      return fmt::format(
+          "ScaledDotProductAttention head size {} (the GPU kernel takes static sizes up to {})",
+          head.is_static() ? std::to_string(head.value()) : "unknown", kernels::kAttentionMaxHead);
+  }
+  return "";
+}
+
+// Dims with at least `rank` entries (leading 1s added).
+std::vector<int64_t> padded(std::vector<int64_t> d, size_t rank) {
+  while (d.size() < rank) d.insert(d.begin(), 1);
+  return d;
+}
+
+std::vector<int64_t> batch_of(const std::vector<int64_t>& d) {
+  return std::vector<int64_t>(d.begin(), d.end() - 2);
+}
+
+class AttentionKernel final : public Kernel {
+ public:
+  explicit AttentionKernel(const ir::Node& node)
+      : dtype_(node.input(0)->type().dtype),
+        scale_attr_(node.attributes().count("scale")
+                        ? std::optional<float>(float_attr(node, "scale", 1.f))
+                        : std::nullopt) {}
+  std::string_view name() const override { return kName; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
+    const DeviceTensor& q = in[0];
+    const DeviceTensor& k = in[1];
+    const DeviceTensor& v = in[2];
+    const bool masked = in.size() > 3 && in[3].defined();
+    for (size_t slot = 0; slot < (masked ? 4u : 3u); ++slot) {
+      KILN_CHECK(in[slot].dtype == dtype_, ErrorCode::Internal, "{}: operand {} is {}", kName, slot,
+                 dtype_name(in[slot].dtype));
+    }
+    KILN_CHECK_ARG(q.dims.size() >= 2 && k.dims.size() >= 2 && v.dims.size() >= 2,
+                   "{}: Q, K and V must have rank >= 2", kName);
+    kernels::AttentionArgs a;
+    a.sq = q.dims[q.dims.size() - 2];
+    a.d = q.dims.back();
+    a.sk = k.dims[k.dims.size() - 2];
+    a.dv = v.dims.back();
+    KILN_CHECK_ARG(k.dims.back() == a.d && v.dims[v.dims.size() - 2] == a.sk,
+                   "{}: Q {}, K {} and V {} do not fit", kName, dims_to_string(q.dims),
+                   dims_to_string(k.dims), dims_to_string(v.dims));
+    KILN_CHECK(a.d <= kernels::kAttentionMaxHead && a.dv <= kernels::kAttentionMaxHead,
+               ErrorCode::Unsupported, "{}: head sizes {} and {} (at most {} on the GPU)", kName,
+               a.d, a.dv, kernels::kAttentionMaxHead);
+    a.scale = scale_attr_ ? *scale_attr_
+                          : (a.d > 0 ? static_cast<float>(1.0 / std::sqrt(double(a.d))) : 1.f);
+    std::vector<std::vector<int64_t>> batches = {batch_of(q.dims), batch_of(k.dims),
+                                                 batch_of(v.dims)};
+    std::vector<int64_t> mask_dims;
+    if (masked) {
+      mask_dims = padded(in[3].dims, 2);
+      a.msq = mask_dims[mask_dims.size() - 2];
+      a.msk = mask_dims.back();
+      KILN_CHECK_ARG((a.msq == 1 || a.msq == a.sq) && (a.msk == 1 || a.msk == a.sk),
+                     "{}: mask {} does not broadcast to [{}, {}]", kName,
+                     dims_to_string(in[3].dims), a.sq, a.sk);
+      batches.push_back(batch_of(mask_dims));
+    }
+    std::vector<int64_t> batch;
+    KILN_CHECK_ARG(broadcast_dims(batches, batch), "{}: batch dims of Q {}, K {}, V {} differ",
+                   kName, dims_to_string(q.dims), dims_to_string(k.dims), dims_to_string(v.dims));
+    std::vector<std::vector<int64_t>> strides;
+    for (const auto& b : batches) strides.push_back(broadcast_strides(b, batch));
+    if (!masked) strides.push_back(std::vector<int64_t>(batch.size(), 0));
+    a.batch = make_strided_shape(batch, strides, kName);
+    a.batches = shape_numel(batch);
+    std::vector<int64_t> out_dims = batch;
+    out_dims.push_back(a.sq);
+    out_dims.push_back(a.dv);
+    DeviceTensor y = outputs.allocate(0, dtype_, out_dims);
+    a.q = q.data;
+    a.k = k.data;
+    a.v = v.data;
+    a.mask = masked ? in[3].data : nullptr;
+    a.out = y.data;
+    check_launch(kernels::launch_attention(*float_type(dtype_), a, gpu_stream(stream).handle()),
+                 kName);
+  }
+
+ private:
+  DataType dtype_;
+  std::optional<float> scale_attr_;
+};
+
+std::unique_ptr<Kernel> create(const ir::Node& node) {
+  return std::make_unique<AttentionKernel>(node);
+}
+
+// Q is read by other queries' blocks after this block's output is written: no in-place.
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "ScaledDotProductAttention",
+                      .name = kName,
+                      .check = check,
+                      .create = create});
+
+}  // namespace
+}  // namespace kiln::backends::gpu

@@ -1,0 +1,147 @@
+#pragma once
+// Small pieces the GPU kernel families share on the host side: the float element types, the
+// common checks of a node's declared values, constant inputs read as numbers, and raising a
+// launcher's status.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/gpu/kernels/kernel_types.hpp"
+#include "backends/gpu/runtime/gpu_check.hpp"
+#include "core/dtype.hpp"
+#include "core/half.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::backends::gpu {
+
+inline std::optional<kernels::FloatType> float_type(DataType t) {
+  switch (t) {
+    case DataType::Float32:
+      return kernels::FloatType::F32;
+    case DataType::Float16:
+      return kernels::FloatType::F16;
+    case DataType::BFloat16:
+      return kernels::FloatType::BF16;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The declared type of a value, or nullptr when it is absent or not a tensor.
+inline const TypeInfo* tensor_type(const ir::Value* v) {
+  return v && v->type().is_tensor() ? &v->type() : nullptr;
+}
+
+// "" when input `slot` is a float32/float16/bfloat16 tensor, else the reason.
+inline std::string check_float_input(const ir::Node& node, size_t slot) {
+  const TypeInfo* t = tensor_type(node.input(slot));
+  if (!t) return fmt::format("{} input {} is missing or not a tensor", node.op_type(), slot);
+  if (!float_type(t->dtype)) {
+    return fmt::format("{} on the GPU takes float32, float16 or bfloat16, not {} (input {})",
+                       node.op_type(), t->to_string(), slot);
+  }
+  return "";
+}
+
+// Bytes per element when the data-movement kernels can move `t` (1, 2, 4 or 8 bytes, whole
+// bytes), else 0.
+inline int movable_size(DataType t) {
+  switch (t) {
+    case DataType::Float32:
+    case DataType::Float16:
+    case DataType::BFloat16:
+    case DataType::Float64:
+    case DataType::Int8:
+    case DataType::Int16:
+    case DataType::Int32:
+    case DataType::Int64:
+    case DataType::UInt8:
+    case DataType::UInt16:
+    case DataType::UInt32:
+    case DataType::UInt64:
+    case DataType::Bool:
+      return static_cast<int>(dtype_size(t));
+    default:
+      return 0;
+  }
+}
+
+// "" when input `slot` is a tensor the data-movement kernels can move, else the reason.
+inline std::string check_movable_input(const ir::Node& node, size_t slot) {
+  const TypeInfo* t = tensor_type(node.input(slot));
+  if (!t) return fmt::format("{} input {} is missing or not a tensor", node.op_type(), slot);
+  if (!movable_size(t->dtype))
+    return fmt::format("{} on the GPU moves numeric and bool elements, not {} (input {})",
+                       node.op_type(), t->to_string(), slot);
+  return "";
+}
+
+// The declared dims when every one is static.
+inline std::optional<std::vector<int64_t>> static_dims(const ir::Value* v) {
+  const TypeInfo* t = tensor_type(v);
+  if (!t || !t->shape || !t->shape->is_static()) return std::nullopt;
+  return t->shape->values();
+}
+
+// The declared rank, when known.
+inline std::optional<int64_t> known_rank(const ir::Value* v) {
+  const TypeInfo* t = tensor_type(v);
+  if (!t || !t->shape) return std::nullopt;
+  return static_cast<int64_t>(t->shape->rank());
+}
+
+// A constant input's elements as int64 (an int32/int64 initializer), or nullopt.
+inline std::optional<std::vector<int64_t>> constant_ints(const ir::Node& node, size_t slot) {
+  const ir::Value* v = node.input(slot);
+  if (!v || !v->is_constant()) return std::nullopt;
+  const Tensor& t = v->constant();
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DataType::Int64) {
+    std::memcpy(out.data(), t.raw_data(), out.size() * sizeof(int64_t));
+  } else if (t.dtype() == DataType::Int32) {
+    const auto* p = static_cast<const int32_t*>(t.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// A constant one-element float input as float32, or nullopt.
+inline std::optional<float> constant_scalar(const ir::Node& node, size_t slot) {
+  const ir::Value* v = node.input(slot);
+  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
+  const Tensor& t = v->constant();
+  uint16_t bits = 0;
+  switch (t.dtype()) {
+    case DataType::Float32: {
+      float f;
+      std::memcpy(&f, t.raw_data(), sizeof f);
+      return f;
+    }
+    case DataType::Float16:
+      std::memcpy(&bits, t.raw_data(), sizeof bits);
+      return half_bits_to_float(bits);
+    case DataType::BFloat16:
+      std::memcpy(&bits, t.raw_data(), sizeof bits);
+      return bfloat16_bits_to_float(bits);
+    default:
+      return std::nullopt;
+  }
+}
+
+// ONNX's negative axes counted from the end; nullopt when outside [-rank, rank).
+inline std::optional<int64_t> normalized_axis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Raises a launcher's failed status as the kernel's error.
+inline void check_launch(hipError_t status, std::string_view kernel) {
+  if (status != hipSuccess) runtime_fail(status, std::string(kernel).c_str());
+}
+
+}  // namespace kiln::backends::gpu

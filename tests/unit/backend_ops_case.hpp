@@ -1,0 +1,89 @@
+#pragma once
+// One case of the every-backend harness (backend_ops_test.cpp): a one-node graph, its inputs
+// and attributes, the fast kernel the CPU must pick and, for a case about a GPU kernel, the
+// one the GPU must pick. Shared by the files that hold parts of the case table.
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::backend_ops {
+
+struct In {
+  std::vector<int64_t> dims;
+  bool constant = false;                 // an initializer (weights) rather than a graph input
+  bool absent = false;                   // an empty optional slot
+  DataType dtype = DataType::Undefined;  // Undefined: the case's dtype
+  std::vector<int64_t> values;           // integer / bool contents (else random)
+};
+
+using Attr = std::pair<std::string, ir::Attribute>;
+inline Attr i(const char* name, int64_t v) {
+  return {name, ir::Attribute(v)};
+}
+inline Attr f(const char* name, float v) {
+  return {name, ir::Attribute(v)};
+}
+inline Attr s(const char* name, const char* v) {
+  return {name, ir::Attribute(std::string(v))};
+}
+inline Attr ints(const char* name, std::vector<int64_t> v) {
+  return {name, ir::Attribute(std::move(v))};
+}
+inline Attr floats(const char* name, std::vector<float> v) {
+  return {name, ir::Attribute(std::move(v))};
+}
+
+struct Case {
+  std::string name;
+  std::string op;
+  std::vector<In> inputs;
+  std::vector<Attr> attrs;
+  std::string kernel;  // the fast kernel the CPU executor must pick ("reference": none)
+  std::string domain;  // "" or "ai.kiln"
+  int opset = 17;
+  bool positive = false;               // inputs in (0.1, 2) instead of (-2, 2) (Sqrt)
+  int outputs = 1;                     // outputs the node has, all graph outputs and all compared
+  std::string gpu;                     // set: the GPU must run the case with this kernel
+  DataType dtype = DataType::Float32;  // of the float inputs
+  std::string cpu_skip;  // set: the CPU run is skipped for this reason (a known CPU deviation)
+};
+
+inline void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+inline In x(std::vector<int64_t> d) {
+  return {std::move(d)};
+}
+inline In w(std::vector<int64_t> d) {
+  return {std::move(d), true};
+}
+inline In none() {
+  return {{}, false, true};
+}
+// A constant integer tensor (indices, axes, shapes, slice bounds).
+inline In ints_in(std::vector<int64_t> d, std::vector<int64_t> values,
+                  DataType t = DataType::Int64) {
+  return {std::move(d), true, false, t, std::move(values)};
+}
+// A graph input of integers with the given contents (fed, not constant).
+inline In ints_fed(std::vector<int64_t> d, std::vector<int64_t> values,
+                   DataType t = DataType::Int64) {
+  return {std::move(d), false, false, t, std::move(values)};
+}
+// A graph input of another element type than the case's (random contents; bool: 0 or 1).
+inline In typed(std::vector<int64_t> d, DataType t) {
+  return {std::move(d), false, false, t, {}};
+}
+
+inline constexpr const char* kKiln = "ai.kiln";
+
+// The GPU kernels' cases (backend_ops_gpu_cases.cpp): element-wise and broadcast, softmax,
+// normalizations, data movement, reductions and attention, each in float32 and float16.
+std::vector<Case> gpu_cases();
+
+}  // namespace kiln::backend_ops
