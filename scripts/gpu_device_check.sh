@@ -59,6 +59,8 @@ run() {
   echo "== kiln devices"
   local status=0
   k "$root/bin/kiln" devices --require-gpu | tee "$OUT/devices.txt" || status=$?
+  # KILN_GPU_QUICK=1: the real models only (a second call in one session).
+  if [ "${KILN_GPU_QUICK:-0}" = 0 ]; then
   echo "== GPU tests"
   k "$root/bin/kiln_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" || status=$?
   echo "== copy bandwidth through Kiln's backend"
@@ -199,6 +201,7 @@ for _ in range(50):
     t = time.perf_counter(); f(x); ts.append((time.perf_counter() - t) * 1e3)
 print(f"torch eager fp32 (no TF32), same host->device->host path: p50 {float(np.median(ts)):.3f} ms")
 PY
+  fi
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     cat > "$root/kiln_wrapped" <<EOF2

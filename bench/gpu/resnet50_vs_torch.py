@@ -122,10 +122,10 @@ def main():
                   f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
         # Where the time goes (b1 fp16): per node, device events; and without replay.
         engine16 = os.path.join(a.work, f"resnet50_b{batch}_fp16.kiln")
-        if batch == 1:
-            r = kiln(a.kiln, "profile", engine16, "--device", "gpu", "--input", f"input={x_pb}",
-                     "--top", "25", check=False)
-            print(r.stdout[-6000:], r.stderr[-2000:], flush=True)
+        r = subprocess.run([a.kiln, "profile", engine16, "--device", "gpu", "--input",
+                            f"input={x_pb}", "--top", "12"], capture_output=True, text=True,
+                           env=dict(os.environ, KILN_GPU_TRACE="1"))
+        print(r.stdout[-4000:], r.stderr[-9000:], flush=True)
         env = dict(os.environ, KILN_DEVICE_GRAPHS="0")
         r = subprocess.run([a.kiln, "bench", engine16, "--device", "gpu", "--input",
                             f"input={x_pb}", "--iterations", "100", "--duration", "1", "--json"],

@@ -25,6 +25,7 @@ struct ProfileOptions {
   std::string model;
   InputOptions inputs;
   int threads = 0;
+  std::string device = "cpu";
   bool no_optimize = false;
   int warmup = 1;
   int iterations = 10;
@@ -136,6 +137,7 @@ int profile(const ProfileOptions& o) {
   auto dims = o.inputs.dims();
   SessionOptions so;
   so.threads = o.threads;
+  so.device = o.device;
   so.optimize = !o.no_optimize;
   so.profiling = true;
   Session session(o.model, so);
@@ -262,6 +264,9 @@ Command add_profile_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   add_input_options(cmd, o->inputs);
+  cmd->add_option("--device", o->device,
+                  "Devices to run on: cpu, gpu, gpu,cpu (nodes on a GPU are timed with its "
+                  "events)");
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-optimize", o->no_optimize, "ONNX models: run the graph as imported");
