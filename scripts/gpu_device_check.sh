@@ -202,16 +202,22 @@ for _ in range(50):
 print(f"torch eager fp32 (no TF32), same host->device->host path: p50 {float(np.median(ts)):.3f} ms")
 PY
   fi
-  if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
-    echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
-    cat > "$root/kiln_wrapped" <<EOF2
+  cat > "$root/kiln_wrapped" <<EOF2
 #!/bin/sh
 LD_LIBRARY_PATH="$libs" exec "$root/bin/kiln" "\$@"
 EOF2
-    chmod +x "$root/kiln_wrapped"
+  chmod +x "$root/kiln_wrapped"
+  if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
+    echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     python3 "$carry/resnet50_vs_torch.py" "$root/kiln_wrapped" "$root/models" \
       "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" 2>&1 |
       tee "$OUT/resnet50_vs_torch.txt" || status=$?
+  fi
+  if [ "${KILN_GPU_BERT:-1}" != 0 ]; then
+    echo "== BERT-base: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
+    (cd "$carry" && python3 bert_vs_torch.py "$root/kiln_wrapped" "$root/models" \
+      "$OUT/bert_vs_torch.json" --batches "${KILN_GPU_BERT_BATCHES:-1,32}") 2>&1 |
+      tee "$OUT/bert_vs_torch.txt" || status=$?
   fi
   echo "== GPU tests exit status: $status"
   return "$status"
