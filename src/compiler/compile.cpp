@@ -316,6 +316,7 @@ CompileResult compile_model(const CompileOptions& o) {
     gate_options.threads = o.threads;
     gate_options.device = device_here ? o.device : "cpu";
     gate_options.inputs = o.inputs;
+    if (o.verify_full) gate_options.reference_flops_budget = 0;
     MessageCallback report = [&](MessageKind kind, std::string_view text) { say(kind, text); };
     try {
       result.gate = run_precision_gate(staged, info.target, model, original, gate_options, report,

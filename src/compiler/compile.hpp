@@ -52,6 +52,10 @@ struct CompileOptions {
   std::optional<double> max_rel_l2;
   std::optional<double> rtol, atol;    // an element rule |a-e| <= atol + rtol*|e| besides
   double verify_timeout_seconds = 60;  // 0: no limit
+  // Compare the top of the dim ranges with the reference whatever it costs; by default a top
+  // whose reference run would cost more than the gate's budget runs on the engine alone
+  // (gate_sizes.hpp).
+  bool verify_full = false;
   // The gate's inputs (precision_gate.hpp, GateInputs): calibration sets of named tensors or .npz
   // files (what the quantizer will calibrate on too), a directory of them, per-input files, dims,
   // a seed.
