@@ -135,7 +135,7 @@ Command add_compile_command(CLI::App& app) {
                   "Engine file to write (default: the model's name with .kiln)");
   cmd->add_flag("--no-optimize", o->no_optimize, "Skip the graph passes");
   cmd->add_flag("--no-prepack", o->no_prepack,
-                "Store weights only plain (smaller file; kernels pack them when it opens)");
+                "Store weights only plain (kernels pack them when it opens)");
   cmd->add_option("--shape,--shape-range", o->shapes,
                   "Input dims, fixed or as ranges: NAME:1x3x224x224 or NAME:1..64x3x224x224");
   cmd->add_option("--dump-after", o->dump_after, "Print the graph after the pass of this name");

@@ -103,6 +103,7 @@ struct LoadedEngine {
   // With ReadOptions::defer_unpacking, the constants still to unpack before anything but their
   // packing kernels reads them.
   std::vector<DeferredWeight> deferred;
+  size_t packed_only = 0;  // constants stored only packed (format 3), deferred or filled
   // The file's bytes (the mapping, or a copy for read_engine_bytes); tensors keep it alive too.
   std::shared_ptr<const void> bytes;
   size_t size = 0;

@@ -479,6 +479,7 @@ uint64_t checksum(const unsigned char* data, size_t size, bool mapping) {
 void resolve_packed_only(std::vector<Reader::PackedOnly>& pending, LoadedEngine& out,
                          const ReadOptions& options) {
   if (pending.empty()) return;
+  out.packed_only = pending.size();
   const std::vector<ir::Node*> nodes = out.model.graph->nodes();
   for (Reader::PackedOnly& p : pending) {
     const std::string ctx =
