@@ -63,10 +63,15 @@ std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
   l.offsets = *offsets;
   l.strides = *strides;
   l.offset0 = *offset0;
+  // Every count and product in range, so decoding never overflows (an engine file is input).
+  int64_t numel = 1;
   for (size_t d = 0; d < l.dims.size(); ++d) {
-    if (l.dims[d] < 0 || l.padded[d] < l.dims[d] || l.offsets[d] < 0 || l.strides[d] < 0)
+    if (l.dims[d] < 0 || l.padded[d] < l.dims[d] || l.offsets[d] < 0 || l.strides[d] < 0 ||
+        l.offsets[d] > l.padded[d] - l.dims[d] || l.padded[d] > (int64_t{1} << 40) ||
+        l.strides[d] > (int64_t{1} << 40) || __builtin_mul_overflow(numel, l.dims[d], &numel))
       return std::nullopt;
   }
+  if (l.offset0 > (int64_t{1} << 40)) return std::nullopt;
   if (w[14] != "none") {
     for (std::string_view blk : split(w[14], ',')) {
       const size_t at = blk.find('@');
@@ -75,6 +80,7 @@ std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
       auto dim = number(blk.substr(at + 1));
       if (!size || !dim || *size < 1 || *dim < 0 || *dim >= static_cast<int64_t>(l.dims.size()))
         return std::nullopt;
+      if (*size > (int64_t{1} << 20)) return std::nullopt;
       l.inner.emplace_back(*size, static_cast<int>(*dim));
     }
     if (l.inner.size() > kMaxRank) return std::nullopt;
@@ -103,7 +109,9 @@ void unpack_blocked(const BlockedLayout& l, const Tensor& packed, void* out, siz
       pos[d] /= size;
       block_stride *= static_cast<uint64_t>(size);
     }
-    for (size_t d = 0; d < rank; ++d) offset += static_cast<uint64_t>(pos[d] * l.strides[d]);
+    // Unsigned: a hostile layout wraps instead of overflowing, and the bound below refuses it.
+    for (size_t d = 0; d < rank; ++d)
+      offset += static_cast<uint64_t>(pos[d]) * static_cast<uint64_t>(l.strides[d]);
     KILN_CHECK_ARG(offset < available,
                    "packed weight: element {} lies at {} of a {}-element packed buffer", i, offset,
                    available);

@@ -311,9 +311,9 @@ class OnednnConv final : public Kernel {
       e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
       dnnl::memory src_w = wrap(e.plain_w_md, wc->raw_data());
       if (std::optional<dnnl::memory::desc> stored =
-              stored_w_ ? desc_from_layout_key(stored_w_->format) : std::nullopt;
-          stored && stored->dims() == wmd.dims() &&
-          stored->get_size() <= stored_w_->data.nbytes()) {
+              stored_w_ ? desc_from_layout_key(stored_w_->format, stored_w_->data.nbytes())
+                        : std::nullopt;
+          stored && stored->dims() == wmd.dims()) {
         src_w = wrap(*stored, stored_w_->data.raw_data());
       }
       dnnl::stream s(engine());

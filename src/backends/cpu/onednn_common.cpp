@@ -80,7 +80,7 @@ std::string layout_key(const dnnl::memory::desc& md) {
       inner.empty() ? "none" : inner);
 }
 
-std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key) {
+std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available) {
   // "onednn blocked f32 dims A padded B offsets C offset0 N strides S inner I" (layout_key).
   std::istringstream in(key);
   std::string w[15];
@@ -125,6 +125,25 @@ std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key) {
         ++b.inner_nblks;
       }
     }
+    // The last element's offset, from the description itself (an engine file is input: the
+    // layout must not lead a reorder past the stored bytes).
+    unsigned __int128 last = static_cast<unsigned __int128>(d.offset0), inner = 1;
+    dnnl_dims_t blk;
+    for (int i = 0; i < d.ndims; ++i) blk[i] = 1;
+    for (int k = 0; k < b.inner_nblks; ++k) {
+      if (b.inner_blks[k] < 1) return std::nullopt;
+      blk[b.inner_idxs[k]] *= b.inner_blks[k];
+      inner *= static_cast<unsigned __int128>(b.inner_blks[k]);
+    }
+    for (int i = 0; i < d.ndims; ++i) {
+      if (d.dims[i] < 1 || d.padded_dims[i] < d.dims[i] || d.padded_offsets[i] < 0 ||
+          d.padded_offsets[i] > d.padded_dims[i] - d.dims[i] || b.strides[i] < 0 ||
+          d.padded_dims[i] % blk[i] != 0 || d.offset0 < 0)
+        return std::nullopt;
+      last += static_cast<unsigned __int128>(d.padded_dims[i] / blk[i] - 1) *
+              static_cast<unsigned __int128>(b.strides[i]);
+    }
+    if ((last + inner) * 4 > available) return std::nullopt;
     dnnl::memory::desc md(d);
     if (layout_key(md) != key) return std::nullopt;  // only what layout_key itself writes
     return md;

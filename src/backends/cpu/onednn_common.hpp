@@ -45,7 +45,8 @@ std::string layout_key(const dnnl::memory::desc& md);
 // The memory descriptor a layout_key describes (its inverse); nullopt when `key` is not one. An
 // engine may hold a weight only in the layout another CPU packed it in: this kernel re-packs from
 // those bytes.
-std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key);
+// `available` is the size of the bytes it describes: a layout reaching past them is refused.
+std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available);
 // The channel block of the CPU's blocked layout: 16 with AVX-512, else 8.
 int cpu_channel_block();
 // oneDNN memory of `md` in a buffer it keeps alive (the returned memory holds no ownership:
