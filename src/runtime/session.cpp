@@ -80,8 +80,9 @@ void Session::init() {
         plan_.reset();
       }
     }
-    // Another device uploads constants as they are: it needs every plain form.
-    if (!on_cpu_only) unpack_deferred();
+    // Another device uploads constants as they are, and without the stored plan no kernel is
+    // handed the packed form: both need every plain form.
+    if (!on_cpu_only || !plan_) unpack_deferred();
     build_executor(placed_on);
     if (!only_packing_kernels_read_deferred()) {
       // A node chosen afresh (a kernel this build lacks) may read the plain form, even while
