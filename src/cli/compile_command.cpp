@@ -28,6 +28,7 @@ struct CompileFlags {
   bool no_verify = false;
   bool allow_drift = false;
   double verify_timeout = 60;
+  bool verify_full = false;
   std::string calibration_dir;
   InputOptions inputs;
   ToleranceOptions tolerance;
@@ -49,6 +50,10 @@ void add_gate_flags(CLI::App* cmd, CompileFlags& o) {
                   "limit)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
+  cmd->add_flag("--verify-full", o.verify_full,
+                "Compare the top of the dim ranges with the reference interpreter however long "
+                "it takes (by default a costly top runs on the engine alone)")
+      ->excludes(skip);
   add_input_options(cmd, o.inputs);
   add_tolerance_options(cmd, o.tolerance);
 }
@@ -72,6 +77,7 @@ compiler::CompileOptions library_options(const CompileFlags& f) {
   if (t.rtol_option && t.rtol_option->count()) o.rtol = t.rtol;
   if (t.atol_option && t.atol_option->count()) o.atol = t.atol;
   o.verify_timeout_seconds = f.verify_timeout;
+  o.verify_full = f.verify_full;
   o.inputs.calibration_dir = f.calibration_dir;
   if (o.verify) {  // the gate's flags, read only when it runs
     o.inputs.files = f.inputs.file_map();
@@ -129,7 +135,7 @@ Command add_compile_command(CLI::App& app) {
                   "Engine file to write (default: the model's name with .kiln)");
   cmd->add_flag("--no-optimize", o->no_optimize, "Skip the graph passes");
   cmd->add_flag("--no-prepack", o->no_prepack,
-                "Store weights only plain (smaller file; kernels pack them when it opens)");
+                "Store weights only plain (kernels pack them when it opens)");
   cmd->add_option("--shape,--shape-range", o->shapes,
                   "Input dims, fixed or as ranges: NAME:1x3x224x224 or NAME:1..64x3x224x224");
   cmd->add_option("--dump-after", o->dump_after, "Print the graph after the pass of this name");

@@ -305,6 +305,14 @@ CompileResult compile_model(const CompileOptions& o) {
          output);
   }
   result.timings.read_back = ms_since(t);
+  result.stored_once = loaded.packed_only;
+  if (result.stored_once > 0) {
+    say(MessageKind::Report,
+        fmt::format("stored once: {} of the packed weights are in the engine only packed (no "
+                    "kernel reads their plain form; it is decoded from the packed bytes when "
+                    "needed)\n",
+                    result.stored_once));
+  }
   t = Clock::now();
   if (!o.verify) {
     say(MessageKind::Report,
@@ -316,6 +324,7 @@ CompileResult compile_model(const CompileOptions& o) {
     gate_options.threads = o.threads;
     gate_options.device = device_here ? o.device : "cpu";
     gate_options.inputs = o.inputs;
+    if (o.verify_full) gate_options.reference_flops_budget = 0;
     MessageCallback report = [&](MessageKind kind, std::string_view text) { say(kind, text); };
     try {
       result.gate = run_precision_gate(staged, info.target, model, original, gate_options, report,

@@ -34,7 +34,8 @@ struct CompileOptions {
   bool trace_passes = false;  // one Trace line per pass run
   Fp16Options fp16;
   // Store the weights in the layouts this CPU's kernels compute with, so that opening an engine
-  // maps them; without, kernels pack them when the engine opens (a smaller file).
+  // maps them (a weight only those kernels read is stored once, packed); without, kernels pack
+  // them when the engine opens.
   bool prepack = true;
   // The target stamped into the engine, DEVICE[:FEATURE,...]; default the portable CPU baseline.
   std::string target;
@@ -52,6 +53,10 @@ struct CompileOptions {
   std::optional<double> max_rel_l2;
   std::optional<double> rtol, atol;    // an element rule |a-e| <= atol + rtol*|e| besides
   double verify_timeout_seconds = 60;  // 0: no limit
+  // Compare the top of the dim ranges with the reference whatever it costs; by default a top
+  // whose reference run would cost more than the gate's budget runs on the engine alone
+  // (gate_sizes.hpp).
+  bool verify_full = false;
   // The gate's inputs (precision_gate.hpp, GateInputs): calibration sets of named tensors or .npz
   // files (what the quantizer will calibrate on too), a directory of them, per-input files, dims,
   // a seed.
@@ -77,6 +82,7 @@ struct CompileResult {
   size_t nodes_before = 0, nodes_after = 0;
   PlanSummary plan;  // kernels chosen, nodes left on reference kernels with their FLOPs
   size_t packed_weights = 0;
+  size_t stored_once = 0;  // packed weights whose plain copy the engine does not store
   uint64_t packed_bytes = 0;
   std::string fp16_summary;  // empty without fp16
   GateReport gate;           // gate.ran false when verify was off

@@ -3,7 +3,8 @@
 // with the reference interpreter on the original graph, on generated inputs (seeded; the low and
 // the high end of every declared dim range) or on the caller's inputs (calibration sets, a
 // directory of them, or files per input). An engine that drifts past the tolerance is reported
-// with the first drifting node named; the caller decides whether to keep it.
+// with the first drifting node named; the caller decides whether to keep it. Which sizes of a dim
+// range are compared with the reference, and which the engine runs alone: gate_sizes.hpp.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "compiler/events.hpp"
+#include "compiler/gate_sizes.hpp"
 #include "engine/target.hpp"
 #include "ir/model.hpp"
 #include "runtime/precision.hpp"
@@ -38,6 +40,9 @@ struct GateOptions {
   int threads = 0;             // intra-op threads of the engine's runs; 0: one per core
   std::string device = "cpu";  // where the engine runs (SessionOptions::device)
   GateInputs inputs;
+  // FLOPs of reference work a generated input set above the low end of the dim ranges may cost
+  // (gate_sizes.hpp); <= 0: none, the top of the ranges is always compared with the reference.
+  double reference_flops_budget = kGateReferenceFlops;
 };
 
 struct GateReport {
@@ -49,6 +54,10 @@ struct GateReport {
   // Largest relative L2 error per checked output, in the model's output order.
   std::vector<std::pair<std::string, double>> worst_rel_l2;
   std::map<std::string, std::string> skipped;  // output -> why it was not checked
+  // The generated sizes, in order, as "batch=1" (compared with the reference) or "batch=32
+  // (engine alone)"; empty for calibration or single-size input sets.
+  std::vector<std::string> sizes;
+  double seconds = 0;  // the gate's own time
 };
 
 // Checks the engine at `engine_path`, compiled for `target` (the in-memory `compiled` model

@@ -18,7 +18,10 @@ namespace kiln::engine {
 
 // Bumped whenever a reader of the previous version could misread a new file.
 // 2: the execution plan (memory plan and kernel choices) after the graph.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
+// The oldest format this reader still opens: a format-2 file is a format-3 file in which every
+// tensor is stored plain.
+inline constexpr uint32_t kOldestFormatVersion = 2;
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'N', 'G', '1'};
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr size_t kWeightAlignment = 64;
@@ -74,7 +77,22 @@ struct ReadOptions {
   // Refuse engines whose target this machine cannot run. `host` overrides the detected target.
   bool check_target = true;
   std::optional<Target> host;
+  // Leave the plain form of weights stored packed only (format 3) unwritten: their constants are
+  // zero pages that take no memory until unpack_deferred fills them. For the runtime, which hands
+  // the packed form to the kernels that made it and unpacks only what something else reads;
+  // every other reader wants them filled (the default).
+  bool defer_unpacking = false;
 };
+
+// A constant of the main graph stored only packed, whose plain form is not filled yet.
+struct DeferredWeight {
+  std::string value;  // the constant's name in the main graph
+  Tensor plain;       // the constant itself: its storage, to fill
+  Tensor packed;      // UInt8, the packed form (a view of the file)
+  std::string format;
+};
+// Fills `w.plain` from its packed form (engine/packed_layout.hpp).
+void unpack_deferred(DeferredWeight& w);
 
 struct LoadedEngine {
   ir::Model model;  // initializers and tensor attributes are views into the file's bytes
@@ -82,6 +100,10 @@ struct LoadedEngine {
   // Set when the engine carries one; checked against the graph (names, bounds) but not trusted
   // further: the runtime checks each slot against its value's size before using it.
   std::optional<ExecutionPlan> plan;
+  // With ReadOptions::defer_unpacking, the constants still to unpack before anything but their
+  // packing kernels reads them.
+  std::vector<DeferredWeight> deferred;
+  size_t packed_only = 0;  // constants stored only packed (format 3), deferred or filled
   // The file's bytes (the mapping, or a copy for read_engine_bytes); tensors keep it alive too.
   std::shared_ptr<const void> bytes;
   size_t size = 0;

@@ -15,6 +15,7 @@
 
 #include "engine/engine_format.hpp"
 #include "engine/kiln_generated.h"
+#include "engine/packed_layout.hpp"
 
 namespace kiln::engine {
 namespace {
@@ -79,8 +80,21 @@ class Reader {
     return model;
   }
 
-  Tensor read_tensor(const fb::Tensor* t, const std::string& ctx) {
+  // A constant of the main graph stored packed only (format 3): its name, the packed weight
+  // it is the plain form of, and its storage, to fill once the plan is read.
+  struct PackedOnly {
+    std::string value;
+    int packed = -1;
+    Tensor plain;
+  };
+  std::vector<PackedOnly>& packed_only() { return packed_only_; }
+
+  // `value`: the name of the main graph's constant being read, the only place a tensor may be
+  // stored packed only.
+  Tensor read_tensor(const fb::Tensor* t, const std::string& ctx,
+                     const std::string* value = nullptr) {
     if (!t || t->dtype() == 0) return {};
+    if (t->packed() >= 0) return read_packed_only(*t, ctx, value);
     DataType type = dtype(t->dtype(), ctx);
     if (!dtype_is_supported(type)) {
       corrupt(fmt::format("{}: tensor of unsupported element type {}", ctx, dtype_name(type)));
@@ -226,6 +240,41 @@ class Reader {
     corrupt(fmt::format("{}: unknown attribute kind {}", ctx, static_cast<int>(a.kind())));
   }
 
+  // Storage for a constant stored packed only: anonymous zero pages, which take no memory until
+  // something writes them, so a runtime that never needs the plain form never pays for it.
+  Tensor read_packed_only(const fb::Tensor& t, const std::string& ctx, const std::string* value) {
+    if (!value)
+      corrupt(fmt::format("{}: only a constant of the main graph can be stored packed", ctx));
+    DataType type = dtype(t.dtype(), ctx);
+    std::vector<int64_t> dims = copy_vector(t.dims());
+    int64_t numel;
+    try {
+      numel = shape_numel(dims);
+    } catch (const Error& e) {
+      corrupt(fmt::format("{}: tensor dims {}: {}", ctx, dims_to_string(dims), e.message()));
+    }
+    if (type != DataType::Float32 || numel == 0 || t.size() != 0 || t.offset() != 0) {
+      corrupt(
+          fmt::format("{}: {}{} stored packed only must be a non-empty float32 tensor with "
+                      "no plain bytes",
+                      ctx, dtype_name(type), dims_to_string(dims)));
+    }
+    // Bounded by the packed form, which lies in the file, once the plan is read (resolve).
+    if (static_cast<uint64_t>(numel) > weights_size_ / 4) {
+      corrupt(fmt::format("{}: {}{} is larger than the file's weights", ctx, dtype_name(type),
+                          dims_to_string(dims)));
+    }
+    const size_t bytes = static_cast<size_t>(numel) * 4;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    KILN_CHECK(p != MAP_FAILED, ErrorCode::Unavailable, "{}: cannot reserve {} bytes: {}", ctx,
+               bytes, std::strerror(errno));
+    std::shared_ptr<void> owner(p, [bytes](void* q) { ::munmap(q, bytes); });
+    Tensor plain = Tensor::view(type, std::move(dims), p, std::move(owner));
+    packed_only_.push_back({*value, t.packed(), plain});
+    return plain;
+  }
+
   void read_graph(const fb::Graph& fg, ir::Graph& g, int depth) {
     if (depth > kMaxDepth) corrupt(fmt::format("subgraphs nest deeper than {} levels", kMaxDepth));
     std::string gctx = fmt::format("graph '{}'", g.name());
@@ -277,7 +326,8 @@ class Reader {
           corrupt(fmt::format("{}: initializer '{}' is listed twice", gctx, n));
         }
         if (!fv->constant()) corrupt(fmt::format("{}: initializer '{}' has no data", gctx, n));
-        ir::Value* v = g.add_initializer(n, read_tensor(fv->constant(), value_ctx(n)));
+        ir::Value* v = g.add_initializer(
+            n, read_tensor(fv->constant(), value_ctx(n), depth == 0 ? &n : nullptr));
         v->set_type(read_type(fv->type(), value_ctx(n), 0));
       }
     }
@@ -285,7 +335,8 @@ class Reader {
       std::string n = fv->name()->str();
       if (g.find_local_value(n)) continue;
       ir::Value* v = g.add_value(n, read_type(fv->type(), value_ctx(n), 0));
-      if (fv->constant()) v->set_constant(read_tensor(fv->constant(), value_ctx(n)));
+      if (fv->constant())
+        v->set_constant(read_tensor(fv->constant(), value_ctx(n), depth == 0 ? &n : nullptr));
     }
 
     if (fg.nodes()) {
@@ -324,6 +375,7 @@ class Reader {
     }
   }
 
+  std::vector<PackedOnly> packed_only_;
   const unsigned char* weights_;
   size_t weights_size_;
   std::shared_ptr<void> owner_;
@@ -421,6 +473,45 @@ uint64_t checksum(const unsigned char* data, size_t size, bool mapping) {
   return h.finish();
 }
 
+// Ties each constant stored packed only to its packed weight, which must pack that very
+// constant in a layout this reader decodes into at most the packed bytes, then fills it (or, with
+// defer_unpacking, leaves that to the runtime).
+void resolve_packed_only(std::vector<Reader::PackedOnly>& pending, LoadedEngine& out,
+                         const ReadOptions& options) {
+  if (pending.empty()) return;
+  out.packed_only = pending.size();
+  const std::vector<ir::Node*> nodes = out.model.graph->nodes();
+  for (Reader::PackedOnly& p : pending) {
+    const std::string ctx =
+        fmt::format("value '{}', stored as packed weight #{}", p.value, p.packed);
+    if (!out.plan || static_cast<size_t>(p.packed) >= out.plan->packed.size())
+      corrupt(ctx + ": the plan has no such packed weight");
+    const StoredPackedWeight& w = out.plan->packed[static_cast<size_t>(p.packed)];
+    const ir::Value* in = nodes[w.node]->input(w.input);
+    if (!in || in->name() != p.value)
+      corrupt(fmt::format("{}: that packed weight packs input {} of node #{}, not this value", ctx,
+                          w.input, w.node));
+    std::optional<BlockedLayout> layout = parse_blocked_layout(w.format);
+    int64_t numel = 1;
+    if (layout) {
+      for (int64_t d : layout->dims) numel *= d;
+    }
+    if (!layout || numel != p.plain.numel() || p.plain.nbytes() > w.data.nbytes())
+      corrupt(fmt::format("{}: its layout '{}' does not decode into {}", ctx, w.format,
+                          p.plain.describe()));
+    DeferredWeight d{p.value, p.plain, w.data, w.format};
+    if (options.defer_unpacking) {
+      out.deferred.push_back(std::move(d));
+      continue;
+    }
+    try {
+      unpack_deferred(d);
+    } catch (const Error& e) {
+      corrupt(fmt::format("{}: {}", ctx, e.message()));
+    }
+  }
+}
+
 LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& options,
                    bool mapping) {
   const auto* base = static_cast<const unsigned char*>(owner.get());
@@ -434,11 +525,10 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
   }
   detail::Header h;
   std::memcpy(&h, base, sizeof h);
-  if (h.format_version != kFormatVersion) {
+  if (h.format_version < kOldestFormatVersion || h.format_version > kFormatVersion) {
     fail(ErrorCode::Unsupported,
-         "engine file format version {}, this Kiln reads {}: recompile "
-         "the model",
-         h.format_version, kFormatVersion);
+         "engine file format version {}, this Kiln reads {} to {}: recompile the model",
+         h.format_version, kOldestFormatVersion, kFormatVersion);
   }
   if (h.header_size != kHeaderSize) corrupt(fmt::format("header size {}", h.header_size));
   // Sections must lie in the file, in order, flatbuffer 8-aligned and weights 64-aligned.
@@ -507,6 +597,7 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
     corrupt(e.message());
   }
   if (m->plan()) out.plan = read_plan(*m->plan(), *out.model.graph, reader);
+  resolve_packed_only(reader.packed_only(), out, options);
   out.bytes = owner;
   out.size = size;
   out.weights_offset = h.weights_offset;
@@ -554,6 +645,12 @@ LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& option
   std::memcpy(p, bytes.data(), bytes.size());
   std::shared_ptr<void> copy(p, [](void* q) { std::free(q); });
   return parse(std::move(copy), bytes.size(), options, false);
+}
+
+void unpack_deferred(DeferredWeight& w) {
+  std::optional<BlockedLayout> layout = parse_blocked_layout(w.format);
+  KILN_CHECK_ARG(layout, "packed weight of '{}': layout '{}' cannot be decoded", w.value, w.format);
+  unpack_blocked(*layout, w.packed, w.plain.raw_data(), w.plain.nbytes());
 }
 
 bool has_engine_magic(std::string_view bytes) {

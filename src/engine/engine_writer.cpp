@@ -9,6 +9,8 @@
 
 #include "engine/engine_format.hpp"
 #include "engine/kiln_generated.h"
+#include "engine/packed_layout.hpp"
+#include "ir/node_reads.hpp"
 
 namespace kiln::engine {
 namespace {
@@ -21,6 +23,8 @@ class Writer {
   explicit Writer(const EngineInfo& info) : info_(info) {}
 
   void build(const ir::Model& m, const ExecutionPlan* plan) {
+    main_graph_ = m.graph.get();
+    if (plan) find_packed_only(*m.graph, *plan);
     auto graph = write_graph(*m.graph);
     auto stored_plan = plan ? write_plan(*plan, *m.graph) : 0;
     std::vector<fbs::Offset<fb::MetadataEntry>> metadata;
@@ -137,6 +141,33 @@ class Writer {
     }
     return fb::CreateExecutionPlan(fbb_, fbb_.CreateVector(arenas), fbb_.CreateVector(kernels),
                                    packed.empty() ? 0 : fbb_.CreateVector(packed));
+  }
+
+  // The constants of the main graph whose every read is by a node input that has a packed
+  // weight, which decodes back to exactly the constant: stored once, packed (format 3).
+  void find_packed_only(const ir::Graph& g, const ExecutionPlan& plan) {
+    std::map<std::pair<uint32_t, uint32_t>, int> packed_at;  // (node, input) -> packed weight
+    for (size_t k = 0; k < plan.packed.size(); ++k)
+      packed_at[{plan.packed[k].node, plan.packed[k].input}] = static_cast<int>(k);
+    std::map<const ir::Value*, size_t> reads, packed_reads;
+    std::map<const ir::Value*, int> first;
+    const std::vector<ir::Node*> nodes = g.nodes();
+    for (uint32_t i = 0; i < nodes.size(); ++i) {
+      ir::visit_reads(*nodes[i], [&](const ir::Value* v) { ++reads[v]; });
+      for (uint32_t s = 0; s < nodes[i]->inputs().size(); ++s) {
+        auto it = packed_at.find({i, s});
+        if (it == packed_at.end()) continue;
+        const ir::Value* v = nodes[i]->input(s);
+        ++packed_reads[v];
+        first.emplace(v, it->second);
+      }
+    }
+    for (const auto& [v, k] : first) {
+      if (!v->is_constant() || g.is_input(v) || g.is_output(v) || reads[v] != packed_reads[v])
+        continue;
+      const StoredPackedWeight& w = plan.packed[static_cast<size_t>(k)];
+      if (unpacks_to(w.format, w.data, v->constant())) packed_only_[v] = k;
+    }
   }
 
   fbs::Offset<fbs::String> str(const std::string& s) { return fbb_.CreateSharedString(s); }
@@ -285,7 +316,14 @@ class Writer {
     values.reserve(g.values().size());
     for (const auto& v : g.values()) {
       auto type = write_type(v->type());
-      auto constant = v->is_constant() ? write_tensor(v->constant()) : 0;
+      fbs::Offset<fb::Tensor> constant = 0;
+      if (auto p = packed_only_.find(v.get()); &g == main_graph_ && p != packed_only_.end()) {
+        const Tensor& t = v->constant();
+        constant = fb::CreateTensor(fbb_, static_cast<int32_t>(t.dtype()),
+                                    fbb_.CreateVector(t.dims()), 0, 0, 0, p->second);
+      } else if (v->is_constant()) {
+        constant = write_tensor(v->constant());
+      }
       values.push_back(fb::CreateValue(fbb_, str(v->name()), type, constant));
     }
     auto inputs = refs(g, g.inputs(), nullptr);
@@ -307,6 +345,8 @@ class Writer {
   }
 
   EngineInfo info_;
+  const ir::Graph* main_graph_ = nullptr;
+  std::map<const ir::Value*, int> packed_only_;  // constant -> the packed weight it is stored as
   fbs::FlatBufferBuilder fbb_{1 << 16};
   std::vector<Blob> blobs_;
   std::map<std::pair<const void*, size_t>, uint64_t> offsets_;

@@ -13,6 +13,7 @@ LoadedModel from_engine(engine::LoadedEngine e) {
   out.model = std::move(e.model);
   out.engine = std::move(e.info);
   out.plan = std::move(e.plan);
+  out.deferred = std::move(e.deferred);
   return out;
 }
 
@@ -23,7 +24,7 @@ bool named_like_engine(const std::string& path) {
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, bool defer_unpacking) {
   std::string head;
   {
     // Refuses a directory, device or fifo before anything reads it.
@@ -33,7 +34,11 @@ LoadedModel load_model(const std::string& path) {
   }
   // An engine's magic, or its header with the magic damaged: the engine reader accepts the file
   // or says what is wrong with it as an engine.
-  if (engine::looks_like_engine(head)) return from_engine(engine::read_engine(path));
+  if (engine::looks_like_engine(head)) {
+    engine::ReadOptions options;
+    options.defer_unpacking = defer_unpacking;
+    return from_engine(engine::read_engine(path, options));
+  }
   LoadedModel out;
   try {
     out.model = onnx_io::import_model_file(path);

@@ -403,7 +403,7 @@ bool PrecisionReport::pass() const {
 
 PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Graph> reference,
                                 const Feeds& feeds, const DriftTolerance& tol,
-                                const RunControl* control) {
+                                const RunControl* control, Feeds* candidate_outputs) {
   PrecisionReport report;
   Interpreter ref(reference);
   Feeds expected = ref.run(feeds_for(*reference, feeds), control);
@@ -420,6 +420,7 @@ PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Gr
     if (it != expected.end()) value = as_reference_float_type(value, it->second);
   }
   report.outputs = compare_outputs(actual, expected, tol);
+  if (candidate_outputs) *candidate_outputs = actual;
   skip_nondeterministic(*reference, report.outputs);
   if (report.pass()) return report;
   report.first_drift = find_first_drift(reference, candidate.model().graph, feeds, tol, control);

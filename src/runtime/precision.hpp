@@ -130,9 +130,11 @@ struct PrecisionReport {
 };
 
 // Runs `candidate` and the reference interpreter on `reference` (the original graph) with the same
-// feeds, compares the outputs and, when one drifts, finds the first drifting node.
+// feeds, compares the outputs and, when one drifts, finds the first drifting node. The
+// candidate's outputs are left in `candidate_outputs` when given.
 PrecisionReport check_precision(Session& candidate, std::shared_ptr<const ir::Graph> reference,
                                 const Feeds& feeds, const DriftTolerance& tol,
-                                const RunControl* control = nullptr);
+                                const RunControl* control = nullptr,
+                                Feeds* candidate_outputs = nullptr);
 
 }  // namespace kiln::runtime

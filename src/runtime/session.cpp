@@ -1,6 +1,7 @@
 #include "runtime/session.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "backends/backend_registry.hpp"
@@ -12,13 +13,14 @@
 namespace kiln {
 
 Session::Session(const std::string& path, SessionOptions options)
-    : Session(runtime::load_model(path), std::move(options)) {}
+    : Session(runtime::load_model(path, /*defer_unpacking=*/true), std::move(options)) {}
 
 Session::Session(runtime::LoadedModel loaded, SessionOptions options)
     : options_(std::move(options)),
       model_(std::move(loaded.model)),
       engine_(std::move(loaded.engine)),
-      plan_(std::move(loaded.plan)) {
+      plan_(std::move(loaded.plan)),
+      deferred_(std::move(loaded.deferred)) {
   init();
 }
 
@@ -47,7 +49,10 @@ void Session::init() {
   }
   for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back({v->name(), v->type()});
   auto mode = options_.config.find("executor");
+  const bool on_cpu_only =
+      placed_on.size() == 1 && placed_on[0]->name() == backends::kCpuBackendName;
   if (mode != options_.config.end() && mode->second == "interpreter") {
+    unpack_deferred();
     interpreter_ = std::make_unique<runtime::Interpreter>(model_.graph);
   } else {
     KILN_CHECK_ARG(mode == options_.config.end() || mode->second == "kernels",
@@ -75,12 +80,65 @@ void Session::init() {
         plan_.reset();
       }
     }
-    runtime::ExecutorOptions eo;
-    eo.threads = options_.threads;
-    eo.backends = std::move(placed_on);
-    executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
+    // Another device uploads constants as they are, and without the stored plan no kernel is
+    // handed the packed form: both need every plain form.
+    if (!on_cpu_only || !plan_) unpack_deferred();
+    build_executor(placed_on);
+    if (!only_packing_kernels_read_deferred()) {
+      // A node chosen afresh (a kernel this build lacks) may read the plain form, even while
+      // preparing: fill it, then prepare again with every constant whole.
+      unpack_deferred();
+      build_executor(placed_on);
+    }
   }
   plan_.reset();
+}
+
+void Session::build_executor(std::vector<backends::Backend*> backends) {
+  executor_.reset();
+  runtime::ExecutorOptions eo;
+  eo.threads = options_.threads;
+  eo.backends = std::move(backends);
+  executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
+}
+
+bool Session::only_packing_kernels_read_deferred() const {
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_.empty()) return true;
+  if (!plan_) return false;
+  std::map<uint32_t, const engine::StoredKernel*> stored;
+  for (const engine::StoredKernel& k : plan_->kernels) stored[k.node] = &k;
+  std::set<std::string> names;
+  for (const engine::DeferredWeight& w : deferred_) names.insert(w.value);
+  const std::vector<runtime::KernelChoice>& chosen = executor_->kernel_choices();
+  const std::vector<ir::Node*> nodes = model_.graph->nodes();
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    bool reads = false;
+    for (const ir::Value* v : nodes[i]->inputs()) reads |= v && names.count(v->name());
+    if (!reads) continue;
+    auto it = stored.find(i);
+    if (it == stored.end() || i >= chosen.size() || chosen[i].backend != it->second->backend ||
+        chosen[i].kernel != it->second->kernel) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Session::unpack_deferred() const {
+  std::lock_guard lock(deferred_mutex_);
+  for (engine::DeferredWeight& w : deferred_) engine::unpack_deferred(w);
+  deferred_.clear();
+}
+
+size_t Session::weights_left_packed() const {
+  std::lock_guard lock(deferred_mutex_);
+  return deferred_.size();
+}
+
+const ir::Model& Session::model() const {
+  unpack_deferred();
+  return model_;
 }
 
 std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,

@@ -53,7 +53,11 @@ class Session {
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   const SessionOptions& options() const { return options_; }
-  const ir::Model& model() const { return model_; }
+  // The model as it runs. An engine's weights stored only packed are unpacked first, so whatever
+  // reads the graph (the reference interpreter, a drift search) sees every constant.
+  const ir::Model& model() const;
+  // How many of the engine's weights stored only packed still have no plain form in memory.
+  size_t weights_left_packed() const;
   // Set when the session was opened from an engine file.
   const std::optional<engine::EngineInfo>& engine_info() const { return engine_; }
 
@@ -77,11 +81,19 @@ class Session {
 
  private:
   void init();
+  void build_executor(std::vector<backends::Backend*> backends);
+  // True when every node reading a deferred weight runs on the kernel the engine packed it for.
+  bool only_packing_kernels_read_deferred() const;
+  void unpack_deferred() const;
 
   SessionOptions options_;
   ir::Model model_;
   std::optional<engine::EngineInfo> engine_;
   std::optional<engine::ExecutionPlan> plan_;  // an engine's stored plan, used at init
+  // Weights the engine stores only packed whose plain form is not filled yet: only the kernels
+  // that packed them read them (engine/packed_layout.hpp).
+  mutable std::vector<engine::DeferredWeight> deferred_;
+  mutable std::mutex deferred_mutex_;
   std::vector<IoInfo> inputs_, outputs_;
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<runtime::Interpreter> interpreter_;

@@ -279,9 +279,8 @@ bool ModelRepository::start() {
   for (const std::string& name : wanted) {
     try {
       load_locked(name, std::nullopt);
-    } catch (const Error& e) {
-      fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
-      ok = false;
+    } catch (const Error&) {
+      ok = false;  // load_locked printed why
     }
   }
   {
@@ -318,8 +317,8 @@ void ModelRepository::poll() {
     }
     try {
       load_locked(name, std::nullopt);
-    } catch (const Error& e) {
-      fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
+    } catch (const Error&) {
+      // load_locked printed why; poll retries once the model's files change.
     }
   }
   std::vector<std::string> gone;
@@ -364,6 +363,8 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
     e.reason = reason;
     e.fingerprint.clear();
   }
+  for (const auto& [number, version] : dropped)
+    fmt::print(stderr, "kiln-serve: unloaded '{}' version {} ({})\n", name, number, reason);
   // `dropped` goes out of scope here: each version lives on while requests hold it.
 }
 
@@ -483,6 +484,12 @@ void ModelRepository::load_locked(const std::string& name,
       slot->reason.clear();
       slot->fingerprint = stamp;
     }
+    // One line per version, whichever way the load came (startup, poll, the load API), as
+    // tritonserver logs it.
+    for (int64_t v : selected) {
+      fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} ({})\n", name, v,
+                 (dir / std::to_string(v) / config_model_filename(config)).string());
+    }
   } catch (...) {
     Error e = [&] {
       try {
@@ -500,6 +507,7 @@ void ModelRepository::load_locked(const std::string& name,
     slot->reason = e.message();
     // Poll retries a failed model only once its files change.
     if (auto dir = find_model_dir(name)) slot->fingerprint = fingerprint(*dir);
+    fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
     throw e;
   }
 }

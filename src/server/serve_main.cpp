@@ -9,6 +9,7 @@
 
 #include "server/grpc/grpc_flags.hpp"
 #include "server/http/http_server.hpp"
+#include "server/model_table.hpp"
 #include "server/server.hpp"
 
 namespace {
@@ -189,7 +190,11 @@ int main(int argc, char** argv) {
     KILN_CHECK_ARG(!f.metrics_require_token || !f.bearer_token.empty(),
                    "--metrics-require-token needs --http-bearer-token");
     InferenceServer core(options);
-    if (!core.start() && f.exit_on_error) {
+    const bool loaded = core.start();
+    // What the startup loads left, before any service opens (tritonserver's table).
+    std::fputs(kiln::server::model_table(core.repository().index(false)).c_str(), stderr);
+    std::fflush(stderr);
+    if (!loaded && f.exit_on_error) {
       std::fprintf(stderr, "kiln-serve: some models failed to load; exiting (--exit-on-error)\n");
       return 1;
     }

@@ -105,3 +105,18 @@ def sequence_input(path):
     seq = helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2, 3])
     return _save(nodes, [seq], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
                  [], path)
+
+
+def wide_conv(path):
+    """x[n,32,32,32] -> Conv 32->32 3x3 -> Relu -> GlobalAveragePool -> y[n,32,1,1]: ~19 M FLOPs
+    an image, so a batch range's top is costly for the reference while the engine runs it in
+    milliseconds."""
+    rng = np.random.default_rng(3)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap"),
+    ]
+    return _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 32, 32, 32])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32, 1, 1])],
+                 [_w(rng, "w", 32, 32, 3, 3), _w(rng, "b", 32)], path)

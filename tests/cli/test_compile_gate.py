@@ -157,3 +157,34 @@ def test_gate_stops_at_its_time_budget(kiln, tmp_path):
     constant_loop(model, 1000)
     r = kiln("compile", model, "-o", engine, "--verify-timeout", "60")
     assert r.returncode == 0 and "precision gate: PASS" in r.stdout, r.stderr
+
+
+def test_gate_runs_a_costly_top_of_range_on_the_engine_alone(kiln, tmp_path):
+    """The reference at the top of 1..64 (~1.2 G FLOPs) is over the gate's budget (1 G): the
+    gate compares the low end and the largest size inside the range that fits with the
+    reference, and runs the engine alone at the top; --verify-full compares the top too."""
+    import cli_models
+    model = cli_models.wide_conv(tmp_path / "wide.onnx")
+    r = kiln("compile", model, "-o", tmp_path / "w.kiln", "--shape-range", "x:1..64x32x32x32")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"PASS on 3 input sets \(n=1 and n=(\d+) against the reference; n=64, the top "
+                  r"of the dim ranges, on the engine alone", r.stdout)
+    assert m, r.stdout
+    assert 1 < int(m.group(1)) < 64
+    assert re.search(r"of the reference \(worst relative L2: y [^)]*\) in \d+\.\d\d s", r.stdout)
+    assert (tmp_path / "w.kiln").exists() and not leftovers(tmp_path)
+
+    r = kiln("compile", model, "-o", tmp_path / "f.kiln", "--shape-range", "x:1..64x32x32x32",
+             "--verify-full")
+    assert r.returncode == 0, r.stderr
+    assert "PASS on 2 input sets (dim ranges at their low and high ends)" in r.stdout
+    r = kiln("compile", model, "-o", tmp_path / "g.kiln", "--verify-full", "--no-verify")
+    assert r.returncode != 0 and "excludes" in r.stderr
+
+
+def test_gate_compares_a_cheap_top_of_range_with_the_reference(kiln, tmp_path):
+    import cli_models
+    model = cli_models.wide_conv(tmp_path / "wide.onnx")
+    r = kiln("compile", model, "-o", tmp_path / "w.kiln", "--shape-range", "x:1..8x32x32x32")
+    assert r.returncode == 0, r.stderr
+    assert "PASS on 2 input sets (dim ranges at their low and high ends)" in r.stdout

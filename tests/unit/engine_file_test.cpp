@@ -336,8 +336,9 @@ TEST_F(EngineFileTest, WrongMagicVersionAndHeaderFields) {
   uint32_t version = engine::kFormatVersion + 1;
   std::memcpy(bad.data() + 8, &version, 4);
   expect_error([&] { engine::read_engine(rewrite(bad)); }, ErrorCode::Unsupported,
-               fmt::format("engine file format version {}, this Kiln reads {}: recompile the model",
-                           version, engine::kFormatVersion));
+               fmt::format("engine file format version {}, this Kiln reads {} to {}: recompile the "
+                           "model",
+                           version, engine::kOldestFormatVersion, engine::kFormatVersion));
   bad = bytes;
   uint64_t weights_offset;
   std::memcpy(&weights_offset, bad.data() + 32, 8);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -199,6 +200,95 @@ TEST_F(PackedWeights, TheReaderRefusesPackedWeightsForAnInputThatIsNotAConstant)
   plan.packed.push_back(plan.packed[0]);
   path = write(g, plan);
   expect_error([&] { engine::read_engine(path); }, ErrorCode::InvalidArgument, "given twice");
+}
+
+// The packed weight of `p`'s constant re-laid out row-major (what a CPU whose kernels read plain
+// OIHW weights would store): a valid layout this CPU's kernel does not compute with.
+void as_row_major_layout(engine::StoredPackedWeight& p, const Tensor& plain) {
+  const std::vector<int64_t>& d = plain.dims();
+  p.format = fmt::format(
+      "onednn blocked f32 dims {0}x{1}x{2}x{3} padded {0}x{1}x{2}x{3} offsets 0x0x0x0 offset0 0 "
+      "strides {4}x{5}x{3}x1 inner none",
+      d[0], d[1], d[2], d[3], d[1] * d[2] * d[3], d[2] * d[3]);
+  p.data = Tensor(DataType::UInt8, {static_cast<int64_t>(plain.nbytes())});
+  std::memcpy(p.data.raw_data(), plain.raw_data(), plain.nbytes());
+}
+
+TEST_F(PackedWeights, AWeightOnlyPackingKernelsReadIsStoredOnceAndReadsBackWhole) {
+  std::mt19937 rng(6);
+  auto g = conv_chain(Dim(2), rng);
+  engine::ExecutionPlan plan = compile_plan(g);
+  uint64_t plain = 0, packed = 0;
+  for (const engine::StoredPackedWeight& p : plan.packed) {
+    plain += g->nodes()[p.node]->input(1)->constant().nbytes();
+    packed += p.data.nbytes();
+  }
+  engine::LoadedEngine e = engine::read_engine(write(g, plan));
+  // The biases stay plain; every convolution's weights are in the file once, packed.
+  EXPECT_LT(e.weights_size, packed + plain / 2);
+  EXPECT_GE(e.weights_size, packed);
+  EXPECT_TRUE(e.deferred.empty());
+  for (const ir::Node* n : g->nodes()) {
+    if (n->op_type() != "Conv") continue;
+    const Tensor& want = n->input(1)->constant();
+    const Tensor& got = e.model.graph->find_local_value(n->input(1)->name())->constant();
+    ASSERT_EQ(got.dims(), want.dims());
+    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << n->name();
+  }
+}
+
+TEST_F(PackedWeights, ASessionLeavesTheStoredOnceWeightsPackedUntilTheGraphIsRead) {
+  std::mt19937 rng(7);
+  auto g = conv_chain(Dim::symbol("N", 1, 8), rng);
+  Tensor x = random_tensor({3, 16, 10, 10}, rng);
+  Tensor want = runtime::Interpreter(g).run({RtValue(x)})[0].tensor();
+  const std::string path = write(g, compile_plan(g));
+  engine::ReadOptions defer;
+  defer.defer_unpacking = true;
+  engine::LoadedEngine e = engine::read_engine(path, defer);
+  ASSERT_EQ(e.deferred.size(), 3u);
+  for (const engine::DeferredWeight& w : e.deferred) {
+    const std::vector<float> zeros(static_cast<size_t>(w.plain.numel()), 0.f);
+    EXPECT_EQ(std::memcmp(w.plain.raw_data(), zeros.data(), w.plain.nbytes()), 0)
+        << "not filled until asked";
+  }
+
+  Session s(path, {.threads = 1});
+  Tensor got = s.run({{"x", RtValue(x)}}).at(s.outputs()[0].name).tensor();
+  EXPECT_LT(max_abs_diff(got, want), 2e-4);
+  EXPECT_EQ(s.weights_left_packed(), 3u);
+  // What reads the graph sees the plain weights, and the kernels keep computing right.
+  EXPECT_LT(max_abs_diff(runtime::Interpreter(s.model().graph).run({RtValue(x)})[0].tensor(), want),
+            1e-5);
+  EXPECT_EQ(s.weights_left_packed(), 0u);
+  got = s.run({{"x", RtValue(x)}}).at(s.outputs()[0].name).tensor();
+  EXPECT_LT(max_abs_diff(got, want), 2e-4);
+  // The interpreter of a session on the engine reads plain weights: they are filled for it.
+  SessionOptions o;
+  o.config["executor"] = "interpreter";
+  Session interpreted(path, o);
+  EXPECT_EQ(interpreted.weights_left_packed(), 0u);
+  got = interpreted.run({{"x", RtValue(x)}}).at(s.outputs()[0].name).tensor();
+  EXPECT_LT(max_abs_diff(got, want), 1e-5);
+}
+
+TEST_F(PackedWeights, AnotherCpusLayoutStoredOnceIsPackedAgainFromItsBytes) {
+  std::mt19937 rng(8);
+  auto g = conv_chain(Dim(2), rng);
+  Tensor x = random_tensor({2, 16, 10, 10}, rng);
+  Tensor want = runtime::Interpreter(g).run({RtValue(x)})[0].tensor();
+  engine::ExecutionPlan plan = compile_plan(g);
+  for (engine::StoredPackedWeight& p : plan.packed)
+    as_row_major_layout(p, g->nodes()[p.node]->input(1)->constant());
+  const std::string path = write(g, plan);
+  engine::ReadOptions defer;
+  defer.defer_unpacking = true;
+  ASSERT_EQ(engine::read_engine(path, defer).deferred.size(), 3u) << "stored once";
+  // The plain forms stay zero pages: only the stored bytes can give the right output.
+  Session s(path, {.threads = 1});
+  Tensor got = s.run({{"x", RtValue(x)}}).at(s.outputs()[0].name).tensor();
+  EXPECT_LT(max_abs_diff(got, want), 2e-4);
+  EXPECT_EQ(s.weights_left_packed(), 3u);
 }
 
 }  // namespace

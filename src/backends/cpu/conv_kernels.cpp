@@ -305,9 +305,17 @@ class OnednnConv final : public Kernel {
             "packing them again",
             node_.label(), stored_w_->format, layout_key(wmd));
       }
-      // Packed once here: every run then reads the packed copy.
+      // Packed once here: every run then reads the packed copy. From the engine's packed bytes
+      // when it has them: an engine may store a weight only packed (its plain constant is then
+      // filled only if something else reads it).
       e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
       dnnl::memory src_w = wrap(e.plain_w_md, wc->raw_data());
+      if (std::optional<dnnl::memory::desc> stored =
+              stored_w_ ? desc_from_layout_key(stored_w_->format, stored_w_->data.nbytes())
+                        : std::nullopt;
+          stored && stored->dims() == wmd.dims()) {
+        src_w = wrap(*stored, stored_w_->data.raw_data());
+      }
       dnnl::stream s(engine());
       dnnl::reorder(src_w, e.packed_w).execute(s, src_w, e.packed_w);
       s.wait();

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <span>
+#include <sstream>
 
 #include <sys/mman.h>
 
@@ -77,6 +78,78 @@ std::string layout_key(const dnnl::memory::desc& md) {
       dnnl_dt2str(d.data_type), list(d.dims, d.ndims), list(d.padded_dims, d.ndims),
       list(d.padded_offsets, d.ndims), d.offset0, list(b.strides, d.ndims),
       inner.empty() ? "none" : inner);
+}
+
+std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available) {
+  // "onednn blocked f32 dims A padded B offsets C offset0 N strides S inner I" (layout_key).
+  std::istringstream in(key);
+  std::string w[15];
+  for (std::string& x : w) in >> x;
+  std::string rest;
+  if (in >> rest || w[0] != "onednn" || w[1] != "blocked" || w[2] != "f32" || w[3] != "dims" ||
+      w[5] != "padded" || w[7] != "offsets" || w[9] != "offset0" || w[11] != "strides" ||
+      w[13] != "inner") {
+    return std::nullopt;
+  }
+  auto list = [](const std::string& s, dnnl_dims_t& out) -> int {
+    std::istringstream items(s);
+    std::string item;
+    int n = 0;
+    while (std::getline(items, item, 'x')) {
+      if (n == DNNL_MAX_NDIMS || item.empty()) return -1;
+      out[n++] = std::stoll(item);
+    }
+    return n;
+  };
+  try {
+    dnnl_memory_desc_t d{};
+    d.data_type = dnnl_f32;
+    d.format_kind = dnnl_blocked;
+    d.ndims = list(w[4], d.dims);
+    dnnl_blocking_desc_t& b = d.format_desc.blocking;
+    if (d.ndims <= 0 || list(w[6], d.padded_dims) != d.ndims ||
+        list(w[8], d.padded_offsets) != d.ndims || list(w[12], b.strides) != d.ndims) {
+      return std::nullopt;
+    }
+    d.offset0 = std::stoll(w[10]);
+    if (w[14] != "none") {
+      std::istringstream blocks(w[14]);
+      std::string blk;
+      while (std::getline(blocks, blk, ',')) {
+        const size_t at = blk.find('@');
+        if (at == std::string::npos || b.inner_nblks == DNNL_MAX_NDIMS) return std::nullopt;
+        b.inner_blks[b.inner_nblks] = std::stoll(blk.substr(0, at));
+        b.inner_idxs[b.inner_nblks] = std::stoll(blk.substr(at + 1));
+        if (b.inner_idxs[b.inner_nblks] < 0 || b.inner_idxs[b.inner_nblks] >= d.ndims)
+          return std::nullopt;
+        ++b.inner_nblks;
+      }
+    }
+    // The last element's offset, from the description itself (an engine file is input: the
+    // layout must not lead a reorder past the stored bytes).
+    unsigned __int128 last = static_cast<unsigned __int128>(d.offset0), inner = 1;
+    dnnl_dims_t blk;
+    for (int i = 0; i < d.ndims; ++i) blk[i] = 1;
+    for (int k = 0; k < b.inner_nblks; ++k) {
+      if (b.inner_blks[k] < 1) return std::nullopt;
+      blk[b.inner_idxs[k]] *= b.inner_blks[k];
+      inner *= static_cast<unsigned __int128>(b.inner_blks[k]);
+    }
+    for (int i = 0; i < d.ndims; ++i) {
+      if (d.dims[i] < 1 || d.padded_dims[i] < d.dims[i] || d.padded_offsets[i] < 0 ||
+          d.padded_offsets[i] > d.padded_dims[i] - d.dims[i] || b.strides[i] < 0 ||
+          d.padded_dims[i] % blk[i] != 0 || d.offset0 < 0)
+        return std::nullopt;
+      last += static_cast<unsigned __int128>(d.padded_dims[i] / blk[i] - 1) *
+              static_cast<unsigned __int128>(b.strides[i]);
+    }
+    if ((last + inner) * 4 > available) return std::nullopt;
+    dnnl::memory::desc md(d);
+    if (layout_key(md) != key) return std::nullopt;  // only what layout_key itself writes
+    return md;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 int cpu_channel_block() {

@@ -42,6 +42,11 @@ dnnl::memory::desc tensor_desc(const DeviceTensor& t);
 // that weights packed at compile time fit the primitive it builds at open. "" for layouts it
 // cannot describe (Winograd, RNN-packed, compensated int8), which are never stored.
 std::string layout_key(const dnnl::memory::desc& md);
+// The memory descriptor a layout_key describes (its inverse); nullopt when `key` is not one. An
+// engine may hold a weight only in the layout another CPU packed it in: this kernel re-packs from
+// those bytes.
+// `available` is the size of the bytes it describes: a layout reaching past them is refused.
+std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available);
 // The channel block of the CPU's blocked layout: 16 with AVX-512, else 8.
 int cpu_channel_block();
 // oneDNN memory of `md` in a buffer it keeps alive (the returned memory holds no ownership:

@@ -1,0 +1,90 @@
+// The plain form of a packed weight decoded from its bytes alone (engine/packed_layout.hpp): the
+// blocked layouts the CPU backend writes, and descriptions an engine file could hold that must
+// be refused rather than read outside the packed bytes.
+#include "engine/packed_layout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "expect_error.hpp"
+
+namespace kiln {
+namespace {
+
+Tensor bytes_of(const std::vector<float>& v) {
+  Tensor t(DataType::UInt8, {static_cast<int64_t>(v.size() * 4)});
+  std::memcpy(t.raw_data(), v.data(), v.size() * 4);
+  return t;
+}
+
+std::vector<float> unpack(const engine::BlockedLayout& l, const Tensor& packed, size_t n) {
+  std::vector<float> out(n);
+  engine::unpack_blocked(l, packed, out.data(), n * 4);
+  return out;
+}
+
+TEST(PackedLayout, RowMajorDecodesAsItIs) {
+  auto l = engine::parse_blocked_layout(
+      "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(unpack(*l, bytes_of({0, 1, 2, 3, 4, 5}), 6), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(PackedLayout, ChannelBlocksWithPaddingDecodeToTheLogicalElements) {
+  // 3 x 2 (o x i) in blocks of 4 outputs: element (o, i) at i * 4 + o; o = 3 is padding.
+  auto l = engine::parse_blocked_layout(
+      "onednn blocked f32 dims 3x2 padded 4x2 offsets 0x0 offset0 0 strides 8x4 inner 4@0");
+  ASSERT_TRUE(l);
+  std::vector<float> packed(8, -1.f);
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < 2; ++i) packed[i * 4 + o] = static_cast<float>(o * 10 + i);
+  EXPECT_EQ(unpack(*l, bytes_of(packed), 6), (std::vector<float>{0, 1, 10, 11, 20, 21}));
+  // Two nested blocks (oneDNN's OIhw16i16o style): 2 x 2 in 2i2o blocks: (o, i) at i * 2 + o.
+  auto nested = engine::parse_blocked_layout(
+      "onednn blocked f32 dims 2x2 padded 2x2 offsets 0x0 offset0 0 strides 4x4 inner 2@1,2@0");
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(unpack(*nested, bytes_of({0, 10, 1, 11}), 4), (std::vector<float>{0, 1, 10, 11}));
+}
+
+TEST(PackedLayout, DescriptionsItCannotDecodeAreRefused) {
+  for (const char* bad : {
+           "onednn blocked s8 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none",
+           "onednn blocked f32 dims 2x3 padded 1x3 offsets 0x0 offset0 0 strides 3x1 inner none",
+           "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x-1 inner none",
+           "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner 4@2",
+           "onednn blocked f32 dims 4294967296x4294967296 padded 4294967296x4294967296 offsets "
+           "0x0 offset0 0 strides 1x1 inner none",
+           "onednn blocked f32 dims 2x3 padded 2x3",
+           "another library's layout",
+       }) {
+    EXPECT_FALSE(engine::parse_blocked_layout(bad)) << bad;
+  }
+}
+
+TEST(PackedLayout, AnElementOutsideThePackedBytesIsAnErrorNotARead) {
+  auto l = engine::parse_blocked_layout(
+      "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 100 strides 3x1 inner none");
+  ASSERT_TRUE(l);
+  std::vector<float> out(6);
+  expect_error(
+      [&] {
+        engine::unpack_blocked(*l, bytes_of({0, 1, 2, 3, 4, 5}), out.data(), 24);
+      },
+      ErrorCode::InvalidArgument, "lies at 100 of a 6-element packed buffer");
+}
+
+TEST(PackedLayout, UnpacksToComparesEveryByte) {
+  const char* key =
+      "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none";
+  Tensor plain(DataType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) plain.data<float>()[i] = static_cast<float>(i);
+  EXPECT_TRUE(engine::unpacks_to(key, bytes_of({0, 1, 2, 3, 4, 5}), plain));
+  EXPECT_FALSE(engine::unpacks_to(key, bytes_of({0, 1, 2, 3, 4, 6}), plain));
+  EXPECT_FALSE(engine::unpacks_to(key, bytes_of({0, 1, 2}), plain));
+}
+
+}  // namespace
+}  // namespace kiln
