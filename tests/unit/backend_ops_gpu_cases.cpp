@@ -693,6 +693,39 @@ void attention_cases(std::vector<Case>& c) {
   add("head256", {x({1, 5, 256}), x({1, 19, 256}), x({1, 19, 200})});
 }
 
+// cuDNN convolutions with what the GPU fuses into them: a residual Z (FusedConv's fourth input,
+// from passes/fuse_conv_residual; the CPU runs it on the reference kernel, float16 through its
+// float32 twin) and the activations cuDNN applies after the sums. Z is a graph input here, so it
+// arrives row-major and the kernel transforms it to channels-last.
+void conv_cases(std::vector<Case>& c) {
+  constexpr const char* kConv = "gpu.cudnn.conv";
+  const std::vector<Attr> pad1 = {ints("pads", {1, 1, 1, 1})};
+  for (const char* act : {"Relu", "None"}) {
+    std::vector<Attr> attrs = pad1;
+    attrs.push_back(s("activation", act));
+    both(c,
+         {.name = std::string("gpu_fused_conv_residual_") + act,
+          .op = "FusedConv",
+          .inputs = {x({2, 5, 7, 7}), w({6, 5, 3, 3}), w({6}), x({2, 6, 7, 7})},
+          .attrs = attrs,
+          .kernel = kRef,
+          .domain = "ai.kiln",
+          .opset = 1,
+          .gpu = kConv},
+         kFp16);
+  }
+  both(c,
+       {.name = "gpu_fused_conv_1x1_residual_relu",
+        .op = "FusedConv",
+        .inputs = {x({1, 16, 5, 5}), w({8, 16, 1, 1}), w({8}), x({1, 8, 5, 5})},
+        .attrs = {s("activation", "Relu")},
+        .kernel = kRef,
+        .domain = "ai.kiln",
+        .opset = 1,
+        .gpu = kConv},
+       kFp16);
+}
+
 }  // namespace
 
 std::vector<Case> gpu_cases() {
@@ -706,6 +739,7 @@ std::vector<Case> gpu_cases() {
   reduce_cases(c);
   attention_cases(c);
   bf16_cases(c);
+  conv_cases(c);
   return c;
 }
 

@@ -31,7 +31,11 @@ namespace {
 constexpr const char* kConvKernel = "gpu.cudnn.conv";
 
 struct ConvShape {
-  bool relu = false;
+  bool relu = false;  // in cuDNN's fused call (or cuBLASLt's epilogue)
+  // Any other activation, applied after the sums by cudnnActivationForward.
+  bool post = false;
+  cudnnActivationMode_t post_mode = CUDNN_ACTIVATION_IDENTITY;
+  double post_coef = 0;
   bool residual = false;  // FusedConv's Z: added before the activation
   int64_t groups = 1;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
@@ -42,11 +46,23 @@ std::string check(const ir::Node& node, ConvShape& out) {
   const bool fused = node.domain() == "ai.kiln";
   if (fused) {
     const std::string act = string_attr(node, "activation", "None");
+    const std::vector<float> params = floats_attr(node, "activation_params");
     if (act == "Relu") {
       out.relu = true;
+    } else if (act == "Clip" && params.size() == 2 && params[0] == 0.f) {
+      out.post = true;  // ReLU6 and its kind: cuDNN's clipped ReLU
+      out.post_mode = CUDNN_ACTIVATION_CLIPPED_RELU;
+      out.post_coef = params[1];
+    } else if (act == "Sigmoid" || act == "Tanh" || act == "Silu") {
+      out.post = true;
+      out.post_mode = act == "Sigmoid" ? CUDNN_ACTIVATION_SIGMOID
+                      : act == "Tanh"  ? CUDNN_ACTIVATION_TANH
+                                       : CUDNN_ACTIVATION_SWISH;
     } else if (act != "None") {
-      return fmt::format("FusedConv with a fused {} is not supported on the GPU yet (Relu is)",
-                         act);
+      return fmt::format(
+          "FusedConv with a fused {} is not supported on the GPU yet (Relu, Clip(0, max), "
+          "Sigmoid, Tanh and Silu are)",
+          act);
     }
   }
   const ir::Value* x = node.input(0);
@@ -178,6 +194,17 @@ class ConvKernel final : public Kernel {
     cudnn_check(dnn.act_create(&act_.out()), "cudnnCreateActivationDescriptor");
     cudnn_check(dnn.act_set(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
                 "cudnnSetActivationDescriptor");
+    if (shape_.post) {
+      cudnn_check(dnn.act_create(&post_act_.out()), "cudnnCreateActivationDescriptor");
+      cudnn_check(
+          dnn.act_set(post_act_.get(), shape_.post_mode, CUDNN_PROPAGATE_NAN, shape_.post_coef),
+          "cudnnSetActivationDescriptor");
+      if (shape_.post_mode == CUDNN_ACTIVATION_SWISH) {
+        // Silu is x * sigmoid(x): swish with beta 1.
+        cudnn_check(dnn.act_set_swish_beta(post_act_.get(), 1.0),
+                    "cudnnSetActivationDescriptorSwishBeta");
+      }
+    }
     cudnn_check(dnn.tensor_create(&bias_desc_.out()), "cudnnCreateTensorDescriptor");
     cudnn_check(dnn.tensor_set_4d(bias_desc_.get(), CUDNN_TENSOR_NCHW, cudnn_type(dtype_), 1,
                                   static_cast<int>(k_), 1, 1),
@@ -227,6 +254,7 @@ class ConvKernel final : public Kernel {
       // Planned only when input, output (and so the residual) are channels-last.
       gemm_.run(x.data, weights_.data(), has_bias_ || shape_.relu ? bias_.data() : nullptr,
                 shape_.residual ? in[3].data : nullptr, y.data, gemm_workspace_.data(), s.handle());
+      post_activation(y.data);
       return;
     }
     const void* zp = nullptr;
@@ -292,6 +320,17 @@ class ConvKernel final : public Kernel {
       cudnn_check(dnn.add_tensor(dnn.handle, &one, y_desc_.get(), zp, &one, y_desc_.get(), yp),
                   "cudnnAddTensor (residual)");
     }
+    post_activation(yp);
+  }
+
+  // The activation other than Relu, in place on the channels-last result.
+  void post_activation(void* yp) {
+    if (!shape_.post) return;
+    const CudnnApi& dnn = cudnn();
+    const float one = 1.f, zero = 0.f;
+    cudnn_check(dnn.act_forward(dnn.handle, post_act_.get(), &one, y_desc_.get(), yp, &zero,
+                                y_desc_.get(), yp),
+                "cudnnActivationForward");
   }
 
   // Descriptors, scratch and the algorithm for one input shape, made at its first run (cudnnFind
@@ -401,7 +440,7 @@ class ConvKernel final : public Kernel {
   bool use_gemm_ = false;  // the 1x1 product through cuBLASLt was faster at this shape
   FilterDesc filter_;
   ConvDesc conv_;
-  ActDesc act_;
+  ActDesc act_, post_act_;
   TensorDesc bias_desc_, x_desc_, y_desc_, x_plain_, y_plain_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::vector<int64_t> key_;

@@ -42,6 +42,8 @@ CudnnApi open_cudnn() {
   get(api.act_create, "cudnnCreateActivationDescriptor");
   get(api.act_destroy, "cudnnDestroyActivationDescriptor");
   get(api.act_set, "cudnnSetActivationDescriptor");
+  get(api.act_set_swish_beta, "cudnnSetActivationDescriptorSwishBeta");
+  get(api.act_forward, "cudnnActivationForward");
   get(api.find_forward, "cudnnFindConvolutionForwardAlgorithmEx");
   get(api.forward_workspace, "cudnnGetConvolutionForwardWorkspaceSize");
   get(api.forward, "cudnnConvolutionForward");

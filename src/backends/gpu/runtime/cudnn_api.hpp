@@ -33,6 +33,8 @@ struct CudnnApi {
   decltype(&cudnnCreateActivationDescriptor) act_create = nullptr;
   decltype(&cudnnDestroyActivationDescriptor) act_destroy = nullptr;
   decltype(&cudnnSetActivationDescriptor) act_set = nullptr;
+  decltype(&cudnnSetActivationDescriptorSwishBeta) act_set_swish_beta = nullptr;
+  decltype(&cudnnActivationForward) act_forward = nullptr;
   decltype(&cudnnFindConvolutionForwardAlgorithmEx) find_forward = nullptr;
   decltype(&cudnnGetConvolutionForwardWorkspaceSize) forward_workspace = nullptr;
   decltype(&cudnnConvolutionForward) forward = nullptr;

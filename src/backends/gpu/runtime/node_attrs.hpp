@@ -25,6 +25,12 @@ inline std::vector<int64_t> ints_attr(const ir::Node& n, const char* name,
   return it == n.attributes().end() ? fallback : it->second.get<std::vector<int64_t>>(name);
 }
 
+inline std::vector<float> floats_attr(const ir::Node& n, const char* name) {
+  auto it = n.attributes().find(name);
+  return it == n.attributes().end() ? std::vector<float>{}
+                                    : it->second.get<std::vector<float>>(name);
+}
+
 inline std::string string_attr(const ir::Node& n, const char* name, std::string fallback) {
   auto it = n.attributes().find(name);
   return it == n.attributes().end() ? fallback : it->second.get<std::string>(name);
