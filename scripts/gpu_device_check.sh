@@ -59,6 +59,12 @@ run() {
   echo "== kiln devices"
   local status=0
   k "$root/bin/kiln" devices --require-gpu | tee "$OUT/devices.txt" || status=$?
+  if [ "${KILN_GPU_QUICK:-0}" != 0 ] && [ "${KILN_GPU_HARNESS:-0}" != 0 ]; then
+    echo "== every-backend harness (quick mode)"
+    k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
+      --gtest_filter='Devices/*gpu*' --gtest_brief=1 \
+      --gtest_output="xml:$OUT/backend_ops.xml" 2>&1 | tail -n 25 || status=$?
+  fi
   # KILN_GPU_QUICK=1: the real models only (a second call in one session).
   if [ "${KILN_GPU_QUICK:-0}" = 0 ]; then
   echo "== GPU tests"
@@ -210,7 +216,8 @@ EOF2
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     python3 "$carry/resnet50_vs_torch.py" "$root/kiln_wrapped" "$root/models" \
-      "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" 2>&1 |
+      "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" \
+      --models "${KILN_GPU_CNNS:-resnet50}" 2>&1 |
       tee "$OUT/resnet50_vs_torch.txt" || status=$?
   fi
   if [ "${KILN_GPU_BERT:-1}" != 0 ]; then

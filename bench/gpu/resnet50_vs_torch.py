@@ -1,4 +1,4 @@
-"""ResNet-50 on the GPU: Kiln against PyTorch's best configuration, side by side in one run.
+"""ResNet-50 (and other torchvision models, --models) on the GPU: Kiln against PyTorch's best configuration, side by side in one run.
 
 Runs on the lent H200 (scripts/gpu_device_check.sh run calls it). Exports torchvision's
 ResNet-50 (seeded random weights: no downloads there) to ONNX at static batch sizes, checks
@@ -26,11 +26,15 @@ import torchvision
 from onnx import numpy_helper
 
 
-def export(batch, path):
+def torchvision_model(name):
+    torch.manual_seed(0)
+    return getattr(torchvision.models, name)(weights=None).eval()
+
+
+def export(name, batch, path):
     if os.path.exists(path):
         return
-    torch.manual_seed(0)
-    m = torchvision.models.resnet50(weights=None).eval()
+    m = torchvision_model(name)
     x = torch.randn(batch, 3, 224, 224)
     try:
         torch.onnx.export(m, (x,), path, input_names=["input"], output_names=["logits"],
@@ -52,12 +56,11 @@ def rel_l2(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
 
 
-def torch_best(batch, half, iters=200):
+def torch_best(name, batch, half, iters=200):
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    torch.manual_seed(0)
-    m = torchvision.models.resnet50(weights=None).eval().cuda().to(memory_format=torch.channels_last)
+    m = torchvision_model(name).cuda().to(memory_format=torch.channels_last)
     x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     if half:
         m, x = m.half(), x.half()
@@ -91,12 +94,14 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="resnet50")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": []}
-    for batch in [int(b) for b in a.batches.split(",")]:
-        onnx_path = os.path.join(a.work, f"resnet50_b{batch}.onnx")
-        export(batch, onnx_path)
+    runs = [(n, int(b)) for n in a.models.split(",") for b in a.batches.split(",")]
+    for name, batch in runs:
+        onnx_path = os.path.join(a.work, f"{name}_b{batch}.onnx")
+        export(name, batch, onnx_path)
         rng = np.random.default_rng(batch)
         x = rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)
         x_pb = os.path.join(a.work, f"x_b{batch}.pb")
@@ -104,9 +109,9 @@ def main():
         import onnxruntime as ort
         want = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
             None, {"input": x})[0]
-        row = {"model": "resnet50", "batch": batch}
+        row = {"model": name, "batch": batch}
         for precision in ("fp32", "fp16"):
-            engine = os.path.join(a.work, f"resnet50_b{batch}_{precision}.kiln")
+            engine = os.path.join(a.work, f"{name}_b{batch}_{precision}.kiln")
             t0 = time.time()
             args = ["compile", onnx_path, "-o", engine, "--no-verify", "--device", "gpu"]
             if precision == "fp16":
@@ -121,7 +126,7 @@ def main():
             print(f"b{batch} {precision}: kiln gpu vs onnxruntime rel L2 "
                   f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
         # Where the time goes (b1 fp16): per node, device events; and without replay.
-        engine16 = os.path.join(a.work, f"resnet50_b{batch}_fp16.kiln")
+        engine16 = os.path.join(a.work, f"{name}_b{batch}_fp16.kiln")
         r = subprocess.run([a.kiln, "profile", engine16, "--device", "gpu", "--input",
                             f"input={x_pb}", "--top", "12"], capture_output=True, text=True,
                            env=dict(os.environ, KILN_GPU_TRACE="1"))
@@ -136,13 +141,13 @@ def main():
             row["kiln_no_replay_device_ms_fp16"] = j.get("device_ms", {}).get("p50")
         timers = {}
         for precision in ("fp16",):
-            timers[precision], cs = torch_best(batch, precision == "fp16")
+            timers[precision], cs = torch_best(name, batch, precision == "fp16")
             row[f"torch_compile_s_{precision}"] = round(cs, 1)
         k_rounds = {"fp32": [], "fp16": []}
         t_rounds = {"fp16": []}
         for _ in range(a.rounds):
             for precision in ("fp32", "fp16"):
-                engine = os.path.join(a.work, f"resnet50_b{batch}_{precision}.kiln")
+                engine = os.path.join(a.work, f"{name}_b{batch}_{precision}.kiln")
                 r = kiln(a.kiln, "bench", engine, "--device", "gpu", "--input", f"input={x_pb}",
                          "--iterations", "200", "--duration", "1", "--warmup", "5", "--json")
                 j = json.loads(r.stdout)
