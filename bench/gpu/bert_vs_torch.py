@@ -25,7 +25,9 @@ SEQ = 128
 def model():
     from transformers import BertConfig, BertModel
     torch.manual_seed(0)
-    return BertModel(BertConfig(), add_pooling_layer=False, attn_implementation="sdpa").eval()
+    # The attention implementation is a config field (BertModel takes no such argument).
+    config = BertConfig(attn_implementation="sdpa")
+    return BertModel(config, add_pooling_layer=False).eval()
 
 
 def export(batch, path):

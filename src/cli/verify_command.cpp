@@ -29,6 +29,7 @@ struct VerifyOptions {
   InputOptions inputs;
   ToleranceOptions tolerance;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 // The ONNX model to compare against: --onnx, the model itself, or the path stamped into the engine
@@ -87,6 +88,7 @@ int verify(const VerifyOptions& o) {
   progress.step("opening the model");
   SessionOptions so;
   so.threads = o.threads;
+  so.device = o.device;
   Session session(o.model, so);
   // A --fp16 engine is held to the float16 limit unless --max-rel-l2 says otherwise.
   const auto& metadata = session.model().metadata;
@@ -231,6 +233,9 @@ Command add_verify_command(CLI::App& app) {
       ->capture_default_str();
   add_input_options(cmd, o->inputs);
   add_tolerance_options(cmd, o->tolerance);
+  cmd->add_option("--device", o->device,
+                  "Devices the engine runs on: cpu, gpu, gpu,cpu (the reference stays on the "
+                  "host)");
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: one per core)")
       ->check(CLI::NonNegativeNumber);
   return {cmd, [o] { return verify(*o); }};
