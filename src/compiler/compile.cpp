@@ -269,6 +269,12 @@ CompileResult compile_model(const CompileOptions& o) {
                     "planned when it opens on a machine that has it\n",
                     o.device, e.message()));
   }
+  // The stamp names the devices the plan is for: another arch refuses the engine at open.
+  for (const backends::Backend* b : eo.backends) {
+    if (b->device_kind() != backends::DeviceKind::Cpu) {
+      info.device_targets.push_back({std::string(b->name()), {}});
+    }
+  }
   runtime::Executor prepared(model.graph, eo);
   result.plan = summarize_plan(prepared);
   say(MessageKind::Report, describe_execution_plan(prepared, result.plan));

@@ -36,6 +36,9 @@ struct EngineInfo {
   // The source model's path when it was compiled (informational; the writer takes it from
   // ir::Model::source_path, and the reader sets that field to the engine file's own path).
   std::string source_path;
+  // The devices besides the CPU the stored plan was made for (`kiln compile --device gpu` on
+  // an H200: {"cuda:sm_90"}); empty for a CPU engine.
+  std::vector<Target> device_targets;
 };
 
 // The execution plan `kiln compile` stores beside the graph, as plain data (engine/ knows

@@ -576,6 +576,16 @@ LoadedEngine parse(std::shared_ptr<void> owner, size_t size, const ReadOptions& 
       for (const fbs::String* f : *t->features()) out.info.target.features.push_back(text(f));
     }
   }
+  if (m->device_targets()) {
+    for (const fb::Target* t : *m->device_targets()) {
+      Target d;
+      d.device = text(t->device());
+      if (t->features()) {
+        for (const fbs::String* f : *t->features()) d.features.push_back(text(f));
+      }
+      out.info.device_targets.push_back(std::move(d));
+    }
+  }
   if (out.info.format_version != h.format_version) {
     corrupt(fmt::format("the header says format version {} and the model {}", h.format_version,
                         out.info.format_version));

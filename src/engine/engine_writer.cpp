@@ -34,10 +34,17 @@ class Writer {
     std::vector<fbs::Offset<fbs::String>> features;
     for (const std::string& f : info_.target.features) features.push_back(str(f));
     auto target = fb::CreateTarget(fbb_, str(info_.target.device), fbb_.CreateVector(features));
+    std::vector<fbs::Offset<fb::Target>> device_targets;
+    for (const Target& d : info_.device_targets) {
+      std::vector<fbs::Offset<fbs::String>> f;
+      for (const std::string& x : d.features) f.push_back(str(x));
+      device_targets.push_back(fb::CreateTarget(fbb_, str(d.device), fbb_.CreateVector(f)));
+    }
     auto model = fb::CreateModel(
         fbb_, kFormatVersion, str(KILN_VERSION), target, info_.source_hash, m.ir_version,
         str(m.producer_name), str(m.producer_version), str(m.domain), str(m.doc_string),
-        m.model_version, fbb_.CreateVector(metadata), str(m.source_path), graph, stored_plan);
+        m.model_version, fbb_.CreateVector(metadata), str(m.source_path), graph, stored_plan,
+        device_targets.empty() ? 0 : fbb_.CreateVector(device_targets));
     fb::FinishModelBuffer(fbb_, model);
   }
 

@@ -4,6 +4,9 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "core/log.hpp"
@@ -57,6 +60,22 @@ void Session::init() {
   } else {
     KILN_CHECK_ARG(mode == options_.config.end() || mode->second == "kernels",
                    "config 'executor' must be 'kernels' or 'interpreter', got '{}'", mode->second);
+    // An engine made for a device (its stamp's device targets) opens on that device or on the
+    // CPU, never on another device: its plan, tactics and fusions were chosen for that arch.
+    if (engine_ && !engine_->device_targets.empty() && !placed_on.empty() &&
+        placed_on.front()->device_kind() != backends::DeviceKind::Cpu) {
+      const std::string_view here = placed_on.front()->name();
+      const bool same = std::any_of(engine_->device_targets.begin(), engine_->device_targets.end(),
+                                    [&](const engine::Target& t) { return t.device == here; });
+      if (!same) {
+        std::vector<std::string> names;
+        for (const engine::Target& t : engine_->device_targets) names.push_back(t.device);
+        fail(ErrorCode::Unsupported,
+             "the engine was compiled for {}; this session's device is {}: compile the model "
+             "again on this machine (kiln compile --device {}), or open the engine on the cpu",
+             fmt::join(names, ", "), here, options_.device);
+      }
+    }
     // An engine planned for other backends than the session's (a CPU engine opened with
     // device "gpu", a GPU engine on "cpu") keeps its graph, weights and passes; its kernels and
     // memory are planned again here for the session's devices.

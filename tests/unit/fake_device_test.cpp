@@ -4,9 +4,11 @@
 // host memory, in place only for kernels that declare it, device steps timed with events.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 
 #include "backends/backend_registry.hpp"
+#include "engine/engine_file.hpp"
 #include "expect_error.hpp"
 #include "fake_device.hpp"
 #include "passes/passes.hpp"
@@ -334,6 +336,39 @@ TEST(FakeDevice, SessionsLookTheirDeviceUpInTheRegistry) {
                "unknown device 'rocm:0': this build knows cpu");
   expect_error([] { backends::backends_for("cpu,,fake"); }, ErrorCode::InvalidArgument,
                "empty name");
+}
+
+// An engine's stamp names the devices its plan was made for: it opens there or on the CPU, and
+// a session on another device refuses it, naming both.
+TEST(FakeDevice, EnginesStampTheirDeviceAndRefuseAnother) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln_device_stamp_test.kiln").string();
+  for (const char* stamped : {"fake-device", "cuda:sm_80"}) {
+    SCOPED_TRACE(stamped);
+    Model md;
+    ir::Model m;
+    m.graph = md.g;
+    m.ir_version = 8;
+    engine::EngineInfo info;
+    info.device_targets = {{stamped, {}}};
+    engine::write_engine(m, info, path);
+    engine::ReadOptions ro;
+    engine::LoadedEngine back = engine::read_engine(path, ro);
+    ASSERT_EQ(back.info.device_targets.size(), 1u);
+    EXPECT_EQ(back.info.device_targets[0].device, stamped);
+    SessionOptions on_fake;
+    on_fake.device = "fake";
+    if (std::string_view(stamped) == FakeDevice::kName) {
+      Session s(path, on_fake);
+      EXPECT_EQ(s.executor()->kernel_choices()[0].backend, FakeDevice::kName);
+    } else {
+      expect_error([&] { Session s(path, on_fake); }, ErrorCode::Unsupported,
+                   "the engine was compiled for cuda:sm_80; this session's device is fake-device");
+    }
+    Session on_cpu(path, SessionOptions{});  // the CPU opens any engine
+    EXPECT_EQ(on_cpu.executor()->kernel_choices()[0].backend, "cpu");
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(BackendRegistry, ADeviceThatCannotOpenSaysWhyEachTimeAndIsTriedOnce) {
