@@ -4,15 +4,6 @@
 #include "core/error.hpp"
 
 namespace kiln::backends::gpu {
-namespace {
-
-void lt_check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    fail(ErrorCode::Internal, "{} failed (cuBLAS status {})", what, static_cast<int>(s));
-  }
-}
-
-}  // namespace
 
 ConvGemm::~ConvGemm() {
   reset();

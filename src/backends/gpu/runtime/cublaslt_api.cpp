@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "core/error.hpp"
+
 namespace kiln::backends::gpu {
 namespace {
 
@@ -44,6 +46,12 @@ CublasLtApi open_cublaslt() {
 }
 
 }  // namespace
+
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fail(ErrorCode::Internal, "{} failed (cuBLAS status {})", what, static_cast<int>(s));
+  }
+}
 
 const CublasLtApi& cublaslt() {
   static const CublasLtApi api = open_cublaslt();

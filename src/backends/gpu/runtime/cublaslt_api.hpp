@@ -31,5 +31,8 @@ struct CublasLtApi {
 // The process's cuBLASLt (opened once; never throws: see `error`).
 const CublasLtApi& cublaslt();
 
+// Throws Internal naming `what` and the status when `s` is not success.
+void lt_check(cublasStatus_t s, const char* what);
+
 }  // namespace kiln::backends::gpu
 #endif

@@ -131,12 +131,6 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
   return p;
 }
 
-void lt_check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    fail(ErrorCode::Internal, "{} failed (cuBLAS status {})", what, static_cast<int>(s));
-  }
-}
-
 // One product's cuBLASLt objects, made for one set of runtime dims and kept for the next run.
 struct Plan {
   std::vector<int64_t> key;
