@@ -18,6 +18,7 @@
 #include "core/log.hpp"
 #include "engine/engine_file.hpp"
 #include "expect_error.hpp"
+#include "fake_device.hpp"
 #include "passes/passes.hpp"
 #include "runtime/session.hpp"
 
@@ -129,72 +130,6 @@ TEST(Executor, ReturnedTensorsNeverAliasTheArena) {
   expect_close(y2, runtime::Interpreter(g).run(std::vector<RtValue>{x2})[0]);
 }
 
-// A device whose memory the host must not touch directly (tracked allocations) and that runs
-// Relu only: everything else falls back to the CPU through explicit copies.
-class FakeDevice final : public backends::Backend {
- public:
-  std::string_view name() const override { return "fake"; }
-  backends::DeviceKind device_kind() const override { return backends::DeviceKind::Gpu; }
-  backends::DeviceBuffer allocate(size_t bytes) override {
-    void* p = std::malloc(std::max<size_t>(bytes, 1));
-    live_[p] = bytes;
-    return backends::DeviceBuffer(p, bytes, [this](void* q) {
-      live_.erase(q);
-      std::free(q);
-    });
-  }
-  std::unique_ptr<backends::Stream> create_stream() override {
-    struct S final : backends::Stream {
-      void enqueue(std::function<void()> fn) override { fn(); }
-      void wait(const backends::Event&) override {}
-      void synchronize() override {}
-    };
-    return std::make_unique<S>();
-  }
-  std::unique_ptr<backends::Event> create_event() override { return nullptr; }
-  void copy_to_device(void* dst, const void* src, size_t n, backends::Stream&) override {
-    ++to_device;
-    std::memcpy(dst, src, n);
-  }
-  void copy_to_host(void* dst, const void* src, size_t n, backends::Stream&) override {
-    ++to_host;
-    std::memcpy(dst, src, n);
-  }
-  backends::Support supports(const ir::Node& n) const override {
-    if (n.op_type() == "Relu") return backends::Support::yes("fake.relu");
-    return backends::Support::no("the fake device runs Relu only");
-  }
-  std::unique_ptr<backends::Kernel> create_kernel(const ir::Node&, std::string_view) override {
-    struct Relu final : backends::Kernel {
-      FakeDevice& dev;
-      explicit Relu(FakeDevice& d) : dev(d) {}
-      std::string_view name() const override { return "fake.relu"; }
-      void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
-               backends::Stream&) override {
-        // Only an arena or buffer of this device is acceptable input: never host memory.
-        EXPECT_TRUE(dev.owns(in[0].data)) << "a host pointer reached the device kernel";
-        backends::DeviceTensor y = out.allocate(0, in[0].dtype, in[0].dims);
-        EXPECT_TRUE(dev.owns(y.data));
-        const auto* x = static_cast<const float*>(in[0].data);
-        for (int64_t i = 0; i < y.numel(); ++i)
-          static_cast<float*>(y.data)[i] = std::max(x[i], 0.f);
-      }
-    };
-    return std::make_unique<Relu>(*this);
-  }
-  // A pointer inside one of this device's allocations.
-  bool owns(const void* p) const {
-    for (const auto& [a, size] : live_) {
-      if (p >= a && static_cast<const char*>(p) < static_cast<char*>(a) + size) return true;
-    }
-    return false;
-  }
-  int to_device = 0, to_host = 0;
-
- private:
-  std::map<void*, size_t> live_;
-};
-
 TEST(Executor, UnboundedValuesReuseLastRunsMemoryOnlyWhenNothingHoldsIt) {
   // An unbounded batch: no value has an arena slot, each gets memory of its own per run.
   Shape any_batch({Dim::symbol("n"), Dim(3), Dim(8), Dim(8)});
@@ -236,7 +171,9 @@ TEST(Executor, FallsBackToTheCpuWithCopiesAndOneWarningPerOpType) {
   LogSink previous = set_log_sink([&](LogLevel level, std::string_view m) {
     if (level == LogLevel::Warning) warnings.emplace_back(m);
   });
-  FakeDevice fake;
+  // The shared fake device (fake_device.hpp), taking Relu only: Add and Mul fall back.
+  testing::FakeDevice fake;
+  fake.only_ops = {"Relu"};
   runtime::ExecutorOptions options;
   options.backends = {&fake};
   std::unique_ptr<runtime::Executor> ex;
@@ -248,14 +185,14 @@ TEST(Executor, FallsBackToTheCpuWithCopiesAndOneWarningPerOpType) {
   }
   set_log_sink(previous);
   ASSERT_EQ(warnings.size(), 2u) << "one warning per op type (Add twice, Mul once)";
-  EXPECT_NE(warnings[0].find("Add: fake cannot run it (the fake device runs Relu only)"),
+  EXPECT_NE(warnings[0].find("Add: fake-device cannot run it (the fake device runs Relu only)"),
             std::string::npos)
       << warnings[0];
   EXPECT_NE(warnings[0].find("falling back to the CPU (cpu.binary)"), std::string::npos);
   EXPECT_NE(warnings[1].find("Mul"), std::string::npos) << warnings[1];
-  EXPECT_EQ(ex->kernel_choices()[0].backend, "fake");
+  EXPECT_EQ(ex->kernel_choices()[0].backend, testing::FakeDevice::kName);
   EXPECT_EQ(ex->kernel_choices()[1].backend, "cpu");
-  EXPECT_TRUE(ex->arena_bytes().count("fake"));
+  EXPECT_TRUE(ex->arena_bytes().count(testing::FakeDevice::kName));
 
   Tensor xv = random_tensor({4, 8}, 9);
   RtValue out = ex->run({xv})[0];

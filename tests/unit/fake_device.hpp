@@ -1,15 +1,16 @@
 #pragma once
 // A fake device for tests: host memory behind the device interface, so placement, planned
 // copies, constant uploads and arenas are tested without a GPU. Every allocation is tracked and
-// every copy counted; its kernels (registered in the kernel table under backend "fake-device":
-// Relu, Mul, Add) check that each pointer they get is their device's memory, never the host's.
-// Relu declares in place over input 0; Mul and Add declare nothing, so the memory planner must
-// never give their output an input's space. Mul's check asks the device (has_multiplier), as a
-// GPU kernel asks the device's arch.
+// every copy counted; its kernels (fake_device.cpp, registered in the kernel table under backend
+// "fake-device": Relu, Mul, Add) check that each pointer they get is their device's memory, never
+// the host's. Relu declares in place over input 0; Mul and Add declare nothing, so the memory
+// planner must never give their output an input's space. Mul's check asks the device
+// (has_multiplier), as a GPU kernel asks the device's arch.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,11 @@ class FakeDevice final : public backends::Backend {
     std::memcpy(dst, src, n);
   }
   backends::Support supports(const ir::Node& n) const override {
+    if (!only_ops.empty() && !only_ops.count(n.op_type())) {
+      std::string list;
+      for (const std::string& op : only_ops) list += (list.empty() ? "" : ", ") + op;
+      return backends::Support::no("the fake device runs " + list + " only");
+    }
     return backends::KernelTable::instance().select(*this, n);
   }
   std::unique_ptr<backends::Kernel> create_kernel(const ir::Node& n,
@@ -113,6 +119,8 @@ class FakeDevice final : public backends::Backend {
   int captures = 0, replays = 0, kernel_runs = 0;
   // What this "arch" can do: kernels' checks receive the backend and ask (fake.mul needs it).
   bool has_multiplier = true;
+  // When not empty: the only ops this device takes (others fall back to the CPU).
+  std::set<std::string> only_ops;
 
  private:
   std::map<void*, size_t> live_;
