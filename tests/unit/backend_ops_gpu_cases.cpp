@@ -714,6 +714,19 @@ void conv_cases(std::vector<Case>& c) {
           .gpu = kConv},
          kFp16);
   }
+  // Depthwise with ReLU6 (MobileNetV2's blocks), in float16 too: that model's float16 engine was
+  // wrong on the H200 while its float32 one was right.
+  both(c,
+       {.name = "gpu_fused_depthwise_clip6",
+        .op = "FusedConv",
+        .inputs = {x({2, 32, 9, 9}), w({32, 1, 3, 3}), w({32})},
+        .attrs = {ints("pads", {1, 1, 1, 1}), i("group", 32), s("activation", "Clip"),
+                  floats("activation_params", {0.f, 6.f})},
+        .kernel = "cpu.depthwise_conv",
+        .domain = "ai.kiln",
+        .opset = 1,
+        .gpu = kConv},
+       kFp16);
   both(c,
        {.name = "gpu_fused_conv_1x1_residual_relu",
         .op = "FusedConv",
