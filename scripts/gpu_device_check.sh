@@ -18,13 +18,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 pack() {
   local build=${1:-build} carry=${2:-.gpu_carry}
-  cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda kiln_unit_tests
+  cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda kiln_unit_tests \
+    kiln_conformance
   local stage
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$carry"
   strip --strip-debug -o "$stage/bin/kiln" "$build/src/kiln"
   strip --strip-debug -o "$stage/bin/kiln_gpu_tests" "$build/tests/kiln_gpu_tests"
   strip --strip-debug -o "$stage/bin/kiln_unit_tests" "$build/tests/kiln_unit_tests"
+  strip --strip-debug -o "$stage/bin/kiln_conformance" "$build/tests/kiln_conformance"
   strip --strip-debug -o "$stage/lib/libkiln_gpu_cuda.so" "$build/lib/libkiln_gpu_cuda.so"
   # Everything the three need except the C and C++ runtimes, which the device's (newer) system
   # has: fmt, protobuf, oneDNN, OpenMP, image codecs and what those pull in.
@@ -213,6 +215,17 @@ PY
 LD_LIBRARY_PATH="$libs" exec "$root/bin/kiln" "\$@"
 EOF2
   chmod +x "$root/kiln_wrapped"
+  if [ "${KILN_GPU_NODE_TESTS:-0}" != 0 ]; then
+    # The ONNX node tests of the device's own onnx package, on the CPU's reference path and
+    # through the GPU (with CPU fallback): the GPU must pass no fewer.
+    local node_data
+    node_data=$(python3 -c 'import onnx, os; print(os.path.dirname(onnx.__file__))')/backend/test/data/node
+    echo "== ONNX node tests: reference interpreter, then --device gpu --optimize"
+    for mode in "" "--device gpu --optimize"; do
+      # shellcheck disable=SC2086
+      k "$root/bin/kiln_conformance" --data "$node_data" $mode 2>&1 | tail -n 3
+    done | tee "$OUT/node_tests.txt" || true
+  fi
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     python3 "$carry/resnet50_vs_torch.py" "$root/kiln_wrapped" "$root/models" \

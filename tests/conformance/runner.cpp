@@ -2,13 +2,16 @@
 // the test's outputs and checks the result against expected_failures.txt.
 //
 //   kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] [--filter REGEX] [-v]
-//                    [--via-engine]
+//                    [--via-engine] [--device NAME]
 //
 // --optimize runs the default pass pipeline first, so every pass is held to the node tests too.
 // --via-engine prepares each imported model as `kiln compile` does (kernel choices and memory
 // plan), writes it to a .kiln engine file and runs what reads back on the executor with the
 // stored plan, so the engine format, the executor and its fast kernels are held to the same
 // expected results as the reference interpreter.
+// --device NAME (gpu, gpu,cpu) runs each model on the executor with that device's backends (and
+// its device passes with --optimize): nodes the device cannot run fall back to the CPU, so the
+// device is held to the same expected results (on a machine with the device).
 // Each test runs in a forked child, so a crash or a hang is one failed test, not a lost run.
 #include <poll.h>
 #include <sys/wait.h>
@@ -24,6 +27,7 @@
 #include <regex>
 #include <set>
 
+#include "backends/backend_registry.hpp"
 #include "engine/engine_file.hpp"
 #include "onnx/onnx_io.hpp"
 #include "passes/pass_manager.hpp"
@@ -40,6 +44,7 @@ namespace {
 constexpr int kTimeoutSeconds = 60;
 bool g_via_engine = false;
 bool g_optimize = false;
+std::string g_device;  // empty: the reference interpreter (or the engine path)
 
 // Write `model` and its execution plan as an engine and read both back (the file is unlinked;
 // its mapping stays valid).
@@ -99,6 +104,7 @@ std::string run_test(const fs::path& dir) {
   if (g_optimize) {
     passes::PassManager pm;
     passes::add_default_passes(pm);
+    if (!g_device.empty()) passes::add_device_passes(pm, g_device);
     pm.run(*model.graph);
   }
   std::unique_ptr<runtime::Interpreter> interp;
@@ -108,6 +114,10 @@ std::string run_test(const fs::path& dir) {
     model = std::move(loaded.model);
     executor = std::make_unique<runtime::Executor>(model.graph, runtime::ExecutorOptions{},
                                                    loaded.plan ? &*loaded.plan : nullptr);
+  } else if (!g_device.empty()) {
+    runtime::ExecutorOptions options;
+    options.backends = backends::backends_for(g_device);
+    executor = std::make_unique<runtime::Executor>(model.graph, options);
   } else {
     interp = std::make_unique<runtime::Interpreter>(model.graph);
   }
@@ -248,11 +258,13 @@ int main(int argc, char** argv) {
       verbose = true;
     else if (a == "--via-engine")
       g_via_engine = true;
+    else if (a == "--device")
+      g_device = next();
     else if (a == "--optimize")
       g_optimize = true;
     else {
       std::cerr << "usage: kiln_conformance --data DIR [--expected FILE] [--write-expected FILE] "
-                   "[--filter REGEX] [-v] [--via-engine] [--optimize]\n";
+                   "[--filter REGEX] [-v] [--via-engine] [--optimize] [--device NAME]\n";
       return 2;
     }
   }
