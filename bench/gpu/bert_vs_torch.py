@@ -17,7 +17,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from resnet50_vs_torch import kiln, rel_l2
+from resnet50_vs_torch import cuda_median_ms, kiln, rel_l2
 
 SEQ = 128
 
@@ -63,18 +63,7 @@ def torch_best(batch, iters=200):
         torch.cuda.synchronize()
         compile_s = time.time() - t0
 
-    def timed():
-        with torch.inference_mode():
-            ts = []
-            for _ in range(iters):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                f(ids, mask)
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b))
-        return statistics.median(ts)
-    return timed, compile_s
+    return (lambda: cuda_median_ms(lambda: f(ids, mask), iters)), compile_s
 
 
 def main():

@@ -56,6 +56,21 @@ def rel_l2(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
 
 
+def cuda_median_ms(call, iters):
+    """Median of `iters` calls, each timed with CUDA events, under inference_mode (as when
+    compiled: outside it torch.compile records another graph)."""
+    with torch.inference_mode():
+        ts = []
+        for _ in range(iters):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            call()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
 def torch_best(name, batch, half, iters=200):
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -72,19 +87,7 @@ def torch_best(name, batch, half, iters=200):
         torch.cuda.synchronize()
         compile_s = time.time() - t0
 
-    def timed():
-        # Under inference_mode as when compiled: outside it torch.compile records another graph.
-        with torch.inference_mode():
-            ts = []
-            for _ in range(iters):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                f(x)
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b))
-        return statistics.median(ts)
-    return timed, compile_s
+    return (lambda: cuda_median_ms(lambda: f(x), iters)), compile_s
 
 
 def main():

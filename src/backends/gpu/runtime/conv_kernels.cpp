@@ -476,33 +476,13 @@ KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
 
 #else  // AMD: MIOpen would take cuDNN's place; Debian's ROCm 5.2 has none.
 
-#include "backends/gpu/runtime/gpu_backend_impl.hpp"
-#include "backends/kernel_table.hpp"
+#include "backends/gpu/runtime/missing_library.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
 
-constexpr const char* kConvKernel = "gpu.cudnn.conv";
-
-// Registered so that the reason a convolution falls back to the CPU names what is missing.
-std::string needs_miopen(const ir::Node& node) {
-  return fmt::format("{} on AMD needs MIOpen, which this build (ROCm 5.2) lacks", node.op_type());
-}
-std::unique_ptr<Kernel> no_kernel(const ir::Node&) {
-  return nullptr;
-}
-
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "Conv",
-                      .name = kConvKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedConv",
-                      .name = kConvKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
+const bool kRegistered =
+    register_missing_library("MIOpen", "gpu.cudnn.conv", {{"", "Conv"}, {"ai.kiln", "FusedConv"}});
 
 }  // namespace
 }  // namespace kiln::backends::gpu

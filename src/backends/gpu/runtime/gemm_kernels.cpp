@@ -327,45 +327,14 @@ KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
 
 #else  // AMD: hipBLASLt would take cuBLASLt's place; ROCm 5.2 (this build's) has none.
 
-#include "backends/gpu/runtime/gpu_backend_impl.hpp"
-#include "backends/kernel_table.hpp"
+#include "backends/gpu/runtime/missing_library.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
 
-constexpr const char* kGemmKernel = "gpu.gemm";
-
-// Registered so that the reason a product falls back to the CPU names what is missing.
-std::string needs_hipblaslt(const ir::Node& node) {
-  return fmt::format("{} on AMD needs hipBLASLt, which this build (ROCm 5.2) lacks",
-                     node.op_type());
-}
-std::unique_ptr<Kernel> no_kernel(const ir::Node&) {
-  return nullptr;
-}
-
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "MatMul",
-                      .name = kGemmKernel,
-                      .check = needs_hipblaslt,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "Gemm",
-                      .name = kGemmKernel,
-                      .check = needs_hipblaslt,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedMatMul",
-                      .name = kGemmKernel,
-                      .check = needs_hipblaslt,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedGemm",
-                      .name = kGemmKernel,
-                      .check = needs_hipblaslt,
-                      .create = no_kernel});
+const bool kRegistered = register_missing_library(
+    "hipBLASLt", "gpu.gemm",
+    {{"", "MatMul"}, {"", "Gemm"}, {"ai.kiln", "FusedMatMul"}, {"ai.kiln", "FusedGemm"}});
 
 }  // namespace
 }  // namespace kiln::backends::gpu

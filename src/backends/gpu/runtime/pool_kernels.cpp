@@ -191,41 +191,14 @@ KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
 
 #else  // AMD: MIOpen would take cuDNN's place; Debian's ROCm 5.2 has none.
 
-#include "backends/gpu/runtime/gpu_backend_impl.hpp"
-#include "backends/kernel_table.hpp"
+#include "backends/gpu/runtime/missing_library.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
 
-constexpr const char* kPoolKernel = "gpu.cudnn.pool";
-
-std::string needs_miopen(const ir::Node& node) {
-  return fmt::format("{} on AMD needs MIOpen, which this build (ROCm 5.2) lacks", node.op_type());
-}
-std::unique_ptr<Kernel> no_kernel(const ir::Node&) {
-  return nullptr;
-}
-
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "MaxPool",
-                      .name = kPoolKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "AveragePool",
-                      .name = kPoolKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "GlobalAveragePool",
-                      .name = kPoolKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "GlobalMaxPool",
-                      .name = kPoolKernel,
-                      .check = needs_miopen,
-                      .create = no_kernel});
+const bool kRegistered = register_missing_library(
+    "MIOpen", "gpu.cudnn.pool",
+    {{"", "MaxPool"}, {"", "AveragePool"}, {"", "GlobalAveragePool"}, {"", "GlobalMaxPool"}});
 
 }  // namespace
 }  // namespace kiln::backends::gpu
