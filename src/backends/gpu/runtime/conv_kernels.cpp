@@ -222,6 +222,7 @@ class ConvKernel final : public Kernel {
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
     const CudnnApi& dnn = cudnn();
+    std::lock_guard<std::mutex> lock(cudnn_mutex());
     const DeviceTensor& x = in[0];
     KILN_CHECK(x.dtype == dtype_ && x.dims.size() == 4, ErrorCode::Internal,
                "{} {}: input is {} {}, the kernel was made for 4-D {}", kConvKernel, label_,

@@ -67,6 +67,11 @@ CudnnApi open_cudnn() {
 
 }  // namespace
 
+std::mutex& cudnn_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 const CudnnApi& cudnn() {
   static const CudnnApi api = open_cudnn();
   return api;

@@ -10,6 +10,7 @@
 #if defined(KILN_GPU_CUDA) && !defined(__HIP__)
 #include <cudnn.h>
 
+#include <mutex>
 #include <string>
 
 namespace kiln::backends::gpu {
@@ -55,6 +56,11 @@ struct CudnnApi {
 
 // The process's cuDNN (opened once; never throws: see `error`).
 const CudnnApi& cudnn();
+
+// Held around every use of the process's cuDNN handle (setting its stream, then the calls): a
+// handle must not be used from two threads at once, and sessions (a server's instances) run on
+// several.
+std::mutex& cudnn_mutex();
 
 // Throws Internal naming `what` and cuDNN's message when `status` is not success.
 void cudnn_check(cudnnStatus_t status, const char* what);

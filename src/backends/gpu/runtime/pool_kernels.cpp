@@ -138,6 +138,7 @@ class PoolKernel final : public Kernel {
         "cudnnSetTensor4dDescriptor");
     cudnn_check(dnn.tensor_set_4d(y_desc_, f, t, i(y.dims[0]), i(y.dims[1]), i(oh), i(ow)),
                 "cudnnSetTensor4dDescriptor");
+    std::lock_guard<std::mutex> lock(cudnn_mutex());
     cudnn_check(dnn.set_stream(dnn.handle, gpu_stream(stream).handle()), "cudnnSetStream");
     const float one = 1.f, zero = 0.f;
     cudnn_check(dnn.pool_forward(dnn.handle, pool_, &one, x_desc_, x.data, &zero, y_desc_, y.data),
