@@ -7,6 +7,7 @@ bytes) become lists, and lists fed to sequence inputs become sequences.
 import enum
 import json
 import os
+import threading
 import time
 import warnings
 
@@ -22,6 +23,190 @@ _PROVIDER_DEVICES = {
     "MIGraphXExecutionProvider": "gpu",
 }
 _CPU = "CPUExecutionProvider"
+
+
+# --- Errors named as onnxruntime's -----------------------------------------------------------
+# ORT code catches onnxruntime.capi.onnxruntime_pybind11_state.{Fail, InvalidArgument, NoSuchFile,
+# InvalidGraph, NotImplemented, RuntimeException}. Kiln's own classes (kiln.NotFound, ...) stay what
+# the package raises; an error leaving a session is also an instance of the ORT-named class that
+# fits, through a class deriving from both (made once per pair), so old and ORT-style handlers
+# both catch it. kiln.InvalidArgument already has ORT's name and is used as is.
+
+
+class Fail(_kiln.KilnError):
+    """ORT's FAIL: a failure with no more specific class (here: a resource that is missing)."""
+
+
+class NoSuchFile(_kiln.KilnError):
+    """ORT's NO_SUCHFILE: the model file does not exist."""
+
+
+class InvalidGraph(_kiln.KilnError):
+    """ORT's INVALID_GRAPH: the model could not be loaded (malformed or inconsistent)."""
+
+
+class NotImplemented(_kiln.KilnError):  # noqa: A001 (ORT's name)
+    """ORT's NOT_IMPLEMENTED: a valid request Kiln cannot do (an op, a type, a device)."""
+
+
+class RuntimeException(_kiln.KilnError):
+    """ORT's RUNTIME_EXCEPTION: a failure while running the model."""
+
+
+InvalidArgument = _kiln.InvalidArgument
+
+# (stage, Kiln class) -> ORT-named class. Stage "load": making a session; "run": running one.
+_ORT_CLASS = {
+    ("load", _kiln.NotFound): NoSuchFile,
+    ("load", _kiln.InvalidArgument): InvalidGraph,
+    ("load", _kiln.Unsupported): NotImplemented,
+    ("load", _kiln.Unavailable): Fail,
+    ("load", _kiln.Internal): RuntimeException,
+    ("run", _kiln.NotFound): InvalidArgument,  # ORT: an unknown output name is INVALID_ARGUMENT
+    ("run", _kiln.Unsupported): NotImplemented,
+    ("run", _kiln.Unavailable): RuntimeException,
+    ("run", _kiln.Internal): RuntimeException,
+}
+_BOTH = {}
+_BOTH_LOCK = threading.Lock()
+
+
+def _both(kiln_class, ort_class):
+    """The class deriving from kiln_class and ort_class, named as the ORT one."""
+    if issubclass(kiln_class, ort_class):
+        return kiln_class
+    with _BOTH_LOCK:
+        cls = _BOTH.get((kiln_class, ort_class))
+        if cls is None:
+            cls = type(ort_class.__name__, (kiln_class, ort_class),
+                       {"__module__": "kiln", "__doc__": ort_class.__doc__})
+            _BOTH[(kiln_class, ort_class)] = cls
+        return cls
+
+
+def _ort_error(stage, error):
+    """error re-made as an instance of its Kiln class and of the ORT class for stage."""
+    kiln_class = type(error)
+    ort_class = next((o for (st, k), o in _ORT_CLASS.items() if st == stage and k is kiln_class), None)
+    if ort_class is None or isinstance(error, ort_class):
+        return error
+    return _both(kiln_class, ort_class)(*error.args)
+
+
+def _unsupported(message):
+    return _both(_kiln.Unsupported, NotImplemented)(message)
+
+
+# ORT's element type strings and numpy's dtypes, both ways (tensor(float) <-> float32).
+_NUMPY_OF = {
+    "float": np.float32, "double": np.float64, "float16": np.float16, "int8": np.int8,
+    "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+    "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_,
+    "string": np.object_,
+}
+_TYPE_OF = {np.dtype(v).str[1:]: k for k, v in _NUMPY_OF.items() if k != "string"}
+
+
+def _type_string(arr):
+    if arr.dtype.kind in "OUS":
+        return "tensor(string)"
+    name = _TYPE_OF.get(arr.dtype.newbyteorder("=").str[1:])
+    if name is None:
+        raise _unsupported(f"numpy arrays of dtype {arr.dtype} are not supported")
+    return f"tensor({name})"
+
+
+def _cpu_device(what, device_type, device_id=0):
+    """Refuses memory Kiln's Python API cannot read: only host memory is supported here."""
+    if not isinstance(device_type, str) or device_type.lower() != "cpu":
+        raise _unsupported(
+            f"{what}: device_type {device_type!r} is not supported; Kiln's Python API takes and "
+            "returns CPU memory only (device_type 'cpu')"
+        )
+    if device_id != 0:
+        raise _kiln.InvalidArgument(f"{what}: device_id {device_id!r}: the CPU is device 0")
+
+
+class OrtValue:
+    """A tensor in CPU memory, like onnxruntime.OrtValue: feed it to run() or bind it to an
+    IOBinding. ortvalue_from_numpy keeps the array (no copy when it is already C-contiguous,
+    aligned and native-endian), so, as in ORT, changing the array changes the value."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array):
+        self._array = array
+
+    @staticmethod
+    def ortvalue_from_numpy(numpy_obj, device_type="cpu", device_id=0):
+        _cpu_device("OrtValue.ortvalue_from_numpy", device_type, device_id)
+        arr = np.asarray(numpy_obj)
+        _type_string(arr)  # refuses dtypes Kiln cannot hold
+        if arr.dtype.kind not in "OUS":
+            arr = np.require(arr, requirements=["C", "A"])
+        return OrtValue(arr)
+
+    @staticmethod
+    def ortvalue_from_shape_and_type(shape, element_type, device_type="cpu", device_id=0):
+        """A zero-filled tensor, e.g. to bind as an output Kiln writes into."""
+        _cpu_device("OrtValue.ortvalue_from_shape_and_type", device_type, device_id)
+        arr = np.zeros([int(d) for d in shape], dtype=element_type)
+        _type_string(arr)
+        return OrtValue(arr)
+
+    def numpy(self):
+        """The value as a numpy array (the one this value holds, not a copy)."""
+        return self._array
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def data_type(self):
+        return _type_string(self._array)
+
+    def element_type(self):
+        return self._array.dtype.type
+
+    def device_name(self):
+        return "cpu"
+
+    def is_tensor(self):
+        return True
+
+    def has_value(self):
+        return True
+
+    def is_sparse_tensor(self):
+        return False
+
+    def is_tensor_sequence(self):
+        return False
+
+    def data_ptr(self):
+        if self._array.dtype.kind == "O":
+            raise _kiln.InvalidArgument("OrtValue.data_ptr: a string tensor has no flat buffer")
+        return self._array.ctypes.data
+
+    def __repr__(self):
+        return f"OrtValue({self.data_type()}, shape={self.shape()}, device='cpu')"
+
+
+def _array_at(what, buffer_ptr, element_type, shape):
+    """A numpy view of host memory at buffer_ptr (ORT's bind_input/bind_output with a pointer).
+    The caller keeps the memory alive while it is bound, as with ORT."""
+    dtype = np.dtype(element_type)
+    if dtype.kind in "OUS":
+        raise _unsupported(f"{what}: string tensors cannot be bound by pointer")
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise _kiln.InvalidArgument(f"{what}: shape {dims} has a negative dim")
+    if not isinstance(buffer_ptr, int) or buffer_ptr == 0:
+        raise _kiln.InvalidArgument(f"{what}: buffer_ptr must be a non-null address (an int)")
+    import ctypes
+
+    count = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    raw = (ctypes.c_uint8 * max(count, 1)).from_address(buffer_ptr)
+    return np.frombuffer(raw, dtype=np.uint8, count=count).view(dtype).reshape(dims)
 
 
 def get_available_providers():
@@ -257,16 +442,155 @@ class NodeArg:
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
 
 
-def _provider_name(entry):
-    name = entry[0] if isinstance(entry, (tuple, list)) else entry
-    if not isinstance(name, str):
-        raise TypeError(f"providers are names or (name, options) pairs, got {entry!r}")
-    if name not in _PROVIDER_DEVICES:
-        raise ValueError(
-            f"unknown provider '{name}'; Kiln knows {sorted(_PROVIDER_DEVICES)} "
-            f"and this build runs {get_available_providers()}"
-        )
-    return name
+def _provider_names(providers):
+    """The provider names in providers that Kiln knows, then the CPU (as in ORT, the fallback of
+    last resort). A name Kiln does not know warns and is skipped, as ORT does with a provider its
+    build lacks."""
+    names = []
+    for entry in [_CPU] if providers is None else providers:
+        name = entry[0] if isinstance(entry, (tuple, list)) else entry
+        if not isinstance(name, str):
+            raise TypeError(f"providers are names or (name, options) pairs, got {entry!r}")
+        if name not in _PROVIDER_DEVICES:
+            warnings.warn(
+                f"unknown provider '{name}' skipped; Kiln knows {sorted(_PROVIDER_DEVICES)} "
+                f"and this build runs {get_available_providers()}",
+                RuntimeWarning, stacklevel=3,
+            )
+            continue
+        names.append(name)
+    if _CPU not in names:
+        names.append(_CPU)
+    return names
+
+
+class ModelMetadata:
+    """The model's metadata (onnxruntime.ModelMetadata), from its ONNX ModelProto fields (an
+    engine keeps its source model's, with the compiler's own keys added to the map)."""
+
+    __slots__ = ("producer_name", "producer_version", "graph_name", "graph_description",
+                 "domain", "description", "version", "custom_metadata_map")
+
+    def __init__(self, d):
+        for key in self.__slots__:
+            setattr(self, key, d.get(key, ""))
+        self.graph_description = ""  # Kiln does not keep the graph's doc_string
+        self.custom_metadata_map = dict(d.get("custom_metadata_map", {}))
+
+    def __repr__(self):
+        return (f"ModelMetadata(producer_name={self.producer_name!r}, "
+                f"graph_name={self.graph_name!r}, version={self.version!r})")
+
+
+class IOBinding:
+    """Inputs and outputs bound ahead of a run (onnxruntime.IOBinding), in CPU memory only:
+    session.io_binding() makes one, session.run_with_iobinding(binding) runs it. Bound inputs
+    are read when the run starts; an output bound to memory (buffer_ptr or an OrtValue) is
+    written there, others are allocated by the run. Any device_type but 'cpu' is refused."""
+
+    def __init__(self, session):
+        if not isinstance(session, InferenceSession):
+            raise TypeError("IOBinding needs a kiln.InferenceSession")
+        self._session = session
+        self._inputs = {}   # name -> numpy array (a view of bound memory, or the array itself)
+        self._outputs = {}  # name -> OrtValue to write into, or None to allocate
+        self._results = []  # OrtValues of the last run, in bind order
+
+    def _input_name(self, name):
+        if name not in self._session._input_types:
+            raise _kiln.InvalidArgument(
+                f"IOBinding: the model has no input named '{name}' "
+                f"(its inputs: {', '.join(self._session._input_types)})"
+            )
+        return name
+
+    def _output_name(self, name):
+        if name not in self._session._output_names:
+            raise _kiln.InvalidArgument(
+                f"IOBinding: the model has no output named '{name}' "
+                f"(its outputs: {', '.join(self._session._output_names)})"
+            )
+        return name
+
+    def bind_cpu_input(self, name, arr_on_cpu):
+        """Binds a numpy array (or anything np.asarray takes, cast to the input's type)."""
+        self._inputs[self._input_name(name)] = self._session._cast(name, arr_on_cpu)
+
+    def bind_input(self, name, device_type, device_id, element_type, shape, buffer_ptr):
+        """Binds memory at buffer_ptr holding a C-order tensor of element_type and shape."""
+        _cpu_device(f"IOBinding.bind_input('{name}')", device_type, device_id)
+        self._inputs[self._input_name(name)] = _array_at(
+            f"IOBinding.bind_input('{name}')", buffer_ptr, element_type, shape)
+
+    def bind_ortvalue_input(self, name, ortvalue):
+        if not isinstance(ortvalue, OrtValue):
+            raise TypeError(f"bind_ortvalue_input('{name}') takes a kiln.OrtValue")
+        self._inputs[self._input_name(name)] = ortvalue.numpy()
+
+    def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None,
+                    buffer_ptr=None):
+        """Binds an output: to memory at buffer_ptr (element_type and shape given, the run's
+        result must have them) or, without buffer_ptr, to memory the run allocates."""
+        what = f"IOBinding.bind_output('{name}')"
+        _cpu_device(what, device_type, device_id)
+        self._output_name(name)
+        if buffer_ptr is None:
+            self._outputs[name] = None
+            return
+        if element_type is None or shape is None:
+            raise _kiln.InvalidArgument(f"{what}: a buffer_ptr needs element_type and shape")
+        self._outputs[name] = OrtValue(_array_at(what, buffer_ptr, element_type, shape))
+
+    def bind_ortvalue_output(self, name, ortvalue):
+        if not isinstance(ortvalue, OrtValue):
+            raise TypeError(f"bind_ortvalue_output('{name}') takes a kiln.OrtValue")
+        self._outputs[self._output_name(name)] = ortvalue
+
+    def clear_binding_inputs(self):
+        self._inputs.clear()
+
+    def clear_binding_outputs(self):
+        self._outputs.clear()
+        self._results = []
+
+    def synchronize_inputs(self):
+        """Nothing to wait for: bound memory is host memory, read synchronously by the run."""
+
+    def synchronize_outputs(self):
+        """Nothing to wait for: run_with_iobinding returns once outputs are in host memory."""
+
+    def get_outputs(self):
+        """The last run's outputs as OrtValues, in the order they were bound."""
+        return list(self._results)
+
+    def get_outputs_as_ortvaluevector(self):
+        return self.get_outputs()
+
+    def copy_outputs_to_cpu(self):
+        """The last run's outputs as numpy arrays (copies), in the order they were bound."""
+        return [v.numpy().copy() for v in self._results]
+
+    def _run(self, run_options):
+        if not self._outputs:
+            raise _kiln.InvalidArgument("IOBinding: bind at least one output before running")
+        names = list(self._outputs)
+        results = self._session.run(names, dict(self._inputs), run_options)
+        out = []
+        for name, result in zip(names, results):
+            target = self._outputs[name]
+            if target is None:
+                out.append(OrtValue(np.asarray(result)))
+                continue
+            dest = target.numpy()
+            if dest.shape != result.shape or dest.dtype != result.dtype:
+                raise _kiln.InvalidArgument(
+                    f"IOBinding: output '{name}' is {result.dtype}{list(result.shape)} but the "
+                    f"memory bound to it is {dest.dtype}{list(dest.shape)}"
+                )
+            # Kiln's executor allocates its outputs: one copy into the bound memory.
+            np.copyto(dest, result)
+            out.append(target)
+        self._results = out
 
 
 def _prepare_tensor(name, value):
@@ -308,19 +632,9 @@ class InferenceSession:
             self._model_path = source
         else:
             raise TypeError(f"expected a path or bytes, got {type(path_or_bytes).__name__}")
-        names = [_CPU] if providers is None else [_provider_name(p) for p in providers]
-        if _CPU not in names:
-            names.append(_CPU)  # as in ORT, the CPU is the fallback of last resort
-        for i, provider in enumerate(names):
-            try:
-                self._sess = _kiln._Session(source, self._options._native(_PROVIDER_DEVICES[provider]))
-            except (_kiln.Unsupported, _kiln.Unavailable) as e:
-                if provider == _CPU or i + 1 == len(names):
-                    raise
-                warnings.warn(f"{provider} is not available ({e}); trying {names[i + 1]}")
-                continue
-            self._provider = provider
-            break
+        self._source = source
+        self._enable_fallback = True
+        self._create(providers)
         for message in self._options._warnings():
             warnings.warn(message, RuntimeWarning, stacklevel=2)
         if self._options.optimized_model_filepath:
@@ -329,7 +643,76 @@ class InferenceSession:
         self._inputs = [NodeArg(*d) for d in self._sess.inputs()]
         self._outputs = [NodeArg(*d) for d in self._sess.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}
+        self._output_names = [a.name for a in self._outputs]
         self._profile_start = time.time()
+
+    def _create(self, providers):
+        """Opens the native session on the first of providers that works (then the CPU)."""
+        names = _provider_names(providers)
+        for i, provider in enumerate(names):
+            try:
+                sess = _kiln._Session(self._source, self._options._native(_PROVIDER_DEVICES[provider]))
+            except (_kiln.Unsupported, _kiln.Unavailable) as e:
+                if provider == _CPU or i + 1 == len(names):
+                    raise _ort_error("load", e) from None
+                warnings.warn(f"{provider} is not available ({e}); trying {names[i + 1]}")
+                continue
+            except _kiln.KilnError as e:
+                raise _ort_error("load", e) from None
+            self._sess = sess
+            self._provider = provider
+            return
+
+    def set_providers(self, providers=None, provider_options=None):
+        """Re-opens the session on providers (as ORT does): the first that works is used, then
+        the CPU. provider_options are checked for shape; Kiln's providers take none."""
+        if provider_options is not None:
+            if not isinstance(provider_options, (list, tuple)) or (
+                providers is not None and len(provider_options) != len(providers)
+            ):
+                raise ValueError("provider_options must be a list with one dict per provider")
+            for o in provider_options:
+                if not isinstance(o, dict):
+                    raise ValueError("provider_options must be a list with one dict per provider")
+        self._create(providers)
+
+    def disable_fallback(self):
+        """A run that fails on a non-CPU provider raises instead of retrying on the CPU."""
+        self._enable_fallback = False
+
+    def enable_fallback(self):
+        """A run that fails on a non-CPU provider re-opens the session on the CPU, warns, and
+        runs again there (the default, as in ORT)."""
+        self._enable_fallback = True
+
+    def get_modelmeta(self):
+        return ModelMetadata(self._sess.modelmeta())
+
+    def io_binding(self):
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs with iobinding's inputs and writes its outputs (see IOBinding)."""
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise TypeError("run_with_iobinding takes an IOBinding made by this session's io_binding()")
+        iobinding._run(run_options)
+
+    def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
+        """Runs on another thread and returns at once; then calls
+        callback(results, user_data, err): results as run() returns them and err "" on success,
+        or results None and err the error's message (as ORT, which passes a string)."""
+        if not callable(callback):
+            raise TypeError("run_async: callback must be callable")
+
+        def work():
+            try:
+                results = self.run(output_names, input_feed, run_options)
+            except Exception as e:  # reported to the callback, as ORT reports a failed status
+                callback(None, user_data, f"{type(e).__name__}: {e}")
+                return
+            callback(results, user_data, "")
+
+        threading.Thread(target=work, name="kiln-run-async").start()
 
     def get_inputs(self):
         return list(self._inputs)
@@ -361,8 +744,26 @@ class InferenceSession:
                 raise _kiln.InvalidArgument(
                     f"input '{name}' is a sequence ({declared}): feed a list of arrays"
                 )
-            return ("q", [_prepare_tensor(name, item) for item in value])
-        return _prepare_tensor(name, value)
+            return ("q", [_prepare_tensor(name, item.numpy() if isinstance(item, OrtValue) else item)
+                          for item in value])
+        return _prepare_tensor(name, self._cast(name, value))
+
+    def _cast(self, name, value):
+        """value as a tensor feed: an OrtValue's array; a list, tuple or Python scalar made an
+        array of the input's element type (as ORT does: [[1, 2]] feeds a float input);
+        arrays as they are (a wrong dtype is an error, not a silent cast)."""
+        if isinstance(value, OrtValue):
+            return value.numpy()
+        if isinstance(value, (list, tuple, int, float, bool)):
+            declared = self._input_types.get(name, "")
+            if declared.startswith("optional("):
+                declared = declared[len("optional("):-1]
+            dtype = _NUMPY_OF.get(declared[len("tensor("):-1]) if declared.startswith("tensor(") else None
+            try:
+                return np.asarray(value, dtype=dtype)
+            except (TypeError, ValueError) as e:
+                raise _kiln.InvalidArgument(f"input '{name}': cannot make a {declared} of {value!r}: {e}") from None
+        return value
 
     def run(self, output_names, input_feed, run_options=None):
         """Returns the outputs named in output_names (all of them when None or empty), in that
@@ -380,7 +781,22 @@ class InferenceSession:
             if not isinstance(name, str):
                 raise TypeError(f"input names are strings, got {name!r}")
             feeds.append((name, self._prepare(name, value)))
-        return self._sess.run(names, feeds)
+        try:
+            return self._sess.run(names, feeds)
+        except (_kiln.Unavailable, _kiln.Internal) as e:
+            if self._provider == _CPU or not self._enable_fallback:
+                raise _ort_error("run", e) from None
+            failed = e
+        except _kiln.KilnError as e:
+            raise _ort_error("run", e) from None
+        # As ORT: a run that failed on a device provider is retried on the CPU once.
+        warnings.warn(f"run on {self._provider} failed ({failed}); falling back to {_CPU}",
+                      RuntimeWarning, stacklevel=2)
+        self._create([_CPU])
+        try:
+            return self._sess.run(names, feeds)
+        except _kiln.KilnError as e:
+            raise _ort_error("run", e) from None
 
     def get_profile(self):
         """Kiln's per-node timings of the last run (enable_profiling must be set)."""

@@ -284,6 +284,20 @@ class PySession {
     return out;
   }
 
+  // The model's ONNX metadata, for InferenceSession.get_modelmeta (ORT's ModelMetadata).
+  nb::dict modelmeta() const {
+    const ir::Model& m = session_->model();
+    nb::dict d;
+    d["producer_name"] = m.producer_name;
+    d["producer_version"] = m.producer_version;
+    d["graph_name"] = m.graph ? m.graph->name() : std::string();
+    d["domain"] = m.domain;
+    d["description"] = m.doc_string;
+    d["version"] = m.model_version;
+    d["custom_metadata_map"] = m.metadata;
+    return d;
+  }
+
   // SessionOptions.optimized_model_filepath: the graph this session runs (optimized at open
   // unless the options turned the passes off; an engine's as compiled), as an ONNX file.
   void save_model(const std::string& path) const {
@@ -347,6 +361,7 @@ NB_MODULE(_kiln, m) {
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, "output_names"_a, "feeds"_a)
       .def("profile", &PySession::profile)
+      .def("modelmeta", &PySession::modelmeta)
       .def("save_model", &PySession::save_model, "path"_a);
 
   bind_compile(m);
