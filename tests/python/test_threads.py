@@ -1,8 +1,11 @@
 """Several Python threads running one session at once get the right answers (the GIL is released
 while Kiln runs; runs of one session are serialized inside)."""
+import subprocess
+import sys
 import threading
 
 import numpy as np
+import pytest
 
 import kiln
 
@@ -46,3 +49,26 @@ def test_sessions_in_threads_are_independent(mlp_model):
     for t in threads:
         t.join()
     assert results == {t: (t + 1, 3) for t in range(4)}
+
+
+@pytest.mark.xfail(strict=True, reason="a CPU Conv run on a second thread segfaults in oneDNN "
+                   "(bench/results/2026-12-02-python-parallel-runs.md); remove when fixed")
+def test_conv_session_runs_on_another_thread(save_model, tmp_path):
+    # In a child process: today the run segfaults, which would take pytest down with it.
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    path = save_model(
+        "conv1", [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], [w])
+    code = (
+        "import threading, numpy as np, kiln\n"
+        f"s = kiln.InferenceSession({path!r}); f = {{'x': np.ones((1, 3, 8, 8), np.float32)}}\n"
+        "want = s.run(None, f)[0]\n"
+        "got = []\n"
+        "t = threading.Thread(target=lambda: got.append(s.run(None, f)[0])); t.start(); t.join()\n"
+        "assert np.array_equal(got[0], want)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-500:]}"
