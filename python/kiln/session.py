@@ -353,6 +353,17 @@ class SessionOptions(_Options):
     def __init__(self):
         super().__init__()
         object.__setattr__(self, "_config", {})
+        object.__setattr__(self, "_dim_overrides", {})
+
+    def add_free_dimension_override_by_name(self, dim_name, dim_value):
+        """Fixes the symbolic dim dim_name to dim_value, as ORT does: get_inputs/get_outputs
+        show the value and a feed of another size is refused. Kiln already plans for the shapes
+        fed, so this checks and documents; it does not make the session faster."""
+        if not isinstance(dim_name, str) or not dim_name:
+            raise TypeError("dim_name must be a non-empty str")
+        if isinstance(dim_value, bool) or not isinstance(dim_value, int) or dim_value < 0:
+            raise TypeError(f"dim_value must be an int >= 0, got {dim_value!r}")
+        self._dim_overrides[dim_name] = dim_value
 
     def add_session_config_entry(self, key, value):
         """Sets a rare knob by name (Kiln's SessionOptions.config)."""
@@ -644,6 +655,7 @@ class InferenceSession:
         self._outputs = [NodeArg(*d) for d in self._sess.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}
         self._output_names = [a.name for a in self._outputs]
+        self._fixed_dims = self._apply_dim_overrides()
         self._profile_start = time.time()
 
     def _create(self, providers):
@@ -662,6 +674,24 @@ class InferenceSession:
             self._sess = sess
             self._provider = provider
             return
+
+    def _apply_dim_overrides(self):
+        """Puts SessionOptions' free-dimension overrides into the NodeArgs' shapes; returns
+        {input name: [(axis, dim name, value)]} for run() to check feeds against."""
+        overrides = self._options._dim_overrides
+        fixed, used = {}, set()
+        for arg in self._inputs + self._outputs:
+            for axis, dim in enumerate(arg.shape):
+                if isinstance(dim, str) and dim in overrides:
+                    arg.shape = arg.shape[:axis] + [overrides[dim]] + arg.shape[axis + 1:]
+                    used.add(dim)
+                    if arg.name in self._input_types:
+                        fixed.setdefault(arg.name, []).append((axis, dim, overrides[dim]))
+        for name in sorted(set(overrides) - used):
+            # ORT ignores such a name; a typo should not pass unnoticed.
+            warnings.warn(f"add_free_dimension_override_by_name('{name}'): no input or output "
+                          "of this model has a dim of that name", RuntimeWarning, stacklevel=3)
+        return fixed
 
     def set_providers(self, providers=None, provider_options=None):
         """Re-opens the session on providers (as ORT does): the first that works is used, then
@@ -780,7 +810,15 @@ class InferenceSession:
         for name, value in input_feed.items():
             if not isinstance(name, str):
                 raise TypeError(f"input names are strings, got {name!r}")
-            feeds.append((name, self._prepare(name, value)))
+            prepared = self._prepare(name, value)
+            for axis, dim, fixed in self._fixed_dims.get(name, ()):
+                shape = prepared[1].shape if prepared[0] == "t" else None
+                if shape is not None and len(shape) > axis and shape[axis] != fixed:
+                    raise _kiln.InvalidArgument(
+                        f"input '{name}': dim {axis} ('{dim}') is {shape[axis]}, but "
+                        f"add_free_dimension_override_by_name fixed it to {fixed}"
+                    )
+            feeds.append((name, prepared))
         try:
             return self._sess.run(names, feeds)
         except (_kiln.Unavailable, _kiln.Internal) as e:

@@ -212,3 +212,22 @@ def test_ort_error_classes(mlp_model, tmp_path, sess, x):
     assert isinstance(e.value, kiln.NotFound)
     with pytest.raises(kiln.InvalidArgument, match="input 'x'"):
         sess.run(None, {"x": np.ones((2, 5), np.float32)})
+
+
+def test_free_dimension_override(mlp_model, x):
+    so = kiln.SessionOptions()
+    so.add_free_dimension_override_by_name("batch", 2)
+    sess = kiln.InferenceSession(mlp_model, so)
+    assert sess.get_inputs()[0].shape == [2, 4]
+    assert [o.shape for o in sess.get_outputs()] == [[2, 3], [2, 3]]
+    plain = kiln.InferenceSession(mlp_model)
+    for a, b in zip(sess.run(None, {"x": x}), plain.run(None, {"x": x})):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(kiln.InvalidArgument, match="dim 0 \\('batch'\\) is 3, but"):
+        sess.run(None, {"x": np.ones((3, 4), np.float32)})
+    so = kiln.SessionOptions()
+    so.add_free_dimension_override_by_name("btach", 2)
+    with pytest.warns(RuntimeWarning, match="no input or output of this model has a dim"):
+        kiln.InferenceSession(mlp_model, so)
+    with pytest.raises(TypeError):
+        so.add_free_dimension_override_by_name("batch", -1)
