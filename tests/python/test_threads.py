@@ -51,10 +51,10 @@ def test_sessions_in_threads_are_independent(mlp_model):
     assert results == {t: (t + 1, 3) for t in range(4)}
 
 
-@pytest.mark.xfail(strict=True, reason="a CPU Conv run on a second thread segfaults in oneDNN "
-                   "(bench/results/2026-12-02-python-parallel-runs.md); remove when fixed")
 def test_conv_session_runs_on_another_thread(save_model, tmp_path):
-    # In a child process: today the run segfaults, which would take pytest down with it.
+    # A convolution first run on one thread, then on another: oneDNN 2.6's library scratchpad
+    # crashed here (SIGSEGV); the CPU kernels now own their scratchpads. In a child process, so
+    # that a regression fails this test instead of taking pytest down.
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")

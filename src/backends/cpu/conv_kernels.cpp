@@ -173,6 +173,7 @@ class OnednnConv final : public Kernel {
         {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), w.data)},
         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (b) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), b->data);
+    args[DNNL_ARG_SCRATCHPAD] = e.scratch;
     e.prim.execute(dnnl_stream(stream), args);
     after_.run(static_cast<float*>(y.data), y.numel(), stream);
   }
@@ -192,7 +193,19 @@ class OnednnConv final : public Kernel {
     std::optional<dnnl::reorder> src_reorder, dst_reorder;
     mutable dnnl::memory src_buf, dst_buf, w_buf;
     std::shared_ptr<void> packed_owner;
+    // The primitive's scratchpad, owned here (scratchpad_mode::user): oneDNN 2.6's library
+    // scratchpad is per thread, and a convolution created or first run on one thread then run on
+    // another crashes in it (a session run from two Python threads, run_async). The kernel's runs
+    // are serialized by its executor, so one per entry is enough.
+    mutable dnnl::memory scratch;
   };
+
+  // An attribute whose scratchpad the kernel passes itself (see Entry::scratch).
+  static dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr = {}) {
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  }
+  static void make_scratch(Entry& e) { e.scratch = dnnl::memory(e.pd.scratchpad_desc(), engine()); }
 
   bool blocked() const { return in_block_ > 0 || out_block_ > 0; }
 
@@ -237,6 +250,7 @@ class OnednnConv final : public Kernel {
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (b) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), b->data);
+    args[DNNL_ARG_SCRATCHPAD] = e.scratch;
     e.prim.execute(s, args);
     if (e.dst_reorder) {
       dnnl::memory plain_y = wrap(tensor_desc(y), y.data);
@@ -257,7 +271,7 @@ class OnednnConv final : public Kernel {
     dnnl::memory::desc dst_md = out_block_ ? blocked_desc(e.out_dims, out_block_) : any(e.out_dims);
     dnnl::post_ops ops;
     append_activation(ops, act_);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad();
     attr.set_post_ops(ops);
     auto make = [&] {
       return dnnl::convolution_forward::primitive_desc(
@@ -277,6 +291,7 @@ class OnednnConv final : public Kernel {
       e.pd = make();
     }
     e.prim = dnnl::convolution_forward(e.pd);
+    make_scratch(e);
     note_implementation(node_, e.pd.impl_info_str());
     const dnnl::memory::desc x_md = tensor_desc(x);
     if (e.pd.src_desc() != x_md) {
@@ -363,8 +378,9 @@ class OnednnConv final : public Kernel {
                                             dnnl::algorithm::convolution_direct, plain_desc(x.dims),
                                             plain_desc(wd), bias_md, plain_desc(cg.out_dims),
                                             strides, dil, pad_l, pad_r),
-            engine());
+            user_scratchpad(), engine());
         e.prim = dnnl::convolution_forward(e.pd);
+        make_scratch(e);
         note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no convolution for X {} W {}: {}",

@@ -73,6 +73,7 @@ class OnednnMatMul final : public Kernel {
                                             {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), b.data)},
                                             {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
+    args[DNNL_ARG_SCRATCHPAD] = e.scratch;
     e.prim.execute(dnnl_stream(stream), args);
   }
 
@@ -84,6 +85,9 @@ class OnednnMatMul final : public Kernel {
     int64_t k = 0, n = 0;
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
+    // Owned scratchpad (scratchpad_mode::user): oneDNN 2.6's per-thread library scratchpad
+    // breaks a primitive run on another thread than the one it first ran on.
+    mutable memory scratch;
   };
 
   const Entry& prepared(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
@@ -134,6 +138,7 @@ class OnednnMatMul final : public Kernel {
       dnnl::post_ops post;
       append_activation(post, act_);
       dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       attr.set_post_ops(post);
       std::vector<int64_t> bias_dims(c.size(), 1);
       bias_dims.back() = e.n;
@@ -143,6 +148,7 @@ class OnednnMatMul final : public Kernel {
                                bias ? plain_desc(bias_dims) : memory::desc(), plain_desc(c)),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
+        e.scratch = memory(e.pd.scratchpad_desc(), engine());
         note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for {} x {}: {}", node_.label(),
@@ -225,6 +231,7 @@ class OnednnGemm final : public Kernel {
       args[e.c_as_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] =
           wrap(c_md, c_data);
     }
+    args[DNNL_ARG_SCRATCHPAD] = e.scratch;
     e.prim.execute(dnnl_stream(stream), args);
   }
 
@@ -237,6 +244,9 @@ class OnednnGemm final : public Kernel {
     bool c_as_bias = false;
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
+    // Owned scratchpad (scratchpad_mode::user): oneDNN 2.6's per-thread library scratchpad
+    // breaks a primitive run on another thread than the one it first ran on.
+    mutable memory scratch;
   };
 
   const Entry& prepared(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
@@ -277,6 +287,7 @@ class OnednnGemm final : public Kernel {
       memory::desc b_md({e.k, e.n}, memory::data_type::f32,
                         trans_b_ ? memory::dims{1, e.k} : memory::dims{e.n, 1});
       dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       if (alpha_ != 1.f) attr.set_output_scales(0, {alpha_});
       dnnl::post_ops post;
       if (c && !e.c_as_bias) post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims));
@@ -288,6 +299,7 @@ class OnednnGemm final : public Kernel {
                                plain_desc({e.m, e.n})),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
+        e.scratch = memory(e.pd.scratchpad_desc(), engine());
         note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {
         fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for Gemm {} x {}: {}",
