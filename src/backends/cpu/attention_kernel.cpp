@@ -100,11 +100,13 @@ class AttentionKernel final : public Kernel {
     if (mask) {
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = wrap(p.mask_md, mask->data);
     }
+    args[DNNL_ARG_SCRATCHPAD] = p.qk_scratch;
     p.qk_prim.execute(s, args);
     p.softmax.execute(s, {{DNNL_ARG_SRC, scores}, {DNNL_ARG_DST, scores}});
     p.pv_prim.execute(s, {{DNNL_ARG_SRC, scores},
                           {DNNL_ARG_WEIGHTS, wrap(p.pv.weights_desc(), v.data)},
-                          {DNNL_ARG_DST, wrap(p.pv.dst_desc(), y.data)}});
+                          {DNNL_ARG_DST, wrap(p.pv.dst_desc(), y.data)},
+                          {DNNL_ARG_SCRATCHPAD, p.pv_scratch}});
   }
 
  private:
@@ -114,6 +116,9 @@ class AttentionKernel final : public Kernel {
     dnnl::matmul::primitive_desc qk, pv;
     dnnl::matmul qk_prim, pv_prim;
     dnnl::softmax_forward softmax;
+    // The products' scratchpads, owned here (scratchpad_mode::user): oneDNN 2.6's per-thread
+    // library scratchpad breaks a primitive run on another thread than its first.
+    memory qk_scratch, pv_scratch;
   };
 
   const Plan& plan(const std::vector<int64_t>& q, const std::vector<int64_t>& k,
@@ -139,7 +144,9 @@ class AttentionKernel final : public Kernel {
     ops::AttrReader attrs(node_);
     const float scale =
         attrs.attr_float("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
-    dnnl::primitive_attr qk_attr;
+    dnnl::primitive_attr qk_attr, pv_attr;
+    qk_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    pv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     qk_attr.set_output_scales(0, {scale});
     if (!mask.empty()) {
       p->mask_md = plain_desc(mask);
@@ -151,6 +158,7 @@ class AttentionKernel final : public Kernel {
       p->qk = dnnl::matmul::primitive_desc(dnnl::matmul::desc(plain_desc(q), kt_md, p->scores_md),
                                            qk_attr, engine());
       p->qk_prim = dnnl::matmul(p->qk);
+      p->qk_scratch = memory(p->qk.scratchpad_desc(), engine());
       p->softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
           dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->scores_md,
                                       static_cast<int>(rank - 1)),
@@ -158,8 +166,9 @@ class AttentionKernel final : public Kernel {
       std::vector<int64_t> o = q;
       o.back() = v[rank - 1];
       p->pv = dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(p->scores_md, plain_desc(v), plain_desc(o)), engine());
+          dnnl::matmul::desc(p->scores_md, plain_desc(v), plain_desc(o)), pv_attr, engine());
       p->pv_prim = dnnl::matmul(p->pv);
+      p->pv_scratch = memory(p->pv.scratchpad_desc(), engine());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no attention for Q {} K {} V {}: {}",
            node_.label(), dims_to_string(q), dims_to_string(k), dims_to_string(v), err.what());

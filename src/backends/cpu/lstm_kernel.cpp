@@ -120,7 +120,8 @@ class LstmKernel final : public Kernel {
         xw_prim_.execute(s, {{DNNL_ARG_SRC, wrap(xw_pd_.src_desc(), px)},
                              {DNNL_ARG_WEIGHTS, wrap(xw_pd_.weights_desc(), pw)},
                              {DNNL_ARG_BIAS, wrap(xw_pd_.bias_desc(), bias_.data())},
-                             {DNNL_ARG_DST, wrap(xw_pd_.dst_desc(), xw_.data())}});
+                             {DNNL_ARG_DST, wrap(xw_pd_.dst_desc(), xw_.data())},
+                             {DNNL_ARG_SCRATCHPAD, xw_scratch_}});
       }
       float* h = h_.data();
       float* c = c_.data();
@@ -144,7 +145,8 @@ class LstmKernel final : public Kernel {
                              {DNNL_ARG_WEIGHTS, r_packed_[d]},
                              {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                               wrap(step_md_, xw_.data() + t * batch * g4)},
-                             {DNNL_ARG_DST, wrap(hr_pd_.dst_desc(), gates)}});
+                             {DNNL_ARG_DST, wrap(hr_pd_.dst_desc(), gates)},
+                             {DNNL_ARG_SCRATCHPAD, hr_scratch_}});
         for (int64_t n = 0; n < batch; ++n) {
           float* gn = gates + n * g4;
           sigmoid_.execute(
@@ -177,18 +179,24 @@ class LstmKernel final : public Kernel {
     // W and R are [4H, K] row-major: as K x 4H matrices, transposed through their strides.
     const memory::desc wt({in_size, g4}, f32, memory::dims{1, in_size});
     rt_md_ = memory::desc({hs, g4}, f32, memory::dims{1, hs});
+    // Both products own their scratchpads (scratchpad_mode::user): oneDNN 2.6's per-thread
+    // library scratchpad breaks a primitive run on another thread than its first.
+    dnnl::primitive_attr xw_attr;
+    xw_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
       if (steps * batch > 0) {
         xw_pd_ = dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(plain_desc({steps * batch, in_size}), wt, plain_desc({1, g4}),
                                plain_desc({steps * batch, g4})),
-            engine());
+            xw_attr, engine());
         xw_prim_ = dnnl::matmul(xw_pd_);
+        xw_scratch_ = memory(xw_pd_.scratchpad_desc(), engine());
       }
       step_md_ = plain_desc({batch, g4});
       dnnl::post_ops add_step;
       add_step.append_binary(dnnl::algorithm::binary_add, step_md_);
       dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       attr.set_post_ops(add_step);
       hr_pd_ = dnnl::matmul::primitive_desc(
           dnnl::matmul::desc(plain_desc({batch, hs}),
@@ -205,6 +213,7 @@ class LstmKernel final : public Kernel {
                                       dnnl::algorithm::eltwise_tanh, hidden_md_),
           engine()));
       hr_prim_ = dnnl::matmul(hr_pd_);
+      hr_scratch_ = memory(hr_pd_.scratchpad_desc(), engine());
       r_packed_.clear();
       r_owners_.clear();
       for (int64_t d = 0; d < directions_; ++d) {
@@ -232,6 +241,7 @@ class LstmKernel final : public Kernel {
   int64_t steps_ = -1, batch_ = -1, in_size_ = -1;
   dnnl::matmul::primitive_desc xw_pd_, hr_pd_;
   dnnl::matmul xw_prim_, hr_prim_;
+  memory xw_scratch_, hr_scratch_;
   memory::desc rt_md_;                            // R^T as a view of R
   memory::desc step_md_, gates3_md_, hidden_md_;  // one step's gates; i, o, f of a row; H values
   dnnl::eltwise_forward sigmoid_, tanh_;
