@@ -248,6 +248,13 @@ KILN_API KilnStatus kiln_compile_options_set_fp16(KilnCompileOptions* options, i
 KILN_API KilnStatus kiln_compile_options_set_prepack(KilnCompileOptions* options, int enable);
 /* Non-zero (the default) runs the precision gate; 0 writes the engine unchecked. */
 KILN_API KilnStatus kiln_compile_options_set_verify(KilnCompileOptions* options, int enable);
+/* Non-zero compares the whole shape range's top with the reference too, however costly (the
+ * CLI's --verify-full); default 0. */
+KILN_API KilnStatus kiln_compile_options_set_verify_full(KilnCompileOptions* options, int enable);
+/* The devices the engine is made for, as sessions name them ("cpu", "gpu", "gpu,cpu"): their
+ * fusions, kernel choices and memory plan, and the gate's runs; default "cpu". */
+KILN_API KilnStatus kiln_compile_options_set_device(KilnCompileOptions* options,
+                                                    const char* device);
 /* The gate's largest relative L2 error per output, for every element type (default 1e-4, 1e-2
  * with fp16, at least 1e-3 for float16 and 1e-2 for bfloat16 outputs). */
 KILN_API KilnStatus kiln_compile_options_set_max_rel_l2(KilnCompileOptions* options,

@@ -383,6 +383,14 @@ class CompileOptions {
     check(kiln_compile_options_set_verify(handle_.get(), enable ? 1 : 0));
     return *this;
   }
+  CompileOptions& set_verify_full(bool enable) {
+    check(kiln_compile_options_set_verify_full(handle_.get(), enable ? 1 : 0));
+    return *this;
+  }
+  CompileOptions& set_device(const std::string& device) {
+    check(kiln_compile_options_set_device(handle_.get(), device.c_str()));
+    return *this;
+  }
   CompileOptions& set_max_rel_l2(double limit) {
     check(kiln_compile_options_set_max_rel_l2(handle_.get(), limit));
     return *this;

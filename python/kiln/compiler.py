@@ -133,7 +133,8 @@ def _calibration(calibration, options):
 
 
 def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_keep_ops=(),
-            optimize=True, prepack=True, target=None, verify=True, allow_drift=False,
+            optimize=True, prepack=True, target=None, device="cpu", verify=True,
+            verify_full=False, allow_drift=False,
             max_rel_l2=None, rtol=None, atol=None, verify_timeout=60.0, calibration=None,
             inputs=None, dims=None, seed=0, threads=0, trace_passes=False, dump_after=None,
             log=None):
@@ -168,7 +169,13 @@ def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_
         fp16_keep_ops = [fp16_keep_ops]
     options.update(fp16=bool(fp16), fp16_io=bool(fp16_io), fp16_keep_ops=list(fp16_keep_ops),
                    optimize=bool(optimize), prepack=bool(prepack), verify=bool(verify),
-                   allow_drift=bool(allow_drift), trace_passes=bool(trace_passes))
+                   verify_full=bool(verify_full), allow_drift=bool(allow_drift),
+                   trace_passes=bool(trace_passes))
+    if not isinstance(device, str) or not device:
+        raise TypeError(f"device is a device name such as 'cpu' or 'gpu', got {device!r}")
+    options["device"] = device
+    if verify_full and not verify:
+        _fail("verify_full needs the precision gate: drop verify=False")
     if fp16_io and not fp16:
         _fail("fp16_io needs fp16=True")
     if fp16_keep_ops and not fp16:

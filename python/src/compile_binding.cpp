@@ -55,6 +55,8 @@ compiler::CompileOptions options_from_dict(const nb::dict& d) {
   o.prepack = get<bool>(d, "prepack").value_or(true);
   o.target = get<std::string>(d, "target").value_or("");
   o.verify = get<bool>(d, "verify").value_or(true);
+  o.verify_full = get<bool>(d, "verify_full").value_or(false);
+  o.device = get<std::string>(d, "device").value_or("cpu");
   o.allow_drift = get<bool>(d, "allow_drift").value_or(false);
   o.max_rel_l2 = get<double>(d, "max_rel_l2");
   o.rtol = get<double>(d, "rtol");

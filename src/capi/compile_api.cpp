@@ -163,6 +163,21 @@ KilnStatus kiln_compile_options_set_verify(KilnCompileOptions* options, int enab
   });
 }
 
+KilnStatus kiln_compile_options_set_verify_full(KilnCompileOptions* options, int enable) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(options, "kiln_compile_options_set_verify_full");
+    options->options.verify_full = enable != 0;
+  });
+}
+
+KilnStatus kiln_compile_options_set_device(KilnCompileOptions* options, const char* device) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(options, "kiln_compile_options_set_device");
+    KILN_CHECK_ARG(device && *device, "kiln_compile_options_set_device: the device name is empty");
+    options->options.device = device;
+  });
+}
+
 KilnStatus kiln_compile_options_set_max_rel_l2(KilnCompileOptions* options, double max_rel_l2) {
   return guarded([&] {
     KILN_CAPI_REQUIRE(options, "kiln_compile_options_set_max_rel_l2");

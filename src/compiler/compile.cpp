@@ -197,6 +197,8 @@ CompileResult compile_model(const CompileOptions& o) {
                  "compile: no model: give the path of an ONNX file or its bytes");
   KILN_CHECK_ARG(o.verify_timeout_seconds >= 0, "--verify-timeout {} must be >= 0",
                  o.verify_timeout_seconds);
+  KILN_CHECK_ARG(o.verify || !o.verify_full,
+                 "verify_full needs the precision gate: it widens what the gate compares");
   KILN_CHECK_ARG(o.verify || !o.allow_drift,
                  "allow_drift needs the precision gate: it keeps an engine the gate refuses");
   const runtime::DriftTolerance tolerance = gate_tolerance(o);

@@ -71,6 +71,10 @@ CASES = {
     "fixed-no-prepack": (["--shape", "image:2x3x8x8", "--no-prepack"],
                          {"shapes": {"image": "2x3x8x8"}, "prepack": False}),
     "no-verify": (["--no-verify"], {"verify": False}),
+    "range-verify-full": (["--shape-range", "image:1..4x3x8x8", "--verify-full"],
+                          {"shapes": {"image": "1..4x3x8x8"}, "verify_full": True}),
+    # A device this machine may lack: a warning, the plan left to the engine's first open there.
+    "device-gpu": (["--device", "gpu", "--no-verify"], {"device": "gpu", "verify": False}),
 }
 
 
@@ -90,6 +94,10 @@ def c_compile(lib, model, output, cli_flags):
                 assert lib.kiln_compile_options_set_prepack(opts, 0) == 0
             elif flag == "--no-verify":
                 assert lib.kiln_compile_options_set_verify(opts, 0) == 0
+            elif flag == "--verify-full":
+                assert lib.kiln_compile_options_set_verify_full(opts, 1) == 0
+            elif flag == "--device":
+                assert lib.kiln_compile_options_set_device(opts, flags.pop(0).encode()) == 0
             else:
                 raise AssertionError(f"c_compile does not map {flag}")
         status = lib.kiln_compile(model.encode(), output.encode(), opts, None)
@@ -118,7 +126,7 @@ def test_python_c_and_cli_write_the_same_engine(case, demo, kiln_cli, libkiln, t
         for line in text.replace(path, "ENGINE").splitlines() if not line.startswith("wrote"))
     assert normalize(result.report, py_engine) == normalize(r.stdout, cli_engine)
     assert result.engine_path == py_engine and result.engine_bytes == len(cli_bytes)
-    assert result.gate.ran == (case != "no-verify") and result.gate.passed == result.gate.ran
+    assert result.gate.ran == keywords.get("verify", True) and result.gate.passed == result.gate.ran
 
 
 def test_result_describes_the_compile(demo, tmp_path):
@@ -209,6 +217,8 @@ def test_log_callback_gets_report_trace_and_warning(demo, tmp_path, monkeypatch)
     ({"threads": -1}, kiln.InvalidArgument, "threads must be an int >= 0"),
     ({"fp16_io": True}, kiln.InvalidArgument, "fp16_io needs fp16=True"),
     ({"allow_drift": True, "verify": False}, kiln.InvalidArgument, "allow_drift needs the"),
+    ({"verify_full": True, "verify": False}, kiln.InvalidArgument, "verify_full needs the"),
+    ({"device": "tpu"}, kiln.Unsupported, "unknown device 'tpu'"),
     ({"optimize": False, "dump_after": "fold_constants"}, kiln.InvalidArgument, "needs the optim"),
     ({"dump_after": "nope"}, kiln.InvalidArgument, "unknown pass 'nope'"),
     ({"target": "cpu:"}, kiln.InvalidArgument, "malformed feature"),
