@@ -1,6 +1,5 @@
 #include "runtime/replay_segments.hpp"
 
-#include <algorithm>
 #include <set>
 
 #include "runtime/placement.hpp"
@@ -62,7 +61,9 @@ std::vector<ReplaySegment> find_replay_segments(const ExecutionPlan& plan) {
       std::set<int> reads;
       for (size_t k = seg.first; k <= seg.last; ++k) {
         for (int v : steps[k].inputs) {
-          if (v >= 0 && !produced.count(v)) reads.insert(v);
+          // Constants are the same device memory every run (uploaded once at open): no need
+          // to compare them before each replay.
+          if (v >= 0 && !produced.count(v) && plan.constants()[v].is_none()) reads.insert(v);
         }
       }
       seg.reads.assign(reads.begin(), reads.end());

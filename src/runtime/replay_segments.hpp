@@ -16,7 +16,9 @@ namespace kiln::runtime {
 struct ReplaySegment {
   size_t first = 0, last = 0;  // plan step indices, inclusive
   backends::Backend* backend = nullptr;
-  std::vector<int> reads;     // plan values its steps read that are produced outside it
+  // Plan values its steps read that are produced outside it, constants left out (their memory
+  // is the same every run).
+  std::vector<int> reads;
   std::vector<int> produced;  // plan values its steps write
   size_t kernels = 0;         // kernel steps in it
 };

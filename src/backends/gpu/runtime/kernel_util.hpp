@@ -49,24 +49,9 @@ inline std::string check_float_input(const ir::Node& node, size_t slot) {
 // Bytes per element when the data-movement kernels can move `t` (1, 2, 4 or 8 bytes, whole
 // bytes), else 0.
 inline int movable_size(DataType t) {
-  switch (t) {
-    case DataType::Float32:
-    case DataType::Float16:
-    case DataType::BFloat16:
-    case DataType::Float64:
-    case DataType::Int8:
-    case DataType::Int16:
-    case DataType::Int32:
-    case DataType::Int64:
-    case DataType::UInt8:
-    case DataType::UInt16:
-    case DataType::UInt32:
-    case DataType::UInt64:
-    case DataType::Bool:
-      return static_cast<int>(dtype_size(t));
-    default:
-      return 0;
-  }
+  return dtype_is_float(t) || dtype_is_integer(t) || t == DataType::Bool
+             ? static_cast<int>(dtype_size(t))
+             : 0;
 }
 
 // "" when input `slot` is a tensor the data-movement kernels can move, else the reason.

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kPoolKernel = "gpu.cudnn.pool";
 
 struct PoolShape {
-  cudnnPoolingMode_t mode = CUDNN_POOLING_MAX;
+  cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
   bool global = false;
   int kh = 1, kw = 1, pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
 };
@@ -42,7 +42,6 @@ std::string check(const ir::Node& node, PoolShape& out) {
   if (!tx.shape || tx.shape->rank() != 4) return "only 2-D pooling (4-D inputs) runs on the GPU";
   out.global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
   const bool average = op == "AveragePool" || op == "GlobalAveragePool";
-  out.mode = CUDNN_POOLING_MAX_DETERMINISTIC;
   if (average) {
     out.mode = int_attr(node, "count_include_pad", 0) != 0
                    ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
