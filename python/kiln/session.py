@@ -4,6 +4,7 @@ Feeds are prepared here, where numpy does the work: numeric and bool arrays are 
 aligned and native-endian (a copy only when they are not already), string arrays (object, str or
 bytes) become lists, and lists fed to sequence inputs become sequences.
 """
+import concurrent.futures
 import enum
 import json
 import os
@@ -622,6 +623,10 @@ def _prepare_tensor(name, value):
     return ("t", np.require(arr, requirements=["C", "A"]))
 
 
+# run_async calls one session may have queued or running at once.
+_RUN_ASYNC_PENDING_LIMIT = 64
+
+
 class InferenceSession:
     """Runs an ONNX model or a compiled .kiln engine, like onnxruntime.InferenceSession.
 
@@ -635,6 +640,11 @@ class InferenceSession:
         if sess_options is not None and not isinstance(sess_options, SessionOptions):
             raise TypeError("sess_options must be a kiln.SessionOptions")
         self._options = sess_options if sess_options is not None else SessionOptions()
+        # run_async: one worker (a session's runs are serialized anyway) and a bounded queue, so a
+        # caller cannot make the session hold unbounded threads or pending calls.
+        self._async_lock = threading.Lock()
+        self._async_pool = None
+        self._async_slots = threading.BoundedSemaphore(_RUN_ASYNC_PENDING_LIMIT)
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             source = bytes(path_or_bytes)
             self._model_path = None
@@ -733,16 +743,29 @@ class InferenceSession:
         or results None and err the error's message (as ORT, which passes a string)."""
         if not callable(callback):
             raise TypeError("run_async: callback must be callable")
+        if not self._async_slots.acquire(blocking=False):
+            raise RuntimeException(
+                f"run_async: {_RUN_ASYNC_PENDING_LIMIT} calls are already pending on this "
+                "session; wait for their callbacks before queueing more")
 
         def work():
             try:
-                results = self.run(output_names, input_feed, run_options)
-            except Exception as e:  # reported to the callback, as ORT reports a failed status
-                callback(None, user_data, f"{type(e).__name__}: {e}")
-                return
-            callback(results, user_data, "")
+                try:
+                    results = self.run(output_names, input_feed, run_options)
+                except Exception as e:  # reported to the callback, as ORT reports a failed status
+                    callback(None, user_data, f"{type(e).__name__}: {e}")
+                    return
+                callback(results, user_data, "")
+            except Exception as e:  # a callback that raises must not end the worker silently
+                warnings.warn(f"run_async: the callback raised {type(e).__name__}: {e}")
+            finally:
+                self._async_slots.release()
 
-        threading.Thread(target=work, name="kiln-run-async").start()
+        with self._async_lock:
+            if self._async_pool is None:
+                self._async_pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="kiln-run-async")
+            self._async_pool.submit(work)
 
     def get_inputs(self):
         return list(self._inputs)

@@ -2,6 +2,7 @@
 io_binding / run_with_iobinding, run_async, set_providers and fallback, list feeds, and the
 ORT-named error classes. Each is checked against run()'s results or the error it must raise."""
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -137,6 +138,31 @@ def test_run_async(sess, x):
     assert done.wait(30)
     assert got["results"] is None and got["user_data"] == 42
     assert "InvalidArgument" in got["err"] and "input 'x'" in got["err"]
+
+
+def test_run_async_queue_is_bounded(sess, x):
+    # The worker is held until the test releases it: the queue fills up, then refuses.
+    gate = threading.Event()
+    done = []
+
+    def slow(results, user_data, err):
+        gate.wait(30)
+        done.append(err)
+
+    limit = kiln.session._RUN_ASYNC_PENDING_LIMIT
+    for _ in range(limit):
+        sess.run_async(None, {"x": x}, slow, None)
+    with pytest.raises(kiln.RuntimeException, match="calls are already pending"):
+        sess.run_async(None, {"x": x}, slow, None)
+    gate.set()
+    deadline = time.time() + 60
+    while len(done) < limit and time.time() < deadline:
+        time.sleep(0.01)
+    assert done == [""] * limit
+    # Slots come back: one more is accepted.
+    finished = threading.Event()
+    sess.run_async(None, {"x": x}, lambda r, u, e: finished.set(), None)
+    assert finished.wait(30)
 
 
 def test_set_providers_and_fallback(sess, x):
