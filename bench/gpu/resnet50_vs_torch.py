@@ -128,6 +128,23 @@ def main():
             row[f"rel_l2_vs_ort_{precision}"] = rel_l2(got, want)
             print(f"b{batch} {precision}: kiln gpu vs onnxruntime rel L2 "
                   f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
+            if row[f"rel_l2_vs_ort_{precision}"] > 1e-2 and batch == min(
+                    int(b) for b in a.batches.split(",")):
+                # Wrong: the same engine on the CPU (is it the compile or the GPU?), then the
+                # first drifting node, found by kiln verify against the reference interpreter.
+                cpu_out = outdir + "_cpu"
+                kiln(a.kiln, "run", engine, "--input", f"input={x_pb}", "--output-dir", cpu_out,
+                     check=False)
+                cpu_path = os.path.join(cpu_out, "logits.pb")
+                if os.path.exists(cpu_path):
+                    got_cpu = numpy_helper.to_array(onnx.load_tensor(cpu_path))
+                    print(f"  same engine on the CPU: rel L2 {rel_l2(got_cpu, want):.3g}")
+                r = subprocess.run([a.kiln, "verify", engine, "--onnx", onnx_path, "--device",
+                                    "gpu", "--reference", "interpreter", "--input",
+                                    f"input={x_pb}"], capture_output=True, text=True,
+                                   env=dict(os.environ, KILN_GPU_TRACE="1"))
+                print("  kiln verify --device gpu:", r.stdout[-6000:], r.stderr[-12000:],
+                      flush=True)
         # Where the time goes (b1 fp16): per node, device events; and without replay.
         engine16 = os.path.join(a.work, f"{name}_b{batch}_fp16.kiln")
         r = subprocess.run([a.kiln, "profile", engine16, "--device", "gpu", "--input",

@@ -9,7 +9,9 @@
  * - Strings returned by the library (names, symbols, messages) are owned by the object they were
  *   read from and stay valid as long as it does, unless a function says otherwise.
  * - Element types use ONNX's TensorProto.DataType numbering.
- * - A session may be run from several threads at once (runs of one session are serialized).
+ * - A session may be run from several threads at once: runs overlap on up to the config entry
+ *   "parallel_runs" executors (default: as many runs of the session's threads as the CPUs hold,
+ *   so one at a time with one thread per core); the others wait their turn.
  */
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
@@ -138,7 +140,9 @@ KILN_API KilnStatus kiln_options_set_profiling(KilnSessionOptions* options, int 
 KILN_API KilnStatus kiln_options_set_device(KilnSessionOptions* options, const char* device);
 /* Non-zero (the default) optimizes an ONNX model at open; engines were optimized when compiled. */
 KILN_API KilnStatus kiln_options_set_optimize(KilnSessionOptions* options, int enable);
-/* A rare knob as a key/value string pair; setting a key again replaces its value. */
+/* A rare knob as a key/value string pair; setting a key again replaces its value. Known keys:
+ * "parallel_runs" (overlapping runs of one session, 0 automatic, up to 64; CPU sessions only),
+ * "executor" ("kernels" or "interpreter"). */
 KILN_API KilnStatus kiln_options_set_config(KilnSessionOptions* options, const char* key,
                                             const char* value);
 

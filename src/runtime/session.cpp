@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <sched.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -109,6 +112,7 @@ void Session::init() {
       unpack_deferred();
       build_executor(placed_on);
     }
+    make_executor_pool(placed_on);
   }
   plan_.reset();
 }
@@ -119,6 +123,57 @@ void Session::build_executor(std::vector<backends::Backend*> backends) {
   eo.threads = options_.threads;
   eo.backends = std::move(backends);
   executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
+}
+
+namespace {
+
+// CPUs this process may run on (its affinity), at least 1.
+int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
+  int limit = options_.parallel_runs;
+  if (auto it = options_.config.find("parallel_runs"); it != options_.config.end()) {
+    try {
+      size_t used = 0;
+      limit = std::stoi(it->second, &used);
+      if (used != it->second.size()) throw std::invalid_argument(it->second);
+    } catch (const std::exception&) {
+      fail(ErrorCode::InvalidArgument,
+           "config 'parallel_runs' must be a whole number of runs (0: automatic), got '{}'",
+           it->second);
+    }
+  }
+  KILN_CHECK_ARG(limit >= 0 && limit <= kMaxParallelRuns,
+                 "parallel_runs must be 0 (automatic) to {}, got {}", kMaxParallelRuns, limit);
+  const bool cpu_only = backends.size() == 1 && backends[0]->name() == backends::kCpuBackendName;
+  KILN_CHECK(limit <= 1 || cpu_only, ErrorCode::Unsupported,
+             "overlapping runs (parallel_runs {}) run on the cpu only so far; this session's "
+             "device is {}",
+             limit, options_.device);
+  if (limit == 0) {
+    const int cpus = available_cpus();
+    const int per_run = options_.threads > 0 ? options_.threads : cpus;
+    limit = cpu_only ? std::clamp(cpus / per_run, 1, kAutoParallelRuns) : 1;
+  }
+  if (options_.profiling) limit = 1;  // one run's profile, on the executor that reports it
+  // More executors are made from the first one's plan: the same kernels and memory plan, with
+  // no placement or layout search again.
+  auto plan = std::make_shared<engine::ExecutionPlan>(executor_->execution_plan());
+  runtime::ExecutorOptions eo;
+  eo.threads = options_.threads;
+  eo.backends = std::move(backends);
+  std::shared_ptr<const ir::Graph> graph = model_.graph;
+  executors_ = std::make_unique<runtime::ExecutorPool>(
+      std::move(executor_),
+      [graph, eo, plan] { return std::make_unique<runtime::Executor>(graph, eo, plan.get()); },
+      static_cast<size_t>(limit));
 }
 
 bool Session::only_packing_kernels_read_deferred() const {
@@ -178,23 +233,25 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
     KILN_CHECK(found, ErrorCode::NotFound, "the model has no output named '{}'", name);
   }
   std::map<std::string, RtValue> results;
-  {
+  if (interpreter_) {
     std::lock_guard<std::mutex> lock(run_mutex_);
-    if (interpreter_) {
-      interpreter_->set_profiling(options_.profiling);
-      results = interpreter_->run(feeds, control);
-    } else {
-      const auto& graph_inputs = model_.graph->inputs();
-      std::vector<RtValue> ordered(graph_inputs.size());
-      for (size_t i = 0; i < graph_inputs.size(); ++i) {
-        auto it = feeds.find(graph_inputs[i]->name());
-        if (it != feeds.end()) ordered[i] = it->second;
-      }
-      executor_->set_profiling(options_.profiling);
-      std::vector<RtValue> outs = executor_->run(ordered, control);
-      for (size_t i = 0; i < outs.size(); ++i) {
-        results[model_.graph->outputs()[i]->name()] = std::move(outs[i]);
-      }
+    interpreter_->set_profiling(options_.profiling);
+    results = interpreter_->run(feeds, control);
+  } else {
+    const auto& graph_inputs = model_.graph->inputs();
+    std::vector<RtValue> ordered(graph_inputs.size());
+    for (size_t i = 0; i < graph_inputs.size(); ++i) {
+      auto it = feeds.find(graph_inputs[i]->name());
+      if (it != feeds.end()) ordered[i] = it->second;
+    }
+    std::vector<RtValue> outs;
+    {
+      runtime::ExecutorPool::Lease executor = executors_->acquire();
+      executor->set_profiling(options_.profiling);
+      outs = executor->run(ordered, control);
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      results[model_.graph->outputs()[i]->name()] = std::move(outs[i]);
     }
   }
   std::vector<RtValue> out;
@@ -215,8 +272,12 @@ std::map<std::string, RtValue> Session::run(const std::map<std::string, RtValue>
 }
 
 std::vector<runtime::NodeTiming> Session::last_profile() const {
-  std::lock_guard<std::mutex> lock(run_mutex_);
-  return interpreter_ ? interpreter_->last_profile() : executor_->last_profile();
+  if (interpreter_) {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    return interpreter_->last_profile();
+  }
+  // Profiling keeps one executor, the first: its runs are the session's.
+  return executors_->first().last_profile();
 }
 
 }  // namespace kiln

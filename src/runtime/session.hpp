@@ -15,10 +15,16 @@
 #include "engine/engine_file.hpp"
 #include "ir/model.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/executor_pool.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/model_loader.hpp"
 
 namespace kiln {
+
+// The most executors one session keeps for overlapping runs (SessionOptions::parallel_runs), and
+// the most the automatic choice picks.
+inline constexpr int kMaxParallelRuns = 64;
+inline constexpr int kAutoParallelRuns = 8;
 
 struct SessionOptions {
   int threads = 0;         // intra-op threads; 0: one per core
@@ -28,6 +34,12 @@ struct SessionOptions {
   // known but absent: Unavailable.
   std::string device = "cpu";
   bool optimize = true;  // ONNX models: run the default passes at open
+  // Runs of one session from several threads overlap on up to this many executors (each with its
+  // own activation memory and kernel copies, made only when a run finds the others busy;
+  // runtime/executor_pool.hpp). 0: as many runs of `threads` threads as the process's CPUs hold,
+  // at most 8 (so 1 when `threads` is 0, one per core: runs then take turns using every core);
+  // 1 on a device and when profiling. Config entry "parallel_runs" sets it too.
+  int parallel_runs = 0;
   // Rare knobs, as a string bag (ORT's session config entries play the same role).
   // "executor": "interpreter" runs every node on the reference interpreter (the oracle) instead
   // of the executor's prepared kernels.
@@ -64,7 +76,7 @@ class Session {
   // Runs with feeds by name and returns the named outputs in the order asked (all outputs in
   // graph order when `output_names` is empty), like onnxruntime's InferenceSession.run. Throws
   // InvalidArgument for a missing, unknown or mismatched feed and NotFound for an unknown output.
-  // Safe to call from several threads; runs of one session are serialized. `control`, when
+  // Safe to call from several threads; runs overlap up to options.parallel_runs. `control`, when
   // given, bounds the run: it stops between plan steps and Loop / Scan iterations with
   // runtime::RunStopped once past its deadline or cancelled.
   std::vector<RtValue> run(const std::vector<std::string>& output_names,
@@ -77,11 +89,20 @@ class Session {
   // Per-node timings of the last run (empty unless options.profiling).
   std::vector<runtime::NodeTiming> last_profile() const;
   // The executor running the model (null when config "executor" is "interpreter").
-  const runtime::Executor* executor() const { return executor_.get(); }
+  // With overlapping runs, the one a lone thread runs on.
+  const runtime::Executor* executor() const {
+    return executors_ ? &executors_->first() : executor_.get();
+  }
+  // Executors made so far for overlapping runs, and the most there may be (0, 0 on the
+  // interpreter).
+  size_t executors_made() const { return executors_ ? executors_->size() : 0; }
+  size_t parallel_run_limit() const { return executors_ ? executors_->limit() : 0; }
 
  private:
   void init();
   void build_executor(std::vector<backends::Backend*> backends);
+  // Wraps the executor in the pool for overlapping runs.
+  void make_executor_pool(std::vector<backends::Backend*> backends);
   // True when every node reading a deferred weight runs on the kernel the engine packed it for.
   bool only_packing_kernels_read_deferred() const;
   void unpack_deferred() const;
@@ -95,7 +116,8 @@ class Session {
   mutable std::vector<engine::DeferredWeight> deferred_;
   mutable std::mutex deferred_mutex_;
   std::vector<IoInfo> inputs_, outputs_;
-  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<runtime::Executor> executor_;       // while opening; then the pool's first
+  std::unique_ptr<runtime::ExecutorPool> executors_;  // after opening
   std::unique_ptr<runtime::Interpreter> interpreter_;
   mutable std::mutex run_mutex_;
 };

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "expect_error.hpp"
 #include "fake_device.hpp"
 #include "passes/passes.hpp"
+#include "runtime/executor_pool.hpp"
 #include "runtime/session.hpp"
 
 namespace kiln {
@@ -335,7 +338,13 @@ TEST(Executor, SessionRunsAreThreadSafe) {
     inputs.push_back(random_tensor({i % 4 + 1, 3, 8, 8}, 100 + i));
     expected.push_back(ref.run(std::vector<RtValue>{inputs.back()})[0]);
   }
-  Session s(std::move(m));
+  // Runs overlap on up to 4 executors (made as runs find the others busy), each on one thread.
+  SessionOptions options;
+  options.threads = 1;
+  options.parallel_runs = 4;
+  Session s(std::move(m), options);
+  EXPECT_EQ(s.executors_made(), 1u);
+  EXPECT_EQ(s.parallel_run_limit(), 4u);
   std::vector<std::thread> threads;
   std::vector<int> mismatches(4, 0);
   for (int t = 0; t < 4; ++t) {
@@ -356,6 +365,80 @@ TEST(Executor, SessionRunsAreThreadSafe) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+  EXPECT_GE(s.executors_made(), 1u);
+  EXPECT_LE(s.executors_made(), 4u);
+}
+
+TEST(Executor, PoolMakesExecutorsOnlyWhenRunsOverlapAndWaitsAtItsLimit) {
+  auto g = cnn();
+  int made = 0;
+  runtime::ExecutorPool pool(
+      std::make_unique<runtime::Executor>(g),
+      [&] {
+        ++made;
+        return std::make_unique<runtime::Executor>(g);
+      },
+      2);
+  {
+    // One thread's runs always get the first executor back.
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(&*pool.acquire(), &pool.first());
+  }
+  EXPECT_EQ(made, 0);
+  std::optional<runtime::ExecutorPool::Lease> a(pool.acquire());
+  std::optional<runtime::ExecutorPool::Lease> b(pool.acquire());
+  EXPECT_EQ(made, 1);
+  EXPECT_NE(&**a, &**b);
+  const Tensor xv = random_tensor({1, 3, 8, 8}, 5);
+  const RtValue want = runtime::Interpreter(g).run(std::vector<RtValue>{xv})[0];
+  expect_close((*b)->run({xv})[0], want);
+  // At the limit a third run waits until one is given back, then gets that one.
+  runtime::Executor* freed = &**a;
+  auto third = std::async(std::launch::async, [&] { return &*pool.acquire(); });
+  EXPECT_EQ(third.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  a.reset();
+  EXPECT_EQ(third.get(), freed);
+  EXPECT_EQ(pool.size(), 2u);
+}
+
+TEST(Executor, PoolThatCannotMakeMoreSharesWhatItHas) {
+  auto g = cnn();
+  runtime::ExecutorPool pool(
+      std::make_unique<runtime::Executor>(g),
+      []() -> std::unique_ptr<runtime::Executor> { throw std::bad_alloc(); }, 3);
+  std::optional<runtime::ExecutorPool::Lease> a(pool.acquire());
+  auto second = std::async(std::launch::async, [&] { return &*pool.acquire(); });
+  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(pool.limit(), 1u) << "the failure lowered the limit to what exists";
+  a.reset();
+  EXPECT_EQ(second.get(), &pool.first());
+}
+
+TEST(Executor, ParallelRunsAreCheckedAtOpen) {
+  auto open = [](std::map<std::string, std::string> config, int parallel = 0, int threads = 0) {
+    ir::Model m;
+    m.graph = cnn();
+    m.ir_version = 8;
+    SessionOptions o;
+    o.config = std::move(config);
+    o.parallel_runs = parallel;
+    o.threads = threads;
+    return std::make_unique<Session>(std::move(m), o);
+  };
+  EXPECT_EQ(open({{"parallel_runs", "3"}})->parallel_run_limit(), 3u);
+  // Automatic: runs of every core each take turns (one at a time); single-threaded runs overlap
+  // up to the CPUs there are (at most kAutoParallelRuns).
+  EXPECT_EQ(open({})->parallel_run_limit(), 1u);
+  const size_t one_thread = open({}, 0, 1)->parallel_run_limit();
+  EXPECT_GE(one_thread, 1u);
+  EXPECT_LE(one_thread, static_cast<size_t>(kAutoParallelRuns));
+  expect_error(
+      [&] {
+        open({{"parallel_runs", "4x"}});
+      },
+      ErrorCode::InvalidArgument, "config 'parallel_runs' must be a whole number");
+  expect_error([&] { open({}, kMaxParallelRuns + 1); }, ErrorCode::InvalidArgument,
+               "parallel_runs must be 0 (automatic) to 64");
+  expect_error([&] { open({}, -1); }, ErrorCode::InvalidArgument, "parallel_runs must be");
 }
 
 }  // namespace

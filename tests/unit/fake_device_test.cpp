@@ -249,6 +249,14 @@ TEST(FakeDevice, SessionsLookTheirDeviceUpInTheRegistry) {
   std::map<std::string, RtValue> out = s.run({{"x", RtValue(xv)}});
   expect_close(out.at("y"), runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
 
+  EXPECT_EQ(s.parallel_run_limit(), 1u) << "a device session's runs take turns by default";
+  ir::Model again;
+  again.graph = md.g;
+  again.ir_version = 8;
+  o.parallel_runs = 2;
+  expect_error([&] { Session(std::move(again), o); }, ErrorCode::Unsupported,
+               "overlapping runs (parallel_runs 2) run on the cpu only so far");
+
   std::vector<backends::Backend*> list = backends::backends_for("fake-device,cpu");
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0], &registered_fake());

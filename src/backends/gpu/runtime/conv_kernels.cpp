@@ -169,7 +169,7 @@ class ConvKernel final : public Kernel {
     const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
     if (b) {
       bias_ = upload(b->constant().raw_data(), b->constant().nbytes());
-    } else if (shape_.relu) {
+    } else {
       // cudnnConvolutionBiasActivationForward always adds a bias: zeros here.
       std::vector<uint8_t> zeros(static_cast<size_t>(k_) * elem, 0);
       bias_ = upload(zeros.data(), zeros.size());
@@ -194,6 +194,10 @@ class ConvKernel final : public Kernel {
     cudnn_check(dnn.act_create(&act_.out()), "cudnnCreateActivationDescriptor");
     cudnn_check(dnn.act_set(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
                 "cudnnSetActivationDescriptor");
+    cudnn_check(dnn.act_create(&identity_.out()), "cudnnCreateActivationDescriptor");
+    cudnn_check(
+        dnn.act_set(identity_.get(), CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+        "cudnnSetActivationDescriptor");
     if (shape_.post) {
       cudnn_check(dnn.act_create(&post_act_.out()), "cudnnCreateActivationDescriptor");
       cudnn_check(
@@ -253,7 +257,7 @@ class ConvKernel final : public Kernel {
     void* yp = y_nhwc ? y.data : y_scratch_.data();
     if (use_gemm_) {
       // Planned only when input, output (and so the residual) are channels-last.
-      gemm_.run(x.data, weights_.data(), has_bias_ || shape_.relu ? bias_.data() : nullptr,
+      gemm_.run(x.data, weights_.data(), has_bias_ ? bias_.data() : nullptr,
                 shape_.residual ? in[3].data : nullptr, y.data, gemm_workspace_.data(), s.handle());
       post_activation(y.data);
       return;
@@ -295,19 +299,19 @@ class ConvKernel final : public Kernel {
   void convolve(const void* xp, void* yp, const void* zp) {
     const CudnnApi& dnn = cudnn();
     const float one = 1.f, zero = 0.f;
-    if (shape_.relu) {
-      // relu(conv(x) + alpha2 * z + bias) in one call; without a residual z is y itself, times
-      // 0 (cuDNN requires one).
-      cudnn_check(
-          dnn.forward_bias_act(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
-                               conv_.get(), algo_, workspace_.data(), workspace_.size(),
-                               zp ? &one : &zero, y_desc_.get(), zp ? zp : yp, bias_desc_.get(),
-                               bias_.data(), act_.get(), y_desc_.get(), yp),
-          "cudnnConvolutionBiasActivationForward");
+    if (shape_.relu || fused_identity_) {
+      // act(conv(x) + alpha2 * z + bias) in one call, rounded once; without a residual z is y
+      // itself, times 0 (cuDNN requires one).
+      cudnn_check(dnn.forward_bias_act(
+                      dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
+                      conv_.get(), algo_, workspace_.data(), workspace_.size(), zp ? &one : &zero,
+                      y_desc_.get(), zp ? zp : yp, bias_desc_.get(), bias_.data(),
+                      shape_.relu ? act_.get() : identity_.get(), y_desc_.get(), yp),
+                  "cudnnConvolutionBiasActivationForward");
+      post_activation(yp);
       return;
     }
-    // No activation: cuDNN's fused call would insist on one algorithm (identity activations run
-    // only with implicit precomputed GEMM), so the sums are separate calls.
+    // No activation and no fused algorithm: the sums are separate calls (each rounds).
     cudnn_check(dnn.forward(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
                             conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
                             y_desc_.get(), yp),
@@ -385,6 +389,32 @@ class ConvKernel final : public Kernel {
                dims_to_string(x.dims), dtype_name(dtype_), shape_.groups);
     algo_ = perf[pick].algo;
     workspace_ = backend_.allocate(perf[pick].memory);
+    fused_identity_ = false;
+    if (!shape_.relu && (has_bias_ || shape_.residual)) {
+      // Bias and residual without Relu: cuDNN fuses them (one rounding, no extra passes over y)
+      // only with an identity activation, which only implicit precomputed GEMM runs.
+      for (int i = 0; i < found; ++i) {
+        const bool math_ok = math != CUDNN_FMA_MATH || perf[i].mathType == CUDNN_FMA_MATH ||
+                             perf[i].mathType == CUDNN_DEFAULT_MATH;
+        if (perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+            perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok) {
+          continue;
+        }
+        DeviceBuffer ws = backend_.allocate(perf[i].memory);
+        const float one = 1.f, zero = 0.f;
+        const cudnnStatus_t st = dnn.forward_bias_act(
+            dnn.handle, &one, x_desc_.get(), x_tmp.data(), filter_.get(), weights_.data(),
+            conv_.get(), perf[i].algo, ws.data(), ws.size(), &zero, y_desc_.get(), y_tmp.data(),
+            bias_desc_.get(), bias_.data(), identity_.get(), y_desc_.get(), y_tmp.data());
+        if (st == CUDNN_STATUS_SUCCESS) {
+          fused_identity_ = true;
+          pick = i;
+          algo_ = perf[i].algo;
+          workspace_ = std::move(ws);
+        }
+        break;
+      }
+    }
     use_gemm_ = false;
     const bool one_by_one = r_ == 1 && s_ == 1 && shape_.stride_h == 1 && shape_.stride_w == 1 &&
                             shape_.pad_h == 0 && shape_.pad_w == 0 && shape_.groups == 1;
@@ -392,8 +422,8 @@ class ConvKernel final : public Kernel {
     if (one_by_one && x_nhwc && y_nhwc) {
       constexpr size_t kGemmWorkspace = size_t{32} << 20;
       const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
-      if (gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_ || shape_.relu, shape_.relu,
-                        shape_.residual, kGemmWorkspace)) {
+      if (gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
+                        kGemmWorkspace)) {
         gemm_workspace_ = backend_.allocate(kGemmWorkspace);
         gemm_ms = time_gemm(x_tmp.data(), y_tmp.data());
         use_gemm_ = gemm_ms < perf[pick].time;
@@ -401,10 +431,12 @@ class ConvKernel final : public Kernel {
     }
     if (std::getenv("KILN_GPU_TRACE")) {
       std::fprintf(stderr,
-                   "kiln gpu: %s %s %s: cuDNN algo %d %.4f ms (%zu bytes), cuBLASLt %.4f ms: %s\n",
+                   "kiln gpu: %s %s %s: cuDNN algo %d%s %.4f ms (%zu bytes), cuBLASLt %.4f ms: "
+                   "%s\n",
                    kConvKernel, label_.c_str(), dims_to_string(x.dims).c_str(),
-                   static_cast<int>(algo_), static_cast<double>(perf[pick].time), perf[pick].memory,
-                   gemm_ms, use_gemm_ ? "cuBLASLt" : "cuDNN");
+                   static_cast<int>(algo_), fused_identity_ ? " fused" : "",
+                   static_cast<double>(perf[pick].time), perf[pick].memory, gemm_ms,
+                   use_gemm_ ? "cuBLASLt" : "cuDNN");
     }
     if (!use_gemm_) gemm_workspace_ = DeviceBuffer();
     key_ = key;
@@ -414,7 +446,7 @@ class ConvKernel final : public Kernel {
   double time_gemm(const void* x, void* y) {
     Stream& stream = backend_.compute_stream();
     hipStream_t h = gpu_stream(stream).handle();
-    const void* bias = has_bias_ || shape_.relu ? bias_.data() : nullptr;
+    const void* bias = has_bias_ ? bias_.data() : nullptr;
     const void* z = shape_.residual ? y : nullptr;
     gemm_.run(x, weights_.data(), bias, z, y, gemm_workspace_.data(), h);  // warm
     std::vector<double> ms;
@@ -438,10 +470,11 @@ class ConvKernel final : public Kernel {
   bool has_bias_ = false;
   DeviceBuffer weights_, bias_, workspace_, x_scratch_, y_scratch_, z_scratch_, gemm_workspace_;
   ConvGemm gemm_;
-  bool use_gemm_ = false;  // the 1x1 product through cuBLASLt was faster at this shape
+  bool use_gemm_ = false;        // the 1x1 product through cuBLASLt was faster at this shape
+  bool fused_identity_ = false;  // bias / residual without Relu in cuDNN's fused call
   FilterDesc filter_;
   ConvDesc conv_;
-  ActDesc act_, post_act_;
+  ActDesc act_, identity_, post_act_;
   TensorDesc bias_desc_, x_desc_, y_desc_, x_plain_, y_plain_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::vector<int64_t> key_;

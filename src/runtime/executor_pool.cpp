@@ -1,0 +1,79 @@
+#include "runtime/executor_pool.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace kiln::runtime {
+
+ExecutorPool::ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, size_t limit)
+    : make_more_(std::move(make_more)), limit_(std::max<size_t>(limit, 1)) {
+  KILN_CHECK(first != nullptr, ErrorCode::Internal, "an executor pool needs its first executor");
+  first_ = first.get();
+  executors_.push_back(std::move(first));
+  idle_.push_back(first_);
+}
+
+ExecutorPool::Lease ExecutorPool::acquire() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (!idle_.empty()) {
+      Executor* e = idle_.back();
+      idle_.pop_back();
+      return Lease(*this, *e);
+    }
+    if (!making_ && executors_.size() < limit_) {
+      making_ = true;
+      lock.unlock();
+      std::unique_ptr<Executor> made;
+      std::string why;
+      try {
+        made = make_more_();
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      lock.lock();
+      making_ = false;
+      if (made) {
+        executors_.push_back(std::move(made));
+        returned_.notify_all();  // another waiter may make the next one
+        return Lease(*this, *executors_.back());
+      }
+      // Out of memory (or another failure) making one more: the runs share what exists.
+      limit_ = executors_.size();
+      log_warning(
+          "could not prepare executor {} for overlapping runs ({}); runs of this session now "
+          "share {}",
+          executors_.size() + 1, why.empty() ? "unknown error" : why, executors_.size());
+      returned_.notify_all();
+      continue;
+    }
+    returned_.wait(lock);
+  }
+}
+
+void ExecutorPool::give_back(Executor& executor) {
+  {
+    std::lock_guard lock(mutex_);
+    // The first goes on top, so a lone thread keeps running it (and introspection sees its run).
+    if (&executor == first_) {
+      idle_.push_back(&executor);
+    } else {
+      idle_.insert(idle_.begin(), &executor);
+    }
+  }
+  returned_.notify_one();
+}
+
+size_t ExecutorPool::size() const {
+  std::lock_guard lock(mutex_);
+  return executors_.size();
+}
+
+size_t ExecutorPool::limit() const {
+  std::lock_guard lock(mutex_);
+  return limit_;
+}
+
+}  // namespace kiln::runtime
