@@ -1,7 +1,10 @@
 // The KServe v2 HTTP body codec: JSON and binary tensors in, JSON and binary tensors out.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "expect_error.hpp"
 #include "server/http/infer_codec.hpp"
@@ -80,6 +83,279 @@ TEST(ServerCodec, RejectsBadRequests) {
                              std::nullopt, limits);
       },
       ErrorCode::InvalidArgument, "3 outputs");
+}
+
+// The decoder reads JSON in two SAX passes (no document tree): what follows covers the order of
+// keys, every datatype, the element count checked before anything is allocated, and bad JSON
+// anywhere.
+
+TEST(ServerCodec, JsonKeysInAnyOrder) {
+  // "data" before "datatype" and "shape", "inputs" before "id", unknown keys anywhere (skipped,
+  // however nested), and a repeated key read as its first occurrence.
+  auto r = decode_infer_request(
+      R"({"x":{"inputs":[1,{"y":[]}]},
+          "inputs":[{"data":[[1,2,3],[4,5,6]],"extra":[{"data":[9]}],"shape":[2,3],
+                     "name":"a","datatype":"INT32","shape":[7]},
+                    {"data":7,"datatype":"UINT16","name":"b","shape":[]}],
+          "id":"late","parameters":{"priority":1},"id":"ignored","more":[{"id":3}]})",
+      std::nullopt);
+  EXPECT_EQ(r->id, "late");
+  EXPECT_EQ(r->priority, 1u);
+  ASSERT_EQ(r->inputs.size(), 2u);
+  EXPECT_EQ(r->inputs[0].data.dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(r->inputs[0].data.values<int32_t>()[5], 6);
+  EXPECT_EQ(r->inputs[1].data.dims(), std::vector<int64_t>{});
+  EXPECT_EQ(r->inputs[1].data.values<uint16_t>()[0], 7);
+}
+
+TEST(ServerCodec, JsonNestedEqualsFlat) {
+  auto decode = [](const std::string& data) {
+    return decode_infer_request(
+        R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2,2,2],"data":)" + data + "}]}",
+        std::nullopt);
+  };
+  const std::vector<float> want{1, 2, 3, 4, 5, 6, 7, 8};
+  for (const char* data :
+       {"[1,2,3,4,5,6,7,8]", "[[1,2,3,4],[5,6,7,8]]", "[[[1,2],[3,4]],[[5,6],[7,8]]]",
+        " [ [ [1 , 2] ] ,[[3,4]],[[5,6],[7,8]]]"}) {
+    auto r = decode(data);
+    auto v = r->inputs[0].data.values<float>();
+    EXPECT_EQ(std::vector<float>(v.begin(), v.end()), want) << data;
+  }
+  // Empty tensors.
+  auto r = decode_infer_request(
+      R"({"inputs":[{"name":"a","datatype":"INT8","shape":[0,3],"data":[]},
+                    {"name":"b","datatype":"BYTES","shape":[2,0],"data":[[],[]]}]})",
+      std::nullopt);
+  EXPECT_EQ(r->inputs[0].data.numel(), 0);
+  EXPECT_EQ(r->inputs[1].data.dims(), (std::vector<int64_t>{2, 0}));
+}
+
+TEST(ServerCodec, JsonEveryDatatype) {
+  auto one = [](const std::string& datatype, const std::string& data, size_t n) {
+    auto r = decode_infer_request(R"({"inputs":[{"name":"x","datatype":")" + datatype +
+                                      R"(","shape":[)" + std::to_string(n) + R"(],"data":)" + data +
+                                      "}]}",
+                                  std::nullopt);
+    EXPECT_EQ(r->inputs[0].datatype, r->inputs[0].data.dtype());
+    return std::move(r->inputs[0].data);
+  };
+  auto ints = [](const Tensor& t) {
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.int_at(i));
+    return v;
+  };
+  EXPECT_EQ(ints(one("BOOL", "[true,false]", 2)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(ints(one("INT8", "[-128,127]", 2)), (std::vector<int64_t>{-128, 127}));
+  EXPECT_EQ(ints(one("INT16", "[-32768,32767]", 2)), (std::vector<int64_t>{-32768, 32767}));
+  EXPECT_EQ(ints(one("INT32", "[-2147483648,2147483647]", 2)),
+            (std::vector<int64_t>{INT32_MIN, INT32_MAX}));
+  EXPECT_EQ(ints(one("INT64", "[-9223372036854775808,9223372036854775807]", 2)),
+            (std::vector<int64_t>{INT64_MIN, INT64_MAX}));
+  EXPECT_EQ(ints(one("UINT8", "[0,255]", 2)), (std::vector<int64_t>{0, 255}));
+  EXPECT_EQ(ints(one("UINT16", "[0,65535]", 2)), (std::vector<int64_t>{0, 65535}));
+  EXPECT_EQ(ints(one("UINT32", "[0,4294967295]", 2)), (std::vector<int64_t>{0, 4294967295}));
+  EXPECT_EQ(one("UINT64", "[0,18446744073709551615]", 2).values<uint64_t>()[1], UINT64_MAX);
+  Tensor f = one("FP32", "[1.5,-2,3e2,NaN,-Infinity]", 5);
+  EXPECT_EQ(f.values<float>()[0], 1.5f);
+  EXPECT_EQ(f.values<float>()[1], -2.0f);
+  EXPECT_EQ(f.values<float>()[2], 300.0f);
+  EXPECT_TRUE(std::isnan(f.values<float>()[3]));
+  EXPECT_EQ(f.values<float>()[4], -std::numeric_limits<float>::infinity());
+  Tensor d = one("FP64", "[0.1,18446744073709551615,-9223372036854775808]", 3);
+  EXPECT_EQ(d.values<double>()[0], 0.1);
+  EXPECT_EQ(d.values<double>()[1], 18446744073709551615.0);
+  EXPECT_EQ(d.values<double>()[2], -9223372036854775808.0);
+  Tensor s = one("BYTES", R"(["", "a\"b", "\u0000", "\u00e9"])", 4);
+  EXPECT_EQ(s.values<std::string>()[0], "");
+  EXPECT_EQ(s.values<std::string>()[1], "a\"b");
+  EXPECT_EQ(s.values<std::string>()[2], std::string("\0", 1));
+  EXPECT_EQ(s.values<std::string>()[3], "\xc3\xa9");
+  // Each datatype refuses what it cannot hold, with the message of its kind.
+  auto bad = [](const std::string& datatype, const std::string& data, const std::string& needle) {
+    expect_error(
+        [&] {
+          decode_infer_request(R"({"inputs":[{"name":"x","datatype":")" + datatype +
+                                   R"(","shape":[1],"data":)" + data + "}]}",
+                               std::nullopt);
+        },
+        ErrorCode::InvalidArgument, needle);
+  };
+  bad("BOOL", "[1]", "BOOL data must be true or false");
+  bad("BOOL", "[null]", "BOOL data must be true or false");
+  bad("INT8", "[-129]", "not a 8-bit signed integer");
+  bad("INT16", "[32768]", "not a 16-bit signed integer");
+  bad("INT32", "[1.5]", "not a 32-bit signed integer");
+  bad("INT64", "[9223372036854775808]", "not a 64-bit signed integer");
+  bad("INT64", "[true]", "not a 64-bit signed integer");
+  bad("UINT8", "[256]", "not a 8-bit unsigned integer");
+  bad("UINT16", "[-1]", "not a 16-bit unsigned integer");
+  bad("UINT32", "[4294967296]", "not a 32-bit unsigned integer");
+  bad("UINT64", "[18446744073709551616]", "not a 64-bit unsigned integer");
+  bad("UINT64", R"(["1"])", "not a 64-bit unsigned integer");
+  bad("FP32", R"(["1"])", "FP32 data must be numbers");
+  bad("FP64", "[false]", "FP64 data must be numbers");
+  bad("FP64", R"([{"a":1}])", "FP64 data must be numbers");
+  bad("BYTES", "[1]", "BYTES data must be strings");
+  bad("BYTES", "[[[null]]]", "BYTES data must be strings");
+  bad("FP16", "[1]", "binary tensor data extension");
+  bad("BF16", "[1]", "binary tensor data extension");
+}
+
+TEST(ServerCodec, JsonCountCheckedBeforeAllocating) {
+  // A shape far larger than its data is refused on the count alone: a tensor for it would take
+  // gigabytes (or terabytes, which no allocator could give), so getting the count's error, and
+  // quickly, shows nothing was allocated for it.
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* dt : {"FP32", "INT64", "BYTES", "BOOL"}) {
+    for (const char* shape : {"[1000000000]", "[1000000,1000000]"}) {
+      const std::string data = std::string(dt) == "BYTES"  ? R"(["a","b","c"])"
+                               : std::string(dt) == "BOOL" ? "[true,true,false]"
+                                                           : "[1,2,3]";
+      expect_error(
+          [&] {
+            decode_infer_request(R"({"inputs":[{"name":"a","datatype":")" + std::string(dt) +
+                                     R"(","shape":)" + shape + R"(,"data":)" + data + "}]}",
+                                 std::nullopt);
+          },
+          ErrorCode::InvalidArgument,
+          fmt::format("input 'a': 'data' has 3 elements but shape {} needs", shape));
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  // Too many elements: refused the same way, whatever the kind of the extra ones.
+  expect_error(
+      [] {
+        decode_infer_request(
+            R"({"inputs":[{"name":"a","datatype":"INT8","shape":[2],"data":[1,2,"x"]}]})",
+            std::nullopt);
+      },
+      ErrorCode::InvalidArgument, "'data' has more elements (3) than shape [2] holds (2)");
+  // Every input is counted before any is allocated: a valid first input is not decoded when a
+  // later one is refused (its bad value would be reported otherwise).
+  expect_error(
+      [] {
+        decode_infer_request(R"({"inputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[999]},
+                                           {"name":"b","datatype":"INT8","shape":[4],"data":[1]}]})",
+                             std::nullopt);
+      },
+      ErrorCode::InvalidArgument, "input 'b': 'data' has 1 elements but shape [4] needs 4");
+}
+
+TEST(ServerCodec, JsonDataCostsNoParseMemory) {
+  // Tensor data is written straight into its tensor: even with no memory per byte of JSON (only
+  // the scope's fixed 1 MiB), a 4 MiB request of numbers decodes.
+  std::string data = "[";
+  for (int i = 0; i < (1 << 21); ++i) data += "1,";
+  data.back() = ']';
+  CodecLimits limits;
+  limits.json_memory_factor = 0;
+  auto r = decode_infer_request(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[)" +
+                                    std::to_string(1 << 21) + R"(],"data":)" + data + "}]}",
+                                std::nullopt, limits);
+  EXPECT_EQ(r->inputs[0].data.numel(), 1 << 21);
+  EXPECT_EQ(r->inputs[0].data.values<float>()[12345], 1.0f);
+  // What the decoder keeps is still charged: a 2 MiB id is more than that 1 MiB.
+  expect_error(
+      [&] {
+        decode_infer_request(R"({"id":")" + std::string(2 << 20, 'x') + R"(","inputs":[]})",
+                             std::nullopt, limits);
+      },
+      ErrorCode::InvalidArgument, "decoding the request JSON needs more than");
+}
+
+TEST(ServerCodec, JsonErrorsAtEveryStage) {
+  const std::string good =
+      R"({"id":"q","parameters":{"priority":1,"s":"t"},"inputs":[{"name":"a","datatype":"BYTES",)"
+      R"("shape":[2],"parameters":{"k":true},"data":["x",["y"]]},{"name":"b","datatype":"FP32",)"
+      R"("shape":[1],"data":[2.5]}],"outputs":[{"name":"o","parameters":{"binary_data":true}}]})";
+  ASSERT_EQ(decode_infer_request(good, std::nullopt)->inputs.size(), 2u);
+  // Every strict prefix is bad JSON, cut anywhere: in a key, a string, a number, between passes'
+  // fields, inside "data".
+  for (size_t n = 0; n < good.size(); ++n) {
+    SCOPED_TRACE(good.substr(0, n));
+    expect_error([&] { decode_infer_request(good.substr(0, n), std::nullopt); },
+                 ErrorCode::InvalidArgument, "failed to parse");
+  }
+  // Bad JSON after a field that is wrong: the parse error is the one reported (the checks run
+  // once the whole document has parsed).
+  auto bad = [](const std::string& body, const std::string& needle) {
+    expect_error([&] { decode_infer_request(body, std::nullopt); }, ErrorCode::InvalidArgument,
+                 needle);
+  };
+  bad(R"({"inputs":3,})", "failed to parse");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[9],"data":[1,,2]}]})",
+      "failed to parse");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1]}]} x)", "failed to parse");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[tru]}]})", "failed to parse");
+  bad(good + "\x01", "failed to parse");
+  // Each field of the wrong kind, anywhere in its object.
+  bad("[]", "must be a JSON object");
+  bad("7", "must be a JSON object");
+  bad(R"({"id":1,"inputs":[]})", "'id' must be a string");
+  bad(R"({"inputs":[],"parameters":[]})", "request: 'parameters' must be a JSON object");
+  bad(R"({"inputs":[],"parameters":{"a":null}})", "parameter 'a' must be a bool, number or string");
+  bad(R"({"inputs":[],"parameters":{"a":1,"b":[2]}})", "parameter 'b' must be a bool");
+  bad(R"({"inputs":{}})", "'inputs' must be an array");
+  bad(R"({"inputs":[[]]})", "each input must be a JSON object");
+  bad(R"({"inputs":[{"data":[1],"shape":[1],"datatype":"FP32"}]})", "needs a 'name' string");
+  bad(R"({"inputs":[{"name":"","datatype":"FP32","shape":[1],"data":[1]}]})", "needs a 'name'");
+  bad(R"({"inputs":[{"name":["a"],"datatype":"FP32","shape":[1],"data":[1]}]})", "needs a 'name'");
+  bad(R"({"inputs":[{"data":[1],"name":"a","shape":[1]}]})", "input 'a': 'datatype' must be");
+  bad(R"({"inputs":[{"data":[1],"name":"a","datatype":"FP32"}]})", "input 'a': 'shape' is missing");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":3,"data":[1]}]})",
+      "'shape' must be an array of integers");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1.0],"data":[1]}]})",
+      "'shape' must hold non-negative integers");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[[1]],"data":[1]}]})",
+      "'shape' must hold non-negative integers");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[-1],"data":[1]}]})",
+      "'shape' must hold non-negative integers");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[)" + std::string(39, '1') +
+          R"(],"data":[1]}]})",
+      "'shape' must hold non-negative integers");  // past int64
+  std::string rank40 = "[1";
+  for (int i = 1; i < 40; ++i) rank40 += ",1";
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":)" + rank40 + R"(],"data":[1]}]})",
+      "rank 40 is more than 32");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"parameters":{"x":{}},"data":[1]}]})",
+      "input 'a': parameter 'x' must be");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1]}]})",
+      "has neither 'data' nor 'binary_data_size'");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],)"
+      R"("parameters":{"binary_data_size":4}}]})",
+      "has both 'data' and 'binary_data_size'");
+  expect_error(
+      [] {
+        decode_infer_request(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],)"
+                             R"("parameters":{"shared_memory_region":"r"}}]})",
+                             std::nullopt);
+      },
+      ErrorCode::Unsupported, "input 'a': shared memory is not supported");
+  bad(R"({"inputs":[],"outputs":{}})", "'outputs' must be an array");
+  bad(R"({"inputs":[],"outputs":[1]})", "each requested output must be a JSON object");
+  bad(R"({"inputs":[],"outputs":[{"name":2}]})", "each requested output needs a 'name' string");
+  bad(R"({"inputs":[],"outputs":[{"name":"o","parameters":{"binary_data":"yes"}}]})",
+      "binary_data");
+}
+
+TEST(ServerCodec, JsonCountLimitsNameTheCount) {
+  CodecLimits limits;
+  limits.max_inputs = 2;
+  limits.max_parameters = 3;
+  auto bad = [&](const std::string& body, const std::string& needle) {
+    expect_error([&] { decode_infer_request(body, std::nullopt, limits); },
+                 ErrorCode::InvalidArgument, needle);
+  };
+  const std::string in = R"({"name":"a","datatype":"FP32","shape":[1],"data":[1]})";
+  bad(R"({"inputs":[)" + in + "," + in + "," + in + "," + in + "]}",
+      "request has 4 inputs; at most 2");
+  bad(R"({"inputs":[],"parameters":{"a":1,"b":2,"c":3,"d":[]}})",
+      "request: more than 3 parameters");
+  EXPECT_EQ(decode_infer_request(R"({"inputs":[],"parameters":{"a":1,"a":2,"b":"x"}})",
+                                 std::nullopt, limits)
+                ->parameters.size(),
+            2u);
 }
 
 TEST(ServerCodec, EncodesJsonAndBinaryOutputs) {

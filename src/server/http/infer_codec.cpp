@@ -1,6 +1,9 @@
 #include "server/http/infer_codec.hpp"
 
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include <cstdint>
 #include <limits>
@@ -16,135 +19,444 @@ namespace {
 // NaN / Infinity are accepted as Python's json module writes them.
 constexpr unsigned kParseFlags = rj::kParseIterativeFlag | rj::kParseNanAndInfFlag;
 using Writer = JsonWriter;
+// RapidJSON's SAX parser; its stack (nesting state, a string while it is read) is charged to
+// the decode's JsonMemoryScope like everything else the decoder keeps.
+using Reader = rj::GenericReader<rj::UTF8<>, rj::UTF8<>, JsonAllocator>;
 
-std::string_view str(const JsonValue& v) {
-  return {v.GetString(), v.GetStringLength()};
+// ---- request decoding ------------------------------------------------------------------------
+//
+// Two SAX passes over the JSON, no document tree. Pass 1 (RequestScanner) keeps everything but
+// tensor data: the fields below, and for each input's "data" only where its value starts and
+// how many elements it holds. The checks then run on what it kept, in a fixed order whatever
+// the order of the keys (so the messages are those of a DOM decoder, parse errors first), and
+// each JSON input's element count is held to its shape before any tensor exists. Pass 2
+// (DataWriter) parses each input's "data" again from where it starts, writing every element
+// straight into its tensor. So a JSON request costs its body, the tensors it asks for and its
+// small fields, and a refused one no more than its body and those fields.
+
+// The JSON kind of a request field, Absent when the object has no such key.
+enum class Kind : uint8_t { Absent, Object, Array, String, Other };
+
+// A JSON number with what RapidJSON's DOM would say of it (IsInt64, IsUint64, GetDouble).
+struct Number {
+  std::optional<int64_t> i;
+  std::optional<uint64_t> u;
+  double d = 0;
+};
+Number number_of(int64_t v) {
+  return {v, v >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(v)) : std::nullopt,
+          static_cast<double>(v)};
+}
+Number number_of(uint64_t v) {
+  return {v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+              ? std::optional<int64_t>(static_cast<int64_t>(v))
+              : std::nullopt,
+          v, static_cast<double>(v)};
+}
+Number number_of(double v) {
+  return {std::nullopt, std::nullopt, v};
 }
 
-const JsonValue* member(const JsonValue& obj, const char* key) {
-  auto it = obj.FindMember(key);
-  return it == obj.MemberEnd() ? nullptr : &it->value;
-}
+// A "parameters" object as pass 1 found it.
+struct RawParameters {
+  Kind kind = Kind::Absent;
+  size_t count = 0;                    // members, all of them
+  Parameters values;                   // those of the first max_parameters members
+  std::optional<std::string> bad_key;  // the first member that is not a bool, number or string
+};
 
-Parameters decode_parameters(const JsonValue& v, std::string_view where,
-                             const CodecLimits& limits) {
-  KILN_CHECK_ARG(v.IsObject(), "{}: 'parameters' must be a JSON object", where);
-  KILN_CHECK_ARG(v.MemberCount() <= limits.max_parameters, "{}: more than {} parameters", where,
-                 limits.max_parameters);
-  Parameters out;
-  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    std::string key(str(it->name));
-    const JsonValue& p = it->value;
-    if (p.IsBool()) {
-      out[key] = p.GetBool();
-    } else if (p.IsInt64()) {
-      out[key] = p.GetInt64();
-    } else if (p.IsUint64()) {
-      out[key] = p.GetUint64();
-    } else if (p.IsDouble()) {
-      out[key] = p.GetDouble();
-    } else if (p.IsString()) {
-      out[key] = std::string(str(p));
-    } else {
-      fail(ErrorCode::InvalidArgument, "{}: parameter '{}' must be a bool, number or string", where,
-           key);
+struct RawInput {
+  bool object = false;
+  Kind name_kind = Kind::Absent, datatype_kind = Kind::Absent, shape_kind = Kind::Absent;
+  std::string name, datatype;
+  size_t rank = 0;             // elements of "shape"
+  std::vector<int64_t> shape;  // its first max_rank integers
+  bool shape_not_integers = false;
+  RawParameters parameters;
+  bool has_data = false;
+  size_t data_key_end = 0;  // offset just past the "data" key: its value follows the colon
+  uint64_t data_count = 0;  // leaves of "data" (a scalar, string or object is one)
+};
+
+struct RawOutput {
+  bool object = false;
+  Kind name_kind = Kind::Absent;
+  std::string name;
+  RawParameters parameters;
+};
+
+struct RawRequest {
+  bool object = false;
+  Kind id_kind = Kind::Absent;
+  std::string id;
+  RawParameters parameters;
+  Kind inputs_kind = Kind::Absent, outputs_kind = Kind::Absent;
+  size_t input_count = 0, output_count = 0;  // all of them; the first max_* are kept
+  std::vector<RawInput> inputs;
+  std::vector<RawOutput> outputs;
+};
+
+// What a parameter costs beyond its key and string: its map node (key, variant, tree links).
+constexpr size_t kParameterBytes = sizeof(Parameters::value_type) + 32;
+
+// Pass 1's place in the request: what the container being read is (Frame), and which field of
+// a request, input or output object the next value is (Field).
+enum class Frame : uint8_t { Request, Inputs, Input, Shape, Params, Data, Outputs, Output, Skip };
+enum class Field : uint8_t { Other, Id, Parameters, Inputs, Outputs, Name, Datatype, Shape, Data };
+
+// Pass 1. Keeps the first of a repeated key (as a DOM's FindMember does), skips unknown keys
+// and everything past a count limit (counting them for the message), never throws but when its
+// JsonMemoryScope runs out: the checks run once the whole document has parsed.
+class RequestScanner : public rj::BaseReaderHandler<rj::UTF8<>, RequestScanner> {
+ public:
+  using Stream = rj::EncodedInputStream<rj::UTF8<>, rj::MemoryStream>;
+  RequestScanner(RawRequest& raw, const CodecLimits& limits, JsonMemoryScope& memory,
+                 const Stream& stream)
+      : raw_(raw), limits_(limits), memory_(memory), stream_(stream) {}
+
+  bool Null() { return value(Kind::Other); }
+  bool Bool(bool b) { return value(Kind::Other, {}, ParameterValue(b)); }
+  bool Int(int v) { return Int64(v); }
+  bool Uint(unsigned v) { return Int64(v); }
+  bool Int64(int64_t v) { return number(number_of(v)); }
+  bool Uint64(uint64_t v) { return number(number_of(v)); }
+  bool Double(double v) { return number(number_of(v)); }
+  bool String(const char* s, rj::SizeType n, bool) { return value(Kind::String, {s, n}); }
+  bool StartObject() { return value(Kind::Object); }
+  bool StartArray() { return value(Kind::Array); }
+  bool EndObject(rj::SizeType) { return end(); }
+  bool EndArray(rj::SizeType) { return end(); }
+  bool Key(const char* s, rj::SizeType n, bool) {
+    const std::string_view key(s, n);
+    field_ = Field::Other;
+    switch (frames_.empty() ? Frame::Skip : frames_.back()) {
+      case Frame::Request:
+        if (key == "id") field_ = Field::Id;
+        if (key == "parameters") field_ = Field::Parameters;
+        if (key == "inputs") field_ = Field::Inputs;
+        if (key == "outputs") field_ = Field::Outputs;
+        break;
+      case Frame::Input:
+        if (key == "name") field_ = Field::Name;
+        if (key == "datatype") field_ = Field::Datatype;
+        if (key == "shape") field_ = Field::Shape;
+        if (key == "parameters") field_ = Field::Parameters;
+        if (key == "data") {
+          field_ = Field::Data;
+          key_end_ = stream_.Tell();
+        }
+        break;
+      case Frame::Output:
+        if (key == "name") field_ = Field::Name;
+        if (key == "parameters") field_ = Field::Parameters;
+        break;
+      case Frame::Params:
+        memory_.charge(n);
+        parameter_key_.assign(s, n);
+        break;
+      default:
+        break;
     }
+    return true;
   }
-  return out;
-}
 
-std::vector<int64_t> decode_shape(const JsonValue& v, const std::string& input,
-                                  const CodecLimits& limits) {
-  KILN_CHECK_ARG(v.IsArray(), "input '{}': 'shape' must be an array of integers", input);
-  KILN_CHECK_ARG(v.Size() <= limits.max_rank, "input '{}': rank {} is more than {}", input,
-                 v.Size(), limits.max_rank);
-  std::vector<int64_t> shape;
-  for (const JsonValue& d : v.GetArray()) {
-    KILN_CHECK_ARG(d.IsInt64(), "input '{}': 'shape' must hold non-negative integers", input);
-    shape.push_back(d.GetInt64());
+ private:
+  bool number(const Number& n) {
+    if (n.i) return value(Kind::Other, {}, ParameterValue(*n.i), n.i);
+    if (n.u) return value(Kind::Other, {}, ParameterValue(*n.u));
+    return value(Kind::Other, {}, ParameterValue(n.d));
   }
-  return shape;
-}
 
-// The leaves of a (possibly nested) "data" array in row-major order, without recursion. Stops
-// as soon as there are more than `expected` so a huge array costs nothing beyond its parse.
-std::vector<const JsonValue*> flatten(const JsonValue& data, int64_t expected,
-                                      const std::string& input) {
-  std::vector<const JsonValue*> leaves;
-  if (!data.IsArray()) {
-    leaves.push_back(&data);  // a scalar for a one-element tensor
-    return leaves;
+  void keep(std::string& out, std::string_view s) {
+    memory_.charge(s.size());
+    out.assign(s);
   }
-  std::vector<std::pair<const JsonValue*, rj::SizeType>> stack{{&data, 0}};
-  while (!stack.empty()) {
-    auto& [arr, index] = stack.back();
-    if (index == arr->Size()) {
-      stack.pop_back();
-      continue;
+
+  // Records the kind of a field seen for the first time; false when it was seen before.
+  static bool first(Kind& kind, Kind seen) {
+    if (kind != Kind::Absent) return false;
+    kind = seen;
+    return true;
+  }
+
+  // Opens a "parameters" object (when `kind` is one) for the values that follow.
+  Frame parameters(RawParameters& p, Kind kind) {
+    if (!first(p.kind, kind) || kind != Kind::Object) return Frame::Skip;
+    parameters_ = &p;
+    return Frame::Params;
+  }
+
+  // One value (a scalar, or the start of an object or array) at the current place. `scalar`:
+  // a bool's or number's parameter value (none for null, strings and containers); `integer`:
+  // the number when it is an integer within int64.
+  bool value(Kind kind, std::string_view text = {}, std::optional<ParameterValue> scalar = {},
+             std::optional<int64_t> integer = {}) {
+    const bool object = kind == Kind::Object, array = kind == Kind::Array;
+    Frame open = Frame::Skip;  // what an object or array starting here is read as
+    const Field field = field_;
+    field_ = Field::Other;
+    switch (frames_.empty() ? Frame::Skip : frames_.back()) {
+      case Frame::Request:
+        if (field == Field::Id && first(raw_.id_kind, kind) && kind == Kind::String) {
+          keep(raw_.id, text);
+        } else if (field == Field::Parameters) {
+          open = parameters(raw_.parameters, kind);
+        } else if (field == Field::Inputs && first(raw_.inputs_kind, kind) && array) {
+          open = Frame::Inputs;
+        } else if (field == Field::Outputs && first(raw_.outputs_kind, kind) && array) {
+          open = Frame::Outputs;
+        }
+        break;
+      case Frame::Inputs:
+        if (++raw_.input_count <= limits_.max_inputs) {
+          memory_.charge(2 * sizeof(RawInput));  // the vector grows by doubling
+          raw_.inputs.emplace_back().object = object;
+          if (object) open = Frame::Input;
+        }
+        break;
+      case Frame::Input: {
+        RawInput& in = raw_.inputs.back();
+        if (field == Field::Name && first(in.name_kind, kind) && kind == Kind::String) {
+          keep(in.name, text);
+        } else if (field == Field::Datatype && first(in.datatype_kind, kind) &&
+                   kind == Kind::String) {
+          keep(in.datatype, text);
+        } else if (field == Field::Shape && first(in.shape_kind, kind) && array) {
+          open = Frame::Shape;
+        } else if (field == Field::Parameters) {
+          open = parameters(in.parameters, kind);
+        } else if (field == Field::Data && !in.has_data) {
+          in.has_data = true;
+          in.data_key_end = key_end_;
+          if (array) {
+            open = Frame::Data;
+          } else {
+            in.data_count = 1;  // a scalar for a one-element tensor (an object: a wrong one)
+          }
+        }
+        break;
+      }
+      case Frame::Shape: {
+        RawInput& in = raw_.inputs.back();
+        ++in.rank;
+        if (!integer) {
+          in.shape_not_integers = true;
+        } else if (in.shape.size() < limits_.max_rank) {
+          memory_.charge(sizeof(int64_t));
+          in.shape.push_back(*integer);
+        }
+        break;
+      }
+      case Frame::Params: {
+        RawParameters& p = *parameters_;
+        const bool kept = ++p.count <= limits_.max_parameters;
+        if (kind == Kind::String || scalar) {
+          if (kept) {
+            memory_.charge(kParameterBytes + text.size());
+            p.values[parameter_key_] =
+                scalar ? *std::move(scalar) : ParameterValue(std::string(text));
+          }
+        } else if (!p.bad_key) {
+          memory_.charge(parameter_key_.size());
+          p.bad_key = parameter_key_;  // null, an object or an array
+        }
+        break;
+      }
+      case Frame::Data:
+        if (array) {
+          open = Frame::Data;
+        } else {
+          ++raw_.inputs.back().data_count;  // an object is one (wrong) element
+        }
+        break;
+      case Frame::Outputs:
+        if (++raw_.output_count <= limits_.max_outputs) {
+          memory_.charge(2 * sizeof(RawOutput));
+          raw_.outputs.emplace_back().object = object;
+          if (object) open = Frame::Output;
+        }
+        break;
+      case Frame::Output: {
+        RawOutput& out = raw_.outputs.back();
+        if (field == Field::Name && first(out.name_kind, kind) && kind == Kind::String) {
+          keep(out.name, text);
+        } else if (field == Field::Parameters) {
+          open = parameters(out.parameters, kind);
+        }
+        break;
+      }
+      case Frame::Skip:
+        if (frames_.empty()) {  // the document itself
+          raw_.object = object;
+          if (object) open = Frame::Request;
+        }
+        break;
     }
-    const JsonValue& v = (*arr)[index++];
-    if (v.IsArray()) {
-      stack.emplace_back(&v, 0);
-      continue;
-    }
-    leaves.push_back(&v);
-    KILN_CHECK_ARG(static_cast<int64_t>(leaves.size()) <= expected,
-                   "input '{}': 'data' has more elements than the shape holds ({})", input,
-                   expected);
+    // Nesting is bounded by the depth check before the parse.
+    if (object || array) frames_.push_back(open);
+    return true;
   }
-  return leaves;
-}
 
+  bool end() {
+    frames_.pop_back();
+    return true;
+  }
+
+  RawRequest& raw_;
+  const CodecLimits& limits_;
+  JsonMemoryScope& memory_;
+  const Stream& stream_;
+  std::vector<Frame> frames_;
+  Field field_ = Field::Other;
+  size_t key_end_ = 0;
+  std::string parameter_key_;
+  RawParameters* parameters_ = nullptr;  // the object a Params frame fills
+};
+
+// The message for a "data" element of the wrong JSON kind for an input of C++ element type T.
 template <typename T>
-T json_int(const JsonValue& v, const std::string& input) {
-  if constexpr (std::is_signed_v<T>) {
-    KILN_CHECK_ARG(v.IsInt64() && v.GetInt64() >= std::numeric_limits<T>::min() &&
-                       v.GetInt64() <= std::numeric_limits<T>::max(),
-                   "input '{}': data value is not a {}-bit signed integer", input, 8 * sizeof(T));
-    return static_cast<T>(v.GetInt64());
+[[noreturn]] void wrong_kind(DataType dtype, const std::string& input) {
+  if constexpr (std::is_same_v<T, bool>) {
+    fail(ErrorCode::InvalidArgument, "input '{}': BOOL data must be true or false", input);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    fail(ErrorCode::InvalidArgument, "input '{}': BYTES data must be strings", input);
+  } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    fail(ErrorCode::InvalidArgument, "input '{}': {} data must be numbers", input,
+         datatype_name(dtype));
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    fail(ErrorCode::InvalidArgument, "input '{}': data value is not a {}-bit signed integer", input,
+         8 * sizeof(T));
+  } else if constexpr (std::is_integral_v<T>) {
+    fail(ErrorCode::InvalidArgument, "input '{}': data value is not a {}-bit unsigned integer",
+         input, 8 * sizeof(T));
   } else {
-    KILN_CHECK_ARG(v.IsUint64() && v.GetUint64() <= std::numeric_limits<T>::max(),
-                   "input '{}': data value is not a {}-bit unsigned integer", input, 8 * sizeof(T));
-    return static_cast<T>(v.GetUint64());
+    fail(ErrorCode::InvalidArgument, "input '{}': {} cannot be sent as JSON", input,
+         datatype_name(dtype));
   }
 }
 
-Tensor decode_json_data(const JsonValue& data, DataType dtype, const std::vector<int64_t>& shape,
-                        const std::string& input) {
-  KILN_CHECK_ARG(dtype != DataType::Float16 && dtype != DataType::BFloat16,
-                 "input '{}': {} data must be sent with the binary tensor data extension", input,
-                 datatype_name(dtype));
-  const int64_t numel = shape_numel(shape);
-  std::vector<const JsonValue*> leaves = flatten(data, numel, input);
-  KILN_CHECK_ARG(static_cast<int64_t>(leaves.size()) == numel,
-                 "input '{}': 'data' has {} elements but shape {} needs {}", input, leaves.size(),
-                 dims_to_string(shape), numel);
+// Pass 2: the elements of one input's "data" (flat or nested) into its tensor, in row-major
+// order, with the checks of each element against the datatype. The element count was checked
+// against the shape in pass 1.
+template <typename T>
+class DataWriter : public rj::BaseReaderHandler<rj::UTF8<>, DataWriter<T>> {
+ public:
+  DataWriter(Tensor& t, const std::string& input, JsonMemoryScope& memory)
+      : out_(t.data<T>()),
+        size_(static_cast<size_t>(t.numel())),
+        dtype_(t.dtype()),
+        input_(input),
+        memory_(memory) {}
+
+  size_t written() const { return next_; }
+
+  bool Null() { wrong_kind<T>(dtype_, input_); }
+  bool Bool(bool b) {
+    if constexpr (std::is_same_v<T, bool>) return put(b);
+    wrong_kind<T>(dtype_, input_);
+  }
+  bool Int(int v) { return number(number_of(int64_t{v})); }
+  bool Uint(unsigned v) { return number(number_of(int64_t{v})); }
+  bool Int64(int64_t v) { return number(number_of(v)); }
+  bool Uint64(uint64_t v) { return number(number_of(v)); }
+  bool Double(double v) { return number(number_of(v)); }
+  bool String(const char* s, rj::SizeType n, bool) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      memory_.charge(n);
+      return put(std::string(s, n));
+    }
+    wrong_kind<T>(dtype_, input_);
+  }
+  bool StartObject() { wrong_kind<T>(dtype_, input_); }
+  bool Key(const char*, rj::SizeType, bool) { return true; }
+  bool EndObject(rj::SizeType) { return true; }
+  bool StartArray() { return true; }
+  bool EndArray(rj::SizeType) { return true; }
+
+ private:
+  bool number(const Number& n) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      return put(static_cast<T>(n.d));
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // Out of range is the wrong kind too: the message names the datatype's range.
+      if constexpr (std::is_signed_v<T>) {
+        if (n.i && *n.i >= std::numeric_limits<T>::min() && *n.i <= std::numeric_limits<T>::max()) {
+          return put(static_cast<T>(*n.i));
+        }
+      } else {
+        if (n.u && *n.u <= std::numeric_limits<T>::max()) return put(static_cast<T>(*n.u));
+      }
+    }
+    wrong_kind<T>(dtype_, input_);
+  }
+
+  template <typename V>
+  bool put(V&& v) {
+    KILN_CHECK(next_ < size_, ErrorCode::Internal,
+               "input '{}': 'data' has more elements than its first read counted", input_);
+    out_[next_++] = std::forward<V>(v);
+    return true;
+  }
+
+  T* out_;
+  size_t size_;
+  size_t next_ = 0;
+  DataType dtype_;
+  const std::string& input_;
+  JsonMemoryScope& memory_;
+};
+
+// Pass 2 for one input: its tensor, allocated here (after every check of pass 1), filled from
+// the "data" value that follows the key ending at `key_end`.
+Tensor decode_json_data(std::string_view json, size_t key_end, DataType dtype,
+                        const std::vector<int64_t>& shape, const std::string& input, Reader& reader,
+                        JsonMemoryScope& memory) {
+  size_t start = key_end;  // past the whitespace and the colon pass 1 already checked
+  while (start < json.size() && json[start] != ':') ++start;
+  KILN_CHECK(start < json.size(), ErrorCode::Internal, "input '{}': 'data' has no value", input);
+  ++start;
   Tensor t(dtype, shape);
   dispatch_dtype(dtype, "JSON tensor data", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* out = t.data<T>();
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const JsonValue& v = *leaves[i];
-      if constexpr (std::is_same_v<T, bool>) {
-        KILN_CHECK_ARG(v.IsBool(), "input '{}': BOOL data must be true or false", input);
-        out[i] = v.GetBool();
-      } else if constexpr (std::is_same_v<T, std::string>) {
-        KILN_CHECK_ARG(v.IsString(), "input '{}': BYTES data must be strings", input);
-        out[i].assign(v.GetString(), v.GetStringLength());
-      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        KILN_CHECK_ARG(v.IsNumber(), "input '{}': {} data must be numbers", input,
-                       datatype_name(dtype));
-        out[i] = static_cast<T>(v.GetDouble());
-      } else if constexpr (std::is_integral_v<T>) {
-        out[i] = json_int<T>(v, input);
-      } else {
-        fail(ErrorCode::InvalidArgument, "input '{}': {} cannot be sent as JSON", input,
-             datatype_name(dtype));
-      }
-    }
+    DataWriter<T> writer(t, input, memory);
+    rj::MemoryStream stream(json.data() + start, json.size() - start);
+    const rj::ParseResult ok =
+        reader.Parse<kParseFlags | rj::kParseStopWhenDoneFlag>(stream, writer);
+    KILN_CHECK(!ok.IsError() && writer.written() == static_cast<size_t>(t.numel()),
+               ErrorCode::Internal, "input '{}': 'data' read back differently", input);
   });
   return t;
 }
+
+Parameters decode_parameters(RawParameters& p, std::string_view where, const CodecLimits& limits) {
+  KILN_CHECK_ARG(p.kind == Kind::Object, "{}: 'parameters' must be a JSON object", where);
+  KILN_CHECK_ARG(p.count <= limits.max_parameters, "{}: more than {} parameters", where,
+                 limits.max_parameters);
+  if (p.bad_key) {
+    fail(ErrorCode::InvalidArgument, "{}: parameter '{}' must be a bool, number or string", where,
+         *p.bad_key);
+  }
+  return std::move(p.values);
+}
+
+std::vector<int64_t> decode_shape(RawInput& in, const std::string& input,
+                                  const CodecLimits& limits) {
+  KILN_CHECK_ARG(in.shape_kind != Kind::Absent, "input '{}': 'shape' is missing", input);
+  KILN_CHECK_ARG(in.shape_kind == Kind::Array, "input '{}': 'shape' must be an array of integers",
+                 input);
+  KILN_CHECK_ARG(in.rank <= limits.max_rank, "input '{}': rank {} is more than {}", input, in.rank,
+                 limits.max_rank);
+  KILN_CHECK_ARG(!in.shape_not_integers, "input '{}': 'shape' must hold non-negative integers",
+                 input);
+  return std::move(in.shape);
+}
+
+// An input as the checks left it: what pass 2 still has to decode.
+struct PendingInput {
+  std::string_view binary;  // its binary data; unused for JSON data
+  size_t data_key_end = 0;
+  bool json = false;
+};
 
 }  // namespace
 
@@ -158,92 +470,116 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   const std::string_view json = body.substr(0, json_size);
   KILN_CHECK_ARG(json_nesting_depth(json) <= limits.max_json_depth,
                  "the request JSON is nested deeper than {} levels", limits.max_json_depth);
-  // The document costs about 16 bytes per value (at least 2 bytes of text each); past the
-  // scope's limit the parse stops with an error instead of growing with the client's input.
+  // What the decoder keeps besides the tensors (names, shapes, parameters, BYTES elements, the
+  // parser's stack) is charged here; past the limit the decode stops with an error instead of
+  // growing with the client's input.
   JsonMemoryScope memory(json_size * limits.json_memory_factor + (size_t{1} << 20),
-                         "parsing the request JSON");
-  JsonDocument doc;
-  doc.Parse<kParseFlags>(json.data(), json.size());
-  KILN_CHECK_ARG(!doc.HasParseError(), "failed to parse the request JSON buffer: {} at {}",
-                 rj::GetParseError_En(doc.GetParseError()), doc.GetErrorOffset());
-  KILN_CHECK_ARG(doc.IsObject(), "the inference request must be a JSON object");
+                         "decoding the request JSON");
+  JsonAllocator stack_allocator;
+  Reader reader(&stack_allocator);
+
+  // Pass 1.
+  RawRequest raw;
+  {
+    rj::MemoryStream ms(json.data(), json.size());
+    RequestScanner::Stream stream(ms);
+    RequestScanner scanner(raw, limits, memory, stream);
+    const rj::ParseResult ok = reader.Parse<kParseFlags>(stream, scanner);
+    KILN_CHECK_ARG(!ok.IsError(), "failed to parse the request JSON buffer: {} at {}",
+                   rj::GetParseError_En(ok.Code()), ok.Offset());
+  }
+  KILN_CHECK_ARG(raw.object, "the inference request must be a JSON object");
   std::string_view binary = body.substr(json_size);
   size_t binary_used = 0;
 
+  // The checks, all before any tensor is allocated.
   auto request = std::make_unique<InferRequest>();
-  if (const JsonValue* id = member(doc, "id")) {
-    KILN_CHECK_ARG(id->IsString(), "'id' must be a string");
-    request->id = std::string(str(*id));
-  }
-  if (const JsonValue* p = member(doc, "parameters")) {
-    request->parameters = decode_parameters(*p, "request", limits);
+  KILN_CHECK_ARG(raw.id_kind == Kind::Absent || raw.id_kind == Kind::String,
+                 "'id' must be a string");
+  request->id = std::move(raw.id);
+  if (raw.parameters.kind != Kind::Absent) {
+    request->parameters = decode_parameters(raw.parameters, "request", limits);
     read_scheduling_parameters(*request);
     parameter_bool(request->parameters, "binary_data_output");
   }
-  const JsonValue* inputs = member(doc, "inputs");
-  KILN_CHECK_ARG(inputs != nullptr && inputs->IsArray(), "'inputs' must be an array");
-  KILN_CHECK_ARG(inputs->Size() <= limits.max_inputs, "request has {} inputs; at most {}",
-                 inputs->Size(), limits.max_inputs);
-  for (const JsonValue& in : inputs->GetArray()) {
-    KILN_CHECK_ARG(in.IsObject(), "each input must be a JSON object");
+  KILN_CHECK_ARG(raw.inputs_kind == Kind::Array, "'inputs' must be an array");
+  KILN_CHECK_ARG(raw.input_count <= limits.max_inputs, "request has {} inputs; at most {}",
+                 raw.input_count, limits.max_inputs);
+  std::vector<PendingInput> pending;
+  for (RawInput& in : raw.inputs) {
+    KILN_CHECK_ARG(in.object, "each input must be a JSON object");
     InferInput input;
-    const JsonValue* name = member(in, "name");
-    KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() > 0 &&
-                       name->GetStringLength() <= limits.max_name_bytes,
-                   "each input needs a 'name' string");
-    input.name = std::string(str(*name));
-    const JsonValue* datatype = member(in, "datatype");
-    KILN_CHECK_ARG(datatype && datatype->IsString(), "input '{}': 'datatype' must be a string",
+    KILN_CHECK_ARG(
+        in.name_kind == Kind::String && !in.name.empty() && in.name.size() <= limits.max_name_bytes,
+        "each input needs a 'name' string");
+    input.name = std::move(in.name);
+    KILN_CHECK_ARG(in.datatype_kind == Kind::String, "input '{}': 'datatype' must be a string",
                    input.name);
-    input.datatype = wire_datatype(str(*datatype), input.name);
-    const JsonValue* shape = member(in, "shape");
-    KILN_CHECK_ARG(shape != nullptr, "input '{}': 'shape' is missing", input.name);
-    input.shape = decode_shape(*shape, input.name, limits);
+    input.datatype = wire_datatype(in.datatype, input.name);
+    input.shape = decode_shape(in, input.name, limits);
     check_wire_shape(input.shape, limits.max_rank, input.name);
-    if (const JsonValue* p = member(in, "parameters")) {
-      input.parameters = decode_parameters(*p, "input '" + input.name + "'", limits);
+    if (in.parameters.kind != Kind::Absent) {
+      input.parameters = decode_parameters(in.parameters, "input '" + input.name + "'", limits);
     }
     refuse_shared_memory(input.parameters, "input", input.name);
     std::optional<int64_t> binary_size = parameter_int(input.parameters, "binary_data_size");
-    const JsonValue* data = member(in, "data");
+    PendingInput p;
     if (binary_size) {
-      KILN_CHECK_ARG(data == nullptr, "input '{}' has both 'data' and 'binary_data_size'",
-                     input.name);
+      KILN_CHECK_ARG(!in.has_data, "input '{}' has both 'data' and 'binary_data_size'", input.name);
       KILN_CHECK_ARG(
           *binary_size >= 0 && static_cast<uint64_t>(*binary_size) <= binary.size() - binary_used,
           "unexpected size {} for input '{}': only {} bytes of binary data remain", *binary_size,
           input.name, binary.size() - binary_used);
-      input.data = decode_raw_tensor(binary.substr(binary_used, static_cast<size_t>(*binary_size)),
-                                     input.datatype, input.shape, input.name);
+      p.binary = binary.substr(binary_used, static_cast<size_t>(*binary_size));
       binary_used += static_cast<size_t>(*binary_size);
     } else {
-      KILN_CHECK_ARG(data != nullptr, "input '{}' has neither 'data' nor 'binary_data_size'",
+      KILN_CHECK_ARG(in.has_data, "input '{}' has neither 'data' nor 'binary_data_size'",
                      input.name);
-      input.data = decode_json_data(*data, input.datatype, input.shape, input.name);
+      KILN_CHECK_ARG(input.datatype != DataType::Float16 && input.datatype != DataType::BFloat16,
+                     "input '{}': {} data must be sent with the binary tensor data extension",
+                     input.name, datatype_name(input.datatype));
+      const auto numel = static_cast<uint64_t>(shape_numel(input.shape));
+      KILN_CHECK_ARG(in.data_count <= numel,
+                     "input '{}': 'data' has more elements ({}) than shape {} holds ({})",
+                     input.name, in.data_count, dims_to_string(input.shape), numel);
+      KILN_CHECK_ARG(in.data_count == numel,
+                     "input '{}': 'data' has {} elements but shape {} needs {}", input.name,
+                     in.data_count, dims_to_string(input.shape), numel);
+      p.json = true;
+      p.data_key_end = in.data_key_end;
     }
+    pending.push_back(p);
     request->inputs.push_back(std::move(input));
   }
   KILN_CHECK_ARG(binary_used == binary.size(),
                  "{} bytes of binary data follow the JSON header but the inputs use {}",
                  binary.size(), binary_used);
-  if (const JsonValue* outputs = member(doc, "outputs")) {
-    KILN_CHECK_ARG(outputs->IsArray(), "'outputs' must be an array");
-    KILN_CHECK_ARG(outputs->Size() <= limits.max_outputs, "request asks for {} outputs; at most {}",
-                   outputs->Size(), limits.max_outputs);
-    for (const JsonValue& out : outputs->GetArray()) {
-      KILN_CHECK_ARG(out.IsObject(), "each requested output must be a JSON object");
+  if (raw.outputs_kind != Kind::Absent) {
+    KILN_CHECK_ARG(raw.outputs_kind == Kind::Array, "'outputs' must be an array");
+    KILN_CHECK_ARG(raw.output_count <= limits.max_outputs,
+                   "request asks for {} outputs; at most {}", raw.output_count, limits.max_outputs);
+    for (RawOutput& out : raw.outputs) {
+      KILN_CHECK_ARG(out.object, "each requested output must be a JSON object");
       RequestedOutput o;
-      const JsonValue* name = member(out, "name");
-      KILN_CHECK_ARG(name && name->IsString() && name->GetStringLength() <= limits.max_name_bytes,
+      KILN_CHECK_ARG(out.name_kind == Kind::String && out.name.size() <= limits.max_name_bytes,
                      "each requested output needs a 'name' string");
-      o.name = std::string(str(*name));
-      if (const JsonValue* p = member(out, "parameters")) {
-        o.parameters = decode_parameters(*p, "output '" + o.name + "'", limits);
+      o.name = std::move(out.name);
+      if (out.parameters.kind != Kind::Absent) {
+        o.parameters = decode_parameters(out.parameters, "output '" + o.name + "'", limits);
         parameter_bool(o.parameters, "binary_data");
         refuse_shared_memory(o.parameters, "output", o.name);
       }
       request->outputs.push_back(std::move(o));
     }
+  }
+
+  // Pass 2: the tensors.
+  for (size_t i = 0; i < pending.size(); ++i) {
+    InferInput& input = request->inputs[i];
+    input.data = pending[i].json ? decode_json_data(json, pending[i].data_key_end, input.datatype,
+                                                    input.shape, input.name, reader, memory)
+                                 : decode_raw_tensor(pending[i].binary, input.datatype, input.shape,
+                                                     input.name);
   }
   return request;
 }

@@ -3,8 +3,9 @@
 // with the binary tensor data extension (a JSON header of Inference-Header-Content-Length bytes
 // followed by raw tensors sized by each input's "binary_data_size"; BYTES as 4-byte
 // little-endian length-prefixed elements; FP16 / BF16 only in binary), and the response in the
-// same two forms. Untrusted input: every size is checked, JSON nesting is flattened without
-// recursion, and nothing is allocated before its size is known to match the body.
+// same two forms. Untrusted input: every size is checked, JSON is read by a SAX parser without
+// recursion or a document tree, and no tensor is allocated before its size is known to match the
+// body (for JSON data: its element count to its shape, for every input).
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -22,8 +23,11 @@ struct CodecLimits {
   size_t max_parameters = 256;
   size_t max_name_bytes = 1024;
   size_t max_json_depth = 48;  // a rank-32 nested "data" array inside the request's own levels
-  // Parsing may use this many bytes per byte of JSON (plus 1 MiB); a document needing more is
-  // refused, so no request costs more than this multiple of its size to parse.
+  // JSON tensor data is parsed straight into its tensors (two SAX passes, no document tree);
+  // what the decoder keeps besides them (names, shapes, parameters, BYTES elements, the parser's
+  // stack) may take this many bytes per byte of JSON (plus 1 MiB), and a request needing more is
+  // refused. So a request costs about its body, its tensors and at most this multiple for the
+  // rest; one refused before decoding its tensors, about its body and that rest.
   size_t json_memory_factor = 16;
 };
 
