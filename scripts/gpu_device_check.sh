@@ -44,6 +44,13 @@ pack() {
 run() {
   local carry=${1:-$here}
   : "${OUT:?run is for the device machine, where OUT is set}"
+  # The device tool brings back only a few files: everything is written to a scratch folder and
+  # handed back as one archive (results.tar.gz) when the run ends, however it ends.
+  local final_out=$OUT
+  OUT=$(mktemp -d)
+  export OUT
+  # shellcheck disable=SC2064
+  trap "tar -C '$OUT' -czf '$final_out/results.tar.gz' . 2>/dev/null || true" EXIT
   local root=/tmp/kiln-gpu
   rm -rf "$root" && mkdir -p "$root"
   tar -C "$root" -xJf "$carry/bundle.tar.xz"
@@ -66,6 +73,9 @@ run() {
     k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
       --gtest_filter='Devices/*gpu*' --gtest_brief=1 \
       --gtest_output="xml:$OUT/backend_ops.xml" 2>&1 | tail -n 25 || status=$?
+    echo "== the convolution choices of the residual cases"
+    k env KILN_EXPECT_DEVICES=gpu KILN_GPU_TRACE=1 "$root/bin/kiln_unit_tests" \
+      --gtest_filter='Devices/*gpu*residual*' --gtest_brief=1 2>&1 | grep -E "kiln gpu|FAIL" || true
   fi
   # KILN_GPU_QUICK=1: the real models only (a second call in one session).
   if [ "${KILN_GPU_QUICK:-0}" = 0 ]; then

@@ -50,6 +50,7 @@ struct Case {
   std::string gpu;                     // set: the GPU must run the case with this kernel
   DataType dtype = DataType::Float32;  // of the float inputs
   std::string cpu_skip;  // set: the CPU run is skipped for this reason (a known CPU deviation)
+  bool special = false;  // fed floats include NaN, +inf and -inf (IsNaN, IsInf)
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) {

@@ -739,6 +739,75 @@ void conv_cases(std::vector<Case>& c) {
        kFp16);
 }
 
+// FusedMatMul / FusedGemm with activations cuBLASLt's epilogue lacks (BERT's Gelu, Silu): the
+// product, then an element-wise pass.
+void gemm_activation_cases(std::vector<Case>& c) {
+  for (const char* act : {"Gelu", "Silu", "Tanh"}) {
+    both(c,
+         {.name = std::string("gpu_fused_matmul_") + act,
+          .op = "FusedMatMul",
+          .inputs = {x({2, 17, 40}), w({40, 33}), w({33})},
+          .attrs = {s("activation", act)},
+          .kernel = "onednn.matmul",
+          .domain = "ai.kiln",
+          .opset = 1,
+          .gpu = "gpu.gemm"},
+         kFp16);
+  }
+  both(
+      c,
+      {.name = "gpu_fused_gemm_leaky_relu",
+       .op = "FusedGemm",
+       .inputs = {x({9, 24}), w({13, 24}), w({13})},
+       .attrs = {i("transB", 1), s("activation", "LeakyRelu"), floats("activation_params", {0.2f})},
+       .kernel = "onednn.gemm",
+       .domain = "ai.kiln",
+       .opset = 1,
+       .gpu = "gpu.gemm"},
+      kFp16);
+}
+
+// Logic: float tests over NaN and infinities, bool algebra with broadcasting (attention masks).
+void logic_cases(std::vector<Case>& c) {
+  for (DataType t : {DataType::Float32, DataType::Float16}) {
+    const std::string suffix = t == DataType::Float16 ? "_f16" : "";
+    c.push_back({.name = "gpu_isnan" + suffix,
+                 .op = "IsNaN",
+                 .inputs = {x({3, 7, 11})},
+                 .kernel = kRef,
+                 .opset = 20,
+                 .gpu = "gpu.float_test",
+                 .dtype = t,
+                 .special = true});
+    c.push_back({.name = "gpu_isinf_negative" + suffix,
+                 .op = "IsInf",
+                 .inputs = {x({5, 77})},
+                 .attrs = {i("detect_positive", 0)},
+                 .kernel = kRef,
+                 .opset = 20,
+                 .gpu = "gpu.float_test",
+                 .dtype = t,
+                 .special = true});
+  }
+  c.push_back({.name = "gpu_not",
+               .op = "Not",
+               .inputs = {typed({4, 37}, DataType::Bool)},
+               .kernel = kRef,
+               .gpu = "gpu.not"});
+  for (const char* op : {"And", "Or", "Xor"}) {
+    c.push_back({.name = std::string("gpu_") + op + "_broadcast",
+                 .op = op,
+                 .inputs = {typed({2, 1, 5, 7}, DataType::Bool), typed({3, 1, 7}, DataType::Bool)},
+                 .kernel = kRef,
+                 .gpu = "gpu.bool_binary"});
+  }
+  c.push_back({.name = "gpu_and_same",
+               .op = "And",
+               .inputs = {typed({3, 129}, DataType::Bool), typed({3, 129}, DataType::Bool)},
+               .kernel = kRef,
+               .gpu = "gpu.bool_binary"});
+}
+
 }  // namespace
 
 std::vector<Case> gpu_cases() {
@@ -753,6 +822,8 @@ std::vector<Case> gpu_cases() {
   attention_cases(c);
   bf16_cases(c);
   conv_cases(c);
+  gemm_activation_cases(c);
+  logic_cases(c);
   return c;
 }
 

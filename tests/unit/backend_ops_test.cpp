@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "backend_ops_case.hpp"
@@ -367,23 +368,32 @@ std::vector<Case> cases() {
 
 // Random contents of `dtype`: floats uniform in (-2, 2) (or (0.1, 2)), rounded to the type, so
 // the reference and the fast kernel read the same values; integers in [-3, 3]; bools 0 or 1.
+// With `special`, some floats are NaN, +inf and -inf (every 5th, 7th and 11th element).
 Tensor random_tensor(const std::vector<int64_t>& dims, DataType dtype, std::mt19937& rng,
-                     bool positive, const std::vector<int64_t>& values = {}) {
+                     bool positive, const std::vector<int64_t>& values = {}, bool special = false) {
   Tensor t(dtype, dims);
   std::uniform_real_distribution<float> dist(positive ? 0.1f : -2.f, 2.f);
   std::uniform_int_distribution<int64_t> small(-3, 3), bit(0, 1);
+  auto next_float = [&](int64_t k) {
+    const float v = dist(rng);
+    if (!special) return v;
+    if (k % 5 == 0) return std::numeric_limits<float>::quiet_NaN();
+    if (k % 7 == 0) return std::numeric_limits<float>::infinity();
+    if (k % 11 == 0) return -std::numeric_limits<float>::infinity();
+    return v;
+  };
   for (int64_t k = 0; k < t.numel(); ++k) {
     const bool given = !values.empty();
     const int64_t v = given ? values[static_cast<size_t>(k)] : 0;
     switch (dtype) {
       case DataType::Float32:
-        t.data<float>()[k] = dist(rng);
+        t.data<float>()[k] = next_float(k);
         break;
       case DataType::Float16:
-        static_cast<uint16_t*>(t.raw_data())[k] = float_to_half_bits(dist(rng));
+        static_cast<uint16_t*>(t.raw_data())[k] = float_to_half_bits(next_float(k));
         break;
       case DataType::BFloat16:
-        static_cast<uint16_t*>(t.raw_data())[k] = float_to_bfloat16_bits(dist(rng));
+        static_cast<uint16_t*>(t.raw_data())[k] = float_to_bfloat16_bits(next_float(k));
         break;
       case DataType::Int32:
         t.data<int32_t>()[k] = static_cast<int32_t>(given ? v : small(rng));
@@ -427,7 +437,7 @@ Built build(const Case& c) {
           g.add_initializer(name, random_tensor(in.dims, dtype, rng, c.positive, in.values)));
     } else {
       inputs.push_back(g.add_input(name, TypeInfo::tensor(dtype, Shape::from_values(in.dims))));
-      b.feeds.push_back(random_tensor(in.dims, dtype, rng, c.positive, in.values));
+      b.feeds.push_back(random_tensor(in.dims, dtype, rng, c.positive, in.values, c.special));
     }
   }
   if (c.op == "Clip" && c.inputs.size() > 1) {

@@ -39,6 +39,7 @@ struct Unary {
     if constexpr (Op == UnaryOp::Clip) return point::clip(x, alpha, beta);
     if constexpr (Op == UnaryOp::GeluErf) return point::gelu_erf(x);
     if constexpr (Op == UnaryOp::GeluTanh) return point::gelu_tanh(x);
+    if constexpr (Op == UnaryOp::Silu) return point::silu(x);
   }
 };
 
@@ -139,6 +140,7 @@ hipError_t unary_typed(const UnaryParams& p, const void* x, void* y, int64_t n, 
     KILN_UNARY_CASE(Clip)
     KILN_UNARY_CASE(GeluErf)
     KILN_UNARY_CASE(GeluTanh)
+    KILN_UNARY_CASE(Silu)
   }
 #undef KILN_UNARY_CASE
   return hipErrorInvalidValue;

@@ -34,6 +34,7 @@ enum class UnaryOp {
   Clip,             // alpha = min, beta = max
   GeluErf,
   GeluTanh,
+  Silu,
 };
 
 struct UnaryParams {

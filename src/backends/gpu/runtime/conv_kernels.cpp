@@ -392,7 +392,8 @@ class ConvKernel final : public Kernel {
     fused_identity_ = false;
     if (!shape_.relu && (has_bias_ || shape_.residual)) {
       // Bias and residual without Relu: cuDNN fuses them (one rounding, no extra passes over y)
-      // only with an identity activation, which only implicit precomputed GEMM runs.
+      // only with an identity activation, which only implicit precomputed GEMM runs; taken
+      // when that algorithm is about as fast as the best (a depthwise convolution's is not).
       for (int i = 0; i < found; ++i) {
         const bool math_ok = math != CUDNN_FMA_MATH || perf[i].mathType == CUDNN_FMA_MATH ||
                              perf[i].mathType == CUDNN_DEFAULT_MATH;
@@ -400,6 +401,8 @@ class ConvKernel final : public Kernel {
             perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok) {
           continue;
         }
+        constexpr float kFusedSlack = 1.15f;  // the separate sums cost passes of their own
+        if (perf[i].time > perf[pick].time * kFusedSlack) break;
         DeviceBuffer ws = backend_.allocate(perf[i].memory);
         const float one = 1.f, zero = 0.f;
         const cudnnStatus_t st = dnn.forward_bias_act(

@@ -1,9 +1,10 @@
-// MatMul and Gemm (and Kiln's FusedMatMul / FusedGemm with a Relu or none) on the GPU through
+// MatMul and Gemm (and Kiln's FusedMatMul / FusedGemm with any fused activation) on the GPU through
 // cuBLASLt (NVIDIA; hipBLASLt would serve AMD where ROCm has it, and ROCm 5.2 has none): float32
 // (computed in float32, no TF32) and float16 (accumulated in float32), 2-D and batched products,
 // Gemm's transA/transB/alpha, and its C as a bias row (beta 1, cuBLASLt's bias epilogue) or a
-// full [M, N] matrix with any beta; a fused Relu is the epilogue. Which nodes it takes is decided
-// from the declared types and shapes; the rest fall back to the CPU with the reason.
+// full [M, N] matrix with any beta; a fused Relu is the epilogue, another activation an
+// element-wise pass over the result (its point function, as the reference). Which nodes it takes is
+// decided from the declared types and shapes; the rest fall back to the CPU with the reason.
 #include <fmt/format.h>
 
 #include "ir/graph.hpp"
@@ -14,9 +15,12 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/gpu/kernels/elementwise.hpp"
 #include "backends/gpu/runtime/cublaslt_api.hpp"
+#include "backends/gpu/runtime/fused_activation_params.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/dtype.hpp"
@@ -31,6 +35,9 @@ constexpr const char* kGemmKernel = "gpu.gemm";
 struct GemmShape {
   bool gemm = false;  // Gemm / FusedGemm (else MatMul / FusedMatMul)
   bool relu = false;  // a fused Relu (cuBLASLt's epilogue)
+  // Any other fused activation: an element-wise pass over the result, in place.
+  bool post = false;
+  kernels::UnaryParams post_params;
   bool trans_a = false, trans_b = false;
   float alpha = 1.f, beta = 1.f;
   enum class C { None, Bias, Full } c = C::None;
@@ -58,8 +65,10 @@ std::string check(const ir::Node& node, GemmShape& out) {
     if (act == "Relu") {
       out.relu = true;
     } else if (act != "None") {
-      return fmt::format("{} with a fused {} is not supported on the GPU yet (Relu is)",
-                         node.op_type(), act);
+      if (std::string why = fused_activation_params(node, out.post_params); !why.empty()) {
+        return fmt::format("{}: {}", node.op_type(), why);
+      }
+      out.post = true;
     }
   }
   const ir::Value* a = node.input(0);
@@ -216,6 +225,11 @@ class GemmKernel final : public Kernel {
                        c_matrix, plan_.c, y.data, plan_.c, &plan_.algo, workspace_.data(),
                        kWorkspaceBytes, gpu_stream(stream).handle()),
              "cublasLtMatmul");
+    if (shape_.post) {
+      check_launch(kernels::launch_unary(shape_.post_params, *float_type(dtype_), y.data, y.data,
+                                         y.numel(), gpu_stream(stream).handle()),
+                   "gpu.gemm activation");
+    }
   }
 
  private:
