@@ -50,6 +50,9 @@ struct Case {
   std::string gpu;                     // set: the GPU must run the case with this kernel
   DataType dtype = DataType::Float32;  // of the float inputs
   std::string cpu_skip;  // set: the CPU run is skipped for this reason (a known CPU deviation)
+  // The GPU runs the case with Kiln's own kernels preferred (KernelPreference::Own), so that an
+  // own kernel is checked where a vendor library's is the default (gpu.own.gemm on NVIDIA).
+  bool gpu_own = false;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) {
@@ -85,5 +88,7 @@ inline constexpr const char* kKiln = "ai.kiln";
 // The GPU kernels' cases (backend_ops_gpu_cases.cpp): element-wise and broadcast, softmax,
 // normalizations, data movement, reductions and attention, each in float32 and float16.
 std::vector<Case> gpu_cases();
+// Kiln's own GEMM (gpu.own.gemm, backend_ops_gemm_cases.cpp), float32 and float16.
+std::vector<Case> gpu_gemm_cases();
 
 }  // namespace kiln::backend_ops

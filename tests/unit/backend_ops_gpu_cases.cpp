@@ -753,6 +753,7 @@ std::vector<Case> gpu_cases() {
   attention_cases(c);
   bf16_cases(c);
   conv_cases(c);
+  for (Case& g : gpu_gemm_cases()) c.push_back(std::move(g));
   return c;
 }
 
