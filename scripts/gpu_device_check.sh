@@ -77,6 +77,21 @@ run() {
     k env KILN_EXPECT_DEVICES=gpu KILN_GPU_TRACE=1 "$root/bin/kiln_unit_tests" \
       --gtest_filter='Devices/*gpu*residual*' --gtest_brief=1 2>&1 | grep -E "kiln gpu|FAIL" || true
   fi
+  # ---- own GEMM (issue 11) -------------------------------------------------------------------
+  # Kiln's own GEMM (gpu.own.gemm) against cuBLASLt (gpu.gemm) on ResNet-50's 1x1 convolutions
+  # and BERT-base's projections as fp16 GEMMs (median ms, TFLOP/s, own/lib, max difference of
+  # the two results), then the harness cases that run the own GEMM on the GPU. Runs in quick
+  # mode too; KILN_GPU_OWN_GEMM=0 skips it.
+  if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ]; then
+    echo "== own GEMM vs cuBLASLt"
+    k "$root/bin/kiln" devices --gemm --repeats 10 2>&1 | tee "$OUT/own_gemm.txt" || status=$?
+    echo "== own GEMM harness cases (gpu.own.gemm against the reference)"
+    k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
+      --gtest_filter='Devices/*gpu_own_*' --gtest_brief=1 \
+      --gtest_output="xml:$OUT/own_gemm_cases.xml" 2>&1 | tail -n 25 |
+      tee -a "$OUT/own_gemm.txt" || status=$?
+  fi
+  # ---- end of own GEMM ---------------------------------------------------------------------
   # KILN_GPU_QUICK=1: the real models only (a second call in one session).
   if [ "${KILN_GPU_QUICK:-0}" = 0 ]; then
   echo "== GPU tests"

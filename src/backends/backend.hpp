@@ -196,6 +196,14 @@ struct Support {
   static Support no(std::string reason) { return {{}, std::move(reason)}; }
 };
 
+// Which of several kernels for one op a backend's supports() picks (KernelDef::library tells
+// Kiln's own kernels from those that call a vendor library).
+enum class KernelPreference {
+  Default,  // the kernel table's order (priority): vendor libraries first where they serve
+  Own,      // Kiln's own kernels before any vendor library's
+  OwnOnly,  // Kiln's own kernels only: an op without one falls back to the CPU
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -233,6 +241,11 @@ class Backend {
   // Called by the executor before each run and before kernels are created, from the thread that
   // runs: the number of intra-op threads to use (0: one per core).
   virtual void set_threads(int threads) { (void)threads; }
+  // The preference supports() applies from now on (set it before placing graphs: kernels
+  // already created keep theirs). The GPU backend starts from KILN_GPU_OWN_KERNELS; backends
+  // without vendor libraries ignore it.
+  virtual void set_kernel_preference(KernelPreference preference) { (void)preference; }
+  virtual KernelPreference kernel_preference() const { return KernelPreference::Default; }
   // The layout this backend's kernels exchange besides row-major (see Layout); row-major: they
   // never exchange another.
   virtual Layout activation_layout() const { return {}; }

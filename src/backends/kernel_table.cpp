@@ -14,12 +14,17 @@ void KernelTable::add(KernelDef def) {
 }
 
 std::vector<const KernelDef*> KernelTable::for_op(std::string_view backend, std::string_view domain,
-                                                  std::string_view op_type) const {
+                                                  std::string_view op_type,
+                                                  KernelPreference preference) const {
   std::vector<const KernelDef*> out;
   for (const KernelDef& d : defs_) {
-    if (d.backend == backend && d.domain == domain && d.op_type == op_type) out.push_back(&d);
+    if (d.backend != backend || d.domain != domain || d.op_type != op_type) continue;
+    if (preference == KernelPreference::OwnOnly && !d.library.empty()) continue;
+    out.push_back(&d);
   }
-  std::stable_sort(out.begin(), out.end(), [](const KernelDef* a, const KernelDef* b) {
+  const bool own_first = preference == KernelPreference::Own;
+  std::stable_sort(out.begin(), out.end(), [own_first](const KernelDef* a, const KernelDef* b) {
+    if (own_first && a->library.empty() != b->library.empty()) return a->library.empty();
     return a->priority > b->priority;
   });
   return out;
@@ -37,8 +42,14 @@ const KernelDef* KernelTable::find(std::string_view backend, std::string_view do
 
 Support KernelTable::select(const Backend& backend, std::string_view table,
                             const ir::Node& node) const {
-  std::vector<const KernelDef*> defs = for_op(table, node.domain(), node.op_type());
+  const KernelPreference preference = backend.kernel_preference();
+  std::vector<const KernelDef*> defs = for_op(table, node.domain(), node.op_type(), preference);
   if (defs.empty()) {
+    if (preference == KernelPreference::OwnOnly &&
+        !for_op(table, node.domain(), node.op_type()).empty()) {
+      return Support::no(fmt::format("only Kiln's own {} kernels are allowed, and {} has none",
+                                     table, node.op_type()));
+    }
     return Support::no(fmt::format("no {} kernel for {}", table, node.op_type()));
   }
   std::string reasons;

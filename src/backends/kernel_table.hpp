@@ -65,6 +65,9 @@ struct KernelDef {
   std::string op_type;
   std::string name;  // stored in engine files: renaming one invalidates their choices
   int priority = 0;  // higher is tried first when several kernels serve one op
+  // The vendor library the kernel calls ("cuBLASLt", "cuDNN"); empty for Kiln's own code. A
+  // KernelPreference other than Default orders (or filters) kernels by it.
+  std::string library = {};
   // Input slots the kernel may overwrite with output 0, best first (onnxruntime's MayInplace):
   // only a kernel that reads each input element before writing the output element at the same
   // index declares any. The memory planner gives output 0 such an input's space when that
@@ -78,16 +81,19 @@ class KernelTable {
  public:
   static KernelTable& instance();
   void add(KernelDef def);
-  // Kernels of `backend` for an op, highest priority first.
-  std::vector<const KernelDef*> for_op(std::string_view backend, std::string_view domain,
-                                       std::string_view op_type) const;
+  // Kernels of `backend` for an op, highest priority first; with KernelPreference::Own Kiln's
+  // own kernels come before the vendor libraries' (each group by priority), with OwnOnly the
+  // libraries' are left out.
+  std::vector<const KernelDef*> for_op(
+      std::string_view backend, std::string_view domain, std::string_view op_type,
+      KernelPreference preference = KernelPreference::Default) const;
   // nullptr when `backend` has no kernel `name` for the op.
   const KernelDef* find(std::string_view backend, std::string_view domain, std::string_view op_type,
                         std::string_view name) const;
   const std::vector<KernelDef>& all() const { return defs_; }
 
-  // The first kernel of `backend` (entries under its name) whose check accepts `node`, or
-  // every kernel's reason.
+  // The first kernel of `backend` (entries under its name, in for_op's order for the backend's
+  // kernel_preference()) whose check accepts `node`, or every kernel's reason.
   Support select(const Backend& backend, const ir::Node& node) const {
     return select(backend, backend.name(), node);
   }

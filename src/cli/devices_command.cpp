@@ -1,12 +1,14 @@
 // `kiln devices`: the devices Kiln can run on here. The CPU always; the GPU through the GPU
 // backend library when one loads and opens a device, else the reason there is none (no library
 // in this build, no driver, no device), so that "why does --device gpu fail" has one answer.
+#include <cmath>
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "backends/gpu/bandwidth.hpp"
+#include "backends/gpu/gemm_bench.hpp"
 #include "backends/gpu/loader.hpp"
 #include "cli/command.hpp"
 #include "cli/machine_info.hpp"
@@ -20,6 +22,7 @@ struct DevicesOptions {
   size_t bandwidth_mib = 256;
   int repeats = 10;
   bool require_gpu = false;
+  bool gemm = false;
 };
 
 void print_bandwidth(backends::GpuBackend& gpu, const DevicesOptions& o) {
@@ -29,6 +32,51 @@ void print_bandwidth(backends::GpuBackend& gpu, const DevicesOptions& o) {
   for (const auto& r : results) {
     std::cout << fmt::format("    {:<32} {:9.2f} GB/s  {:8.3f} ms  ({})\n", r.kind, r.gb_per_s,
                              r.median_ms, r.timer);
+  }
+}
+
+// Kiln's own GEMM against cuBLASLt on ResNet-50's and BERT-base's GEMMs (fp16).
+void print_gemms(backends::GpuBackend& gpu, const DevicesOptions& o) {
+  constexpr int kRuns = 10;
+  const auto rows = backends::measure_gemms(gpu, backends::model_gemm_shapes(), o.repeats, kRuns);
+  std::cout << fmt::format(
+      "  own GEMM (gpu.own.gemm) vs cuBLASLt (gpu.gemm), fp16, device events, median of {} "
+      "rounds of {} runs:\n",
+      o.repeats, kRuns);
+  std::cout << fmt::format("    {:<40} {:>7} {:>5} {:>5} {:>9} {:>7} {:>9} {:>7} {:>8} {:>9}\n",
+                           "shape", "M", "N", "K", "own ms", "TFLOP/s", "lib ms", "TFLOP/s",
+                           "own/lib", "max diff");
+  double log_sum = 0;
+  int ratios = 0;
+  for (const auto& r : rows) {
+    const auto& s = r.shape;
+    auto cell = [](const backends::GemmBenchKernel& k) {
+      return k.error.empty() ? fmt::format("{:9.4f} {:7.1f}", k.median_ms, k.tflops)
+                             : fmt::format("{:>9} {:>7}", "n/a", "");
+    };
+    std::string ratio = "", diff = "";
+    if (r.own.error.empty() && r.library.error.empty()) {
+      const double q = r.own.median_ms / r.library.median_ms;
+      ratio = fmt::format("{:.2f}", q);
+      diff = fmt::format("{:.1e}", r.max_rel_diff);
+      log_sum += std::log(q);
+      ++ratios;
+    }
+    std::cout << fmt::format("    {:<40} {:>7} {:>5} {:>5} {} {} {:>8} {:>9}\n", s.label, s.m, s.n,
+                             s.k, cell(r.own), cell(r.library), ratio, diff);
+  }
+  for (const auto& r : rows) {
+    if (!r.own.error.empty()) {
+      std::cout << fmt::format("    {}: own GEMM: {}\n", r.shape.label, r.own.error);
+    }
+    if (!r.library.error.empty()) {
+      std::cout << fmt::format("    {}: cuBLASLt: {}\n", r.shape.label, r.library.error);
+      break;  // the same reason for every shape
+    }
+  }
+  if (ratios > 0) {
+    std::cout << fmt::format("    geometric mean own/lib over {} shapes: {:.2f}\n", ratios,
+                             std::exp(log_sum / ratios));
   }
 }
 
@@ -57,6 +105,7 @@ int devices(const DevicesOptions& o) {
     std::cout << fmt::format("gpu {}: {} ({})\n", info.index, info.name, gpu->name());
     std::cout << backends::describe_gpu_device(info);
     if (o.bandwidth) print_bandwidth(*gpu, o);
+    if (o.gemm) print_gemms(*gpu, o);
   }
   return kExitOk;
 }
@@ -77,6 +126,9 @@ Command add_devices_command(CLI::App& app) {
   cmd->add_option("--repeats", o->repeats, "Timed copies per kind (the median is shown)")
       ->check(CLI::Range(1, 10000));
   cmd->add_flag("--require-gpu", o->require_gpu, "Exit 1 when no GPU is available");
+  cmd->add_flag("--gemm", o->gemm,
+                "Also time Kiln's own GEMM against cuBLASLt on ResNet-50's and BERT-base's GEMMs "
+                "(fp16; --repeats rounds)");
   return {cmd, [o] { return devices(*o); }};
 }
 

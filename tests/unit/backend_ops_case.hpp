@@ -51,6 +51,9 @@ struct Case {
   DataType dtype = DataType::Float32;  // of the float inputs
   std::string cpu_skip;  // set: the CPU run is skipped for this reason (a known CPU deviation)
   bool special = false;  // fed floats include NaN, +inf and -inf (IsNaN, IsInf)
+  // The GPU runs the case with Kiln's own kernels preferred (KernelPreference::Own), so that an
+  // own kernel is checked where a vendor library's is the default (gpu.own.gemm on NVIDIA).
+  bool gpu_own = false;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) {
@@ -86,5 +89,7 @@ inline constexpr const char* kKiln = "ai.kiln";
 // The GPU kernels' cases (backend_ops_gpu_cases.cpp): element-wise and broadcast, softmax,
 // normalizations, data movement, reductions and attention, each in float32 and float16.
 std::vector<Case> gpu_cases();
+// Kiln's own GEMM (gpu.own.gemm, backend_ops_gemm_cases.cpp), float32 and float16.
+std::vector<Case> gpu_gemm_cases();
 
 }  // namespace kiln::backend_ops

@@ -824,6 +824,7 @@ std::vector<Case> gpu_cases() {
   conv_cases(c);
   gemm_activation_cases(c);
   logic_cases(c);
+  for (Case& g : gpu_gemm_cases()) c.push_back(std::move(g));
   return c;
 }
 

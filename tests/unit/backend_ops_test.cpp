@@ -563,6 +563,14 @@ TEST_P(DeviceBackendOps, SupportedCasesRunThereAndMatchReference) {
     }
     GTEST_SKIP() << e.message();
   }
+  // Kiln's own kernels preferred for the case (Case::gpu_own), the device's preference restored
+  // after it.
+  struct Preference {
+    backends::Backend* dev;
+    backends::KernelPreference saved;
+    ~Preference() { dev->set_kernel_preference(saved); }
+  } preference{dev, dev->kernel_preference()};
+  if (c.gpu_own) dev->set_kernel_preference(backends::KernelPreference::Own);
   Built b = build(c);
   backends::Support s = dev->supports(*b.node);
   // A case about a GPU kernel must run there with it: a check that starts refusing it fails

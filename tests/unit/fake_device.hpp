@@ -104,6 +104,8 @@ class FakeDevice final : public backends::Backend {
                                                   std::string_view kernel) override {
     return backends::KernelTable::instance().create(*this, n, kernel);
   }
+  void set_kernel_preference(backends::KernelPreference p) override { preference = p; }
+  backends::KernelPreference kernel_preference() const override { return preference; }
 
   // A pointer inside one of this device's allocations.
   bool owns(const void* p) const {
@@ -121,6 +123,8 @@ class FakeDevice final : public backends::Backend {
   bool has_multiplier = true;
   // When not empty: the only ops this device takes (others fall back to the CPU).
   std::set<std::string> only_ops;
+  // What its supports() prefers among several kernels (KernelDef::library).
+  backends::KernelPreference preference = backends::KernelPreference::Default;
 
  private:
   std::map<void*, size_t> live_;

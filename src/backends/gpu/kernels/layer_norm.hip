@@ -1,7 +1,7 @@
 // LayerNormalization (and Kiln's SkipLayerNormalization) over contiguous rows: a wavefront per
-// short row, a block per row from kBlockRowMin elements. Two-pass statistics in fp32 (the mean first,
-// then the mean square of the deviations: no cancellation of E[x^2] - E[x]^2), recomputing the
-// skip sums in each pass rather than staging the row.
+// short row, a block per row from kBlockRowMin elements. Two-pass statistics in fp32 (the mean
+// first, then the mean square of the deviations: no cancellation of E[x^2] - E[x]^2), recomputing
+// the skip sums in each pass rather than staging the row.
 #include "backends/gpu/kernels/layer_norm.hpp"
 #include "backends/gpu/kernels/row_group.hpp"
 

@@ -499,12 +499,14 @@ std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .op_type = "Conv",
                       .name = kConvKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .domain = "ai.kiln",
                       .op_type = "FusedConv",
                       .name = kConvKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 

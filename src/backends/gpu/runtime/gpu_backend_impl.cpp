@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "backends/gpu/runtime/device_query.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
 #include "backends/kernel_table.hpp"
@@ -14,9 +16,21 @@ std::string gib(uint64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
 }
 
+// KILN_GPU_OWN_KERNELS: which GEMMs (and, later, other ops) run Kiln's own kernels instead of a
+// vendor library's (docs/GPU.md).
+KernelPreference preference_from_environment() {
+  const char* v = std::getenv("KILN_GPU_OWN_KERNELS");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "0") return KernelPreference::Default;
+  if (s == "1") return KernelPreference::Own;
+  if (s == "only") return KernelPreference::OwnOnly;
+  fail(ErrorCode::InvalidArgument, "KILN_GPU_OWN_KERNELS must be 0, 1 or only, not '{}'", s);
+}
+
 }  // namespace
 
-GpuBackendImpl::GpuBackendImpl(int index) : device_(index), info_(query_device(index)) {
+GpuBackendImpl::GpuBackendImpl(int index)
+    : device_(index), info_(query_device(index)), preference_(preference_from_environment()) {
   name_ = info_.target.vendor + ":" + info_.target.arch;
   staging_ = std::make_unique<PinnedStaging>(device_);
   compute_ = std::make_unique<GpuStream>(device_);

@@ -37,6 +37,10 @@ class GpuBackendImpl final : public GpuBackend {
   std::vector<size_t> in_place_inputs(const ir::Node& node,
                                       std::string_view kernel_name) const override;
 
+  // Starts from KILN_GPU_OWN_KERNELS (unset or 0: Default, 1: Own, only: OwnOnly).
+  void set_kernel_preference(KernelPreference preference) override { preference_ = preference; }
+  KernelPreference kernel_preference() const override { return preference_; }
+
   const GpuDeviceInfo& device_info() const override { return info_; }
   Stream& compute_stream() override { return *compute_; }
   Stream& copy_stream() override { return *copy_; }
@@ -52,6 +56,7 @@ class GpuBackendImpl final : public GpuBackend {
   int device_;
   GpuDeviceInfo info_;
   std::string name_;  // "cuda:sm_90": vendor and arch, without AMD's features
+  KernelPreference preference_ = KernelPreference::Default;
   std::shared_ptr<PinnedRegistry> pinned_ = std::make_shared<PinnedRegistry>();
   std::unique_ptr<PinnedStaging> staging_;
   std::unique_ptr<GpuStream> compute_, copy_;

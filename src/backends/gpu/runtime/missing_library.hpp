@@ -27,6 +27,7 @@ inline bool register_missing_library(
     def.domain = domain;
     def.op_type = op;
     def.name = kernel;
+    def.library = library;
     def.check = [library](const ir::Node& node) {
       return fmt::format("{} on AMD needs {}, which this build (ROCm 5.2) lacks", node.op_type(),
                          library);

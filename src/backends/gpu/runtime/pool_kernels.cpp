@@ -168,21 +168,25 @@ std::unique_ptr<Kernel> create(const ir::Node& node) {
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .op_type = "MaxPool",
                       .name = kPoolKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .op_type = "AveragePool",
                       .name = kPoolKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .op_type = "GlobalAveragePool",
                       .name = kPoolKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .op_type = "GlobalMaxPool",
                       .name = kPoolKernel,
+                      .library = "cuDNN",
                       .check = check_node,
                       .create = create});
 

@@ -22,6 +22,7 @@
 #define __global__
 #define __device__
 #define __host__
+#define __launch_bounds__(...)
 // One block runs at a time, so a function's statics are its block's shared memory.
 #define __shared__ static
 #define KILN_DYNAMIC_SHARED(T, name) T* name = ::kiln_emu::dynamic_shared<T>()
@@ -46,6 +47,7 @@ namespace kiln_emu {
 struct Wavefront {
   std::barrier<> barrier{KILN_WARP_SIZE};
   uint64_t lanes[KILN_WARP_SIZE] = {};
+  std::vector<unsigned char> gathered;  // wave_gather's
 };
 
 struct Block {
@@ -73,11 +75,25 @@ T exchange(T v, int src) {
   return r;
 }
 
+// Every lane's `v`, in lane order (an emulated matrix instruction reads the whole wavefront's
+// registers at once).
+template <typename T>
+void wave_gather(const T& v, T (&all)[KILN_WARP_SIZE]) {
+  Wavefront& w = *block.wavefronts[threadIdx.x / KILN_WARP_SIZE];
+  const unsigned lane = threadIdx.x % KILN_WARP_SIZE;
+  if (lane == 0) w.gathered.resize(sizeof(T) * KILN_WARP_SIZE);
+  w.barrier.arrive_and_wait();
+  std::memcpy(w.gathered.data() + lane * sizeof(T), &v, sizeof(T));
+  w.barrier.arrive_and_wait();
+  std::memcpy(all, w.gathered.data(), sizeof(T) * KILN_WARP_SIZE);
+  w.barrier.arrive_and_wait();  // nobody writes again before every lane has read
+}
+
 template <typename K, typename... A>
 void launch(K kernel, dim3 grid, dim3 threads, size_t shared_bytes, A... args) {
   gridDim = grid;
   blockDim = threads;
-  for (unsigned b = 0; b < grid.x; ++b) {
+  for (unsigned b = 0; b < grid.x * grid.y * grid.z; ++b) {
     std::barrier<> barrier(threads.x);
     block.barrier = &barrier;
     block.wavefronts.clear();
@@ -89,7 +105,7 @@ void launch(K kernel, dim3 grid, dim3 threads, size_t shared_bytes, A... args) {
     for (unsigned t = 0; t < threads.x; ++t) {
       team.emplace_back([=] {
         threadIdx = dim3(t);
-        blockIdx = dim3(b);
+        blockIdx = dim3(b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y));
         kernel(args...);
       });
     }

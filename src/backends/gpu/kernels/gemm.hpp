@@ -1,0 +1,56 @@
+#pragma once
+// Launcher of Kiln's own GEMM (gemm.hip): matrix-instruction tiles for 16-bit inputs where the
+// arch has them (mma_tile.hpp), FMA tiles otherwise and for float32. Plain declarations.
+#include <cstdint>
+
+#include "backends/gpu/kernels/kernel_types.hpp"
+#include "backends/gpu/vendor.hpp"
+
+namespace kiln::backends::gpu::kernels {
+
+// The activation of the epilogue (ops::Activation's names and parameters, in its order).
+enum class GemmActivation {
+  None,
+  Relu,
+  Clip,
+  Sigmoid,
+  Silu,
+  HardSwish,
+  HardSigmoid,
+  LeakyRelu,
+  Tanh,
+  Gelu,
+  GeluTanh
+};
+
+// For each of `batch` products: Y = act(alpha op(A) op(B) + beta C), all row-major, computed in
+// float32 and rounded once to the element type. op(A) is [m, k]: A is [m, k], or [k, m] with
+// trans_a; op(B) is [k, n]: B is [k, n], or [n, k] with trans_b. Y is [m, n], batch entries
+// m n apart. C (null: none, beta unused) is read at c[row c_row_stride + col c_col_stride] of
+// batch entry `c_batch_stride` apart: a bias row is strides (0, 1), a full C (n, 1), a column
+// (1, 0). stride_a / stride_b: elements between batch entries (0: one matrix for all).
+struct GemmArgs {
+  FloatType type = FloatType::F32;  // F32 or F16
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* y = nullptr;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool trans_a = false, trans_b = false;
+  int64_t stride_a = 0, stride_b = 0;
+  float alpha = 1.f, beta = 0.f;
+  const void* c = nullptr;
+  int64_t c_row_stride = 0, c_col_stride = 0, c_batch_stride = 0;
+  GemmActivation activation = GemmActivation::None;
+  float act_alpha = 0.f, act_beta = 0.f;  // Clip: min, max; LeakyRelu: alpha; HardSigmoid
+  // Matrix instructions for 16-bit inputs (mma.sync on NVIDIA sm_80+, MFMA on CDNA); false:
+  // FMA tiles (RDNA 2). float32 always takes FMA tiles.
+  bool matrix_tiles = true;
+  int multiprocessors = 1;  // of the device: small products take smaller block tiles
+};
+
+// Which block tile launch_gemm takes for `args` ("128x128x32", ...), for traces and benchmarks.
+const char* gemm_tile_name(const GemmArgs& args);
+
+hipError_t launch_gemm(const GemmArgs& args, hipStream_t stream);
+
+}  // namespace kiln::backends::gpu::kernels

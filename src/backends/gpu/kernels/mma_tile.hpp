@@ -1,0 +1,305 @@
+#pragma once
+// One wavefront-level matrix multiply-accumulate tile behind one small interface, so that the
+// GEMM (gemm.hip) is written once for every target. A tile op multiplies a kM x kK slice of A by
+// a kK x kN slice of B into a kM x kN float32 accumulator spread over the wavefront's lanes:
+//
+//   using In;                        what shared memory holds (uint16_t: fp16 bits; float)
+//   kM, kN, kK, kAcc                 the tile, and accumulator floats per lane
+//   FragA, FragB                     a lane's share of the A and B slices (registers)
+//   load_a(fa, view, m0, k0, lane)   fills a lane's FragA from the staged operand
+//   load_b(fb, view, n0, k0, lane)
+//   mma(acc, fa, fb)                 acc += A B (every lane of the wavefront calls it)
+//   acc_coord(lane, i, row, col)     where acc[i] of `lane` lies in the kM x kN tile
+//
+// Three ops: NVIDIA's mma.sync m16n8k16 (sm_80+, inline PTX, warp of 32), AMD CDNA's
+// v_mfma_f32_16x16x16f16 (gfx908, gfx90a, gfx940; wavefront of 64), and FmaTile, plain FMA for
+// any wavefront size and float32 (RDNA 2's gfx1030 has no matrix instruction; float32 GEMMs and
+// the host emulation use it too). The matrix ops are described by where each lane's registers
+// lie in the tile (a_coord / b_coord / acc_coord, from the PTX ISA and AMD's instruction
+// tables), and their loads are written from that description alone; the host emulation
+// (KILN_EMU_MMA, tests/gpu_emu) computes the instruction from the same description, so a wrong
+// lane layout fails the CPU tests.
+#include <cstdint>
+
+#if !defined(__CUDACC__) && !defined(__HIP__)
+#include <cstring>
+#endif
+
+#include "backends/gpu/vendor.hpp"
+
+// Loops over a tile's registers must unroll, or the accumulators spill to local memory (the
+// host emulation's compiler takes no such pragma).
+#if defined(__CUDACC__) || defined(__HIP__)
+#define KILN_UNROLL _Pragma("unroll")
+#else
+#define KILN_UNROLL
+#endif
+
+namespace kiln::backends::gpu::kernels {
+
+// A block's staged tile of one operand, seen as op[mn][k] (a row of A or a column of B, and the
+// reduction index) over shared memory that is contiguous along k (KContiguous) or along mn.
+// `stride` is the distance between consecutive rows of the storage.
+template <typename S, bool KContiguous>
+struct SmemOperand {
+  const S* data;
+  int stride;
+
+  __device__ S at(int mn, int k) const {
+    return KContiguous ? data[mn * stride + k] : data[k * stride + mn];
+  }
+  // The 16-bit elements (mn, k) and (mn, k + 1) in one word, (mn, k) in the low half (k even):
+  // what a matrix instruction's register holds.
+  __device__ uint32_t pair(int mn, int k) const {
+    if constexpr (KContiguous) {
+      const S* p = data + mn * stride + k;
+#if defined(__CUDACC__) || defined(__HIP__)
+      return *reinterpret_cast<const uint32_t*>(p);
+#else
+      uint32_t w;
+      std::memcpy(&w, p, sizeof w);
+      return w;
+#endif
+    } else {
+      return uint32_t(data[k * stride + mn]) | (uint32_t(data[(k + 1) * stride + mn]) << 16);
+    }
+  }
+};
+
+// fp16 bits to float (the FMA tile's 16-bit loads and the emulated instructions).
+__device__ inline float f16_bits_to_float(uint16_t bits) {
+#if defined(__CUDACC__) || defined(__HIP__)
+  return __half2float(__ushort_as_half(bits));
+#else
+  return __half2float(__half{bits});
+#endif
+}
+
+__device__ inline float in_to_float(float v) {
+  return v;
+}
+__device__ inline float in_to_float(uint16_t v) {
+  return f16_bits_to_float(v);
+}
+
+// Loads of a matrix op from its lane layout: register p of `lane` holds the pair (mn, k),
+// (mn, k + 1) that Op::a_coord / b_coord name, relative to the tile's corner.
+template <typename Op, typename View>
+__device__ inline void load_pairs_a(typename Op::FragA& f, const View& v, int m0, int k0,
+                                    int lane) {
+  KILN_UNROLL
+  for (int p = 0; p < Op::kRegsA; ++p) {
+    int m, k;
+    Op::a_coord(lane, p, m, k);
+    f.r[p] = v.pair(m0 + m, k0 + k);
+  }
+}
+template <typename Op, typename View>
+__device__ inline void load_pairs_b(typename Op::FragB& f, const View& v, int n0, int k0,
+                                    int lane) {
+  KILN_UNROLL
+  for (int p = 0; p < Op::kRegsB; ++p) {
+    int n, k;
+    Op::b_coord(lane, p, n, k);
+    f.r[p] = v.pair(n0 + n, k0 + k);
+  }
+}
+
+#if defined(KILN_EMU_MMA)
+// The host emulation of a matrix instruction (tests/gpu_emu): every lane's registers gathered
+// (kiln_emu::wave_gather) into whole A and B tiles by the op's own lane layout, and each lane's
+// accumulators computed from them.
+template <typename Op>
+__device__ inline void emulate_mma(float (&acc)[Op::kAcc], const typename Op::FragA& fa,
+                                   const typename Op::FragB& fb) {
+  struct Regs {
+    typename Op::FragA a;
+    typename Op::FragB b;
+  };
+  Regs all[KILN_WARP_SIZE];
+  kiln_emu::wave_gather(Regs{fa, fb}, all);
+  float a[Op::kM][Op::kK], b[Op::kN][Op::kK];
+  auto half_of = [](uint32_t w, int h) {
+    return f16_bits_to_float(static_cast<uint16_t>(h ? w >> 16 : w & 0xffffu));
+  };
+  for (int src = 0; src < KILN_WARP_SIZE; ++src) {
+    for (int p = 0; p < Op::kRegsA; ++p) {
+      int m, k;
+      Op::a_coord(src, p, m, k);
+      a[m][k] = half_of(all[src].a.r[p], 0);
+      a[m][k + 1] = half_of(all[src].a.r[p], 1);
+    }
+    for (int p = 0; p < Op::kRegsB; ++p) {
+      int n, k;
+      Op::b_coord(src, p, n, k);
+      b[n][k] = half_of(all[src].b.r[p], 0);
+      b[n][k + 1] = half_of(all[src].b.r[p], 1);
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x % KILN_WARP_SIZE);
+  for (int i = 0; i < Op::kAcc; ++i) {
+    int r, c;
+    Op::acc_coord(lane, i, r, c);
+    float s = 0.f;
+    for (int k = 0; k < Op::kK; ++k) s += a[r][k] * b[c][k];
+    acc[i] += s;
+  }
+}
+#endif
+
+// NVIDIA mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (sm_80+), a warp of 32. With
+// g = lane / 4 and t = lane % 4 (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A register p
+// holds row g + 8 (p & 1), k 2t + 8 (p >> 1) and k + 1; B register p holds column g, k 2t + 8p
+// and k + 1; accumulator i is row g + 8 (i >> 1), column 2t + (i & 1).
+struct MmaSm80F16 {
+  using In = uint16_t;
+  static constexpr int kM = 16, kN = 8, kK = 16, kAcc = 4, kRegsA = 4, kRegsB = 2;
+  struct FragA {
+    uint32_t r[kRegsA];
+  };
+  struct FragB {
+    uint32_t r[kRegsB];
+  };
+  __device__ static void a_coord(int lane, int p, int& m, int& k) {
+    m = lane / 4 + 8 * (p & 1);
+    k = 2 * (lane % 4) + 8 * (p >> 1);
+  }
+  __device__ static void b_coord(int lane, int p, int& n, int& k) {
+    n = lane / 4;
+    k = 2 * (lane % 4) + 8 * p;
+  }
+  __device__ static void acc_coord(int lane, int i, int& row, int& col) {
+    row = lane / 4 + 8 * (i >> 1);
+    col = 2 * (lane % 4) + (i & 1);
+  }
+  template <typename View>
+  __device__ static void load_a(FragA& f, const View& v, int m0, int k0, int lane) {
+    load_pairs_a<MmaSm80F16>(f, v, m0, k0, lane);
+  }
+  template <typename View>
+  __device__ static void load_b(FragB& f, const View& v, int n0, int k0, int lane) {
+    load_pairs_b<MmaSm80F16>(f, v, n0, k0, lane);
+  }
+  __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
+#if defined(KILN_EMU_MMA)
+    emulate_mma<MmaSm80F16>(c, a, b);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+#else
+    // Another pass (the host's, or an arch this op is never launched on): no instruction.
+    (void)c, (void)a, (void)b;
+#endif
+  }
+};
+
+// AMD CDNA v_mfma_f32_16x16x16f16 (gfx908, gfx90a, gfx940), a wavefront of 64. With r = lane % 16
+// and q = lane / 16 (AMD's matrix instruction tables): A register p holds row r, k 4q + 2p and
+// k + 1; B register p holds column r, k 4q + 2p and k + 1; accumulator i is row 4q + i,
+// column r.
+struct MfmaF16 {
+  using In = uint16_t;
+  static constexpr int kM = 16, kN = 16, kK = 16, kAcc = 4, kRegsA = 2, kRegsB = 2;
+  struct FragA {
+    uint32_t r[kRegsA];
+  };
+  struct FragB {
+    uint32_t r[kRegsB];
+  };
+  __device__ static void a_coord(int lane, int p, int& m, int& k) {
+    m = lane % 16;
+    k = 4 * (lane / 16) + 2 * p;
+  }
+  __device__ static void b_coord(int lane, int p, int& n, int& k) {
+    n = lane % 16;
+    k = 4 * (lane / 16) + 2 * p;
+  }
+  __device__ static void acc_coord(int lane, int i, int& row, int& col) {
+    row = 4 * (lane / 16) + i;
+    col = lane % 16;
+  }
+  template <typename View>
+  __device__ static void load_a(FragA& f, const View& v, int m0, int k0, int lane) {
+    load_pairs_a<MfmaF16>(f, v, m0, k0, lane);
+  }
+  template <typename View>
+  __device__ static void load_b(FragB& f, const View& v, int n0, int k0, int lane) {
+    load_pairs_b<MfmaF16>(f, v, n0, k0, lane);
+  }
+  __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
+#if defined(KILN_EMU_MMA)
+    emulate_mma<MfmaF16>(c, a, b);
+#elif defined(__HIP__) && (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__))
+    // _Float16 exists only in AMD's device code (see vendor.hpp).
+    typedef _Float16 half4 __attribute__((ext_vector_type(4)));
+    typedef float float4_ __attribute__((ext_vector_type(4)));
+    half4 va = __builtin_bit_cast(half4, a);
+    half4 vb = __builtin_bit_cast(half4, b);
+    float4_ vc = {c[0], c[1], c[2], c[3]};
+    vc = __builtin_amdgcn_mfma_f32_16x16x16f16(va, vb, vc, 0, 0, 0);
+    c[0] = vc[0], c[1] = vc[1], c[2] = vc[2], c[3] = vc[3];
+#else
+    (void)c, (void)a, (void)b;
+#endif
+  }
+};
+
+// Plain FMA for any wavefront size: a 16 x 16 tile, lane l holding column l % 16 of rows
+// l / 16 + e (W / 16) for e < 256 / W (W the wavefront size). kK = 2: each step reads two k.
+template <typename S>
+struct FmaTile {
+  using In = S;
+  static constexpr int kLaneRows = 16 / (KILN_WARP_SIZE / 16);
+  static constexpr int kM = 16, kN = 16, kK = 2, kAcc = kLaneRows;
+  struct FragA {
+    float v[kLaneRows][kK];
+  };
+  struct FragB {
+    float v[kK];
+  };
+  __device__ static void acc_coord(int lane, int i, int& row, int& col) {
+    row = lane / 16 + i * (KILN_WARP_SIZE / 16);
+    col = lane % 16;
+  }
+  template <typename View>
+  __device__ static void load_a(FragA& f, const View& v, int m0, int k0, int lane) {
+    KILN_UNROLL
+    for (int e = 0; e < kLaneRows; ++e) {
+      KILN_UNROLL
+      for (int k = 0; k < kK; ++k) {
+        f.v[e][k] = in_to_float(v.at(m0 + lane / 16 + e * (KILN_WARP_SIZE / 16), k0 + k));
+      }
+    }
+  }
+  template <typename View>
+  __device__ static void load_b(FragB& f, const View& v, int n0, int k0, int lane) {
+    KILN_UNROLL
+    for (int k = 0; k < kK; ++k) f.v[k] = in_to_float(v.at(n0 + lane % 16, k0 + k));
+  }
+  __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
+    KILN_UNROLL
+    for (int e = 0; e < kLaneRows; ++e) {
+      KILN_UNROLL
+      for (int k = 0; k < kK; ++k) c[e] = fmaf(a.v[e][k], b.v[k], c[e]);
+    }
+  }
+};
+
+// The matrix tile for 16-bit inputs of the target being compiled; FmaTile where it has none
+// (the host pass, gfx1030: kernels asking for matrix tiles are never launched there).
+#if defined(KILN_EMU_MMA) && KILN_WARP_SIZE == 32
+using MatrixTileF16 = MmaSm80F16;
+#elif defined(KILN_EMU_MMA) && KILN_WARP_SIZE == 64
+using MatrixTileF16 = MfmaF16;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+using MatrixTileF16 = MmaSm80F16;
+#elif defined(__HIP__) && (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__))
+using MatrixTileF16 = MfmaF16;
+#else
+using MatrixTileF16 = FmaTile<uint16_t>;
+#endif
+
+}  // namespace kiln::backends::gpu::kernels

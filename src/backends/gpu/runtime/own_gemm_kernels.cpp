@@ -1,0 +1,127 @@
+// MatMul, Gemm, ai.kiln FusedMatMul and FusedGemm through Kiln's own GEMM (kernels/gemm.hip):
+// float32 and float16 (accumulated in float32), 2-D, batched and broadcast-batch products,
+// Gemm's transA / transB / alpha / beta and its C of any shape that broadcasts to [M, N], and
+// every fused activation. On AMD it is the GEMM (ROCm 5.2 has no hipBLASLt); on NVIDIA it comes
+// after cuBLASLt (gpu.gemm) unless KILN_GPU_OWN_KERNELS prefers Kiln's own kernels.
+#include <fmt/format.h>
+
+#include "backends/gpu/kernels/gemm.hpp"
+#include "backends/gpu/runtime/gemm_node.hpp"
+#include "backends/gpu/runtime/gpu_backend_impl.hpp"
+#include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/kernel_util.hpp"
+#include "backends/kernel_table.hpp"
+#include "ir/graph.hpp"
+
+namespace kiln::backends::gpu {
+namespace {
+
+constexpr const char* kOwnGemmKernel = "gpu.own.gemm";
+
+// 16-bit matrix instructions the GEMM's tile ops are built for: mma.sync m16n8k16 on every
+// NVIDIA arch the library is built for (sm_80+), MFMA 16x16x16 on CDNA; RDNA 2 takes FMA tiles.
+bool has_matrix_tiles(const GpuDeviceInfo& info) {
+  if (info.target.vendor == "cuda") return true;
+  const std::string& arch = info.target.arch;
+  return arch == "gfx908" || arch == "gfx90a" || arch == "gfx940";
+}
+
+class OwnGemmKernel final : public Kernel {
+ public:
+  OwnGemmKernel(const GpuBackendImpl& backend, const ir::Node& node, const GemmNode& g)
+      : g_(g),
+        label_(node.name()),
+        matrix_tiles_(has_matrix_tiles(backend.device_info())),
+        multiprocessors_(backend.device_info().multiprocessors) {}
+  std::string_view name() const override { return kOwnGemmKernel; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
+    const DeviceTensor& a = in[0];
+    const DeviceTensor& b = in[1];
+    KILN_CHECK(a.layout.is_row_major() && b.layout.is_row_major() && a.dtype == g_.dtype &&
+                   b.dtype == g_.dtype,
+               ErrorCode::Internal, "{} {}: operands not row-major {}", name(), label_,
+               dtype_name(g_.dtype));
+    const GemmDims d = gemm_dims(g_, a, b, label_);
+    DeviceTensor y = outputs.allocate(0, g_.dtype, d.out_dims);
+    if (y.numel() == 0) return;
+    kernels::GemmArgs args;
+    args.type = *float_type(g_.dtype);
+    args.a = a.data;
+    args.b = b.data;
+    args.y = y.data;
+    args.m = d.m, args.n = d.n, args.k = d.k, args.batch = d.batch;
+    args.trans_a = g_.trans_a, args.trans_b = g_.trans_b;
+    args.stride_a = d.stride_a, args.stride_b = d.stride_b;
+    args.alpha = g_.alpha;
+    if (g_.c != GemmNode::C::None) {
+      // Gemm's C (or FusedMatMul's bias) broadcast over Y's [M, N] by its run-time dims.
+      const DeviceTensor& c = in[2];
+      KILN_CHECK(c.layout.is_row_major() && c.dtype == g_.dtype, ErrorCode::Internal,
+                 "{} {}: C not row-major {}", name(), label_, dtype_name(g_.dtype));
+      const size_t rank = c.dims.size();
+      const int64_t rows = rank == 2 ? c.dims[0] : 1, cols = rank >= 1 ? c.dims.back() : 1;
+      KILN_CHECK_ARG(rank <= 2 && (rows == 1 || rows == d.m) && (cols == 1 || cols == d.n),
+                     "{} {}: C {} does not broadcast to [{}, {}]", name(), label_,
+                     dims_to_string(c.dims), d.m, d.n);
+      args.c = c.data;
+      args.beta = g_.beta;
+      args.c_row_stride = rows == 1 ? 0 : cols;
+      args.c_col_stride = cols == 1 ? 0 : 1;
+    }
+    args.activation = g_.activation;
+    args.act_alpha = g_.act_alpha, args.act_beta = g_.act_beta;
+    args.matrix_tiles = matrix_tiles_;
+    args.multiprocessors = multiprocessors_;
+    check_launch(kernels::launch_gemm(args, gpu_stream(stream).handle()), name());
+  }
+
+ private:
+  GemmNode g_;
+  std::string label_;
+  bool matrix_tiles_;
+  int multiprocessors_;
+};
+
+std::string check_node(const ir::Node& node) {
+  GemmNode g;
+  return read_gemm_node(node, g);
+}
+
+std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
+  GemmNode g;
+  read_gemm_node(node, g);
+  return std::make_unique<OwnGemmKernel>(static_cast<GpuBackendImpl&>(backend), node, g);
+}
+
+// Priority -1: after a vendor library's GEMM (gpu.gemm) where there is one, unless the
+// backend's KernelPreference puts Kiln's own kernels first.
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "MatMul",
+                      .name = kOwnGemmKernel,
+                      .priority = -1,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Gemm",
+                      .name = kOwnGemmKernel,
+                      .priority = -1,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedMatMul",
+                      .name = kOwnGemmKernel,
+                      .priority = -1,
+                      .check = check_node,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .domain = "ai.kiln",
+                      .op_type = "FusedGemm",
+                      .name = kOwnGemmKernel,
+                      .priority = -1,
+                      .check = check_node,
+                      .create = create});
+
+}  // namespace
+}  // namespace kiln::backends::gpu
