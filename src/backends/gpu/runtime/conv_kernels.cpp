@@ -390,10 +390,12 @@ class ConvKernel final : public Kernel {
     algo_ = perf[pick].algo;
     workspace_ = backend_.allocate(perf[pick].memory);
     fused_identity_ = false;
-    if (!shape_.relu && (has_bias_ || shape_.residual)) {
+    if (!shape_.relu && (has_bias_ || shape_.residual) && shape_.groups == 1) {
       // Bias and residual without Relu: cuDNN fuses them (one rounding, no extra passes over y)
       // only with an identity activation, which only implicit precomputed GEMM runs; taken
-      // when that algorithm is about as fast as the best (a depthwise convolution's is not).
+      // when cudnnFind timed that algorithm about as fast as the best. Not for grouped
+      // convolutions: cudnnFind times the plain call, and the fused call ran MobileNetV2's
+      // depthwise ones about 10x slower than it measured (1.34 ms against 0.13 at batch 64).
       for (int i = 0; i < found; ++i) {
         const bool math_ok = math != CUDNN_FMA_MATH || perf[i].mathType == CUDNN_FMA_MATH ||
                              perf[i].mathType == CUDNN_DEFAULT_MATH;
