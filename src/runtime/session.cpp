@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <thread>
-
-#include <sched.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/cpus.hpp"
 #include "core/log.hpp"
 #include "passes/pass_manager.hpp"
 #include "runtime/model_loader.hpp"
@@ -125,18 +123,6 @@ void Session::build_executor(std::vector<backends::Backend*> backends) {
   executor_ = std::make_unique<runtime::Executor>(model_.graph, eo, plan_ ? &*plan_ : nullptr);
 }
 
-namespace {
-
-// CPUs this process may run on (its affinity), at least 1.
-int available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-}  // namespace
-
 void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
   int limit = options_.parallel_runs;
   if (auto it = options_.config.find("parallel_runs"); it != options_.config.end()) {
@@ -158,7 +144,7 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
              "device is {}",
              limit, options_.device);
   if (limit == 0) {
-    const int cpus = available_cpus();
+    const int cpus = static_cast<int>(online_cpus());
     const int per_run = options_.threads > 0 ? options_.threads : cpus;
     limit = cpu_only ? std::clamp(cpus / per_run, 1, kAutoParallelRuns) : 1;
   }

@@ -1,12 +1,10 @@
 #include "server/budget.hpp"
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
 #include <limits>
-#include <thread>
 
 #include "core/error.hpp"
 
@@ -50,16 +48,6 @@ size_t capped_by_os(size_t wanted) {
 }
 
 }  // namespace
-
-size_t online_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<size_t>(n);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 size_t default_thread_budget() {
   return capped_by_os(std::max<size_t>(256, 16 * online_cpus()));

@@ -11,12 +11,14 @@
 #include <mutex>
 #include <string>
 
+#include "core/cpus.hpp"
+
 namespace kiln::server {
 
 struct BudgetState;
 
-// CPUs this process may run on (its affinity mask), what an intra-op thread count of 0 means.
-size_t online_cpus();
+// CPUs this process may run on (core/cpus.hpp), what an intra-op thread count of 0 means.
+using kiln::online_cpus;
 // Defaults from the machine: threads 16 per CPU (at least 256), instances 4 per CPU (at least
 // 64), both at most half of what the OS allows this process (RLIMIT_NPROC, the pids cgroup,
 // kernel.threads-max), since the server's own threads and other processes share that limit.

@@ -16,7 +16,6 @@
 
 #include "backends/gpu/kernels/elementwise.hpp"
 #include "backends/gpu/runtime/cublaslt_api.hpp"
-#include "backends/gpu/runtime/fused_activation_params.hpp"
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
@@ -32,17 +31,10 @@ namespace {
 constexpr const char* kGemmKernel = "gpu.gemm";
 
 // The node's GEMM (gemm_node.hpp) within cuBLASLt's epilogues (a Relu or none; another
-// activation becomes `post`, a pass of its own), a bias row added once (beta 1) or a full C.
-std::string check(const ir::Node& node, GemmNode& out, kernels::UnaryParams* post = nullptr) {
+// activation a pass of its own after the product: gemm_activation_params), a bias row added once
+// (beta 1) or a full C.
+std::string check(const ir::Node& node, GemmNode& out) {
   if (std::string why = read_gemm_node(node, out); !why.empty()) return why;
-  using kernels::GemmActivation;
-  if (out.activation != GemmActivation::None && out.activation != GemmActivation::Relu) {
-    kernels::UnaryParams p;
-    if (std::string why = fused_activation_params(node, p); !why.empty()) {
-      return fmt::format("{}: {}", node.op_type(), why);
-    }
-    if (post) *post = p;
-  }
   if (out.c == GemmNode::C::Row && out.beta != 1.f) {
     return "Gemm with a bias row C needs beta 1 with cuBLASLt";
   }
@@ -70,10 +62,9 @@ struct Plan {
 
 class GemmKernel final : public Kernel {
  public:
-  GemmKernel(GpuBackendImpl& backend, const ir::Node& node, const GemmNode& shape,
-             const kernels::UnaryParams& post)
+  GemmKernel(GpuBackendImpl& backend, const ir::Node& node, const GemmNode& shape)
       : shape_(shape),
-        post_(post),
+        post_(gemm_activation_params(shape)),
         dtype_(node.input(0)->type().dtype),
         label_(node.name()),
         workspace_(backend.allocate(kWorkspaceBytes)) {}
@@ -201,9 +192,8 @@ std::string check_node(const ir::Node& node) {
 
 std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
   GemmNode shape;
-  kernels::UnaryParams post;
-  check(node, shape, &post);
-  return std::make_unique<GemmKernel>(static_cast<GpuBackendImpl&>(backend), node, shape, post);
+  check(node, shape);
+  return std::make_unique<GemmKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
 }
 
 KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,

@@ -153,6 +153,34 @@ std::string read_gemm_node(const ir::Node& node, GemmNode& out) {
   return "MatMul whose batch dims broadcast partly is not supported on the GPU yet";
 }
 
+kernels::UnaryParams gemm_activation_params(const GemmNode& g) {
+  using kernels::UnaryOp;
+  switch (g.activation) {
+    case GemmActivation::None:
+    case GemmActivation::Relu:
+      return {UnaryOp::Relu};
+    case GemmActivation::Clip:
+      return {UnaryOp::Clip, g.act_alpha, g.act_beta};
+    case GemmActivation::Sigmoid:
+      return {UnaryOp::Sigmoid};
+    case GemmActivation::Silu:
+      return {UnaryOp::Silu};
+    case GemmActivation::HardSwish:
+      return {UnaryOp::HardSwish};
+    case GemmActivation::HardSigmoid:
+      return {UnaryOp::HardSigmoid, g.act_alpha, g.act_beta};
+    case GemmActivation::LeakyRelu:
+      return {UnaryOp::LeakyRelu, g.act_alpha};
+    case GemmActivation::Tanh:
+      return {UnaryOp::Tanh};
+    case GemmActivation::Gelu:
+      return {UnaryOp::GeluErf};
+    case GemmActivation::GeluTanh:
+      return {UnaryOp::GeluTanh};
+  }
+  return {};
+}
+
 GemmDims gemm_dims(const GemmNode& g, const DeviceTensor& a, const DeviceTensor& b,
                    std::string_view label) {
   GemmDims d;

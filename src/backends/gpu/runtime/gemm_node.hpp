@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/gpu/kernels/elementwise.hpp"
 #include "backends/gpu/kernels/gemm.hpp"
 #include "ir/graph.hpp"
 
@@ -30,6 +31,10 @@ struct GemmNode {
 // (2-D Gemm; MatMul of rank >= 2 operands whose batch dims are equal, or all 1 on one side, or
 // with a 2-D B), else why not; fills `out`.
 std::string read_gemm_node(const ir::Node& node, GemmNode& out);
+
+// The node's fused activation as the element-wise kernel's parameters, for a GEMM whose library
+// epilogue lacks it and runs it as a pass of its own over the result.
+kernels::UnaryParams gemm_activation_params(const GemmNode& g);
 
 // One run's product: `batch` row-major [m, k] x [k, n] products (before transposes), A's and B's
 // entries stride_a / stride_b elements apart (0: one for all), into Y of out_dims.
