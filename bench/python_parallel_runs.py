@@ -80,6 +80,9 @@ def main():
     ap.add_argument("--runs", type=int, default=200, help="runs per thread")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--intra-op-threads", type=int, default=0, help="0: each runtime's default")
+    ap.add_argument("--kiln-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="also measure Kiln with this environment variable set (repeatable; "
+                         "each is a row of its own, e.g. KILN_CPU_MIN_US_PER_THREAD=0)")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "RUNTIME"), help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -114,18 +117,24 @@ def main():
           f"{args.repeats} repeats; intra_op_num_threads={args.intra_op_threads}")
     print("| model | runtime | 1 thread x T*N runs (ms) | T threads x N runs (ms) | speed-up |")
     print("|---|---|---:|---:|---:|")
+    variants = [("kiln", "kiln", {})]
+    for spec in args.kiln_env:
+        key, _, value = spec.partition("=")
+        variants.append((f"kiln {spec}", "kiln", {key: value}))
+    variants.append(("onnxruntime", "onnxruntime", {}))
     for name in models:
-        for rt in ("kiln", "onnxruntime"):
+        for label, rt, env in variants:
             cmd = [sys.executable, __file__, "--one", name, rt] + [
-                f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if k != "one"]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+                f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+                if k not in ("one", "kiln_env")]
+            r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
             if r.returncode != 0:
                 why = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
                 tail = (r.stderr.strip().splitlines() or [""])[-1][:120]
-                print(f"| {name} | {rt} | crashed ({why}) {tail} | | |", flush=True)
+                print(f"| {name} | {label} | crashed ({why}) {tail} | | |", flush=True)
                 continue
             m = json.loads(r.stdout.strip().splitlines()[-1])
-            print(f"| {name} | {rt} | {m['seq']:.1f} | {m['par']:.1f} | "
+            print(f"| {name} | {label} | {m['seq']:.1f} | {m['par']:.1f} | "
                   f"{m['seq'] / m['par']:.2f}x |", flush=True)
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pack() {
   local build=${1:-build} carry=${2:-.gpu_carry}
   cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda kiln_unit_tests \
-    kiln_conformance
+    kiln_conformance kiln_serve
   local stage
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$carry"
@@ -27,11 +27,12 @@ pack() {
   strip --strip-debug -o "$stage/bin/kiln_gpu_tests" "$build/tests/kiln_gpu_tests"
   strip --strip-debug -o "$stage/bin/kiln_unit_tests" "$build/tests/kiln_unit_tests"
   strip --strip-debug -o "$stage/bin/kiln_conformance" "$build/tests/kiln_conformance"
+  strip --strip-debug -o "$stage/bin/kiln-serve" "$build/src/kiln-serve"
   strip --strip-debug -o "$stage/lib/libkiln_gpu_cuda.so" "$build/lib/libkiln_gpu_cuda.so"
   # Everything the three need except the C and C++ runtimes, which the device's (newer) system
   # has: fmt, protobuf, oneDNN, OpenMP, image codecs and what those pull in.
   ldd "$build/src/kiln" "$build/tests/kiln_gpu_tests" "$build/tests/kiln_unit_tests" \
-    "$build/lib/libkiln_gpu_cuda.so" |
+    "$build/lib/libkiln_gpu_cuda.so" "$build/src/kiln-serve" |
     awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -257,6 +258,78 @@ EOF2
       "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" \
       --models "${KILN_GPU_CNNS:-resnet50}" 2>&1 |
       tee "$OUT/resnet50_vs_torch.txt" || status=$?
+  fi
+  if [ "${KILN_GPU_TACTICS:-0}" != 0 ] && [ -f "$root/models/resnet50_b1.onnx" ]; then
+    # Tactics chosen at compile time (issue 11): `kiln compile --device gpu` times each
+    # convolution's algorithms once and stores them; opening the engine then runs at once. The
+    # baseline is an engine planned for the CPU, opened on the GPU: it times at its first run.
+    echo "== tactics: compile time, and open + first run with and without stored tactics"
+    local m="$root/models/resnet50_b1.onnx"
+    for dev in gpu cpu; do
+      local t0 t1
+      t0=$(date +%s.%N)
+      k "$root/bin/kiln" compile "$m" -o "$root/tactics_$dev.kiln" --device "$dev" --fp16 \
+        --no-verify 2>&1 | grep -E "tactics|wrote" || status=$?
+      t1=$(date +%s.%N)
+      echo "compile --device $dev: $(awk "BEGIN {print $t1 - $t0}") s"
+    done
+    k "$root/bin/kiln" inspect "$root/tactics_gpu.kiln" | grep -E "device target" || true
+    for round in 1 2 3; do
+      for dev in gpu cpu; do
+        local t0 t1
+        t0=$(date +%s.%N)
+        k "$root/bin/kiln" run "$root/tactics_$dev.kiln" --device gpu > /dev/null 2>&1 || status=$?
+        t1=$(date +%s.%N)
+        echo "round $round: kiln run (open + one run) of the engine planned for $dev: $(awk "BEGIN {print $t1 - $t0}") s"
+      done
+    done
+  fi 2>&1 | tee "$OUT/tactics.txt"
+  if [ "${KILN_GPU_SERVER:-0}" != 0 ]; then
+    # kiln-serve with a KIND_GPU instance, and Triton's GPU gauges through NVML.
+    echo "== kiln-serve: a KIND_GPU instance, the GPU metrics"
+    python3 - "$root" <<'PY'
+import os, sys
+import onnx
+from onnx import TensorProto, helper
+root = sys.argv[1]
+d = os.path.join(root, "repo", "relu", "1")
+os.makedirs(d, exist_ok=True)
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+          os.path.join(d, "model.onnx"))
+open(os.path.join(root, "repo", "relu", "config.pbtxt"), "w").write(
+    'name: "relu"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+    'instance_group [{ kind: KIND_GPU, count: 1 }]\n')
+PY
+    k "$root/bin/kiln-serve" --model-repository "$root/repo" --http-port 18000 --grpc-port 18001 \
+      --metrics-port 18002 > "$OUT/serve.log" 2>&1 &
+    local serve_pid=$!
+    python3 - <<'PY' 2>&1 | tee "$OUT/server_gpu.txt" || status=$?
+import json, time, urllib.request
+base = "http://127.0.0.1:18000"
+for _ in range(100):
+    try:
+        if urllib.request.urlopen(base + "/v2/health/ready", timeout=1).status == 200:
+            break
+    except Exception:
+        time.sleep(0.2)
+body = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                               "data": [1.0, -2.0, 3.0, -4.0]}]}).encode()
+req = urllib.request.Request(base + "/v2/models/relu/infer", body,
+                             {"Content-Type": "application/json"})
+out = json.load(urllib.request.urlopen(req, timeout=30))
+print("infer on the KIND_GPU instance:", out["outputs"][0]["data"])
+text = urllib.request.urlopen("http://127.0.0.1:18002/metrics", timeout=5).read().decode()
+for line in text.splitlines():
+    if line.startswith(("nv_gpu", "nv_energy")):
+        print(line)
+assert "nv_gpu_memory_total_bytes" in text, "no GPU metrics"
+PY
+    kill "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+    grep -E "GPU metrics|relu" "$OUT/serve.log" | head -n 5 || true
   fi
   if [ "${KILN_GPU_BERT:-1}" != 0 ]; then
     echo "== BERT-base: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"

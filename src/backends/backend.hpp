@@ -185,6 +185,14 @@ class Kernel {
   // it when its format is what it would make now, else packs afresh from the plain constant (a
   // CPU with other vector units picks another layout).
   virtual void use_packed_weight(PackedWeight packed) { (void)packed; }
+  // The choices this kernel timed on its device (a library's algorithm per input shape, say),
+  // in its own text form, to store in the engine ("" when it times nothing). `kiln compile`
+  // reads them after a tuning run on the device.
+  virtual std::string tactics() const { return {}; }
+  // Opening an engine: choices stored by tactics() on a device of the same arch with the same
+  // libraries. The kernel uses them instead of timing again; text it does not understand (a
+  // newer build's) is ignored and the kernel times afresh.
+  virtual void use_tactics(std::string_view text) { (void)text; }
 };
 
 // Whether a backend can run a node, and with which kernel; otherwise why not.
@@ -249,6 +257,10 @@ class Backend {
   // The layout this backend's kernels exchange besides row-major (see Layout); row-major: they
   // never exchange another.
   virtual Layout activation_layout() const { return {}; }
+  // What the choices of this backend's kernels depend on besides the arch: the vendor libraries
+  // with their versions ("cudnn 9.14.0"). Stamped into engines planned for it; an engine whose
+  // tactics were timed with other versions times them again (with a warning).
+  virtual std::vector<std::string> library_versions() const { return {}; }
   // Bytes a tensor of `dims` and `dtype` takes in `layout` in this backend's memory (the arena
   // plan and each output's allocation ask this). By default layout_numel elements.
   virtual size_t storage_bytes(DataType dtype, const std::vector<int64_t>& dims,

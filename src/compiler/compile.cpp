@@ -1,5 +1,6 @@
 #include "compiler/compile.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "backends/backend_registry.hpp"
 #include "compiler/option_error.hpp"
 #include "compiler/shape_spec.hpp"
+#include "compiler/tune_tactics.hpp"
 #include "core/log.hpp"
 #include "core/regular_file.hpp"
 #include "onnx/onnx_io.hpp"
@@ -271,10 +273,15 @@ CompileResult compile_model(const CompileOptions& o) {
                     "planned when it opens on a machine that has it\n",
                     o.device, e.message()));
   }
-  // The stamp names the devices the plan is for: another arch refuses the engine at open.
+  // The stamp names the devices the plan is for (another arch refuses the engine at open) and
+  // the libraries their kernels use.
+  bool any_device = false;
   for (const backends::Backend* b : eo.backends) {
     if (b->device_kind() != backends::DeviceKind::Cpu) {
-      info.device_targets.push_back({std::string(b->name()), {}});
+      std::vector<std::string> libraries = b->library_versions();
+      std::sort(libraries.begin(), libraries.end());
+      info.device_targets.push_back({std::string(b->name()), std::move(libraries)});
+      any_device = true;
     }
   }
   runtime::Executor prepared(model.graph, eo);
@@ -282,6 +289,19 @@ CompileResult compile_model(const CompileOptions& o) {
   say(MessageKind::Report, describe_execution_plan(prepared, result.plan));
   engine::ExecutionPlan plan = prepared.execution_plan();
   result.timings.plan = ms_since(t);
+  if (any_device) {
+    t = Clock::now();
+    TunedTactics tuned = tune_tactics(prepared, *model.graph);
+    plan.tactics = std::move(tuned.tactics);
+    result.tactics = plan.tactics.size();
+    result.timings.tune = ms_since(t);
+    say(MessageKind::Report,
+        tuned.skipped.empty()
+            ? fmt::format("tactics: {} kernels timed their choices on the device ({:.1f} ms); "
+                          "stored\n",
+                          plan.tactics.size(), tuned.milliseconds)
+            : fmt::format("tactics: none stored ({})\n", tuned.skipped));
+  }
   // Weights in the layouts the kernels compute with, so that opening maps them (this CPU's
   // layouts: a CPU with other vector units packs again at open).
   t = Clock::now();

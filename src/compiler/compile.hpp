@@ -71,8 +71,8 @@ struct CompileOptions {
 };
 
 struct CompileTimings {  // milliseconds
-  double import = 0, optimize = 0, fp16 = 0, plan = 0, pack = 0, write = 0, read_back = 0, gate = 0,
-         total = 0;
+  double import = 0, optimize = 0, fp16 = 0, plan = 0, tune = 0, pack = 0, write = 0, read_back = 0,
+         gate = 0, total = 0;
 };
 
 struct CompileResult {
@@ -82,6 +82,7 @@ struct CompileResult {
   size_t nodes_before = 0, nodes_after = 0;
   PlanSummary plan;  // kernels chosen, nodes left on reference kernels with their FLOPs
   size_t packed_weights = 0;
+  size_t tactics = 0;      // kernels whose timed choices the engine stores (device engines)
   size_t stored_once = 0;  // packed weights whose plain copy the engine does not store
   uint64_t packed_bytes = 0;
   std::string fp16_summary;  // empty without fp16

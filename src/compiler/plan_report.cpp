@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "compiler/flops.hpp"
@@ -76,6 +77,10 @@ std::string describe_execution_plan(const runtime::Executor& ex, const PlanSumma
 std::string describe_engine(const engine::EngineInfo& info) {
   std::string s = fmt::format("engine format version: {}\nkiln version: {}\ntarget: {}\n",
                               info.format_version, info.kiln_version, info.target.to_string());
+  for (const engine::Target& d : info.device_targets) {
+    s += fmt::format("device target: {}{}{}{}\n", d.device, d.features.empty() ? "" : " (",
+                     fmt::join(d.features, ", "), d.features.empty() ? "" : ")");
+  }
   s += fmt::format("source hash: {:016x}\n", info.source_hash);
   if (!info.source_path.empty()) s += fmt::format("source model: {}\n", info.source_path);
   return s;

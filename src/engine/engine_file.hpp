@@ -37,7 +37,8 @@ struct EngineInfo {
   // ir::Model::source_path, and the reader sets that field to the engine file's own path).
   std::string source_path;
   // The devices besides the CPU the stored plan was made for (`kiln compile --device gpu` on
-  // an H200: {"cuda:sm_90"}); empty for a CPU engine.
+  // an H200: {"cuda:sm_90"} with features {"cublasLt 13.1.0", "cudnn 9.14.0"}); empty for a
+  // CPU engine.
   std::vector<Target> device_targets;
 };
 
@@ -67,10 +68,18 @@ struct StoredPackedWeight {
   std::string format;  // the kernel's description of the layout
   Tensor data;         // UInt8, 1-D
 };
+// A node's kernel's timed choices (see kiln.fbs KernelTactics).
+struct StoredTactics {
+  uint32_t node = 0;  // index in the main graph's node order
+  std::string backend;
+  std::vector<std::string> libraries;  // the backend's library_versions when they were timed
+  std::string text;                    // the kernel's own form
+};
 struct ExecutionPlan {
   std::vector<StoredArena> arenas;
   std::vector<StoredKernel> kernels;
   std::vector<StoredPackedWeight> packed;
+  std::vector<StoredTactics> tactics;
 };
 
 struct ReadOptions {

@@ -444,6 +444,20 @@ ExecutionPlan read_plan(const fb::ExecutionPlan& p, const ir::Graph& g, Reader& 
           {w->node(), w->input(), text(w->backend()), text(w->format()), std::move(data)});
     }
   }
+  if (p.tactics()) {
+    std::set<std::pair<uint32_t, std::string>> seen;
+    for (const fb::KernelTactics* t : *p.tactics()) {
+      StoredTactics st{t->node(), text(t->backend()), {}, text(t->text())};
+      if (st.node >= g.node_count() || !seen.insert({st.node, st.backend}).second) {
+        corrupt(fmt::format("plan: tactics for node #{} of a {}-node graph{}", st.node,
+                            g.node_count(), st.node < g.node_count() ? ", given twice" : ""));
+      }
+      if (t->libraries()) {
+        for (const fbs::String* l : *t->libraries()) st.libraries.push_back(text(l));
+      }
+      plan.tactics.push_back(std::move(st));
+    }
+  }
   return plan;
 }
 

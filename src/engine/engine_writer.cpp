@@ -146,8 +146,18 @@ class Writer {
       packed.push_back(
           fb::CreatePackedWeight(fbb_, w.node, w.input, str(w.backend), str(w.format), data));
     }
+    std::vector<fbs::Offset<fb::KernelTactics>> tactics;
+    for (const StoredTactics& t : plan.tactics) {
+      KILN_CHECK(t.node < nodes.size(), ErrorCode::Internal,
+                 "execution plan: tactics for node #{} of a {}-node graph", t.node, g.node_count());
+      std::vector<fbs::Offset<fbs::String>> libraries;
+      for (const std::string& l : t.libraries) libraries.push_back(str(l));
+      tactics.push_back(fb::CreateKernelTactics(fbb_, t.node, str(t.backend),
+                                                fbb_.CreateVector(libraries), str(t.text)));
+    }
     return fb::CreateExecutionPlan(fbb_, fbb_.CreateVector(arenas), fbb_.CreateVector(kernels),
-                                   packed.empty() ? 0 : fbb_.CreateVector(packed));
+                                   packed.empty() ? 0 : fbb_.CreateVector(packed),
+                                   tactics.empty() ? 0 : fbb_.CreateVector(tactics));
   }
 
   // The constants of the main graph whose every read is by a node input that has a packed

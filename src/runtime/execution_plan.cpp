@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/log.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/layout_plan.hpp"
 #include "runtime/memory_planner.hpp"
@@ -46,6 +51,7 @@ ExecutionPlan::ExecutionPlan(std::shared_ptr<const ir::Graph> graph, Placement p
   build_steps();
   compute_releases();
   use_packed_weights(stored);
+  use_tactics(stored);
   plan_layouts(stored);
   plan_arenas(stored);
   upload_constants();
@@ -160,6 +166,29 @@ void ExecutionPlan::use_packed_weights(const engine::ExecutionPlan* stored) {
     // A kernel chosen afresh (this build lacks the stored one) packs for itself.
     if (s.kind != StepKind::Kernel || s.backend->name() != p.backend) continue;
     with_node_errors(*s.node, [&] { s.kernel->use_packed_weight({p.input, p.format, p.data}); });
+  }
+}
+
+void ExecutionPlan::use_tactics(const engine::ExecutionPlan* stored) {
+  if (!stored) return;
+  for (const engine::StoredTactics& t : stored->tactics) {
+    KILN_CHECK_ARG(t.node < node_steps_.size(), "engine plan: tactics for node #{} of {}", t.node,
+                   node_steps_.size());
+    PlanStep& s = steps_[node_steps_[t.node]];
+    // A kernel chosen afresh, or another arch's backend, times for itself.
+    if (s.kind != StepKind::Kernel || s.backend->name() != t.backend) continue;
+    const std::vector<std::string> here = s.backend->library_versions();
+    if (t.libraries != here) {
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        log_warning(
+            "{}: the engine's tactics were timed with {}; this machine has {}: timing them "
+            "again at the first run",
+            t.backend, fmt::join(t.libraries, ", "), fmt::join(here, ", "));
+      });
+      continue;
+    }
+    with_node_errors(*s.node, [&] { s.kernel->use_tactics(t.text); });
   }
 }
 
@@ -351,6 +380,19 @@ engine::ExecutionPlan ExecutionPlan::to_stored() const {
     plan.kernels.push_back({static_cast<uint32_t>(i), choices[i].backend, choices[i].kernel});
   }
   return plan;
+}
+
+std::vector<engine::StoredTactics> ExecutionPlan::tactics() const {
+  std::vector<engine::StoredTactics> out;
+  for (const PlanStep& s : steps_) {
+    if (s.kind != StepKind::Kernel) continue;
+    std::string text;
+    with_node_errors(*s.node, [&] { text = s.kernel->tactics(); });
+    if (text.empty()) continue;
+    out.push_back({static_cast<uint32_t>(s.node_index), std::string(s.backend->name()),
+                   s.backend->library_versions(), std::move(text)});
+  }
+  return out;
 }
 
 std::vector<engine::StoredPackedWeight> ExecutionPlan::pack_weights() {

@@ -112,12 +112,15 @@ class ExecutionPlan {
   engine::ExecutionPlan to_stored() const;
   // The constant inputs kernels computed packed copies of, for the engine (compile time).
   std::vector<engine::StoredPackedWeight> pack_weights();
+  // What the kernels timed on their devices so far (compile time, after a tuning run).
+  std::vector<engine::StoredTactics> tactics() const;
 
  private:
   void build_steps();
   int need_in(int v, backends::Backend* device);
   void compute_releases();
   void use_packed_weights(const engine::ExecutionPlan* stored);
+  void use_tactics(const engine::ExecutionPlan* stored);
   void plan_layouts(const engine::ExecutionPlan* stored);
   void plan_arenas(const engine::ExecutionPlan* stored);
   void upload_constants();

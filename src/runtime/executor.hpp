@@ -79,6 +79,8 @@ class Executor {
   engine::ExecutionPlan execution_plan() const { return plan_->to_stored(); }
   // The constant inputs kernels computed packed copies of, for the engine (compile time).
   std::vector<engine::StoredPackedWeight> pack_weights() { return plan_->pack_weights(); }
+  // What the kernels timed on their devices in the runs so far, for the engine (compile time).
+  std::vector<engine::StoredTactics> tactics() const { return plan_->tactics(); }
 
  private:
   // A value during a run and the backend whose memory holds it.

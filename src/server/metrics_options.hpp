@@ -15,6 +15,8 @@ struct SummaryQuantile {
 };
 
 struct MetricsOptions {
+  bool cpu = true;  // --allow-cpu-metrics: nv_cpu_utilization and the CPU memory gauges
+  bool gpu = true;  // --allow-gpu-metrics: the GPU gauges (server/gpu_metrics.hpp)
   bool counter_latencies = true;
   bool summary_latencies = false;
   // tritonserver's defaults.

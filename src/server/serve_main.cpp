@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "server/gpu_metrics.hpp"
 #include "server/grpc/grpc_flags.hpp"
 #include "server/http/http_server.hpp"
 #include "server/model_table.hpp"
@@ -28,6 +29,7 @@ struct Flags {
   int exit_timeout_secs = 30;
   std::string id = "kiln";
   bool allow_http = true, allow_grpc = true, allow_metrics = true;
+  bool allow_cpu_metrics = true, allow_gpu_metrics = true;
   std::string http_address = "0.0.0.0", metrics_address = "0.0.0.0", grpc_address = "0.0.0.0";
   int http_port = 8000, grpc_port = 8001, metrics_port = 8002;
   int http_threads = 8;
@@ -76,6 +78,13 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--allow-http", f.allow_http, "serve HTTP/REST");
   app.add_option("--allow-grpc", f.allow_grpc, "serve gRPC");
   app.add_option("--allow-metrics", f.allow_metrics, "serve Prometheus metrics");
+  app.add_option("--allow-cpu-metrics", f.allow_cpu_metrics,
+                 "publish nv_cpu_utilization and the CPU memory gauges")
+      ->capture_default_str();
+  app.add_option("--allow-gpu-metrics", f.allow_gpu_metrics,
+                 "publish the GPU gauges (nv_gpu_utilization, memory, power, energy) through NVML "
+                 "or ROCm SMI, where the machine has one")
+      ->capture_default_str();
   app.add_option("--http-address", f.http_address, "HTTP bind address");
   app.add_option("--http-port", f.http_port, "HTTP port (0: any free port)")
       ->check(CLI::Range(0, 65535));
@@ -137,8 +146,7 @@ void add_flags(CLI::App& app, Flags& f) {
        {"--log-verbose", "--log-info", "--log-warning", "--log-error", "--log-format", "--log-file",
         "--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
         "--cuda-memory-pool-byte-size", "--min-supported-compute-capability", "--backend-directory",
-        "--repoagent-directory", "--metrics-interval-ms", "--allow-gpu-metrics",
-        "--allow-cpu-metrics", "--grpc-infer-allocation-pool-size"}) {
+        "--repoagent-directory", "--metrics-interval-ms", "--grpc-infer-allocation-pool-size"}) {
     app.add_option(name, f.ignored, "accepted for tritonserver compatibility; no effect");
   }
 }
@@ -183,6 +191,18 @@ int main(int argc, char** argv) {
         f.request_timeout_ms > UINT64_MAX / 1000 ? UINT64_MAX : f.request_timeout_ms * 1000;
     for (const std::string& spec : f.metrics_config) {
       kiln::server::apply_metrics_config(options.repository.metrics, spec);
+    }
+    options.repository.metrics.cpu = f.allow_cpu_metrics;
+    options.repository.metrics.gpu = f.allow_metrics && f.allow_gpu_metrics;
+    if (options.repository.metrics.gpu) {
+      // Opened before any service: the first scrape does not pay for it, and the log says
+      // at start whether GPU metrics will be there.
+      const kiln::server::GpuMonitor& gpus = kiln::server::GpuMonitor::instance();
+      if (gpus.library().empty()) {
+        std::fprintf(stderr, "kiln-serve: no GPU metrics: %s\n", gpus.unavailable_reason().c_str());
+      } else {
+        std::fprintf(stderr, "kiln-serve: GPU metrics through %s\n", gpus.library().c_str());
+      }
     }
     options.strict_readiness = f.strict_readiness;
     options.exit_timeout_secs = f.exit_timeout_secs;

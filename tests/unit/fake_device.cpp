@@ -21,6 +21,11 @@ class FakeEltwise final : public backends::Kernel {
   void run(std::span<const backends::DeviceTensor> in, backends::KernelOutputs& out,
            backends::Stream& stream) override {
     ++dev_.kernel_runs;
+    const std::string tactic = name_ + "@" + dims_to_string(in[0].dims);
+    if (tactic_ != tactic) {
+      ++dev_.timings;
+      tactic_ = tactic;
+    }
     for (const auto& t : in) {
       if (!dev_.owns(t.data)) throw std::runtime_error(name_ + ": a host pointer reached it");
     }
@@ -36,10 +41,17 @@ class FakeEltwise final : public backends::Kernel {
     });
   }
 
+  std::string tactics() const override { return tactic_; }
+  void use_tactics(std::string_view text) override {
+    dev_.tactics_given.emplace_back(text);
+    tactic_ = std::string(text);
+  }
+
  private:
   FakeDevice& dev_;  // the device it was created for: kernels are made for their backend
   std::string name_;
   Fn fn_;
+  std::string tactic_;  // what it "timed", or was given
 };
 
 template <typename Fn>

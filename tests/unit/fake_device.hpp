@@ -105,6 +105,7 @@ class FakeDevice final : public backends::Backend {
     return backends::KernelTable::instance().create(*this, n, kernel);
   }
   void set_kernel_preference(backends::KernelPreference p) override { preference = p; }
+  std::vector<std::string> library_versions() const override { return libraries; }
   backends::KernelPreference kernel_preference() const override { return preference; }
 
   // A pointer inside one of this device's allocations.
@@ -125,6 +126,12 @@ class FakeDevice final : public backends::Backend {
   std::set<std::string> only_ops;
   // What its supports() prefers among several kernels (KernelDef::library).
   backends::KernelPreference preference = backends::KernelPreference::Default;
+  // Tactics: its kernels "time" a choice at the first run of a shape they have no tactic for
+  // (counted in `timings`), report "<kernel>@<dims>" as their tactics, and log what an engine
+  // gave them (use_tactics) in `tactics_given`. `libraries` is what they depend on.
+  std::vector<std::string> libraries = {"fakelib 1.0"};
+  int timings = 0;
+  std::vector<std::string> tactics_given;
 
  private:
   std::map<void*, size_t> live_;

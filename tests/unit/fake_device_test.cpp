@@ -233,6 +233,63 @@ TEST(FakeDevice, StoredPlanRoundTripKeepsTheDeviceArena) {
   expect_close(ex.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
 }
 
+// Tactics: what device kernels timed in a run is stored in the plan (and the engine file), given
+// back to the kernels of an executor made from it, so they do not time again; an engine timed
+// with other library versions times again.
+TEST(FakeDevice, StoredTacticsReachTheKernelsOnlyWithTheSameLibraries) {
+  Model md;
+  FakeDevice dev;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  engine::ExecutionPlan stored;
+  {
+    runtime::Executor tuned(md.g, options);
+    EXPECT_TRUE(tuned.tactics().empty());  // nothing timed before a run
+    tuned.run({random_tensor({4, 8}, 7)});
+    stored = tuned.execution_plan();
+    stored.tactics = tuned.tactics();
+  }
+  // Mul, Relu, Mul, Add, Add on the device: each timed its one shape.
+  ASSERT_EQ(stored.tactics.size(), 5u);
+  EXPECT_EQ(dev.timings, 5);
+  for (const engine::StoredTactics& t : stored.tactics) {
+    EXPECT_EQ(t.backend, FakeDevice::kName);
+    EXPECT_EQ(t.libraries, std::vector<std::string>{"fakelib 1.0"});
+    EXPECT_NE(t.text.find("@[4,8]"), std::string::npos) << t.text;
+  }
+  // Through an engine file and back.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln_device_tactics_test.kiln").string();
+  ir::Model m;
+  m.graph = md.g;
+  m.ir_version = 8;
+  engine::write_engine(m, engine::EngineInfo{}, path, &stored);
+  engine::LoadedEngine back = engine::read_engine(path, engine::ReadOptions{});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(back.plan.has_value());
+  ASSERT_EQ(back.plan->tactics.size(), stored.tactics.size());
+  for (size_t i = 0; i < stored.tactics.size(); ++i) {
+    EXPECT_EQ(back.plan->tactics[i].node, stored.tactics[i].node);
+    EXPECT_EQ(back.plan->tactics[i].libraries, stored.tactics[i].libraries);
+    EXPECT_EQ(back.plan->tactics[i].text, stored.tactics[i].text);
+  }
+  {
+    runtime::Executor opened(md.g, options, &*back.plan);
+    EXPECT_EQ(dev.tactics_given.size(), 5u);
+    Tensor xv = random_tensor({4, 8}, 9);
+    expect_close(opened.run({xv})[0], runtime::Interpreter(md.g).run(std::vector<RtValue>{xv})[0]);
+    EXPECT_EQ(dev.timings, 5);  // no kernel timed again
+  }
+  dev.libraries = {"fakelib 2.0"};
+  dev.tactics_given.clear();
+  {
+    runtime::Executor other_libraries(md.g, options, &*back.plan);
+    EXPECT_TRUE(dev.tactics_given.empty());
+    other_libraries.run({random_tensor({4, 8}, 9)});
+    EXPECT_EQ(dev.timings, 10);  // every kernel timed afresh
+  }
+}
+
 TEST(FakeDevice, SessionsLookTheirDeviceUpInTheRegistry) {
   Model md;
   ir::Model m;

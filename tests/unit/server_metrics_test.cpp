@@ -1,9 +1,11 @@
-// --metrics-config parsing and the latency summaries behind `summary_latencies=true`.
+// --metrics-config parsing, the latency summaries behind `summary_latencies=true`, and the GPU
+// gauges' exposition.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "expect_error.hpp"
+#include "server/gpu_metrics.hpp"
 #include "server/latency_summary.hpp"
 #include "server/metrics_options.hpp"
 #include "server/statistics.hpp"
@@ -19,6 +21,36 @@ TEST(ServerMetrics, ConfigDefaultsAreTritons) {
   EXPECT_DOUBLE_EQ(o.quantiles[0].quantile, 0.5);
   EXPECT_DOUBLE_EQ(o.quantiles[0].error, 0.05);
   EXPECT_DOUBLE_EQ(o.quantiles[4].quantile, 0.999);
+}
+
+// Triton's names, one sample per GPU under its uuid; a value a device does not report leaves
+// its sample out, and a family no device reports is not published at all.
+TEST(ServerMetrics, GpuReadingsRenderUnderTritonsNames) {
+  GpuReading a;
+  a.uuid = "GPU-0001";
+  a.utilization = 0.25;
+  a.memory_total_bytes = 150000000000ull;
+  a.memory_used_bytes = 1024;
+  a.power_watts = 123.5;
+  a.power_limit_watts = 700;
+  a.energy_joules = 42;
+  GpuReading b;
+  b.uuid = "GPU-0002";
+  b.utilization = 1.0;
+  const std::string text = render_gpu_metrics({a, b});
+  EXPECT_NE(text.find("# TYPE nv_gpu_utilization gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("nv_gpu_utilization{gpu_uuid=\"GPU-0001\"} 0.25\n"), std::string::npos);
+  EXPECT_NE(text.find("nv_gpu_utilization{gpu_uuid=\"GPU-0002\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-0001\"} 150000000000\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-0001\"} 1024\n"), std::string::npos);
+  EXPECT_EQ(text.find("nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-0002\"}"), std::string::npos);
+  EXPECT_NE(text.find("nv_gpu_power_usage{gpu_uuid=\"GPU-0001\"} 123.5\n"), std::string::npos);
+  EXPECT_NE(text.find("nv_gpu_power_limit{gpu_uuid=\"GPU-0001\"} 700\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE nv_energy_consumption counter\n"), std::string::npos);
+  EXPECT_NE(text.find("nv_energy_consumption{gpu_uuid=\"GPU-0001\"} 42\n"), std::string::npos);
+  EXPECT_EQ(render_gpu_metrics({b}).find("nv_gpu_power_usage"), std::string::npos);
+  EXPECT_EQ(render_gpu_metrics({}), "");
 }
 
 TEST(ServerMetrics, ConfigSettings) {

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/op_utils.hpp"
@@ -92,6 +93,7 @@ class AttentionKernel final : public Kernel {
                "kernel",
                node_.label(), dims_to_string(q.dims));
     const Plan& p = plan(q.dims, k.dims, v.dims, mask_dims);
+    ThreadLimit limit(p.threads);
     dnnl::stream& s = dnnl_stream(stream);
     memory scores(p.scores_md, engine(), scores_.data());
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(p.qk.src_desc(), q.data)},
@@ -112,6 +114,7 @@ class AttentionKernel final : public Kernel {
  private:
   struct Plan {
     std::vector<int64_t> q, k, v, mask;
+    int threads = 1;  // threads_for_work of both products, held when creating and running them
     memory::desc scores_md, mask_md;
     dnnl::matmul::primitive_desc qk, pv;
     dnnl::matmul qk_prim, pv_prim;
@@ -144,6 +147,14 @@ class AttentionKernel final : public Kernel {
     ops::AttrReader attrs(node_);
     const float scale =
         attrs.attr_float("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))));
+    // Q K^T and P V: 2 (d + dv) multiply-adds per score, plus the softmax's ten operations.
+    const double score_count = static_cast<double>(shape_numel(scores));
+    const double dv = static_cast<double>(v[rank - 1]);
+    p->threads = threads_for_work(
+        score_count * (2.0 * (static_cast<double>(d) + dv) + 10.0),
+        4.0 * (static_cast<double>(shape_numel(q) + shape_numel(k) + shape_numel(v)) +
+               2.0 * score_count));
+    ThreadLimit limit(p->threads);
     dnnl::primitive_attr qk_attr, pv_attr;
     qk_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     pv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/log.hpp"
 #include "ops/conv_utils.hpp"
@@ -164,6 +165,7 @@ class OnednnConv final : public Kernel {
     if (y.numel() == 0) return;
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
                    dims_to_string(x.dims));
+    ThreadLimit limit(e.threads);
     if (blocked()) {
       run_blocked(e, x, w, b, y, stream);
       return;
@@ -183,6 +185,7 @@ class OnednnConv final : public Kernel {
     std::vector<int64_t> x_dims, w_dims;
     bool bias = false;
     std::vector<int64_t> out_dims;
+    int threads = 1;  // threads_for_work of the convolution, held when creating and running it
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward prim;
     // Blocked way only: weights packed at open (when constant), and the reorders of a
@@ -365,6 +368,13 @@ class OnednnConv final : public Kernel {
       }
       dnnl::memory::desc bias_md = bias ? plain_desc({w.dims[0]}) : dnnl::memory::desc();
       e.plain_w_md = plain_desc(wd);
+      // Each output element sums (C / group) x kernel products: W's elements per output channel.
+      const double outputs = static_cast<double>(shape_numel(cg.out_dims));
+      const double w_numel = static_cast<double>(shape_numel(w.dims));
+      e.threads = threads_for_work(
+          2.0 * outputs * w_numel / static_cast<double>(std::max<int64_t>(w.dims[0], 1)),
+          4.0 * (static_cast<double>(shape_numel(x.dims)) + w_numel + outputs));
+      ThreadLimit limit(e.threads);
       try {
         if (blocked()) {
           KILN_CHECK(nsp == 2, ErrorCode::Internal, "node {}: a blocked layout for a {}-D conv",
@@ -470,7 +480,10 @@ class DepthwiseConv final : public Kernel {
     // Piecewise-linear activations while the plane is in cache; the others in one oneDNN pass.
     const bool piecewise = is_piecewise_linear(act.kind);
     const size_t scratch_floats = depthwise_scratch_floats(a);
-#pragma omp parallel
+    const int threads =
+        threads_for_work(2.0 * static_cast<double>(y.numel() * a.kh * a.kw),
+                         4.0 * static_cast<double>(x.numel() + y.numel() + w.numel()));
+#pragma omp parallel num_threads(threads) if (threads > 1)
     {
       std::vector<float> scratch(scratch_floats);
 #pragma omp for schedule(static)

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/point_ops.hpp"
@@ -156,6 +157,8 @@ class UnaryKernel final : public Kernel {
       return;
     }
     if (!prim_ || n != prim_n_) {
+      threads_ = threads_for_work(10.0 * static_cast<double>(n), 8.0 * static_cast<double>(n));
+      ThreadLimit limit(threads_);
       dnnl::memory::desc md = plain_desc({n});
       auto pd = dnnl::eltwise_forward::primitive_desc(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg_, md, alpha_, 0.f),
@@ -164,6 +167,7 @@ class UnaryKernel final : public Kernel {
       md_ = md;
       prim_n_ = n;
     }
+    ThreadLimit limit(threads_);
     prim_.execute(dnnl_stream(stream),
                   {{DNNL_ARG_SRC, wrap(md_, px)}, {DNNL_ARG_DST, wrap(md_, py)}});
   }
@@ -173,6 +177,7 @@ class UnaryKernel final : public Kernel {
   FusedActivation act_;
   dnnl::algorithm alg_;
   float alpha_ = 0.f;
+  int threads_ = 1;  // threads_for_work of prim_n_ elements, held around prim_
   dnnl::eltwise_forward prim_;
   dnnl::memory::desc md_;
   int64_t prim_n_ = -1;
@@ -305,6 +310,9 @@ class BinaryKernel final : public Kernel {
   void run_onednn(const DeviceTensor& full, const DeviceTensor& other, const DeviceTensor& y,
                   Stream& stream) {
     if (!prim_ || full.dims != full_dims_ || other.dims != other_dims_) {
+      const double n = static_cast<double>(shape_numel(full.dims));
+      threads_ = threads_for_work(n, 12.0 * n);
+      ThreadLimit limit(threads_);
       std::vector<int64_t> od = other.dims;
       od.insert(od.begin(), full.dims.size() - od.size(), 1);
       static constexpr dnnl::algorithm kAlg[] = {
@@ -318,6 +326,7 @@ class BinaryKernel final : public Kernel {
       full_dims_ = full.dims;
       other_dims_ = other.dims;
     }
+    ThreadLimit limit(threads_);
     prim_.execute(dnnl_stream(stream), {{DNNL_ARG_SRC_0, wrap(full_md_, full.data)},
                                         {DNNL_ARG_SRC_1, wrap(other_md_, other.data)},
                                         {DNNL_ARG_DST, wrap(full_md_, y.data)}});
@@ -326,6 +335,7 @@ class BinaryKernel final : public Kernel {
   const ir::Node& node_;
   BinaryOp op_;
   dnnl::binary prim_;
+  int threads_ = 1;  // threads_for_work of full_dims_, held around prim_
   dnnl::memory::desc full_md_, other_md_;
   std::vector<int64_t> full_dims_, other_dims_;
 };

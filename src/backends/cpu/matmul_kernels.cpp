@@ -6,6 +6,7 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 
 namespace kiln::backends::cpu {
@@ -74,6 +75,7 @@ class OnednnMatMul final : public Kernel {
                                             {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
+    ThreadLimit limit(e.threads);
     e.prim.execute(dnnl_stream(stream), args);
   }
 
@@ -81,6 +83,7 @@ class OnednnMatMul final : public Kernel {
   struct Entry {
     std::vector<int64_t> a_dims, b_dims;
     bool bias = false;
+    int threads = 1;  // threads_for_work of the product, held when creating and running it
     std::vector<int64_t> out_dims;
     int64_t k = 0, n = 0;
     dnnl::matmul::primitive_desc pd;
@@ -142,6 +145,11 @@ class OnednnMatMul final : public Kernel {
       attr.set_post_ops(post);
       std::vector<int64_t> bias_dims(c.size(), 1);
       bias_dims.back() = e.n;
+      const double outputs = static_cast<double>(shape_numel(c));
+      e.threads = threads_for_work(
+          2.0 * outputs * static_cast<double>(e.k),
+          4.0 * static_cast<double>(shape_numel(a) + shape_numel(b)) + 4.0 * outputs);
+      ThreadLimit limit(e.threads);
       try {
         e.pd = dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(plain_desc(a), plain_desc(b),
@@ -232,6 +240,7 @@ class OnednnGemm final : public Kernel {
           wrap(c_md, c_data);
     }
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
+    ThreadLimit limit(e.threads);
     e.prim.execute(dnnl_stream(stream), args);
   }
 
@@ -239,6 +248,7 @@ class OnednnGemm final : public Kernel {
   struct Entry {
     std::vector<int64_t> a_dims, b_dims;
     std::optional<std::vector<int64_t>> c_in;
+    int threads = 1;  // threads_for_work of the product, held when creating and running it
     int64_t m = 0, k = 0, n = 0;
     std::vector<int64_t> c_dims;  // C as a broadcastable (rows, cols)
     bool c_as_bias = false;
@@ -293,6 +303,10 @@ class OnednnGemm final : public Kernel {
       if (c && !e.c_as_bias) post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims));
       append_activation(post, act_);
       attr.set_post_ops(post);
+      const double mn = static_cast<double>(e.m) * static_cast<double>(e.n);
+      e.threads = threads_for_work(2.0 * mn * static_cast<double>(e.k),
+                                   4.0 * (static_cast<double>(e.k) * (e.m + e.n) + mn));
+      ThreadLimit limit(e.threads);
       try {
         e.pd = dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(a_md, b_md, e.c_as_bias ? plain_desc(e.c_dims) : memory::desc(),

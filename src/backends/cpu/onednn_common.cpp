@@ -1,4 +1,5 @@
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/work_threads.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -225,6 +226,8 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
     }
   }
   if (n != prim_n_) {
+    threads_ = threads_for_work(10.0 * static_cast<double>(n), 8.0 * static_cast<double>(n));
+    ThreadLimit limit(threads_);
     dnnl::post_ops ops;
     append_activation(ops, act_);
     KILN_CHECK(ops.len() == 1, ErrorCode::Internal, "activation {} is not one oneDNN eltwise",
@@ -238,6 +241,7 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
         engine()));
     prim_n_ = n;
   }
+  ThreadLimit limit(threads_);
   prim_.execute(dnnl_stream(stream),
                 {{DNNL_ARG_SRC, wrap(md_, data)}, {DNNL_ARG_DST, wrap(md_, data)}});
 }

@@ -72,6 +72,7 @@ class ActivationPass {
   ops::FusedActivation act_;
   dnnl::eltwise_forward prim_;
   int64_t prim_n_ = -1;
+  int threads_ = 1;  // threads_for_work of prim_n_ elements, held around prim_
   dnnl::memory::desc md_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/conv_utils.hpp"
 
@@ -62,6 +63,7 @@ class OnednnPool final : public Kernel {
     const Entry& e = prepared(x.dims);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
     if (y.numel() == 0) return;
+    ThreadLimit limit(e.threads);
     e.prim.execute(dnnl_stream(stream), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
                                          {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}});
   }
@@ -69,6 +71,7 @@ class OnednnPool final : public Kernel {
  private:
   struct Entry {
     std::vector<int64_t> x_dims, out_dims;
+    int threads = 1;  // threads_for_work of the pooling, held when creating and running it
     dnnl::pooling_v2_forward::primitive_desc pd;
     dnnl::pooling_v2_forward prim;
   };
@@ -99,6 +102,10 @@ class OnednnPool final : public Kernel {
             g.pad_end(d),
             (g.out[d] - 1) * g.strides[d] + g.effective_kernel(d) - g.in[d] - g.pad_begin(d)));
       }
+      const double outputs = static_cast<double>(shape_numel(e.out_dims));
+      e.threads = threads_for_work(outputs * static_cast<double>(shape_numel(g.kernel)),
+                                   4.0 * (static_cast<double>(shape_numel(x)) + outputs));
+      ThreadLimit limit(e.threads);
       auto alg = max_ ? dnnl::algorithm::pooling_max
                       : (include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
                                       : dnnl::algorithm::pooling_avg_exclude_padding);

@@ -3,6 +3,7 @@
 // (the input coerced to 2-D): both are a (outer, len, inner) view normalized along len.
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 
@@ -38,6 +39,10 @@ class SoftmaxKernel final : public Kernel {
     }
     const std::vector<int64_t> view = {outer, len, inner};
     if (view != view_) {
+      // About ten operations per element (max, exp, sum, scale) over two passes.
+      threads_ = threads_for_work(10.0 * static_cast<double>(y.numel()),
+                                  12.0 * static_cast<double>(y.numel()));
+      ThreadLimit limit(threads_);
       const dnnl::memory::desc md = plain_desc(view);
       if (log_) {
         log_prim_ = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
@@ -51,6 +56,7 @@ class SoftmaxKernel final : public Kernel {
     }
     const std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(md_, x.data)},
                                                         {DNNL_ARG_DST, wrap(md_, y.data)}};
+    ThreadLimit limit(threads_);
     if (log_) {
       log_prim_.execute(dnnl_stream(stream), args);
     } else {
@@ -63,6 +69,7 @@ class SoftmaxKernel final : public Kernel {
   bool log_, whole_rows_;
   int64_t axis_;
   std::vector<int64_t> view_;
+  int threads_ = 1;  // threads_for_work of view_, held when creating and running the primitive
   dnnl::memory::desc md_;
   dnnl::softmax_forward prim_;
   dnnl::logsoftmax_forward log_prim_;

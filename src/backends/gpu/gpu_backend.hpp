@@ -60,7 +60,7 @@ class GpuBackend : public Backend {
 
 // Bumped whenever this header or backend.hpp changes a layout or a virtual function: the loader
 // refuses a GPU library built against another version instead of crashing in it.
-inline constexpr uint32_t kGpuBackendAbiVersion = 7;  // 7: kernel preference
+inline constexpr uint32_t kGpuBackendAbiVersion = 8;  // 8: tactics, library versions
 
 }  // namespace kiln::backends
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "server/gpu_metrics.hpp"
+
 namespace kiln::server::http {
 namespace {
 
@@ -149,13 +151,17 @@ std::string render_metrics(const InferenceServer& core) {
   for (const auto& [labels, secs] : load_times) {
     out += fmt::format("nv_model_load_duration_secs{{{}}} {}\n", labels, secs);
   }
-  header(out, {"nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]"});
-  out += fmt::format("nv_cpu_utilization {}\n", cpu_utilization());
-  const auto [total, used] = cpu_memory();
-  header(out, {"nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes"});
-  out += fmt::format("nv_cpu_memory_total_bytes {}\n", total);
-  header(out, {"nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes"});
-  out += fmt::format("nv_cpu_memory_used_bytes {}\n", used);
+  const MetricsOptions& options = core.repository().options().metrics;
+  if (options.gpu) out += render_gpu_metrics(GpuMonitor::instance().read());
+  if (options.cpu) {
+    header(out, {"nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]"});
+    out += fmt::format("nv_cpu_utilization {}\n", cpu_utilization());
+    const auto [total, used] = cpu_memory();
+    header(out, {"nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes"});
+    out += fmt::format("nv_cpu_memory_total_bytes {}\n", total);
+    header(out, {"nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes"});
+    out += fmt::format("nv_cpu_memory_used_bytes {}\n", used);
+  }
   return out;
 }
 

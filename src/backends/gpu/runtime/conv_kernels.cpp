@@ -7,14 +7,18 @@
 // by cuDNN into the kernel's own scratch. The algorithm is the fastest cudnnFind measures on the
 // device at the first run of each input shape (a tactic timed on the real device).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/graph.hpp"
 
 #if defined(KILN_GPU_CUDA) && !defined(__HIP__)
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string_view>
 #include <vector>
 
 #include "backends/gpu/runtime/conv_gemm.hpp"
@@ -338,8 +342,9 @@ class ConvKernel final : public Kernel {
                 "cudnnActivationForward");
   }
 
-  // Descriptors, scratch and the algorithm for one input shape, made at its first run (cudnnFind
-  // times the candidates on the device, so that run is slower) and kept for the next runs.
+  // Descriptors, scratch and the algorithm for one input shape, made at its first run and kept
+  // for the next runs. The algorithm is what cudnnFind measures fastest on the device (so that
+  // run is slower), or the tactic an engine stored for the shape (timed at compile time).
   void prepare(const DeviceTensor& x, const DeviceTensor& y, bool x_nhwc, bool y_nhwc) {
     std::vector<int64_t> key = x.dims;
     key.push_back(x_nhwc);
@@ -360,6 +365,65 @@ class ConvKernel final : public Kernel {
     const size_t elem = dtype_size(dtype_);
     x_scratch_ = x_nhwc ? DeviceBuffer() : backend_.allocate(shape_numel(x.dims) * elem);
     y_scratch_ = y_nhwc ? DeviceBuffer() : backend_.allocate(shape_numel(y.dims) * elem);
+    auto known = timed_.find(key);
+    if (known == timed_.end() || !apply_choice(known->second, x, x_nhwc, y_nhwc)) {
+      timed_[key] = find_choice(x, y, x_nhwc, y_nhwc);
+    } else if (std::getenv("KILN_GPU_TRACE")) {
+      std::fprintf(stderr, "kiln gpu: %s %s %s: stored tactic: cuDNN algo %d%s: %s\n", kConvKernel,
+                   label_.c_str(), dims_to_string(x.dims).c_str(), static_cast<int>(algo_),
+                   fused_identity_ ? " fused" : "", use_gemm_ ? "cuBLASLt" : "cuDNN");
+    }
+    if (!use_gemm_) gemm_workspace_ = DeviceBuffer();
+    key_ = key;
+  }
+
+  // One shape's choice: the cuDNN algorithm, its fused identity call, or the 1x1 product.
+  struct Choice {
+    int algo = 0;
+    bool fused_identity = false;
+    bool gemm = false;
+  };
+
+  bool one_by_one() const {
+    return r_ == 1 && s_ == 1 && shape_.stride_h == 1 && shape_.stride_w == 1 &&
+           shape_.pad_h == 0 && shape_.pad_w == 0 && shape_.groups == 1;
+  }
+
+  // Sets up a stored choice without timing; false when it does not fit this build or shape
+  // (an algorithm cuDNN no longer has, a product cuBLASLt refuses): the caller times afresh.
+  bool apply_choice(const Choice& c, const DeviceTensor& x, bool x_nhwc, bool y_nhwc) {
+    if (c.algo < 0 || c.algo >= static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)) return false;
+    if (c.fused_identity && (shape_.relu || !(has_bias_ || shape_.residual) || shape_.groups != 1))
+      return false;
+    const CudnnApi& dnn = cudnn();
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(c.algo);
+    size_t bytes = 0;
+    if (dnn.forward_workspace(dnn.handle, x_desc_.get(), filter_.get(), conv_.get(), y_desc_.get(),
+                              algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+      return false;
+    }
+    use_gemm_ = false;
+    if (c.gemm) {
+      constexpr size_t kGemmWorkspace = size_t{32} << 20;
+      const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
+      if (!one_by_one() || !x_nhwc || !y_nhwc ||
+          !gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
+                         kGemmWorkspace)) {
+        return false;
+      }
+      gemm_workspace_ = backend_.allocate(kGemmWorkspace);
+      use_gemm_ = true;
+    }
+    algo_ = algo;
+    fused_identity_ = c.fused_identity;
+    workspace_ = backend_.allocate(bytes);
+    return true;
+  }
+
+  // Times the candidates on the device and keeps the fastest.
+  Choice find_choice(const DeviceTensor& x, const DeviceTensor& y, bool x_nhwc, bool y_nhwc) {
+    const CudnnApi& dnn = cudnn();
+    const size_t elem = dtype_size(dtype_);
     // The fastest algorithm measured on this device, given a bounded workspace.
     constexpr size_t kFindWorkspace = size_t{256} << 20;
     DeviceBuffer find_ws = backend_.allocate(kFindWorkspace);
@@ -421,10 +485,8 @@ class ConvKernel final : public Kernel {
       }
     }
     use_gemm_ = false;
-    const bool one_by_one = r_ == 1 && s_ == 1 && shape_.stride_h == 1 && shape_.stride_w == 1 &&
-                            shape_.pad_h == 0 && shape_.pad_w == 0 && shape_.groups == 1;
     double gemm_ms = -1;
-    if (one_by_one && x_nhwc && y_nhwc) {
+    if (one_by_one() && x_nhwc && y_nhwc) {
       constexpr size_t kGemmWorkspace = size_t{32} << 20;
       const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
       if (gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
@@ -443,8 +505,53 @@ class ConvKernel final : public Kernel {
                    static_cast<double>(perf[pick].time), perf[pick].memory, gemm_ms,
                    use_gemm_ ? "cuBLASLt" : "cuDNN");
     }
-    if (!use_gemm_) gemm_workspace_ = DeviceBuffer();
-    key_ = key;
+    return {static_cast<int>(algo_), fused_identity_, use_gemm_};
+  }
+
+ public:
+  // One entry per shape timed: "N,C,H,W,x_nhwc,y_nhwc=algo,fused,gemm", joined by ';'.
+  std::string tactics() const override {
+    std::string out;
+    for (const auto& [key, c] : timed_) {
+      if (!out.empty()) out += ';';
+      out += fmt::format("{}={},{:d},{:d}", fmt::join(key, ","), c.algo, c.fused_identity, c.gemm);
+    }
+    return out;
+  }
+  void use_tactics(std::string_view text) override {
+    std::map<std::vector<int64_t>, Choice> parsed;
+    for (std::string_view entry : split(text, ';')) {
+      const size_t eq = entry.find('=');
+      if (eq == std::string_view::npos) return;  // not this build's form: time afresh
+      std::vector<int64_t> key, choice;
+      if (!parse_ints(entry.substr(0, eq), key) || key.size() != 6 ||
+          !parse_ints(entry.substr(eq + 1), choice) || choice.size() != 3) {
+        return;
+      }
+      parsed[key] = {static_cast<int>(choice[0]), choice[1] != 0, choice[2] != 0};
+    }
+    timed_ = std::move(parsed);
+  }
+
+ private:
+  static std::vector<std::string_view> split(std::string_view text, char sep) {
+    std::vector<std::string_view> out;
+    while (!text.empty()) {
+      const size_t at = text.find(sep);
+      out.push_back(text.substr(0, at));
+      if (at == std::string_view::npos) break;
+      text.remove_prefix(at + 1);
+    }
+    return out;
+  }
+  static bool parse_ints(std::string_view text, std::vector<int64_t>& out) {
+    for (std::string_view part : split(text, ',')) {
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+      if (ec != std::errc() || end != part.data() + part.size()) return false;
+      out.push_back(v);
+    }
+    return true;
   }
 
   // The 1x1 product's median time over a few runs on the compute stream, in ms.
@@ -483,6 +590,7 @@ class ConvKernel final : public Kernel {
   TensorDesc bias_desc_, x_desc_, y_desc_, x_plain_, y_plain_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   std::vector<int64_t> key_;
+  std::map<std::vector<int64_t>, Choice> timed_;  // by shape key: timed here or stored
 };
 
 std::string check_node(const ir::Node& node) {

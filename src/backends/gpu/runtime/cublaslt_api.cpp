@@ -3,8 +3,8 @@
 #if defined(KILN_GPU_CUDA) && !defined(__HIP__)
 #include <fmt/format.h>
 
-#include "backends/gpu/runtime/vendor_library.hpp"
 #include "core/error.hpp"
+#include "core/vendor_library.hpp"
 
 namespace kiln::backends::gpu {
 namespace {

@@ -2,6 +2,7 @@
 // The GPU backend over the HIP runtime API (CUDA's through vendor.hpp on NVIDIA).
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/gpu/gpu_backend.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
@@ -42,6 +43,15 @@ class GpuBackendImpl final : public GpuBackend {
   KernelPreference kernel_preference() const override { return preference_; }
 
   const GpuDeviceInfo& device_info() const override { return info_; }
+  // "cudnn 9.14.0", "cublasLt 13.1.0": what the kernels' timed choices depend on (a library
+  // that is missing is not listed; its kernels are not chosen).
+  std::vector<std::string> library_versions() const override {
+    std::vector<std::string> out;
+    for (const GpuLibraryVersion& l : info_.libraries) {
+      if (l.missing.empty()) out.push_back(l.name + " " + l.version);
+    }
+    return out;
+  }
   Stream& compute_stream() override { return *compute_; }
   Stream& copy_stream() override { return *copy_; }
   DeviceBuffer allocate_pinned(size_t bytes) override;

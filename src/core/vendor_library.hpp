@@ -1,14 +1,14 @@
 #pragma once
-// A vendor library (cuDNN, cuBLASLt) opened with dlopen and its functions looked up into a table
-// of pointers, so the GPU library loads where the vendor library is missing and the kernels that
-// need it say why. The first problem (library absent, a symbol missing) is kept as the reason.
+// A vendor library (cuDNN, cuBLASLt, NVML) opened with dlopen and its functions looked up into a
+// table of pointers, so Kiln loads where the vendor library is missing and what needs it says
+// why. The first problem (library absent, a symbol missing) is kept as the reason.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <string>
 #include <type_traits>
 
-namespace kiln::backends::gpu {
+namespace kiln {
 
 class VendorLibrary {
  public:
@@ -32,4 +32,4 @@ class VendorLibrary {
   std::string error_;
 };
 
-}  // namespace kiln::backends::gpu
+}  // namespace kiln
