@@ -125,6 +125,15 @@ def main():
         want = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
             None, {"input": x})[0]
         row = {"model": name, "batch": batch}
+        # What float16 itself costs on this model: PyTorch's own float16 run of the same weights
+        # against the float32 reference (Kiln's fp16 error is judged beside it).
+        with torch.no_grad():
+            m16 = torchvision_model(name).cuda().half().eval()
+            got16 = m16(torch.from_numpy(x).cuda().half()).float().cpu().numpy()
+        row["torch_fp16_rel_l2_vs_ort"] = rel_l2(got16, want)
+        print(f"b{batch} torch fp16 vs onnxruntime fp32 rel L2 {row['torch_fp16_rel_l2_vs_ort']:.3g}",
+              flush=True)
+        del m16
         for precision in ("fp32", "fp16"):
             engine = os.path.join(a.work, f"{name}_b{batch}_{precision}.kiln")
             t0 = time.time()

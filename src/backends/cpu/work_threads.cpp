@@ -12,12 +12,13 @@
 namespace kiln::backends::cpu {
 namespace {
 
-// A core's rough rates for the kernels oneDNN runs: vectorized multiply-adds (AVX2 or AVX-512,
-// well below peak for the small products this decides about) and streaming memory traffic.
-constexpr double kFlopsPerMicro = 20000.0;  // 20 GFLOP/s
-constexpr double kBytesPerMicro = 8000.0;   // 8 GB/s
+// A core's rough rates for the small primitives this decides about, from `kiln profile` at one
+// thread on the 2-core AVX-512 development machine: an 8x256x512 product with bias and Relu took
+// 30-50 us (40-70 GFLOP/s); their operands sit in L2, which streams at tens of GB/s.
+constexpr double kFlopsPerMicro = 50000.0;  // 50 GFLOP/s
+constexpr double kBytesPerMicro = 30000.0;  // 30 GB/s
 // Work a thread must get for waking it to pay off (measured: see the header).
-constexpr double kDefaultMinMicrosPerThread = 40.0;
+constexpr double kDefaultMinMicrosPerThread = 25.0;
 
 double min_micros_per_thread() {
   static const double value = [] {
