@@ -389,6 +389,20 @@ class ConvKernel final : public Kernel {
            shape_.pad_h == 0 && shape_.pad_w == 0 && shape_.groups == 1;
   }
 
+  // The 1x1 convolution as one cuBLASLt product (channels-last on both sides), with its
+  // workspace; false when the shape is not one or cuBLASLt refuses it.
+  bool prepare_gemm(const DeviceTensor& x, bool x_nhwc, bool y_nhwc) {
+    constexpr size_t kGemmWorkspace = size_t{32} << 20;
+    if (!one_by_one() || !x_nhwc || !y_nhwc) return false;
+    const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
+    if (!gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
+                       kGemmWorkspace)) {
+      return false;
+    }
+    gemm_workspace_ = backend_.allocate(kGemmWorkspace);
+    return true;
+  }
+
   // Sets up a stored choice without timing; false when it does not fit this build or shape
   // (an algorithm cuDNN no longer has, a product cuBLASLt refuses): the caller times afresh.
   bool apply_choice(const Choice& c, const DeviceTensor& x, bool x_nhwc, bool y_nhwc) {
@@ -404,14 +418,7 @@ class ConvKernel final : public Kernel {
     }
     use_gemm_ = false;
     if (c.gemm) {
-      constexpr size_t kGemmWorkspace = size_t{32} << 20;
-      const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
-      if (!one_by_one() || !x_nhwc || !y_nhwc ||
-          !gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
-                         kGemmWorkspace)) {
-        return false;
-      }
-      gemm_workspace_ = backend_.allocate(kGemmWorkspace);
+      if (!prepare_gemm(x, x_nhwc, y_nhwc)) return false;
       use_gemm_ = true;
     }
     algo_ = algo;
@@ -486,15 +493,9 @@ class ConvKernel final : public Kernel {
     }
     use_gemm_ = false;
     double gemm_ms = -1;
-    if (one_by_one() && x_nhwc && y_nhwc) {
-      constexpr size_t kGemmWorkspace = size_t{32} << 20;
-      const int64_t m = x.dims[0] * x.dims[2] * x.dims[3];
-      if (gemm_.prepare(dtype_, m, k_, c_per_group_, has_bias_, shape_.relu, shape_.residual,
-                        kGemmWorkspace)) {
-        gemm_workspace_ = backend_.allocate(kGemmWorkspace);
-        gemm_ms = time_gemm(x_tmp.data(), y_tmp.data());
-        use_gemm_ = gemm_ms < perf[pick].time;
-      }
+    if (prepare_gemm(x, x_nhwc, y_nhwc)) {
+      gemm_ms = time_gemm(x_tmp.data(), y_tmp.data());
+      use_gemm_ = gemm_ms < perf[pick].time;
     }
     if (std::getenv("KILN_GPU_TRACE")) {
       std::fprintf(stderr,
