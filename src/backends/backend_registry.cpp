@@ -1,6 +1,7 @@
 #include "backends/backend_registry.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/gpu/loader.hpp"
@@ -14,21 +15,34 @@ BackendRegistry& BackendRegistry::instance() {
     r->add(kCpuBackendName, [] { return &CpuBackend::instance(); });
     // The GPU library loads only when a GPU is asked for; where there is none, the loader's
     // reason ("no GPU backend library found", "no CUDA driver", ...) is the error.
-    r->add("gpu",
-           []() -> Backend* {
-             static std::unique_ptr<GpuBackend> gpu = load_gpu_backend();
-             return gpu.get();
-           },
-           {"cuda", "hip"});
+    // Each further GPU is a backend of its own (its streams, arena and libraries' handles bound
+    // to that device), opened the first time an instance group names it.
+    r->add(
+        "gpu",
+        []() -> Backend* {
+          static std::unique_ptr<GpuBackend> gpu = load_gpu_backend();
+          return gpu.get();
+        },
+        {"cuda", "hip"},
+        [](int index) -> Backend* {
+          static std::map<int, std::unique_ptr<GpuBackend>> gpus;  // under the registry's lock
+          GpuLoadOptions options;
+          options.device = index;
+          std::unique_ptr<GpuBackend>& gpu = gpus[index];
+          if (!gpu) gpu = load_gpu_backend(options);
+          return gpu.get();
+        });
     return r;
   }();
   return *registry;
 }
 
-void BackendRegistry::add(std::string device, Opener open, std::vector<std::string> aliases) {
+void BackendRegistry::add(std::string device, Opener open, std::vector<std::string> aliases,
+                          IndexedOpener open_index) {
   std::lock_guard<std::mutex> lock(mutex_);
   KILN_CHECK(!find(device), ErrorCode::Internal, "backend '{}' registered twice", device);
-  entries_.push_back({std::move(device), std::move(aliases), std::move(open), nullptr, {}});
+  entries_.push_back(
+      {std::move(device), std::move(aliases), std::move(open), std::move(open_index), {}});
 }
 
 BackendRegistry::Entry* BackendRegistry::find(std::string_view device) {
@@ -41,28 +55,49 @@ BackendRegistry::Entry* BackendRegistry::find(std::string_view device) {
   return nullptr;
 }
 
+namespace {
+
+// "gpu:3" -> ("gpu", 3); a name without a colon is unit 0. The index is a decimal count.
+std::pair<std::string_view, int> split_unit(std::string_view device) {
+  const size_t colon = device.rfind(':');
+  if (colon == std::string_view::npos) return {device, 0};
+  std::string_view digits = device.substr(colon + 1);
+  int index = -1;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  KILN_CHECK_ARG(!digits.empty() && ec == std::errc{} && end == digits.data() + digits.size() &&
+                     index >= 0,
+                 "device '{}': the part after ':' must be a unit number (as in 'gpu:0')", device);
+  return {device.substr(0, colon), index};
+}
+
+}  // namespace
+
 Backend& BackendRegistry::get(std::string_view device) {
+  const auto [name, index] = split_unit(device);
   std::lock_guard<std::mutex> lock(mutex_);
-  Entry* e = find(device);
+  Entry* e = find(name);
   if (!e) {
     std::string known;
     for (const Entry& k : entries_) known += (known.empty() ? "" : ", ") + k.device;
     fail(ErrorCode::Unsupported, "unknown device '{}': this build knows {}", device, known);
   }
-  if (e->backend) return *e->backend;
-  KILN_CHECK(e->failure.empty(), ErrorCode::Unavailable, "device '{}' is not available: {}", device,
-             e->failure);
+  KILN_CHECK(index == 0 || e->open_index, ErrorCode::Unsupported,
+             "device '{}': '{}' has one unit only ('{}:0')", device, e->device, e->device);
+  Opened& unit = e->units[index];
+  if (unit.backend) return *unit.backend;
+  KILN_CHECK(unit.failure.empty(), ErrorCode::Unavailable, "device '{}' is not available: {}",
+             device, unit.failure);
   try {
-    e->backend = e->open();
+    unit.backend = index == 0 ? e->open() : e->open_index(index);
   } catch (const Error& err) {
-    e->failure = err.message();
+    unit.failure = err.message();
   } catch (const std::exception& err) {
-    e->failure = err.what();
+    unit.failure = err.what();
   }
-  if (!e->backend && e->failure.empty()) e->failure = "its backend did not open";
-  KILN_CHECK(e->backend, ErrorCode::Unavailable, "device '{}' is not available: {}", device,
-             e->failure);
-  return *e->backend;
+  if (!unit.backend && unit.failure.empty()) unit.failure = "its backend did not open";
+  KILN_CHECK(unit.backend, ErrorCode::Unavailable, "device '{}' is not available: {}", device,
+             unit.failure);
+  return *unit.backend;
 }
 
 std::vector<std::string> BackendRegistry::devices() const {

@@ -374,5 +374,37 @@ TEST(BackendRegistry, ADeviceThatCannotOpenSaysWhyEachTimeAndIsTriedOnce) {
   expect_error([&] { Session s(ir::Model{}, o); }, ErrorCode::Unavailable, "no driver");
 }
 
+// kiln-serve names a KIND_GPU instance's device "gpu:N" (Triton numbers GPUs from 0): unit 0 is
+// the device itself, a further unit opens through the device's own opener, once, and a device
+// without units says so.
+TEST(BackendRegistry, UnitNumbersNameUnitsOfOneDevice) {
+  static testing::FakeDevice unit0, unit2;
+  static std::vector<int> opened;
+  backends::BackendRegistry::instance().add(
+      "units-device", [] { return static_cast<backends::Backend*>(&unit0); }, {"units-alias"},
+      [](int index) -> backends::Backend* {
+        opened.push_back(index);
+        if (index == 2) return &unit2;
+        fail(ErrorCode::Unavailable, "no unit {}", index);
+      });
+  auto& registry = backends::BackendRegistry::instance();
+  EXPECT_EQ(&registry.get("units-device:0"), &registry.get("units-device"));
+  EXPECT_EQ(&registry.get("units-alias:0"), &unit0);
+  EXPECT_EQ(&registry.get("units-device:2"), &unit2);
+  EXPECT_EQ(&registry.get("units-alias:2"), &unit2);
+  expect_error([&] { registry.get("units-device:5"); }, ErrorCode::Unavailable,
+               "device 'units-device:5' is not available: no unit 5");
+  expect_error([&] { registry.get("units-device:5"); }, ErrorCode::Unavailable, "no unit 5");
+  EXPECT_EQ(opened, (std::vector<int>{2, 5}));  // unit 0 never through the indexed opener
+  EXPECT_EQ(&registry.get("cpu:0"), &registry.get("cpu"));
+  expect_error([&] { registry.get("cpu:1"); }, ErrorCode::Unsupported,
+               "'cpu' has one unit only ('cpu:0')");
+  for (const char* bad : {"units-device:", "units-device:x", "units-device:-1", "units-device:1x"}) {
+    expect_error([&] { registry.get(bad); }, ErrorCode::InvalidArgument, "must be a unit number");
+  }
+  expect_error([&] { registry.get("tpu:0"); }, ErrorCode::Unsupported, "unknown device 'tpu:0'");
+  EXPECT_EQ(backends::backends_for("units-device:2,cpu").front(), &unit2);
+}
+
 }  // namespace
 }  // namespace kiln
