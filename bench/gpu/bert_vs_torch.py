@@ -20,6 +20,12 @@ from onnx import numpy_helper
 from resnet50_vs_torch import cuda_median_ms, kiln, rel_l2
 
 SEQ = 128
+T0 = time.time()
+
+
+def stage(what):
+    # Elapsed time per step: the device call has a hard limit, and this says which step ate it.
+    print(f"[{time.time() - T0:7.1f} s] {what}", flush=True)
 
 
 def model():
@@ -78,6 +84,7 @@ def main():
     results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": []}
     for batch in [int(b) for b in a.batches.split(",")]:
         onnx_path = os.path.join(a.work, f"bert_b{batch}.onnx")
+        stage(f"b{batch}: export")
         export(batch, onnx_path)
         rng = np.random.default_rng(batch)
         ids = rng.integers(0, 30522, (batch, SEQ)).astype(np.int64)
@@ -87,6 +94,7 @@ def main():
             p = os.path.join(a.work, f"{name}_b{batch}.pb")
             open(p, "wb").write(numpy_helper.from_array(v, name).SerializeToString())
             feeds += ["--input", f"{name}={p}"]
+        stage(f"b{batch}: onnxruntime reference")
         import onnxruntime as ort
         want = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
             None, {"input_ids": ids, "attention_mask": mask})[0]
@@ -96,6 +104,7 @@ def main():
             args = ["compile", onnx_path, "-o", engine, "--no-verify", "--device", "gpu"]
             if precision == "fp16":
                 args.append("--fp16")
+            stage(f"b{batch}: kiln compile {precision}")
             t0 = time.time()
             r = kiln(a.kiln, *args)
             row[f"kiln_compile_s_{precision}"] = round(time.time() - t0, 2)
@@ -107,9 +116,12 @@ def main():
             print(f"b{batch} {precision}: kiln gpu vs onnxruntime rel L2 "
                   f"{row[f'rel_l2_vs_ort_{precision}']:.3g}", flush=True)
         engine16 = os.path.join(a.work, f"bert_b{batch}_fp16.kiln")
-        r = kiln(a.kiln, "profile", engine16, "--device", "gpu", *feeds, "--top", "8", check=False)
-        print(r.stdout[-3500:], flush=True)
+        stage(f"b{batch}: kiln profile fp16")
+        r = kiln(a.kiln, "profile", engine16, "--device", "gpu", *feeds, "--top", "24", check=False)
+        print(r.stdout[-6000:], flush=True)
+        stage(f"b{batch}: torch.compile")
         timed, cs = torch_best(batch)
+        stage(f"b{batch}: timing, {a.rounds} rounds")
         row["torch_compile_s_fp16"] = round(cs, 1)
         k, t = [], []
         for _ in range(a.rounds):

@@ -101,7 +101,7 @@ PassManager& add_device_passes(PassManager& pm, std::string_view device) {
   // The first device of a list ("gpu,cpu") is the one the fusions are for.
   const std::string_view first = device.substr(0, device.find(','));
   if (first == "cpu" || first.empty()) return pm;
-  return pm.add(FuseConvResidual{}).add(EliminateDeadCode{});
+  return pm.add(FuseConvResidual{}).add(MergeParallelMatMuls{}).add(EliminateDeadCode{});
 }
 
 }  // namespace kiln::passes

@@ -47,7 +47,7 @@ class PassManager {
 PassManager& add_default_passes(PassManager& pm);
 // The passes for models that run on `device` ("cpu", "gpu", ...: SessionOptions::device's
 // names), after the default ones: fusions only that device's kernels compute (on the GPU,
-// FuseConvResidual). None for the CPU.
+// FuseConvResidual and MergeParallelMatMuls). None for the CPU.
 PassManager& add_device_passes(PassManager& pm, std::string_view device);
 
 }  // namespace kiln::passes

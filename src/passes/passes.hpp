@@ -75,6 +75,14 @@ struct FuseConvResidual {
   bool apply(ir::Graph& graph) const;
 };
 
+// MatMuls / FusedMatMuls reading the same input with constant 2-D weights of the same row count
+// (and the same attributes, biases alike) become one over the weights side by side, then a Split
+// of its last axis: Q, K and V projections as one GEMM. A device pass (add_device_passes).
+struct MergeParallelMatMuls {
+  std::string_view name() const { return "merge_parallel_matmuls"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // Replaces LayerNormalization written out as ReduceMean, Sub, Pow 2 (or Mul), ReduceMean, Add
 // epsilon, Sqrt, Div [, Mul gamma] [, Add beta] (torch.onnx below opset 17) by one node: ai.onnx
 // LayerNormalization when the graph imports opset 17 or later, else ai.kiln's.

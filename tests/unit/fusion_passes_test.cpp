@@ -269,6 +269,67 @@ TEST(FuseBiasActivation, GraphOutputKeepsItsName) {
   EXPECT_EQ(g->outputs()[0]->producer()->op_type(), "FusedConv");
 }
 
+// A transformer's Q, K and V projections: three MatMuls (or FusedMatMuls with biases) of one
+// input become one over the weights side by side and a Split; a MatMul of another input, one
+// with another row count and one with another activation stay as they are.
+TEST(MergeParallelMatMuls, SiblingProjectionsBecomeOneMatMulAndASplit) {
+  for (bool fused : {false, true}) {
+    for (int opset : {11, 17}) {
+      SCOPED_TRACE(::testing::Message() << "fused " << fused << " opset " << opset);
+      auto build = [&] {
+        GraphBuilder b(opset);
+        b.graph->opsets()["ai.kiln"] = 1;
+        ir::Value* x = b.input("x", {Dim::symbol("batch"), 4, 6});
+        auto projection = [&](int64_t n, const char* act) {
+          if (!fused) return b.op("MatMul", {x, b.random({6, n})});
+          return b.node("FusedMatMul", {x, b.random({6, n}), b.random({n})},
+                        {{"activation", ir::Attribute(std::string(act))}}, 1, "ai.kiln")[0];
+        };
+        b.output(b.op("Relu", {projection(5, "None")}));
+        b.output(b.op("Sigmoid", {projection(3, "None")}));
+        b.output(projection(5, "None"));
+        b.output(projection(4, "Relu"));  // another activation when fused
+        b.output(b.op("MatMul", {b.input("other", {2, 4, 6}), b.random({6, 2})}));
+        b.output(b.op("MatMul", {b.op("Abs", {x}), b.random({6, 7})}));
+        return b.graph;
+      };
+      auto g = expect_rewrite_keeps_results(build, passes::MergeParallelMatMuls{}, {{"batch", 3}});
+      const std::string mm = fused ? "ai.kiln.FusedMatMul" : "MatMul";
+      // Unfused, the fourth projection is a sibling too (no activation to differ).
+      const size_t merged = fused ? 3 : 4;
+      Hist want = {{"Split", 1}, {"Relu", 1}, {"Sigmoid", 1}, {"Abs", 1}, {"MatMul", 2}};
+      want[mm] += fused ? 2 : 1;
+      EXPECT_EQ(ops_of(*g), want);
+      for (const ir::Node* n : g->nodes()) {
+        if (n->op_type() == "Split") {
+          EXPECT_EQ(n->outputs().size(), merged);
+          EXPECT_EQ(n->input(0)->type().shape->dims().back().value(),
+                    fused ? 13 : 17);  // 5 + 3 + 5 (+ 4)
+        }
+      }
+    }
+  }
+}
+
+TEST(MergeParallelMatMuls, GraphOutputsKeepTheirNamesAndUnsharedInputsStay) {
+  auto build = [] {
+    GraphBuilder b;
+    ir::Value* x = b.input("x", {2, 6});
+    ir::Value* q = b.op("MatMul", {x, b.random({6, 3})});
+    b.graph->rename_value(q, "query");
+    b.output(q);
+    b.output(b.op("Relu", {b.op("MatMul", {x, b.random({6, 2})})}));
+    b.output(b.op("MatMul", {b.input("y", {2, 6}), b.random({6, 3})}));
+    return b.graph;
+  };
+  auto g = expect_rewrite_keeps_results(build, passes::MergeParallelMatMuls{});
+  EXPECT_EQ(g->outputs()[0]->name(), "query");
+  EXPECT_EQ(g->outputs()[0]->producer()->op_type(), "Split");
+  EXPECT_EQ(g->outputs()[2]->producer()->op_type(), "MatMul");  // y's own projection
+  // Nothing left to merge: the second run changes nothing.
+  EXPECT_FALSE(passes::MergeParallelMatMuls{}.apply(*g));
+}
+
 }  // namespace
 }  // namespace kiln
 
@@ -324,6 +385,5 @@ TEST(FuseConvResidual, LeavesBroadcastAddsConstantsAndSharedResults) {
     EXPECT_FALSE(passes::FuseConvResidual{}.apply(*build(variant)));
   }
 }
-
 }  // namespace
 }  // namespace kiln

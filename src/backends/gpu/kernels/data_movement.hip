@@ -68,6 +68,25 @@ __global__ void gather_kernel(const W* data, const I* indices, W* out, int64_t o
   }
 }
 
+// One thread per element of the parts read: finds its part (a few compares) and writes it there.
+template <typename W>
+__global__ void split_kernel(const W* data, int64_t outer, int64_t axis, int64_t inner,
+                             SplitParts parts) {
+  const int64_t first = parts.begin[0], span = parts.begin[parts.count] - first;
+  const int64_t n = outer * span * inner;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const int64_t in = i % inner;
+    const int64_t t = i / inner;
+    const int64_t a = first + t % span;
+    const int64_t o = t / span;
+    int k = 0;
+    while (k + 1 < parts.count && a >= parts.begin[k + 1]) ++k;
+    const int64_t len = parts.begin[k + 1] - parts.begin[k];
+    static_cast<W*>(parts.dst[k])[(o * len + (a - parts.begin[k])) * inner + in] =
+        data[(o * axis + a) * inner + in];
+  }
+}
+
 template <typename W, typename Index>
 __global__ void where_kernel(const uint8_t* cond, const W* x, const W* y, W* out, Index n,
                              StridedShape s) {
@@ -116,6 +135,19 @@ hipError_t launch_gather(int elem_size, const void* data, const void* indices, b
       hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, d,
                          static_cast<const int32_t*>(indices), o, outer, axis, inner, count);
     }
+    return hipGetLastError();
+  });
+}
+
+hipError_t launch_split(int elem_size, const void* data, int64_t outer, int64_t axis, int64_t inner,
+                        const SplitParts& parts, hipStream_t stream) {
+  if (parts.count <= 0 || parts.count > SplitParts::kMaxParts) return hipErrorInvalidValue;
+  const int64_t n = outer * (parts.begin[parts.count] - parts.begin[0]) * inner;
+  if (n <= 0) return hipSuccess;
+  return dispatch_size(elem_size, [&]<typename W>() {
+    auto* kernel = &split_kernel<W>;
+    hipLaunchKernelGGL(kernel, grid_for(n), dim3(kBlock), 0, stream, static_cast<const W*>(data),
+                       outer, axis, inner, parts);
     return hipGetLastError();
   });
 }

@@ -23,6 +23,21 @@ hipError_t launch_gather(int elem_size, const void* data, const void* indices, b
                          void* out, int64_t outer, int64_t axis, int64_t inner, int64_t count,
                          hipStream_t stream);
 
+// Where Split's pieces go: output k takes the positions [begin[k], begin[k + 1]) of the split
+// axis. At most kMaxParts outputs in one launch (the runtime launches again for more).
+struct SplitParts {
+  static constexpr int kMaxParts = 8;
+  void* dst[kMaxParts];
+  int64_t begin[kMaxParts + 1];
+  int count;
+};
+
+// Split of data [outer, axis, inner] along the middle dim into parts.count outputs, each
+// [outer, begin[k + 1] - begin[k], inner], in one launch; the positions parts.begin[0] to
+// parts.begin[count] of the axis are read (a later launch covers the next parts).
+hipError_t launch_split(int elem_size, const void* data, int64_t outer, int64_t axis, int64_t inner,
+                        const SplitParts& parts, hipStream_t stream);
+
 // out = cond ? x : y over n row-major output elements; operands 0, 1, 2 of `shape` are cond
 // (bool, one byte), x and y.
 hipError_t launch_where(int elem_size, const void* cond, const void* x, const void* y, void* out,

@@ -1,6 +1,8 @@
 // Transpose (any perm), Slice (constant starts / ends / axes / steps), Expand (constant shape)
 // and Concat on the GPU: each is one strided copy per input (data_movement.hip) whose walk
-// is built here from the node and the run's dims. Any element type of 1, 2, 4 or 8 bytes.
+// is built here from the node and the run's dims; Split writes all its outputs in one launch
+// (the merged projections of merge_parallel_matmuls end in one). Any element type of 1, 2, 4 or
+// 8 bytes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -281,6 +283,111 @@ class ConcatKernel final : public Kernel {
   int64_t axis_;
 };
 
+// ---- Split ----
+
+// The sizes along the axis: the constant `split` input (opset 13+) or attribute, else equal
+// parts (num_outputs of opset 18 rounds up, the last part taking the rest; older opsets need
+// the axis to divide). Empty `sizes` means equal parts, resolved per run from the dims.
+struct SplitSpec {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+  size_t outputs = 0;
+};
+
+std::string split_spec(const ir::Node& node, SplitSpec& s) {
+  s.axis = int_attr(node, "axis", 0);
+  s.outputs = node.outputs().size();
+  if (s.outputs == 0) return "Split without outputs";
+  if (node.opset() < 13) {
+    s.sizes = ints_attr(node, "split");
+  } else if (node.inputs().size() > 1 && node.input(1)) {
+    std::optional<std::vector<int64_t>> v = constant_ints(node, 1);
+    if (!v) return "Split sizes must be a constant int64 input on the GPU";
+    s.sizes = std::move(*v);
+  }
+  if (!s.sizes.empty() && s.sizes.size() != s.outputs)
+    return fmt::format("Split gives {} sizes for {} outputs", s.sizes.size(), s.outputs);
+  for (int64_t n : s.sizes) {
+    if (n < 0) return fmt::format("Split size {} is negative", n);
+  }
+  return "";
+}
+
+std::string check_split(const ir::Node& node) {
+  if (std::string why = check_movable_input(node, 0); !why.empty()) return why;
+  if (!known_rank(node.input(0))) return "Split on the GPU needs the input's rank";
+  SplitSpec s;
+  return split_spec(node, s);
+}
+
+class SplitKernel final : public Kernel {
+ public:
+  explicit SplitKernel(const ir::Node& node) : rounds_up_(node.opset() >= 18) {
+    split_spec(node, spec_);
+  }
+  std::string_view name() const override { return "gpu.split"; }
+  void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
+    const DeviceTensor& x = in[0];
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    const std::optional<int64_t> axis = normalized_axis(spec_.axis, rank);
+    KILN_CHECK_ARG(axis.has_value(), "gpu.split: axis {} is outside {}", spec_.axis,
+                   dims_to_string(x.dims));
+    const size_t a = static_cast<size_t>(*axis);
+    const int64_t length = x.dims[a];
+    const std::vector<int64_t> sizes = part_sizes(length);
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < a; ++d) outer *= x.dims[d];
+    for (size_t d = a + 1; d < x.dims.size(); ++d) inner *= x.dims[d];
+    kernels::SplitParts parts{};
+    int64_t at = 0;
+    auto flush = [&] {
+      if (parts.count == 0) return;
+      check_launch(kernels::launch_split(static_cast<int>(dtype_size(x.dtype)), x.data, outer,
+                                         length, inner, parts, gpu_stream(stream).handle()),
+                   name());
+      parts.count = 0;
+    };
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<int64_t> dims = x.dims;
+      dims[a] = sizes[k];
+      DeviceTensor y = outputs.allocate(k, x.dtype, dims);
+      if (parts.count == kernels::SplitParts::kMaxParts) flush();
+      parts.dst[parts.count] = y.data;
+      parts.begin[parts.count] = at;
+      at += sizes[k];
+      parts.begin[++parts.count] = at;
+    }
+    flush();
+  }
+
+ private:
+  std::vector<int64_t> part_sizes(int64_t length) const {
+    const int64_t n = static_cast<int64_t>(spec_.outputs);
+    if (!spec_.sizes.empty()) {
+      int64_t total = 0;
+      for (int64_t v : spec_.sizes) total += v;
+      KILN_CHECK_ARG(total == length, "gpu.split: sizes add up to {}, the axis is {}", total,
+                     length);
+      return spec_.sizes;
+    }
+    if (!rounds_up_) {
+      KILN_CHECK_ARG(length % n == 0, "gpu.split: {} outputs do not divide an axis of {}", n,
+                     length);
+    }
+    const int64_t part = (length + n - 1) / n;
+    std::vector<int64_t> sizes;
+    int64_t left = length;
+    for (int64_t k = 0; k < n; ++k) {
+      sizes.push_back(std::min(part, left));
+      left -= sizes.back();
+    }
+    return sizes;
+  }
+
+  SplitSpec spec_;
+  bool rounds_up_;
+};
+
 template <typename K>
 std::unique_ptr<Kernel> make(const ir::Node& node) {
   return std::make_unique<K>(node);
@@ -307,6 +414,11 @@ KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .name = "gpu.concat",
                       .check = check_concat,
                       .create = make<ConcatKernel>});
+KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
+                      .op_type = "Split",
+                      .name = "gpu.split",
+                      .check = check_split,
+                      .create = make<SplitKernel>});
 
 }  // namespace
 }  // namespace kiln::backends::gpu
