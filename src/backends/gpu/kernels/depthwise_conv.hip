@@ -335,10 +335,14 @@ DepthwisePlan depthwise_plan(const DepthwiseArgs& a) {
   };
   p.pixels = a.pixels == 2 || a.pixels == 4 ? a.pixels : (items(4, 1) >= want ? 4 : 2);
   p.rows = 1;
-  for (int rows : {4, 2}) {
-    if (items(p.pixels, rows) >= want) {
-      p.rows = rows;
-      break;
+  if (a.rows == 1 || a.rows == 2 || a.rows == 4) {
+    p.rows = a.rows;
+  } else {
+    for (int rows : {4, 2}) {
+      if (items(p.pixels, rows) >= want) {
+        p.rows = rows;
+        break;
+      }
     }
   }
   return p;

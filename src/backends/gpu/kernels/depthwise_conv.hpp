@@ -29,9 +29,9 @@ struct DepthwiseArgs {
   float act_alpha = 0.f, act_beta = 0.f;  // Clip: min, max; LeakyRelu: alpha; HardSigmoid
   int multiprocessors = 1;                // of the device: sizes the work per thread
   // Tuning overrides, 0 for the launcher's choice: bytes of channels per thread load (16 or 8:
-  // 8 / 4 channels of a 16-bit type, 4 / 2 of float32) and output pixels per thread along W
-  // (2 or 4) in the tiled kernels.
-  int vector_bytes = 0, pixels = 0;
+  // 8 / 4 channels of a 16-bit type, 4 / 2 of float32), output pixels per thread along W (2 or
+  // 4) and output rows per thread along H (1, 2 or 4) in the tiled kernels.
+  int vector_bytes = 0, pixels = 0, rows = 0;
 };
 
 // What launch_depthwise_conv runs for `args`: the tiled kernel (3x3 or 5x5 filters, W stride 1

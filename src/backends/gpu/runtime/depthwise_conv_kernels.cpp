@@ -130,12 +130,18 @@ std::string check(const ir::Node& node, DepthwiseShape& out) {
   return "";
 }
 
-// Tuning override for experiments and the benchmark: KILN_GPU_DW_TILE="BYTES,PIXELS" (bytes of
-// channels per thread load: 8 or 16; output pixels per thread along W: 2 or 4; 0 leaves the
-// launcher's choice), read when a kernel is made.
-void read_tile_override(int& vector_bytes, int& pixels) {
+// Tuning override for experiments and the benchmark: KILN_GPU_DW_TILE="BYTES,PIXELS[,ROWS]"
+// (bytes of channels per thread load: 8 or 16; output pixels per thread along W: 2 or 4; output
+// rows per thread along H: 1, 2 or 4; 0 or absent leaves the launcher's choice), read when a
+// kernel is made.
+struct TileOverride {
+  int vector_bytes = 0, pixels = 0, rows = 0;
+};
+TileOverride read_tile_override() {
+  TileOverride t;
   const char* v = std::getenv("KILN_GPU_DW_TILE");
-  if (!v || std::sscanf(v, "%d,%d", &vector_bytes, &pixels) != 2) vector_bytes = pixels = 0;
+  if (v && std::sscanf(v, "%d,%d,%d", &t.vector_bytes, &t.pixels, &t.rows) < 2) t = {};
+  return t;
 }
 
 class DepthwiseKernel final : public Kernel {
@@ -160,7 +166,7 @@ class DepthwiseKernel final : public Kernel {
       for (int64_t ch = 0; ch < c; ++ch) bias[ch] = to_float(b->constant(), ch);
       bias_ = upload(bias);
     }
-    read_tile_override(vector_bytes_, pixels_);
+    tile_ = read_tile_override();
   }
 
   std::string_view name() const override { return kDepthwiseKernel; }
@@ -219,7 +225,7 @@ class DepthwiseKernel final : public Kernel {
     a.activation = shape_.activation;
     a.act_alpha = shape_.act_alpha, a.act_beta = shape_.act_beta;
     a.multiprocessors = multiprocessors_;
-    a.vector_bytes = vector_bytes_, a.pixels = pixels_;
+    a.vector_bytes = tile_.vector_bytes, a.pixels = tile_.pixels, a.rows = tile_.rows;
     trace(a, x, y);
     check_launch(kernels::launch_depthwise_conv(a, s), kDepthwiseKernel);
     if (!y_nhwc) {
@@ -310,7 +316,7 @@ class DepthwiseKernel final : public Kernel {
   DepthwiseShape shape_;
   std::string label_;
   int multiprocessors_;
-  int vector_bytes_ = 0, pixels_ = 0;
+  TileOverride tile_;
   DeviceBuffer weights_, bias_, x_scratch_, z_scratch_, y_scratch_;
   std::vector<int64_t> traced_;
 };
