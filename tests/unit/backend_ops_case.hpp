@@ -91,5 +91,7 @@ inline constexpr const char* kKiln = "ai.kiln";
 std::vector<Case> gpu_cases();
 // Kiln's own GEMM (gpu.own.gemm, backend_ops_gemm_cases.cpp), float32 and float16.
 std::vector<Case> gpu_gemm_cases();
+// Kiln's own depthwise convolution (gpu.depthwise_conv, backend_ops_depthwise_cases.cpp).
+std::vector<Case> gpu_depthwise_cases();
 
 }  // namespace kiln::backend_ops

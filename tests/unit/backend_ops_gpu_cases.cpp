@@ -765,7 +765,8 @@ void conv_cases(std::vector<Case>& c) {
          kFp16);
   }
   // Depthwise with ReLU6 (MobileNetV2's blocks), in float16 too: that model's float16 engine was
-  // wrong on the H200 while its float32 one was right.
+  // wrong on the H200 while its float32 one was right. Kiln's own depthwise kernel takes it
+  // before cuDNN (KILN_GPU_DEPTHWISE=0 gives it back).
   both(c,
        {.name = "gpu_fused_depthwise_clip6",
         .op = "FusedConv",
@@ -775,7 +776,7 @@ void conv_cases(std::vector<Case>& c) {
         .kernel = "cpu.depthwise_conv",
         .domain = "ai.kiln",
         .opset = 1,
-        .gpu = kConv},
+        .gpu = "gpu.depthwise_conv"},
        kFp16);
   both(c,
        {.name = "gpu_fused_conv_1x1_residual_relu",
@@ -875,6 +876,7 @@ std::vector<Case> gpu_cases() {
   gemm_activation_cases(c);
   logic_cases(c);
   for (Case& g : gpu_gemm_cases()) c.push_back(std::move(g));
+  for (Case& g : gpu_depthwise_cases()) c.push_back(std::move(g));
   return c;
 }
 

@@ -8,6 +8,14 @@
 #include "backends/gpu/kernels/kernel_types.hpp"
 #include "backends/gpu/vendor.hpp"
 
+// Loops over registers (a tile's accumulators, a thread's channels) must unroll, or the arrays
+// spill to local memory (the host emulation's compiler takes no such pragma).
+#if defined(__CUDACC__) || defined(__HIP__)
+#define KILN_UNROLL _Pragma("unroll")
+#else
+#define KILN_UNROLL
+#endif
+
 namespace kiln::backends::gpu::kernels {
 
 // bfloat16 as its bits: both vendors have a bf16 type, but under different names and headers

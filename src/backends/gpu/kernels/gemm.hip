@@ -10,9 +10,9 @@
 #include <climits>
 
 #include "backends/gpu/kernels/device_common.hpp"
+#include "backends/gpu/kernels/epilogue.hpp"
 #include "backends/gpu/kernels/gemm.hpp"
 #include "backends/gpu/kernels/mma_tile.hpp"
-#include "ops/point_ops.hpp"
 
 namespace kiln::backends::gpu::kernels {
 namespace {
@@ -87,31 +87,7 @@ struct Stager {
 };
 
 __device__ inline float activate(float x, const GemmArgs& p) {
-  switch (p.activation) {
-    case GemmActivation::None:
-      return x;
-    case GemmActivation::Relu:
-      return point::relu(x);
-    case GemmActivation::Clip:
-      return point::clip(x, p.act_alpha, p.act_beta);
-    case GemmActivation::Sigmoid:
-      return point::sigmoid(x);
-    case GemmActivation::Silu:
-      return point::silu(x);
-    case GemmActivation::HardSwish:
-      return point::hard_swish(x);
-    case GemmActivation::HardSigmoid:
-      return point::hard_sigmoid(x, p.act_alpha, p.act_beta);
-    case GemmActivation::LeakyRelu:
-      return point::leaky_relu(x, p.act_alpha);
-    case GemmActivation::Tanh:
-      return point::tanh(x);
-    case GemmActivation::Gelu:
-      return point::gelu_erf(x);
-    case GemmActivation::GeluTanh:
-      return point::gelu_tanh(x);
-  }
-  return x;
+  return apply_activation(p.activation, x, p.act_alpha, p.act_beta);
 }
 
 // Which tile op a kernel multiplies with. A kernel's template arguments must name the same

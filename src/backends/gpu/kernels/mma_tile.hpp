@@ -25,15 +25,8 @@
 #include <cstring>
 #endif
 
+#include "backends/gpu/kernels/device_common.hpp"  // KILN_UNROLL
 #include "backends/gpu/vendor.hpp"
-
-// Loops over a tile's registers must unroll, or the accumulators spill to local memory (the
-// host emulation's compiler takes no such pragma).
-#if defined(__CUDACC__) || defined(__HIP__)
-#define KILN_UNROLL _Pragma("unroll")
-#else
-#define KILN_UNROLL
-#endif
 
 namespace kiln::backends::gpu::kernels {
 

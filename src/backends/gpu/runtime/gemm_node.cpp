@@ -56,26 +56,31 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
 }
 
 std::string read_activation(const ir::Node& node, GemmNode& out) {
+  return read_fused_activation(node, out.activation, out.act_alpha, out.act_beta);
+}
+
+}  // namespace
+
+std::string read_fused_activation(const ir::Node& node, kernels::GemmActivation& act, float& alpha,
+                                  float& beta) {
   const std::string name = string_attr(node, "activation", "None");
   bool known = false;
   for (const auto& [kind, text] : kActivations) {
     if (name == text) {
-      out.activation = kind;
+      act = kind;
       known = true;
     }
   }
   if (!known) return fmt::format("unknown fused activation '{}'", name);
   const std::vector<float> params = floats_attr(node, "activation_params");
-  if (params.size() != param_count(out.activation)) {
-    return fmt::format("fused activation {} takes {} parameters, got {}", name,
-                       param_count(out.activation), params.size());
+  if (params.size() != param_count(act)) {
+    return fmt::format("fused activation {} takes {} parameters, got {}", name, param_count(act),
+                       params.size());
   }
-  if (!params.empty()) out.act_alpha = params[0];
-  if (params.size() > 1) out.act_beta = params[1];
+  if (!params.empty()) alpha = params[0];
+  if (params.size() > 1) beta = params[1];
   return "";
 }
-
-}  // namespace
 
 std::string read_gemm_node(const ir::Node& node, GemmNode& out) {
   const bool fused = node.domain() == "ai.kiln";

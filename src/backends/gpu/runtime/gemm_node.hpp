@@ -27,6 +27,12 @@ struct GemmNode {
   DataType dtype = DataType::Undefined;
 };
 
+// A fused node's `activation` / `activation_params` (ops::FusedActivation's names and parameter
+// counts; the GPU library carries the IR but not the ops' readers): empty, or why they are wrong.
+// Shared by every fused GPU kernel (GEMMs, the depthwise convolution).
+std::string read_fused_activation(const ir::Node& node, kernels::GemmActivation& act, float& alpha,
+                                  float& beta);
+
 // Empty when `node` is a GEMM of float32 or float16 operands whose shapes a GPU GEMM can take
 // (2-D Gemm; MatMul of rank >= 2 operands whose batch dims are equal, or all 1 on one side, or
 // with a 2-D B), else why not; fills `out`.

@@ -1,0 +1,41 @@
+#pragma once
+// The fused activation of a kernel's epilogue (GemmActivation: ops::Activation's names and
+// parameters, in its order) as one function for the host and the device: every fused kernel
+// (the own GEMM, the depthwise convolution) and their host-side checks compute it with the same
+// point functions (ops/point_ops.hpp) the reference uses, so a formula is fixed in one place.
+// Plain header: no device-only code, so tests on the host call it as it is.
+#include "backends/gpu/kernels/gemm.hpp"
+#include "ops/point_ops.hpp"
+
+namespace kiln::backends::gpu::kernels {
+
+// alpha, beta: Clip's min and max, LeakyRelu's alpha, HardSigmoid's alpha and beta.
+KILN_HOST_DEVICE inline float apply_activation(GemmActivation a, float x, float alpha, float beta) {
+  switch (a) {
+    case GemmActivation::None:
+      return x;
+    case GemmActivation::Relu:
+      return point::relu(x);
+    case GemmActivation::Clip:
+      return point::clip(x, alpha, beta);
+    case GemmActivation::Sigmoid:
+      return point::sigmoid(x);
+    case GemmActivation::Silu:
+      return point::silu(x);
+    case GemmActivation::HardSwish:
+      return point::hard_swish(x);
+    case GemmActivation::HardSigmoid:
+      return point::hard_sigmoid(x, alpha, beta);
+    case GemmActivation::LeakyRelu:
+      return point::leaky_relu(x, alpha);
+    case GemmActivation::Tanh:
+      return point::tanh(x);
+    case GemmActivation::Gelu:
+      return point::gelu_erf(x);
+    case GemmActivation::GeluTanh:
+      return point::gelu_tanh(x);
+  }
+  return x;
+}
+
+}  // namespace kiln::backends::gpu::kernels
