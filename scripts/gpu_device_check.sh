@@ -81,16 +81,33 @@ run() {
   # ---- own GEMM (issue 11) -------------------------------------------------------------------
   # Kiln's own GEMM (gpu.own.gemm) against cuBLASLt (gpu.gemm) on ResNet-50's 1x1 convolutions
   # and BERT-base's projections as fp16 GEMMs (median ms, TFLOP/s, own/lib, max difference of
-  # the two results), then the harness cases that run the own GEMM on the GPU. Runs in quick
-  # mode too; KILN_GPU_OWN_GEMM=0 skips it.
+  # the two results; the block tile each shape took, from KILN_GPU_TRACE), then the harness
+  # cases that run the own GEMM on the GPU, with the tile chosen by shape and with each tile
+  # forced (KILN_GPU_GEMM_TILE). KILN_GPU_OWN_GEMM_TILES="128x128 128x64 64x64" also times
+  # every shape with each tile forced (to check the choice). Runs in quick mode too;
+  # KILN_GPU_OWN_GEMM=0 skips it.
   if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ]; then
     echo "== own GEMM vs cuBLASLt"
-    k "$root/bin/kiln" devices --gemm --repeats 10 2>&1 | tee "$OUT/own_gemm.txt" || status=$?
-    echo "== own GEMM harness cases (gpu.own.gemm against the reference)"
-    k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
-      --gtest_filter='Devices/*gpu_own_*' --gtest_brief=1 \
-      --gtest_output="xml:$OUT/own_gemm_cases.xml" 2>&1 | tail -n 25 |
-      tee -a "$OUT/own_gemm.txt" || status=$?
+    k env KILN_GPU_TRACE=1 "$root/bin/kiln" devices --gemm --repeats 10 > "$OUT/own_gemm_run.txt" 2>&1 ||
+      status=$?
+    grep -v "^kiln gpu: gpu.own.gemm" "$OUT/own_gemm_run.txt" | tee "$OUT/own_gemm.txt"
+    echo "-- tiles chosen (M N K: tile)" | tee -a "$OUT/own_gemm.txt"
+    grep "^kiln gpu: gpu.own.gemm" "$OUT/own_gemm_run.txt" | sed 's/^kiln gpu: gpu.own.gemm gemm: //' |
+      tee -a "$OUT/own_gemm.txt"
+    for tile in ${KILN_GPU_OWN_GEMM_TILES:-}; do
+      echo "== own GEMM vs cuBLASLt, tile $tile forced" | tee -a "$OUT/own_gemm.txt"
+      k env KILN_GPU_GEMM_TILE="$tile" "$root/bin/kiln" devices --gemm --repeats 10 2>&1 |
+        grep -E "^ +(resnet50|bert-base|geomean|own GEMM)|own/lib" | tee -a "$OUT/own_gemm.txt" ||
+        status=$?
+    done
+    for tile in "" 128x128 128x64 64x64; do
+      echo "== own GEMM harness cases (gpu.own.gemm against the reference), tile ${tile:-by shape}" |
+        tee -a "$OUT/own_gemm.txt"
+      k env KILN_EXPECT_DEVICES=gpu KILN_GPU_GEMM_TILE="$tile" "$root/bin/kiln_unit_tests" \
+        --gtest_filter='Devices/*gpu_own_*' --gtest_brief=1 \
+        --gtest_output="xml:$OUT/own_gemm_cases${tile:+_$tile}.xml" 2>&1 | tail -n 25 |
+        tee -a "$OUT/own_gemm.txt" || status=$?
+    done
   fi
   # ---- end of own GEMM ---------------------------------------------------------------------
   # KILN_GPU_QUICK=1: the real models only (a second call in one session).

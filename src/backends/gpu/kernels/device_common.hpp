@@ -9,11 +9,14 @@
 #include "backends/gpu/vendor.hpp"
 
 // Loops over registers (a tile's accumulators, a thread's channels) must unroll, or the arrays
-// spill to local memory (the host emulation's compiler takes no such pragma).
+// spill to local memory; a pipeline's main loop must not (its stages are already in flight).
+// The host emulation's compiler takes no such pragma.
 #if defined(__CUDACC__) || defined(__HIP__)
 #define KILN_UNROLL _Pragma("unroll")
+#define KILN_NO_UNROLL _Pragma("unroll 1")
 #else
 #define KILN_UNROLL
+#define KILN_NO_UNROLL
 #endif
 
 namespace kiln::backends::gpu::kernels {

@@ -45,11 +45,17 @@ struct GemmArgs {
   // Matrix instructions for 16-bit inputs (mma.sync on NVIDIA sm_80+, MFMA on CDNA); false:
   // FMA tiles (RDNA 2). float32 always takes FMA tiles.
   bool matrix_tiles = true;
-  int multiprocessors = 1;  // of the device: small products take smaller block tiles
+  int multiprocessors = 1;  // of the device: the block tile is chosen by the waves it makes
+  // A block tile to take instead of the choice by shape (KILN_GPU_GEMM_TILE): a name of
+  // gemm_tile_names() or its start ("128x64"); null, empty or unknown: by shape.
+  const char* tile = nullptr;
 };
 
 // Which block tile launch_gemm takes for `args` ("128x128x32", ...), for traces and benchmarks.
 const char* gemm_tile_name(const GemmArgs& args);
+
+// The block tiles of `type` that this build's launch_gemm can take, space-separated.
+const char* gemm_tile_names(FloatType type);
 
 hipError_t launch_gemm(const GemmArgs& args, hipStream_t stream);
 

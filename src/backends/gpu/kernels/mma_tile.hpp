@@ -6,7 +6,8 @@
 //   using In;                        what shared memory holds (uint16_t: fp16 bits; float)
 //   kM, kN, kK, kAcc                 the tile, and accumulator floats per lane
 //   FragA, FragB                     a lane's share of the A and B slices (registers)
-//   load_a(fa, view, m0, k0, lane)   fills a lane's FragA from the staged operand
+//   load_a(fa, view, m0, k0, lane)   fills a lane's FragA from the staged operand (a view:
+//                                    SmemOperand or SwizzledOperand below)
 //   load_b(fb, view, n0, k0, lane)
 //   mma(acc, fa, fb)                 acc += A B (every lane of the wavefront calls it)
 //   acc_coord(lane, i, row, col)     where acc[i] of `lane` lies in the kM x kN tile
@@ -25,7 +26,8 @@
 #include <cstring>
 #endif
 
-#include "backends/gpu/kernels/device_common.hpp"  // KILN_UNROLL
+#include "backends/gpu/kernels/device_common.hpp"  // KILN_UNROLL, KILN_NO_UNROLL
+#include "backends/gpu/kernels/tile_copy.hpp"
 #include "backends/gpu/vendor.hpp"
 
 namespace kiln::backends::gpu::kernels {
@@ -55,6 +57,53 @@ struct SmemOperand {
 #endif
     } else {
       return uint32_t(data[k * stride + mn]) | (uint32_t(data[(k + 1) * stride + mn]) << 16);
+    }
+  }
+};
+
+// A staged tile of kRows x kCols elements with no padding, its 16-byte chunks permuted within
+// each row (XOR by the row): the 8 rows that one ldmatrix, or one column of a cp.async store,
+// touches at the same column then fall on 8 different 16-byte bank groups, without the padding
+// that would cost shared memory (and a pipeline stage). kCols / chunk must be a power of two.
+template <typename S, int Rows, int Cols>
+struct SwizzledTile {
+  static constexpr int kRows = Rows, kCols = Cols, kElems = Rows * Cols;
+  static constexpr int kChunk = 16 / static_cast<int>(sizeof(S));  // elements per 16 bytes
+  static constexpr int kChunks = Cols / kChunk;                    // chunks per row
+  // 128 bytes (the 32 banks) hold 8 chunks: rows shorter than that share one such line.
+  static constexpr int kRowsPerLine = kChunks >= 8 ? 1 : 8 / kChunks;
+  static constexpr int kMask = (kChunks >= 8 ? 8 : kChunks) - 1;
+  static_assert(Cols % kChunk == 0 && (kChunks & (kChunks - 1)) == 0);
+  // Where element (row, col) lies; a chunk's elements stay contiguous (col % kChunk kept).
+  __device__ static int offset(int row, int col) {
+    const int chunk = (col / kChunk) ^ ((row / kRowsPerLine) & kMask);
+    return row * Cols + chunk * kChunk + col % kChunk;
+  }
+};
+
+// A SwizzledTile staged operand seen as op[mn][k], as SmemOperand; ptr() gives the address of
+// an element, which the NVIDIA tile's ldmatrix loads take (8 elements from a chunk start).
+template <typename S, typename Layout, bool KContiguous>
+struct SwizzledOperand {
+  static constexpr bool kKContiguous = KContiguous;
+  const S* data;
+
+  __device__ const S* ptr(int mn, int k) const {
+    return data + (KContiguous ? Layout::offset(mn, k) : Layout::offset(k, mn));
+  }
+  __device__ S at(int mn, int k) const { return *ptr(mn, k); }
+  __device__ uint32_t pair(int mn, int k) const {
+    if constexpr (KContiguous) {
+      // k even: both halves in one chunk, contiguous.
+#if defined(__CUDACC__) || defined(__HIP__)
+      return *reinterpret_cast<const uint32_t*>(ptr(mn, k));
+#else
+      uint32_t w;
+      std::memcpy(&w, ptr(mn, k), sizeof w);
+      return w;
+#endif
+    } else {
+      return uint32_t(at(mn, k)) | (uint32_t(at(mn, k + 1)) << 16);
     }
   }
 };
@@ -165,13 +214,36 @@ struct MmaSm80F16 {
     row = lane / 4 + 8 * (i >> 1);
     col = 2 * (lane % 4) + (i & 1);
   }
+  // From a view with addresses (SwizzledOperand): ldmatrix, one instruction for the whole
+  // fragment, its four 8 x 8 matrices in the order of the registers (a_coord / b_coord), each
+  // lane naming one 8-element row. A k-contiguous operand is stored [mn][k] (matrices are
+  // rows mn, columns k: no transpose); an mn-contiguous one [k][mn] (rows k: transposed).
+  // Other views: one 32-bit load per register from the lane layout.
   template <typename View>
   __device__ static void load_a(FragA& f, const View& v, int m0, int k0, int lane) {
-    load_pairs_a<MmaSm80F16>(f, v, m0, k0, lane);
+    if constexpr (requires(const View& w) { w.ptr(0, 0); }) {
+      const int i = lane / 8, j = lane % 8;  // matrix i (register i), its row j
+      if constexpr (View::kKContiguous) {
+        ldmatrix_x4<false>(f.r, v.ptr(m0 + j + 8 * (i & 1), k0 + 8 * (i >> 1)));
+      } else {
+        ldmatrix_x4<true>(f.r, v.ptr(m0 + 8 * (i & 1), k0 + j + 8 * (i >> 1)));
+      }
+    } else {
+      load_pairs_a<MmaSm80F16>(f, v, m0, k0, lane);
+    }
   }
   template <typename View>
   __device__ static void load_b(FragB& f, const View& v, int n0, int k0, int lane) {
-    load_pairs_b<MmaSm80F16>(f, v, n0, k0, lane);
+    if constexpr (requires(const View& w) { w.ptr(0, 0); }) {
+      const int i = (lane / 8) & 1, j = lane % 8;  // x2: lanes 16..31 repeat 0..15
+      if constexpr (View::kKContiguous) {
+        ldmatrix_x2<false>(f.r, v.ptr(n0 + j, k0 + 8 * i));
+      } else {
+        ldmatrix_x2<true>(f.r, v.ptr(n0, k0 + j + 8 * i));
+      }
+    } else {
+      load_pairs_b<MmaSm80F16>(f, v, n0, k0, lane);
+    }
   }
   __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
 #if defined(KILN_EMU_MMA)
@@ -280,6 +352,11 @@ struct FmaTile {
     }
   }
 };
+
+template <typename Op>
+constexpr bool is_fma_tile = false;
+template <typename S>
+constexpr bool is_fma_tile<FmaTile<S>> = true;
 
 // The matrix tile for 16-bit inputs of the target being compiled; FmaTile where it has none
 // (the host pass, gfx1030: kernels asking for matrix tiles are never launched there).

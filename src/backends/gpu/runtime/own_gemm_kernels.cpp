@@ -5,6 +5,9 @@
 // after cuBLASLt (gpu.gemm) unless KILN_GPU_OWN_KERNELS prefers Kiln's own kernels.
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "backends/gpu/kernels/gemm.hpp"
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
@@ -32,7 +35,11 @@ class OwnGemmKernel final : public Kernel {
       : g_(g),
         label_(node.name()),
         matrix_tiles_(has_matrix_tiles(backend.device_info())),
-        multiprocessors_(backend.device_info().multiprocessors) {}
+        multiprocessors_(backend.device_info().multiprocessors) {
+    // A block tile forced for measurements (kernels::gemm_tile_names lists them); read once.
+    if (const char* tile = std::getenv("KILN_GPU_GEMM_TILE")) tile_ = tile;
+    trace_ = std::getenv("KILN_GPU_TRACE") != nullptr;
+  }
   std::string_view name() const override { return kOwnGemmKernel; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
@@ -73,6 +80,14 @@ class OwnGemmKernel final : public Kernel {
     args.act_alpha = g_.act_alpha, args.act_beta = g_.act_beta;
     args.matrix_tiles = matrix_tiles_;
     args.multiprocessors = multiprocessors_;
+    args.tile = tile_.c_str();
+    if (trace_ && !traced_) {
+      traced_ = true;
+      std::fprintf(stderr, "kiln gpu: %s %s: M %lld N %lld K %lld batch %lld: tile %s\n",
+                   name().data(), label_.c_str(), static_cast<long long>(d.m),
+                   static_cast<long long>(d.n), static_cast<long long>(d.k),
+                   static_cast<long long>(d.batch), kernels::gemm_tile_name(args));
+    }
     check_launch(kernels::launch_gemm(args, gpu_stream(stream).handle()), name());
   }
 
@@ -81,6 +96,9 @@ class OwnGemmKernel final : public Kernel {
   std::string label_;
   bool matrix_tiles_;
   int multiprocessors_;
+  std::string tile_;
+  bool trace_ = false;
+  bool traced_ = false;  // the tile of the first run is printed (KILN_GPU_TRACE)
 };
 
 std::string check_node(const ir::Node& node) {
