@@ -47,11 +47,11 @@ std::string value_shape(const RtValue& v) {
   return v.is_none() ? "none" : v.describe();
 }
 
-// One run on the reference interpreter to see every value: shapes, bytes, and from the graph's
-// uses, the activation bytes alive while each node runs.
+// Shapes and bytes of every value from a run of the session itself (its profile records each
+// node's outputs), and from the graph's uses, the activation bytes alive while each node runs.
 void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
                     const std::vector<const ir::Node*>& nodes, const runtime::Feeds& feeds,
-                    ProfileData& data) {
+                    const std::vector<runtime::NodeTiming>& run, ProfileData& data) {
   std::unordered_map<const ir::Node*, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
   std::unordered_map<const ir::Value*, size_t> bytes;
@@ -64,26 +64,20 @@ void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
       data.input_bytes += bytes[v];
     }
   }
-  runtime::Interpreter interp(graph);
-  interp.set_observer([&](const ir::Node& n, const std::vector<RtValue>& outs) {
-    auto it = index.find(&n);
-    if (it == index.end()) return;
+  for (const runtime::NodeTiming& t : run) {
+    auto it = index.find(t.node);
+    if (it == index.end()) continue;
     NodeRecord& r = data.nodes[it->second];
-    for (size_t k = 0; k < outs.size(); ++k) {
-      const ir::Value* v = n.output(k);
+    if (!r.output_shapes.empty()) continue;  // a node timed twice in one run (none today)
+    for (size_t k = 0; k < t.output_shapes.size() && k < t.node->outputs().size(); ++k) {
+      const ir::Value* v = t.node->output(k);
       if (!v) continue;
-      bytes[v] = value_bytes(outs[k]);
-      shapes[v] = value_shape(outs[k]);
+      bytes[v] = t.output_bytes[k];
+      shapes[v] = t.output_shapes[k];
       r.output_bytes += bytes[v];
       r.output_shapes.push_back(shapes[v]);
     }
-  });
-  runtime::Feeds own;
-  for (const ir::Value* v : graph->inputs()) {
-    auto it = feeds.find(v->name());
-    if (it != feeds.end()) own[v->name()] = it->second;
   }
-  interp.run(own);
 
   // Alive from the step that makes a value to the last step that reads it (outputs: the end).
   size_t steps = nodes.size();
@@ -158,14 +152,18 @@ int profile(const ProfileOptions& o) {
       data.nodes[i].kernel = choices[i].kernel;
     }
   }
-  measure_memory(graph, nodes, feeds, data);
-
   std::unordered_map<const ir::Node*, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
   Progress progress("profile", static_cast<size_t>(o.warmup + o.iterations));
   for (int i = 0; i < o.warmup; ++i) {
     session.run(feeds);
     progress.step("warm-up");
+  }
+  // Shapes and memory from the first run (a warm-up, or the first profiled run without one).
+  bool measured = false;
+  if (o.warmup > 0) {
+    measure_memory(graph, nodes, feeds, session.last_profile(), data);
+    measured = true;
   }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point origin = Clock::now();
@@ -184,6 +182,10 @@ int profile(const ProfileOptions& o) {
       if (it == index.end()) continue;
       us[it->second] += t.microseconds;
       if (starts[it->second] < 0) starts[it->second] = since_origin(t.start);
+    }
+    if (!measured) {
+      measure_memory(graph, nodes, feeds, session.last_profile(), data);
+      measured = true;
     }
     data.runs_us.push_back(std::move(us));
     data.node_start_us.push_back(std::move(starts));

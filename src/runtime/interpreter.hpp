@@ -24,7 +24,16 @@ struct NodeTiming {
   // When the node started: `kiln profile`'s trace places each node where it really ran, gaps
   // between nodes included.
   std::chrono::steady_clock::time_point start{};
+  // The node's outputs as they came out (RtValue::describe: "float16[1,128,768]") and their
+  // bytes, in output order ("none", 0 for an absent one): `kiln profile`'s shapes and live
+  // memory come from the run it times, not from a second run on the reference interpreter
+  // (BERT at batch 32 in float16 took minutes there).
+  std::vector<std::string> output_shapes;
+  std::vector<size_t> output_bytes;
 };
+
+// The describe() and bytes of each of `outs` into `t`'s output fields.
+void record_outputs(NodeTiming& t, const std::vector<const RtValue*>& outs);
 
 class Interpreter {
  public:

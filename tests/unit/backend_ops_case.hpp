@@ -54,6 +54,10 @@ struct Case {
   // The GPU runs the case with Kiln's own kernels preferred (KernelPreference::Own), so that an
   // own kernel is checked where a vendor library's is the default (gpu.own.gemm on NVIDIA).
   bool gpu_own = false;
+  // Roundings to the float16 / bfloat16 element type on the reference's way (1: it computes
+  // wide and rounds once, as the fast kernels do). The ai.kiln fused ops' reference rounds the
+  // product, then the bias and activation: two, and a steep activation widens the first.
+  int reference_roundings = 1;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) {

@@ -505,7 +505,8 @@ void expect_matches_reference(const Case& c, const Built& b, const std::vector<R
       const double va = element(a, k), vb = element(r, k);
       // NaN where the reference has NaN is a match (a fully masked attention row).
       if (std::isnan(va) && std::isnan(vb)) continue;
-      const double tol = tolerance(a.dtype(), vb);
+      const double tol =
+          tolerance(a.dtype(), vb) * (a.dtype() == DataType::Float32 ? 1 : c.reference_roundings);
       const double excess = tol > 0 ? std::abs(va - vb) / tol : (va == vb ? 0.0 : INFINITY);
       if (!(excess <= worst)) {
         worst = excess;
