@@ -8,7 +8,10 @@
 //   ScaledDotProductAttention  (Q [..., Sq, D], K [..., Sk, D], V [..., Sk, Dv], mask?) ->
 //                              softmax(Q K^T * scale + mask) V, batch dims broadcast numpy-style,
 //                              the additive mask broadcast to [..., Sq, Sk]; attribute scale
-//                              (default 1 / sqrt(D)).
+//                              (default 1 / sqrt(D)); zero_nan_probs (default 0): probabilities
+//                              that come out NaN count as 0, as torch's exported
+//                              Where(IsNaN(P), 0, P) makes them (a row masked everywhere gives
+//                              0, not NaN).
 #include <array>
 #include <cmath>
 #include <limits>
@@ -110,6 +113,7 @@ void attention(KernelContext& ctx) {
             k.describe());
   const double scale =
       ctx.attr_float("scale", d > 0 ? static_cast<float>(1.0 / std::sqrt(double(d))) : 1.0f);
+  const bool zero_nan = ctx.attr_int("zero_nan_probs", 0) != 0;
   auto batch_of = [](const std::vector<int64_t>& dims) {
     return std::vector<int64_t>(dims.begin(), dims.end() - 2);
   };
@@ -159,6 +163,11 @@ void attention(KernelContext& ctx) {
       }
       double total = 0;
       for (double& s : p) total += (s = std::exp(s - top));
+      // zero_nan_probs: each probability on its own, NaN ones 0 (over no keys, a sum of none).
+      if (zero_nan) {
+        for (double& s : p) s = std::isnan(s / total) ? 0 : s / total;
+        total = 1;
+      }
       for (int64_t e = 0; e < dv; ++e) {
         double acc = 0;
         for (int64_t j = 0; j < sk; ++j) acc += p[static_cast<size_t>(j)] * vm[j * dv + e];

@@ -53,16 +53,33 @@ bool mask_fits(const ir::Value* mask, const ir::Value* scores) {
 }
 
 // softmax(Q K^T * scale [+ mask]) V, written as
-//   MatMul(Q [* c], KT) -> [Div|Mul by constant] -> [Add mask] -> Softmax(last axis) -> MatMul(.,
-//   V)
+//   MatMul(Q [* c], KT [* c]) -> [Div|Mul by constant] -> [Add mask] -> Softmax(last axis)
+//   [-> Where(IsNaN(P), 0, P)] -> MatMul(., V)
 // where KT is K with its last two dims swapped (usually a Transpose), becomes one ai.kiln
 // ScaledDotProductAttention(Q, K, V, mask).
 bool fuse(Rewriter& rw, ir::Node& out_mm) {
   if (!is_op(&out_mm, "MatMul") || !is_float_value(out_mm.output(0))) return false;
   ir::Value* probs = out_mm.input(0);
   ir::Value* v = out_mm.input(1);
+  std::vector<ir::Node*> dead = {&out_mm};
+  // torch's export of scaled_dot_product_attention: Where(IsNaN(P), 0, P) between the Softmax
+  // and the MatMul (a fully masked row gives 0, not NaN): the op's zero_nan_probs.
+  bool zero_nan = false;
+  if (ir::Node* where = rw.producer(probs, "Where"); where && rw.single_use(probs)) {
+    ir::Value* p = where->input(2);
+    ir::Node* isnan = rw.producer(where->input(0), "IsNaN");
+    std::optional<double> zero = scalar_constant(where->input(1));
+    if (!isnan || isnan->input(0) != p || !rw.single_use(where->input(0)) || !zero || *zero != 0 ||
+        rw.readers(p).size() != 2 || rw.graph().is_output(p)) {
+      return false;
+    }
+    dead.push_back(where);
+    dead.push_back(isnan);
+    probs = p;
+    zero_nan = true;
+  }
   ir::Node* softmax = rw.producer(probs, "Softmax");
-  if (!softmax || !rw.single_use(probs)) return false;
+  if (!softmax || (!zero_nan && !rw.single_use(probs))) return false;
   ir::Value* logits = softmax->input(0);
   const std::optional<size_t> rank = rank_of(logits);
   if (!rank || *rank < 2 || !rw.single_use(logits)) return false;
@@ -70,7 +87,7 @@ bool fuse(Rewriter& rw, ir::Node& out_mm) {
   if (axis < 0) axis += static_cast<int64_t>(*rank);
   if (axis != static_cast<int64_t>(*rank) - 1) return false;
 
-  std::vector<ir::Node*> dead = {&out_mm, softmax};
+  dead.push_back(softmax);
   double scale = 1;
   ir::Value* mask = nullptr;
   ir::Value* scores = logits;
@@ -95,7 +112,7 @@ bool fuse(Rewriter& rw, ir::Node& out_mm) {
   if (!qk || !rw.single_use(scores)) return false;
   dead.push_back(qk);
   ir::Value* q = unscaled(rw, qk->input(0), scale, dead);
-  ir::Value* kt = qk->input(1);
+  ir::Value* kt = unscaled(rw, qk->input(1), scale, dead);  // torch scales both sides
   const std::optional<size_t> rq = rank_of(q), rk = rank_of(kt), rv = rank_of(v);
   if (!rq || !rk || !rv || *rq < 2 || *rk < 2 || *rv < 2) return false;
   const DataType t = q->type().dtype;
@@ -142,6 +159,7 @@ bool fuse(Rewriter& rw, ir::Node& out_mm) {
   ir::Node* sdpa = rw.insert_node(&out_mm, "ScaledDotProductAttention", ops::kKilnDomain,
                                   std::move(inputs), {out}, opset);
   sdpa->set_attribute("scale", ir::Attribute(static_cast<float>(scale)));
+  if (zero_nan) sdpa->set_attribute("zero_nan_probs", ir::Attribute(int64_t{1}));
   rw.replace(y, out, dead);
   return true;
 }

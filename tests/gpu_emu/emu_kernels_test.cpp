@@ -329,6 +329,40 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
     expect(name, out, r);
 }
 
+// Keys masked everywhere (-inf) in the second batch: NaN rows there, or 0 with zero_nan_probs;
+// the first batch's rows are the same either way.
+TEST(GpuKernelsEmulated, AttentionZeroNanProbabilities) {
+  const int64_t sq = 3, sk = 5, d = 8;
+  std::vector<float> q = rnd(2 * sq * d), k = rnd(2 * sk * d), v = rnd(2 * sk * d);
+  std::vector<float> m(2 * sk, 0.f);
+  for (int64_t j = sk; j < 2 * sk; ++j) m[j] = -INFINITY;
+  std::vector<float> plain(2 * sq * d), zeroed(2 * sq * d);
+  for (bool zero : {false, true}) {
+    AttentionArgs a;
+    a.sq = sq;
+    a.sk = sk;
+    a.d = a.dv = d;
+    a.msq = 1;
+    a.msk = sk;
+    a.batches = 2;
+    a.batch = make_strided_shape({2}, {{1}, {1}, {1}, {1}}, "t");
+    a.scale = 0.5f;
+    a.q = q.data();
+    a.k = k.data();
+    a.v = v.data();
+    a.mask = m.data();
+    a.out = zero ? zeroed.data() : plain.data();
+    a.zero_nan_probs = zero;
+    launch_attention(FloatType::F32, a, nullptr);
+  }
+  for (int64_t i = 0; i < sq * d; ++i) {
+    EXPECT_TRUE(std::isfinite(plain[i])) << i;
+    EXPECT_EQ(zeroed[i], plain[i]) << i;
+    EXPECT_TRUE(std::isnan(plain[sq * d + i])) << i;
+    EXPECT_EQ(zeroed[sq * d + i], 0.f) << i;
+  }
+}
+
 TEST(GpuKernelsEmulated, Movement) {
   // transpose [2,5,3,7] perm 0,2,1,3
   std::vector<int64_t> d = {2, 5, 3, 7}, perm = {0, 2, 1, 3};

@@ -732,6 +732,10 @@ void attention_cases(std::vector<Case>& c) {
   add("plain", {x({2, 3, 5, 8}), x({2, 3, 5, 8}), x({2, 3, 5, 8})});
   add("padding_mask", {x({2, 3, 4, 8}), x({2, 3, 7, 8}), x({2, 3, 7, 6}), x({2, 1, 1, 7})},
       {f("scale", 0.3f)});
+  // torch's exported NaN guard folded in (fuse_attention): no NaN rows here, the attribute
+  // must pass through every kernel unchanged.
+  add("zero_nan_probs", {x({2, 3, 4, 8}), x({2, 3, 7, 8}), x({2, 3, 7, 6}), x({2, 1, 1, 7})},
+      {i("zero_nan_probs", 1)});
   add("square_mask", {x({3, 4, 8}), x({3, 4, 8}), x({3, 4, 8}), w({4, 4})});
   // Several key tiles (the last partial), more queries than one block takes, Dv != D.
   add("long_keys", {x({2, 37, 16}), x({2, 70, 16}), x({2, 70, 24})});

@@ -1,6 +1,7 @@
 // Transformer fusions: LayerNorm, Gelu (erf and tanh forms), SkipLayerNorm and attention, each
 // built as exporters write it, rewritten, and checked to compute the same outputs.
 #include <gtest/gtest.h>
+#include <limits>
 
 #include "graph_builder.hpp"
 #include "ops/fused_activation.hpp"
@@ -213,6 +214,52 @@ TEST(FuseAttention, KeysTransposedFromTokensMajorAndScaledByMul) {
       EXPECT_FLOAT_EQ(std::get<float>(n->attribute("scale")->storage()), 0.125f);
     }
   }
+}
+
+// torch.onnx's scaled_dot_product_attention: sqrt(scale) on Q and on K^T, the mask added,
+// and Where(IsNaN(P), 0, P) after the Softmax. The second batch's mask is -inf everywhere: its
+// rows come out 0 (not NaN) before and after the rewrite (zero_nan_probs).
+TEST(FuseAttention, TorchExportScalesBothSidesAndZeroesNanProbabilities) {
+  auto build = [] {
+    GraphBuilder b;
+    ir::Value* q = b.input("q", {2, 2, 3, 4});
+    ir::Value* k = b.input("k", {2, 2, 3, 4});
+    ir::Value* v = b.input("v", {2, 2, 3, 5});
+    const float inf = std::numeric_limits<float>::infinity();
+    ir::Value* mask = b.graph->add_initializer(
+        "mask", Tensor::from_vector<float>({2, 1, 1, 3}, {0.f, -inf, 0.f, -inf, -inf, -inf}));
+    ir::Value* kt =
+        b.op("Transpose", {k}, {{"perm", ir::Attribute(std::vector<int64_t>{0, 1, 3, 2})}});
+    ir::Value* qs = b.op("Mul", {q, b.scalar(0.5f)});
+    ir::Value* ks = b.op("Mul", {kt, b.scalar(0.5f)});
+    ir::Value* s = b.op("Add", {b.op("MatMul", {qs, ks}), mask});
+    ir::Value* p = b.op("Softmax", {s}, {{"axis", ir::Attribute(int64_t{-1})}});
+    ir::Value* safe = b.op("Where", {b.op("IsNaN", {p}), b.scalar(0.f), p});
+    b.output(b.op("MatMul", {safe, v}));
+    return b.graph;
+  };
+  auto g = expect_rewrite_keeps_results(build, passes::FuseAttention{});
+  EXPECT_EQ(ops_of(*g), (Hist{{"ai.kiln.ScaledDotProductAttention", 1}}));
+  const ir::Node* n = g->nodes()[0];
+  EXPECT_FLOAT_EQ(std::get<float>(n->attribute("scale")->storage()), 0.25f);
+  EXPECT_EQ(std::get<int64_t>(n->attribute("zero_nan_probs")->storage()), 1);
+  // The second batch (every key masked) gives 0 through the fused op as through the Where.
+  std::vector<RtValue> feeds = testing::random_feeds(*g, 3);
+  std::vector<RtValue> out = testing::run_graph(g, feeds);
+  const Tensor& y = out[0].tensor();
+  for (int64_t i = y.numel() / 2; i < y.numel(); ++i) EXPECT_EQ(y.double_at(i), 0.0) << i;
+}
+
+// The probabilities read elsewhere too: the Where stays, and so does the attention's MatMul.
+TEST(FuseAttention, NanGuardOfSharedProbabilitiesIsNotFused) {
+  GraphBuilder b;
+  ir::Value* q = b.input("q", {2, 3, 4});
+  ir::Value* kt = b.input("kt", {2, 4, 3});
+  ir::Value* p = b.op("Softmax", {b.op("MatMul", {q, kt})});
+  b.output(p);
+  ir::Value* safe = b.op("Where", {b.op("IsNaN", {p}), b.scalar(0.f), p});
+  b.output(b.op("MatMul", {safe, b.input("v", {2, 3, 4})}));
+  EXPECT_FALSE(passes::FuseAttention{}.apply(*b.graph));
 }
 
 TEST(FuseAttention, SoftmaxOverAnotherAxisIsNotAttention) {

@@ -83,9 +83,11 @@ class AttentionKernel final : public Kernel {
     DeviceTensor y = out.allocate(0, DataType::Float32, out_dims);
     if (y.numel() == 0) return;
     if (sk == 0) {
-      // A softmax over no keys is 0 / 0, as the reference computes it.
+      // A softmax over no keys is 0 / 0, as the reference computes it (a sum of no terms, 0,
+      // when NaN probabilities count as 0).
       auto* py = static_cast<float*>(y.data);
-      std::fill(py, py + y.numel(), std::numeric_limits<float>::quiet_NaN());
+      std::fill(py, py + y.numel(),
+                zero_nan_probs_ ? 0.f : std::numeric_limits<float>::quiet_NaN());
       return;
     }
     KILN_CHECK(d > 0, ErrorCode::Unsupported,
@@ -105,6 +107,10 @@ class AttentionKernel final : public Kernel {
     args[DNNL_ARG_SCRATCHPAD] = p.qk_scratch;
     p.qk_prim.execute(s, args);
     p.softmax.execute(s, {{DNNL_ARG_SRC, scores}, {DNNL_ARG_DST, scores}});
+    if (zero_nan_probs_) {
+      s.wait();
+      for (float& x : scores_) x = std::isnan(x) ? 0.f : x;
+    }
     p.pv_prim.execute(s, {{DNNL_ARG_SRC, scores},
                           {DNNL_ARG_WEIGHTS, wrap(p.pv.weights_desc(), v.data)},
                           {DNNL_ARG_DST, wrap(p.pv.dst_desc(), y.data)},
@@ -191,6 +197,7 @@ class AttentionKernel final : public Kernel {
   }
 
   const ir::Node& node_;
+  const bool zero_nan_probs_ = ops::AttrReader(node_).attr_int("zero_nan_probs", 0) != 0;
   std::unique_ptr<Plan> plan_;
   std::vector<float> scores_;
 };

@@ -102,10 +102,13 @@ __global__ void attention_kernel(AttentionArgs a, int keys) {
       top = new_top;
     }
     if (active) {
+      // A row's probabilities are all finite (total > 0) or all NaN (0 / 0, or a NaN score
+      // in the sum): zero_nan_probs makes the NaN ones 0, so that row sums to 0.
+      const bool zero = a.zero_nan_probs && !(total > 0.f);
       T* om = out + (b * a.sq + row) * a.dv;
       for (int t = 0; t < kAcc; ++t) {
         const int64_t e = lane + t * KILN_WARP_SIZE;
-        if (e < a.dv) om[e] = from_float<T>(acc[t] / total);
+        if (e < a.dv) om[e] = from_float<T>(zero ? 0.f : acc[t] / total);
       }
     }
   }

@@ -22,6 +22,9 @@ struct AttentionArgs {
   void* out = nullptr;
   int64_t batches = 0, sq = 0, sk = 0, d = 0, dv = 0, msq = 1, msk = 1;
   float scale = 1.f;
+  // Probabilities that come out NaN count as 0 (the op's zero_nan_probs): a row masked
+  // everywhere, or one with a NaN score, gives 0 instead of NaN.
+  bool zero_nan_probs = false;
   StridedShape batch;
 };
 

@@ -59,7 +59,8 @@ class AttentionKernel final : public Kernel {
       : dtype_(node.input(0)->type().dtype),
         scale_attr_(node.attributes().count("scale")
                         ? std::optional<float>(float_attr(node, "scale", 1.f))
-                        : std::nullopt) {}
+                        : std::nullopt),
+        zero_nan_probs_(int_attr(node, "zero_nan_probs", 0) != 0) {}
   std::string_view name() const override { return kName; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
@@ -114,6 +115,7 @@ class AttentionKernel final : public Kernel {
     a.k = k.data;
     a.v = v.data;
     a.mask = masked ? in[3].data : nullptr;
+    a.zero_nan_probs = zero_nan_probs_;
     a.out = y.data;
     check_launch(kernels::launch_attention(*float_type(dtype_), a, gpu_stream(stream).handle()),
                  kName);
@@ -122,6 +124,7 @@ class AttentionKernel final : public Kernel {
  private:
   DataType dtype_;
   std::optional<float> scale_attr_;
+  bool zero_nan_probs_;
 };
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {
