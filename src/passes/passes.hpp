@@ -107,8 +107,10 @@ struct FuseSkipLayerNorm {
 };
 
 // MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(V) becomes ai.kiln
-// ScaledDotProductAttention(Q, K, V, mask) with the scale as an attribute.
+// ScaledDotProductAttention(Q, K, V, mask) with the scale as an attribute. With `nan_guard`,
+// torch's exported Where(IsNaN(P), 0, P) after the Softmax is taken too (zero_nan_probs).
 struct FuseAttention {
+  bool nan_guard = true;
   std::string_view name() const { return "fuse_attention"; }
   bool apply(ir::Graph& graph) const;
 };

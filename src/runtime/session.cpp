@@ -44,7 +44,7 @@ void Session::init() {
   // An engine was optimized when it was compiled; an ONNX model is optimized here.
   if (!engine_ && options_.optimize) {
     passes::PassManager pm(passes::PassManagerOptions::from_env());
-    passes::add_default_passes(pm);
+    passes::add_default_passes(pm, options_.device);
     passes::add_device_passes(pm, options_.device);
     pm.run(*model_.graph);
   }
