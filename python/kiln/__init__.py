@@ -9,12 +9,16 @@
 import os as _os
 
 # Kiln's CPU kernels run on GNU OpenMP (oneDNN's runtime), which reads its wait policy once, when
-# it is loaded. Its default keeps idle threads spinning for milliseconds after each parallel
-# region, which on a machine shared with other work made 2-thread runs 4-12x slower
-# (bench/results/2026-11-30-cpu-speed.md); sleeping threads cost next to nothing on a quiet one.
-# Set before the native module loads OpenMP, and only when the user has not chosen.
+# it is loaded. Its default keeps idle threads spinning for milliseconds (300000 spins) after each
+# parallel region, which on a machine shared with other work made 2-thread runs 4-12x slower
+# (bench/results/2026-11-30-cpu-speed.md). Sleeping at once (OMP_WAIT_POLICY=PASSIVE, the
+# previous choice) wakes the threads between the back-to-back regions of one run: a small MLP
+# ran 2.7x slower on two threads than on one. 10000 spins (tens of microseconds) keep a run's
+# threads awake between its regions and let them sleep soon after it ends
+# (bench/results/2026-12-03-cpu-wait-policy.md). Set before the native module loads OpenMP, and
+# only when the user has not chosen.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    _os.environ["GOMP_SPINCOUNT"] = "10000"
 
 from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln's messages)
     Internal,

@@ -235,7 +235,7 @@ int bench(BenchOptions o) {
     std::cerr << fmt::format(
         "kiln: warning: these timings are noisy: {}. Other work competes for the CPUs or the "
         "threads wait by spinning: close other work, give fewer --threads, pin the process "
-        "(taskset), run longer (--duration), or set OMP_WAIT_POLICY=PASSIVE\n",
+        "(taskset), run longer (--duration), or shorten the spin (GOMP_SPINCOUNT=10000)\n",
         fmt::join(r.noise, "; "));
   }
   if (o.json) {
