@@ -14,10 +14,14 @@ import os as _os
 # (bench/results/2026-11-30-cpu-speed.md). Sleeping at once (OMP_WAIT_POLICY=PASSIVE, the
 # previous choice) wakes the threads between the back-to-back regions of one run: a small MLP
 # ran 2.7x slower on two threads than on one. 10000 spins (tens of microseconds) keep a run's
-# threads awake between its regions and let them sleep soon after it ends
+# threads awake between its regions and let them sleep soon after it ends. ACTIVE with that
+# count keeps the same bounded spin when libgomp manages more threads than CPUs (each Python
+# thread that runs a session is an OpenMP master with a pool of its own); unset, libgomp then
+# cuts the spin to 1000 and a run from a second thread took 3x as long
 # (bench/results/2026-12-03-cpu-wait-policy.md). Set before the native module loads OpenMP, and
 # only when the user has not chosen.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
     _os.environ["GOMP_SPINCOUNT"] = "10000"
 
 from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln's messages)
