@@ -2,7 +2,7 @@
 """Real models at their published sizes through Kiln, beside onnxruntime.
 
     python3 bench/models_full.py [--out build/models-full] [--only resnet50,bert,light_vgg19,...]
-                                 [--repeat 3] [--opset 17] [--small]
+                                 [--repeat 3] [--opset 17] [--small] [--device gpu]
 
 Exports (Debian's /usr/bin/python3 with python3-torch) ResNet-50, MobileNetV2, EfficientNet-B0,
 ViT-B/16 at 224x224 batch 1, BERT-base (12 layers, hidden 768) at batch 1 x 128 tokens, the LSTM
@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--small", action="store_true", help="the CI suite's cases and sizes")
+    ap.add_argument("--device", default="", help="compile the engines for this device (gpu) and "
+                    "check them running there; the direct path stays the CPU's reference")
     args = ap.parse_args()
     if args.small and args.out == ap.get_default("out"):
         args.out = os.path.join(ROOT, "build", "models-bench-small")
@@ -116,7 +118,7 @@ def main():
         print(f"models_full: {case}", flush=True)
         case_dir = os.path.join(cases, case)
         r = check_case(case_dir, kiln, check, os.path.join(args.out, "work"), args.repeat,
-                       parallel=False, timeout=6 * 3600)
+                       parallel=False, timeout=6 * 3600, device=args.device)
         r["ort_ms"], r["ort_cpu_ms"] = ort_median_ms(case_dir, args.repeat)
         with open(os.path.join(results, case + ".json"), "w") as f:
             json.dump(r, f, indent=1)

@@ -3,8 +3,9 @@
 // (||actual - expected|| / ||expected||), the measure the real-model acceptance uses.
 //
 //   kiln_model_check MODEL CASE_DIR [--max-rel-l2 1e-4] [--no-optimize] [--interpreter]
-//                    [--repeat N]
+//                    [--repeat N] [--device NAME]
 //
+// --device runs the session on that device (SessionOptions::device: "cpu", "gpu", "gpu,cpu").
 // --interpreter runs the reference interpreter (every node on its reference kernel, the oracle)
 // instead of the executor's prepared fast kernels.
 //
@@ -42,6 +43,7 @@ struct Options {
   bool optimize = true;
   bool interpreter = false;  // the reference interpreter (the oracle) instead of the executor
   int repeat = 1;
+  std::string device;  // empty: SessionOptions' default (the CPU)
 };
 
 struct OutputError {
@@ -103,6 +105,7 @@ int check(const Options& o) {
   SessionOptions session_options;
   session_options.optimize = o.optimize;
   if (o.interpreter) session_options.config["executor"] = "interpreter";
+  if (!o.device.empty()) session_options.device = o.device;
   auto open_start = std::chrono::steady_clock::now();
   Session session(o.model, session_options);
   double open_ms = ms_since(open_start);
@@ -174,6 +177,8 @@ int main(int argc, char** argv) {
         o.max_rel_l2 = std::stod(argv[++i]);
       } else if (a == "--repeat" && has_value) {
         o.repeat = std::max(1, std::stoi(argv[++i]));
+      } else if (a == "--device" && has_value) {
+        o.device = argv[++i];
       } else if (a == "--no-optimize") {
         o.optimize = false;
       } else if (a == "--interpreter") {
@@ -191,7 +196,7 @@ int main(int argc, char** argv) {
   }
   if (positional.size() != 2) {
     std::cerr << "usage: kiln_model_check MODEL CASE_DIR [--max-rel-l2 X] [--no-optimize] "
-                 "[--interpreter] [--repeat N]\n";
+                 "[--interpreter] [--repeat N] [--device NAME]\n";
     return 2;
   }
   o.model = positional[0];

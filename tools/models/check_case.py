@@ -69,9 +69,11 @@ def compile_flags(kiln):
 
 
 def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2, timeout=1200,
-                parallel=True):
+                parallel=True, device=""):
     """Runs both paths. With `parallel` the direct check runs beside the compile and the engine
-    check, so two cores are used; timings are then only indicative (benchmarks pass False)."""
+    check, so two cores are used; timings are then only indicative (benchmarks pass False).
+    With `device` ("gpu", ...) the engine is compiled for that device and checked running there;
+    the direct path stays the reference interpreter on the CPU."""
     name = os.path.basename(os.path.normpath(case_dir))
     with open(os.path.join(case_dir, "case.json")) as f:
         info = json.load(f)
@@ -86,15 +88,17 @@ def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2,
     if not parallel:
         direct_out = direct.communicate(timeout=timeout)[0]
     shapes = [a for r in info.get("shape_range", "").split(",") if r for a in ("--shape", r)]
+    on_device = ["--device", device] if device else []
     compiled = subprocess.run([kiln, "compile", model, "-o", engine, *shapes,
-                               *compile_flags(kiln)],
+                               *compile_flags(kiln), *on_device],
                               capture_output=True, text=True, timeout=timeout)
     result = {"case": name, "opset": info.get("opset"), "source": info.get("source"),
               "shape_range": info.get("shape_range", ""), "ok": False, "log": ""}
     result.update(parse_compile(compiled.stdout))
     engine_out = None
     if compiled.returncode == 0:
-        engine_out = subprocess.run([check, engine, *common], capture_output=True, text=True,
+        engine_out = subprocess.run([check, engine, *common, *on_device], capture_output=True,
+                                    text=True,
                                     timeout=timeout).stdout
     if parallel:
         direct_out = direct.communicate(timeout=timeout)[0]
@@ -122,9 +126,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--max-rel-l2", type=float, default=MAX_REL_L2)
     ap.add_argument("--sequential", action="store_true", help="one run at a time (for timing)")
+    ap.add_argument("--device", default="", help="compile for and run the engine on this device")
     args = ap.parse_args()
     r = check_case(args.case_dir, args.kiln, args.check, args.work, args.repeat, args.max_rel_l2,
-                   parallel=not args.sequential)
+                   parallel=not args.sequential, device=args.device)
     print(json.dumps(r, indent=1))
     sys.exit(0 if r["ok"] else 1)
 
