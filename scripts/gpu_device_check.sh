@@ -19,7 +19,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pack() {
   local build=${1:-build} carry=${2:-.gpu_carry}
   cmake --build "$build" -j "${JOBS:-2}" --target kiln_cli kiln_gpu_tests kiln_gpu_cuda kiln_unit_tests \
-    kiln_conformance kiln_serve
+    kiln_conformance kiln_serve kiln_model_check
   local stage
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$carry"
@@ -28,6 +28,7 @@ pack() {
   strip --strip-debug -o "$stage/bin/kiln_unit_tests" "$build/tests/kiln_unit_tests"
   strip --strip-debug -o "$stage/bin/kiln_conformance" "$build/tests/kiln_conformance"
   strip --strip-debug -o "$stage/bin/kiln-serve" "$build/src/kiln-serve"
+  strip --strip-debug -o "$stage/bin/kiln_model_check" "$build/tests/kiln_model_check"
   strip --strip-debug -o "$stage/lib/libkiln_gpu_cuda.so" "$build/lib/libkiln_gpu_cuda.so"
   # Everything the three need except the C and C++ runtimes, which the device's (newer) system
   # has: fmt, protobuf, oneDNN, OpenMP, image codecs and what those pull in.
@@ -48,6 +49,7 @@ run() {
   # The device tool brings back only a few files: everything is written to a scratch folder and
   # handed back as one archive (results.tar.gz) when the run ends, however it ends.
   local final_out=$OUT
+  local tree=$PWD  # the device's copy of the working tree (bench/, tools/)
   OUT=$(mktemp -d)
   export OUT
   # shellcheck disable=SC2064
@@ -268,6 +270,23 @@ EOF2
       # shellcheck disable=SC2086
       k "$root/bin/kiln_conformance" --data "$node_data" $mode 2>&1 | tail -n 3
     done | tee "$OUT/node_tests.txt" || true
+  fi
+  if [ "${KILN_GPU_FULL_MODELS:-0}" != 0 ]; then
+    # The full-size real models (bench/models_full.py, from this working tree's copy): exported
+    # by the device's torch, onnxruntime's outputs as reference, each engine compiled for the GPU
+    # and checked running there within 1e-4 relative L2 (KILN_GPU_FULL_ONLY: a subset).
+    echo "== full-size models through the GPU (bench/models_full.py --device gpu)"
+    local fake="$root/build"
+    mkdir -p "$fake/src" "$fake/tests"
+    for b in kiln:src/kiln kiln_model_check:tests/kiln_model_check; do
+      printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$root/bin/${b%%:*}" \
+        > "$fake/${b#*:}"
+      chmod +x "$fake/${b#*:}"
+    done
+    KILN_EXPORT_PYTHON=$(command -v python3) python3 "$tree/bench/models_full.py" \
+      --build-dir "$fake" --out "$root/models-full" --device gpu --repeat 3 \
+      --only "${KILN_GPU_FULL_ONLY:-}" 2>&1 | tee "$OUT/models_full.txt" || status=$?
+    cp -r "$root/models-full/results" "$OUT/models_full_results" 2>/dev/null || true
   fi
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"

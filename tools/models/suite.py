@@ -15,7 +15,9 @@ EXPORTED_OP13 = ["vit_b_16", "bert", "lstm", "control_flow"]
 LIGHT = ["light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
          "light_shufflenet", "light_squeezenet"]
 LIGHT_SLOW = ["light_bvlc_alexnet", "light_vgg19", "light_zfnet512"]
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch installs for it, not for pyenv's
+# The Python that exports the torch models: Debian's python3-torch installs for /usr/bin/python3,
+# not for pyenv's; KILN_EXPORT_PYTHON names another (the H200 machine's venv).
+SYSTEM_PYTHON = os.environ.get("KILN_EXPORT_PYTHON", "/usr/bin/python3")
 
 
 def case_names():
