@@ -34,19 +34,6 @@ struct ProfileOptions {
   std::string html;
 };
 
-size_t value_bytes(const RtValue& v) {
-  if (v.is_tensor()) return v.tensor().nbytes();
-  size_t n = 0;
-  if (v.is_sequence()) {
-    for (const Tensor& t : v.sequence()) n += t.nbytes();
-  }
-  return n;
-}
-
-std::string value_shape(const RtValue& v) {
-  return v.is_none() ? "none" : v.describe();
-}
-
 // Shapes and bytes of every value from a run of the session itself (its profile records each
 // node's outputs), and from the graph's uses, the activation bytes alive while each node runs.
 void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
@@ -59,8 +46,8 @@ void measure_memory(const std::shared_ptr<const ir::Graph>& graph,
   for (const ir::Value* v : graph->inputs()) {
     auto it = feeds.find(v->name());
     if (it != feeds.end()) {
-      bytes[v] = value_bytes(it->second);
-      shapes[v] = value_shape(it->second);
+      bytes[v] = it->second.nbytes();
+      shapes[v] = it->second.describe();
       data.input_bytes += bytes[v];
     }
   }
@@ -159,12 +146,6 @@ int profile(const ProfileOptions& o) {
     session.run(feeds);
     progress.step("warm-up");
   }
-  // Shapes and memory from the first run (a warm-up, or the first profiled run without one).
-  bool measured = false;
-  if (o.warmup > 0) {
-    measure_memory(graph, nodes, feeds, session.last_profile(), data);
-    measured = true;
-  }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point origin = Clock::now();
   auto since_origin = [&](Clock::time_point t) {
@@ -183,15 +164,13 @@ int profile(const ProfileOptions& o) {
       us[it->second] += t.microseconds;
       if (starts[it->second] < 0) starts[it->second] = since_origin(t.start);
     }
-    if (!measured) {
-      measure_memory(graph, nodes, feeds, session.last_profile(), data);
-      measured = true;
-    }
     data.runs_us.push_back(std::move(us));
     data.node_start_us.push_back(std::move(starts));
     progress.step();
   }
   progress.finish();
+  // Shapes and memory from the last profiled run (every run has the same feeds).
+  measure_memory(graph, nodes, feeds, session.last_profile(), data);
   data.take_medians();
 
   const double node_sum = data.nodes_us();

@@ -19,6 +19,13 @@ std::vector<Tensor>& RtValue::sequence() {
   return sequence_;
 }
 
+size_t RtValue::nbytes() const {
+  if (is_tensor()) return tensor_.nbytes();
+  size_t n = 0;
+  for (const Tensor& t : sequence_) n += t.nbytes();
+  return n;
+}
+
 std::string RtValue::describe() const {
   switch (kind_) {
     case Kind::None:

@@ -31,6 +31,8 @@ class RtValue {
   const std::vector<Tensor>& sequence() const;
   std::vector<Tensor>& sequence();
   std::string describe() const;
+  // Bytes of the data: the tensor's, the sum of a sequence's tensors, 0 for none.
+  size_t nbytes() const;
 
  private:
   Kind kind_ = Kind::None;

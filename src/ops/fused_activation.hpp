@@ -45,31 +45,7 @@ struct FusedActivation {
   // The reference numerics: the point functions the unfused ops' reference kernels use, in
   // double like them, so a fused node computes exactly what the unfused pair did.
   double apply(double x) const {
-    switch (kind) {
-      case Activation::None:
-        return x;
-      case Activation::Relu:
-        return point::relu(x);
-      case Activation::Clip:
-        return point::clip(x, static_cast<double>(alpha), static_cast<double>(beta));
-      case Activation::Sigmoid:
-        return point::sigmoid(x);
-      case Activation::Silu:
-        return point::silu(x);
-      case Activation::HardSwish:
-        return point::hard_swish(x);
-      case Activation::HardSigmoid:
-        return point::hard_sigmoid(x, static_cast<double>(alpha), static_cast<double>(beta));
-      case Activation::LeakyRelu:
-        return point::leaky_relu(x, static_cast<double>(alpha));
-      case Activation::Tanh:
-        return point::tanh(x);
-      case Activation::Gelu:
-        return point::gelu_erf(x);
-      case Activation::GeluTanh:
-        return point::gelu_tanh(x);
-    }
-    return x;
+    return point::fused_activation(kind, x, static_cast<double>(alpha), static_cast<double>(beta));
   }
 };
 

@@ -231,4 +231,37 @@ KILN_HOST_DEVICE constexpr T minimum(T a, T b) {
   return b < a ? b : a;
 }
 
+// A fused activation by kind: `Kind` is any enum with ops::Activation's enumerators (ops'
+// FusedActivation, the GPU epilogue's GemmActivation), so the reference, the CPU and every
+// fused GPU kernel take one list of formulas. alpha, beta: Clip's min and max, LeakyRelu's
+// alpha, HardSigmoid's alpha and beta.
+template <typename Kind, typename T>
+KILN_HOST_DEVICE T fused_activation(Kind kind, T x, T alpha, T beta) {
+  switch (kind) {
+    case Kind::None:
+      return x;
+    case Kind::Relu:
+      return relu(x);
+    case Kind::Clip:
+      return clip(x, alpha, beta);
+    case Kind::Sigmoid:
+      return sigmoid(x);
+    case Kind::Silu:
+      return silu(x);
+    case Kind::HardSwish:
+      return hard_swish(x);
+    case Kind::HardSigmoid:
+      return hard_sigmoid(x, alpha, beta);
+    case Kind::LeakyRelu:
+      return leaky_relu(x, alpha);
+    case Kind::Tanh:
+      return tanh(x);
+    case Kind::Gelu:
+      return gelu_erf(x);
+    case Kind::GeluTanh:
+      return gelu_tanh(x);
+  }
+  return x;
+}
+
 }  // namespace kiln::point

@@ -352,13 +352,12 @@ void Executor::run_step(Run& run, std::vector<LiveValue>& values, size_t i, bool
          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
              .count(),
          start});
-    std::vector<const RtValue*> made;
-    for (int v : step.outputs) made.push_back(v < 0 ? nullptr : &values[v].value);
-    record_outputs(profile_.back(), made);
+    // The end event first: the host's bookkeeping below must not land in the device time.
     if (begin && end) {
       end->record(stream_for(step.backend));
       run.time_device_step(profile_.size() - 1, std::move(begin), std::move(end));
     }
+    for (int v : step.outputs) profile_.back().record_output(v < 0 ? nullptr : &values[v].value);
   }
   if (release) {
     for (int idx : step.release) values[idx] = LiveValue{};

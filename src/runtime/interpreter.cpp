@@ -154,9 +154,7 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
               .count();
       profile_.push_back({&n, us, start});
-      std::vector<const RtValue*> made;
-      for (const RtValue& v : outs) made.push_back(&v);
-      record_outputs(profile_.back(), made);
+      for (const RtValue& v : outs) profile_.back().record_output(&v);
     }
     if (observer_ && &g == graph_.get()) observer_(n, outs);
     for (size_t k = 0; k < outs.size(); ++k) {
@@ -171,18 +169,6 @@ std::vector<RtValue> Interpreter::execute(const ir::Graph& g, const std::vector<
     results.push_back(r ? *r : RtValue(v->constant()));
   }
   return results;
-}
-
-void record_outputs(NodeTiming& t, const std::vector<const RtValue*>& outs) {
-  for (const RtValue* v : outs) {
-    size_t bytes = 0;
-    if (v && v->is_tensor()) bytes = v->tensor().nbytes();
-    if (v && v->is_sequence()) {
-      for (const Tensor& e : v->sequence()) bytes += e.nbytes();
-    }
-    t.output_shapes.push_back(v ? v->describe() : "none");
-    t.output_bytes.push_back(bytes);
-  }
 }
 
 std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& inputs,

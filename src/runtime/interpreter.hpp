@@ -30,10 +30,13 @@ struct NodeTiming {
   // (BERT at batch 32 in float16 took minutes there).
   std::vector<std::string> output_shapes;
   std::vector<size_t> output_bytes;
-};
 
-// The describe() and bytes of each of `outs` into `t`'s output fields.
-void record_outputs(NodeTiming& t, const std::vector<const RtValue*>& outs);
+  // Appends one output (null: an absent one).
+  void record_output(const RtValue* v) {
+    output_shapes.push_back(v ? v->describe() : "none");
+    output_bytes.push_back(v ? v->nbytes() : 0);
+  }
+};
 
 class Interpreter {
  public:

@@ -11,31 +11,7 @@ namespace kiln::backends::gpu::kernels {
 
 // alpha, beta: Clip's min and max, LeakyRelu's alpha, HardSigmoid's alpha and beta.
 KILN_HOST_DEVICE inline float apply_activation(GemmActivation a, float x, float alpha, float beta) {
-  switch (a) {
-    case GemmActivation::None:
-      return x;
-    case GemmActivation::Relu:
-      return point::relu(x);
-    case GemmActivation::Clip:
-      return point::clip(x, alpha, beta);
-    case GemmActivation::Sigmoid:
-      return point::sigmoid(x);
-    case GemmActivation::Silu:
-      return point::silu(x);
-    case GemmActivation::HardSwish:
-      return point::hard_swish(x);
-    case GemmActivation::HardSigmoid:
-      return point::hard_sigmoid(x, alpha, beta);
-    case GemmActivation::LeakyRelu:
-      return point::leaky_relu(x, alpha);
-    case GemmActivation::Tanh:
-      return point::tanh(x);
-    case GemmActivation::Gelu:
-      return point::gelu_erf(x);
-    case GemmActivation::GeluTanh:
-      return point::gelu_tanh(x);
-  }
-  return x;
+  return point::fused_activation(a, x, alpha, beta);
 }
 
 }  // namespace kiln::backends::gpu::kernels

@@ -23,6 +23,7 @@
 
 #include "backends/gpu/runtime/conv_gemm.hpp"
 #include "backends/gpu/runtime/cudnn_api.hpp"
+#include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
@@ -88,12 +89,8 @@ std::string check(const ir::Node& node, ConvShape& out) {
        b->constant().dims()[0] != w->constant().dims()[0])) {
     return "Conv on the GPU needs a constant bias of one value per output channel";
   }
-  const ir::Value* z = fused && node.inputs().size() > 3 ? node.input(3) : nullptr;
-  if (z) {
-    if (!z->type().is_tensor() || z->type().dtype != tx.dtype) {
-      return "FusedConv's residual Z must be a tensor of the input's type";
-    }
-    out.residual = true;
+  if (std::string why = read_fused_residual(node, tx.dtype, out.residual); !why.empty()) {
+    return why;
   }
   const std::string auto_pad = string_attr(node, "auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID") {

@@ -14,13 +14,12 @@
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/gpu/runtime/strided_copy.hpp"
 #include "backends/gpu/runtime/strided_shape.hpp"
 #include "backends/kernel_table.hpp"
 
 namespace kiln::backends::gpu {
-namespace {
 
-// Copies src (of src_numel elements) into dst over `dims` with the given strides.
 void strided_copy(std::string_view kernel, DataType dtype, const void* src, int64_t src_numel,
                   void* dst, int64_t dst_numel, const std::vector<int64_t>& dims,
                   const std::vector<int64_t>& src_strides, const std::vector<int64_t>& dst_strides,
@@ -33,6 +32,8 @@ void strided_copy(std::string_view kernel, DataType dtype, const void* src, int6
                                             std::max(src_numel, dst_numel), stream),
                kernel);
 }
+
+namespace {
 
 // ---- Transpose ----
 

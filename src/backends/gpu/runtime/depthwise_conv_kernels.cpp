@@ -13,13 +13,13 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/gpu/kernels/data_movement.hpp"
 #include "backends/gpu/kernels/depthwise_conv.hpp"
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
+#include "backends/gpu/runtime/strided_copy.hpp"
 #include "backends/gpu/runtime/strided_shape.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/half.hpp"
@@ -94,12 +94,8 @@ std::string check(const ir::Node& node, DepthwiseShape& out) {
             b->constant().dims() != std::vector<int64_t>{out.channels})) {
     return "the depthwise convolution needs a constant bias of one value per channel";
   }
-  const ir::Value* z = fused && node.inputs().size() > 3 ? node.input(3) : nullptr;
-  if (z) {
-    if (!z->type().is_tensor() || z->type().dtype != tx.dtype) {
-      return "FusedConv's residual Z must be a tensor of the input's type";
-    }
-    out.residual = true;
+  if (std::string why = read_fused_residual(node, tx.dtype, out.residual); !why.empty()) {
+    return why;
   }
   const std::vector<int64_t> strides = ints_attr(node, "strides", {1, 1});
   const std::vector<int64_t> dilations = ints_attr(node, "dilations", {1, 1});
@@ -280,11 +276,8 @@ class DepthwiseKernel final : public Kernel {
   void transpose(const void* src, void* dst, const std::vector<int64_t>& dims,
                  const std::vector<int64_t>& src_strides, hipStream_t s) {
     const int64_t count = shape_numel(dims);
-    const kernels::StridedShape walk =
-        make_strided_shape(dims, {src_strides, row_major_strides(dims)}, kDepthwiseKernel);
-    check_launch(kernels::launch_strided_copy(static_cast<int>(dtype_size(shape_.dtype)), src, dst,
-                                              count, walk, count, s),
-                 kDepthwiseKernel);
+    strided_copy(kDepthwiseKernel, shape_.dtype, src, count, dst, count, dims, src_strides,
+                 row_major_strides(dims), s);
   }
 
   // `t` itself when channels-last, else a channels-last copy in `scratch`.

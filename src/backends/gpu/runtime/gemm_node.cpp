@@ -82,6 +82,16 @@ std::string read_fused_activation(const ir::Node& node, kernels::GemmActivation&
   return "";
 }
 
+std::string read_fused_residual(const ir::Node& node, DataType dtype, bool& present) {
+  const bool fused = node.domain() == "ai.kiln";
+  const ir::Value* z = fused && node.inputs().size() > 3 ? node.input(3) : nullptr;
+  present = z != nullptr;
+  if (z && (!z->type().is_tensor() || z->type().dtype != dtype)) {
+    return "FusedConv's residual Z must be a tensor of the input's type";
+  }
+  return "";
+}
+
 std::string read_gemm_node(const ir::Node& node, GemmNode& out) {
   const bool fused = node.domain() == "ai.kiln";
   if (!(node.domain().empty() || fused) || (node.op_type() != (fused ? "FusedMatMul" : "MatMul") &&

@@ -32,6 +32,9 @@ struct GemmNode {
 // Shared by every fused GPU kernel (GEMMs, the depthwise convolution).
 std::string read_fused_activation(const ir::Node& node, kernels::GemmActivation& act, float& alpha,
                                   float& beta);
+// An ai.kiln FusedConv's residual Z (input 3): empty when it is absent or a tensor of `dtype`
+// (`present` says which), else why not. Shared by the cuDNN and the depthwise convolutions.
+std::string read_fused_residual(const ir::Node& node, DataType dtype, bool& present);
 
 // Empty when `node` is a GEMM of float32 or float16 operands whose shapes a GPU GEMM can take
 // (2-D Gemm; MatMul of rank >= 2 operands whose batch dims are equal, or all 1 on one side, or
