@@ -24,11 +24,33 @@ void strided_copy(std::string_view kernel, DataType dtype, const void* src, int6
                   void* dst, int64_t dst_numel, const std::vector<int64_t>& dims,
                   const std::vector<int64_t>& src_strides, const std::vector<int64_t>& dst_strides,
                   hipStream_t stream) {
-  const int64_t n = shape_numel(dims);
+  int64_t n = shape_numel(dims);
   if (n == 0) return;
-  const kernels::StridedShape shape =
-      make_strided_shape(dims, {src_strides, dst_strides}, std::string(kernel).c_str());
-  check_launch(kernels::launch_strided_copy(static_cast<int>(dtype_size(dtype)), src, dst, n, shape,
+  // When the innermost dim is contiguous on both sides and every offset stays 8-byte aligned, the
+  // copy moves 8-byte words: 4x fewer threads for float16 (BERT's head Transposes at batch 32
+  // moved 6 MB in 24 us element by element).
+  int elem = static_cast<int>(dtype_size(dtype));
+  std::vector<int64_t> d = dims, ss = src_strides, ds = dst_strides;
+  const int64_t f = elem < 8 ? 8 / elem : 1;
+  auto aligned = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; };
+  bool widen = f > 1 && !d.empty() && ss.back() == 1 && ds.back() == 1 && d.back() % f == 0 &&
+               aligned(src) && aligned(dst) && src_numel % f == 0 && dst_numel % f == 0;
+  for (size_t k = 0; widen && k + 1 < d.size(); ++k) {
+    widen = ss[k] % f == 0 && ds[k] % f == 0;
+  }
+  if (widen) {
+    d.back() /= f;
+    for (size_t k = 0; k + 1 < d.size(); ++k) {
+      ss[k] /= f;
+      ds[k] /= f;
+    }
+    n /= f;
+    src_numel /= f;
+    dst_numel /= f;
+    elem = 8;
+  }
+  const kernels::StridedShape shape = make_strided_shape(d, {ss, ds}, std::string(kernel).c_str());
+  check_launch(kernels::launch_strided_copy(elem, src, dst, n, shape,
                                             std::max(src_numel, dst_numel), stream),
                kernel);
 }
