@@ -173,7 +173,8 @@ TEST(GpuKernelsEmulated, Softmax) {
 }
 
 TEST(GpuKernelsEmulated, LayerNorm) {
-  for (int64_t cols : {40, 1501}) {
+  // A wavefront's staged row, a block's 4 and 16 staged elements a thread, and an unstaged row.
+  for (int64_t cols : {40, 768, 1501, 5000}) {
     const int64_t rows = 5;
     auto x = rnd(rows * cols), skip = rnd(rows * cols), bias = rnd(cols), g = rnd(cols),
          b = rnd(cols);

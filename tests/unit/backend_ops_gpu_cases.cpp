@@ -392,6 +392,17 @@ void norm_cases(std::vector<Case>& c) {
         .opset = 1,
         .gpu = "gpu.skip_layer_norm"},
        kFp16);
+  // BERT's rows: a block per row with its elements staged in registers.
+  both(c,
+       {.name = "gpu_skip_layer_norm_768",
+        .op = "SkipLayerNormalization",
+        .inputs = {x({6, 768}), x({6, 768}), w({768}), w({768}), w({768})},
+        .attrs = {f("epsilon", 1e-5f)},
+        .kernel = ln,
+        .domain = kKiln,
+        .opset = 1,
+        .gpu = "gpu.skip_layer_norm"},
+       kFp16);
   both(c,
        {.name = "gpu_skip_layer_norm_all_outputs",
         .op = "SkipLayerNormalization",
