@@ -367,6 +367,33 @@ PY
     wait "$serve_pid" 2>/dev/null || true
     grep -E "GPU metrics|relu" "$OUT/serve.log" | head -n 5 || true
   fi
+  if [ "${KILN_GPU_NCU_BERT:-0}" != 0 ]; then
+    # Kernel times without the profile's per-node events: Nsight Compute over one fp16 BERT-base
+    # run at batch KILN_GPU_NCU_BERT (clocks left alone), the small kernels only.
+    echo "== ncu: BERT-base b${KILN_GPU_NCU_BERT} fp16, small kernels"
+    local nb="${KILN_GPU_NCU_BERT}" mdir="$root/models"
+    mkdir -p "$mdir"
+    (cd "$carry" && python3 -c "
+import sys, numpy as np
+from onnx import numpy_helper
+import bert_vs_torch as b
+b.export($nb, '$mdir/bert_b$nb.onnx')
+for n in ('input_ids', 'attention_mask'):
+    v = np.random.default_rng(0).integers(0, 30522 if n == 'input_ids' else 2, (${nb}, 128))
+    v = np.ones_like(v) if n == 'attention_mask' else v
+    open(f'$mdir/{n}_ncu.pb', 'wb').write(numpy_helper.from_array(v.astype(np.int64), n).SerializeToString())
+") 2>&1 | tail -n 3
+    "$root/kiln_wrapped" compile "$mdir/bert_b$nb.onnx" -o "$mdir/bert_ncu.kiln" --no-verify \
+      --device gpu --fp16 2>&1 | tail -n 2
+    k ncu --clock-control none --csv --metrics \
+      gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+      -k 'regex:^(?!.*(gemm|Kernel|cutlass|sm90|xmma)).*' --launch-count 120 \
+      "$root/bin/kiln" run "$mdir/bert_ncu.kiln" --device gpu \
+      --input "input_ids=$mdir/input_ids_ncu.pb" --input "attention_mask=$mdir/attention_mask_ncu.pb" \
+      > "$OUT/ncu_bert.csv" 2> "$OUT/ncu_bert.err" || status=$?
+    tail -n 5 "$OUT/ncu_bert.err"
+    wc -l "$OUT/ncu_bert.csv"
+  fi
   if [ "${KILN_GPU_BERT:-1}" != 0 ]; then
     echo "== BERT-base: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     (cd "$carry" && python3 bert_vs_torch.py "$root/kiln_wrapped" "$root/models" \

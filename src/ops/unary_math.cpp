@@ -169,10 +169,14 @@ KILN_REGISTER_OP({.op_type = "Erf",
                   .infer = infer_same_as_input0,
                   .traits = {
                       .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
+// IsNaN is exact in float16 (a float32 NaN stays NaN, a finite value never becomes one), so
+// torch's attention guard Where(IsNaN(P), 0, P) stays float16 with no Cast. Not IsInf: a float32
+// value above 65504 would become infinite.
 KILN_REGISTER_OP({.op_type = "IsNaN",
                   .kernel = isnan_op,
                   .infer = infer_bool_same_shape,
-                  .traits = {.pointwise = Pointwise::Unary, .transposes = true}});
+                  .traits = {
+                      .pointwise = Pointwise::Unary, .fp16 = {.safe = true}, .transposes = true}});
 KILN_REGISTER_OP({.op_type = "IsInf",
                   .kernel = isinf_op,
                   .infer = infer_bool_same_shape,

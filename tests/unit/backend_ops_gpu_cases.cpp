@@ -778,6 +778,10 @@ void conv_cases(std::vector<Case>& c) {
           .opset = 1,
           .gpu = kConv},
          kFp16);
+    // The reference rounds the convolution to float16 before adding Z; cuDNN's fused algorithm
+    // (a timed choice) adds Z in float32 and rounds once: 1.48x the one-rounding tolerance on
+    // the H200 (0.3574 for 0.3555) when that algorithm won.
+    c.back().reference_roundings = 2;
   }
   // Depthwise with ReLU6 (MobileNetV2's blocks), in float16 too: that model's float16 engine was
   // wrong on the H200 while its float32 one was right. Kiln's own depthwise kernel takes it

@@ -1,5 +1,5 @@
 // LayerNormalization (and Kiln's SkipLayerNormalization) over contiguous rows: a wavefront per
-// short row, a block per row from kBlockRowMin elements. Two-pass statistics in fp32 (the mean
+// row up to kWarpRowMax elements, a block per row beyond. Two-pass statistics in fp32 (the mean
 // first, then the mean square of the deviations: no cancellation of E[x^2] - E[x]^2). Rows of up
 // to kStagedPerThread elements a thread are read once into registers (the skip sums computed
 // once); longer rows recompute the sums in each pass rather than staging them.
@@ -9,9 +9,10 @@
 namespace kiln::backends::gpu::kernels {
 namespace {
 
-constexpr int64_t kBlockRowMin = 256;
+// Rows up to this long stage at most 8 elements a lane (fewer registers than kWarpRowMax's 32).
+constexpr int64_t kShortRowMax = 256;
 
-// Register-staged rows: up to this many elements a thread (BERT's 768 on a 256-thread block: 3).
+// Register-staged rows on a block: up to this many elements a thread (4096 columns).
 constexpr int kStagedPerThread = 16;
 
 // Element `i` (row-major over x) of a broadcast operand of n elements. A full-size operand
@@ -116,22 +117,17 @@ void launch_rows(const LayerNormArgs& args, hipStream_t stream) {
 hipError_t launch_layer_norm(FloatType type, const LayerNormArgs& args, hipStream_t stream) {
   if (args.rows <= 0 || args.cols <= 0) return hipSuccess;
   return dispatch_float(type, [&]<typename T>() {
-    // A wavefront walks its row three times, one element per lane per step, each step waiting
-    // on its loads: from a few hundred columns on a block per row keeps more loads in flight
-    // (BERT's 768: 24 serial steps per pass on a wavefront, 3 on a block).
-    if (args.cols > kWarpRowMax || args.cols >= kBlockRowMin) {
-      // kBlock threads a row: 4 elements a thread reach 1024 columns, 16 reach 4096.
-      if (args.cols <= 4 * kBlock) {
-        launch_rows<T, true, 4>(args, stream);
-      } else if (args.cols <= kStagedPerThread * kBlock) {
-        launch_rows<T, true, kStagedPerThread>(args, stream);
-      } else {
-        launch_rows<T, true, 0>(args, stream);
-      }
+    // Staged rows have every load of a thread in flight at once, so a wavefront per row (no
+    // barriers, shuffles only) serves rows up to kWarpRowMax: BERT's 768 took 51 us at 4096
+    // rows on a 256-thread block per row (two block reductions a row) on the H200.
+    if (args.cols <= kShortRowMax) {
+      launch_rows<T, false, kShortRowMax / 32>(args, stream);
+    } else if (args.cols <= kWarpRowMax) {
+      launch_rows<T, false, kWarpRowMax / 32>(args, stream);
+    } else if (args.cols <= kStagedPerThread * kBlock) {
+      launch_rows<T, true, kStagedPerThread>(args, stream);
     } else {
-      // Under kBlockRowMin columns on a wavefront of at least 32 lanes: at most 8 a lane.
-      static_assert(kBlockRowMin / 32 <= kStagedPerThread);
-      launch_rows<T, false, kBlockRowMin / 32>(args, stream);
+      launch_rows<T, true, 0>(args, stream);
     }
     return hipGetLastError();
   });
