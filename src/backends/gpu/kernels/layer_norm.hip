@@ -1,5 +1,5 @@
 // LayerNormalization (and Kiln's SkipLayerNormalization) over contiguous rows: a wavefront per
-// row up to kWarpRowMax elements, a block per row beyond. Two-pass statistics in fp32 (the mean
+// short row, a block per row from kShortRowMax elements. Two-pass statistics in fp32 (the mean
 // first, then the mean square of the deviations: no cancellation of E[x^2] - E[x]^2). Rows of up
 // to kStagedPerThread elements a thread are read once into registers (the skip sums computed
 // once); longer rows recompute the sums in each pass rather than staging them.
@@ -9,10 +9,11 @@
 namespace kiln::backends::gpu::kernels {
 namespace {
 
-// Rows up to this long stage at most 8 elements a lane (fewer registers than kWarpRowMax's 32).
+// Rows shorter than this take a wavefront each, at most 8 elements a lane.
 constexpr int64_t kShortRowMax = 256;
 
-// Register-staged rows on a block: up to this many elements a thread (4096 columns).
+// Register-staged rows on a block: up to this many elements a thread (4096 columns; BERT's
+// 768: 3, read once instead of three times, which left its time unchanged: latency, not bytes).
 constexpr int kStagedPerThread = 16;
 
 // Element `i` (row-major over x) of a broadcast operand of n elements. A full-size operand
@@ -117,13 +118,13 @@ void launch_rows(const LayerNormArgs& args, hipStream_t stream) {
 hipError_t launch_layer_norm(FloatType type, const LayerNormArgs& args, hipStream_t stream) {
   if (args.rows <= 0 || args.cols <= 0) return hipSuccess;
   return dispatch_float(type, [&]<typename T>() {
-    // Staged rows have every load of a thread in flight at once, so a wavefront per row (no
-    // barriers, shuffles only) serves rows up to kWarpRowMax: BERT's 768 took 51 us at 4096
-    // rows on a 256-thread block per row (two block reductions a row) on the H200.
-    if (args.cols <= kShortRowMax) {
+    // A block per row from kShortRowMax columns: a wavefront per row with BERT's 768 staged
+    // (24 a lane) took 73 us at 4096 rows on the H200 (ncu), a block per row 51 us; unstaged,
+    // a wavefront walks its row three times, one element a lane a step.
+    if (args.cols < kShortRowMax) {
       launch_rows<T, false, kShortRowMax / 32>(args, stream);
-    } else if (args.cols <= kWarpRowMax) {
-      launch_rows<T, false, kWarpRowMax / 32>(args, stream);
+    } else if (args.cols <= 4 * kBlock) {
+      launch_rows<T, true, 4>(args, stream);
     } else if (args.cols <= kStagedPerThread * kBlock) {
       launch_rows<T, true, kStagedPerThread>(args, stream);
     } else {
