@@ -382,27 +382,25 @@ void norm_cases(std::vector<Case>& c) {
         .opset = 1,
         .gpu = "gpu.layer_norm"},
        kFp16);
-  both(c,
-       {.name = "gpu_skip_layer_norm",
-        .op = "SkipLayerNormalization",
-        .inputs = {x({2, 4, 48}), x({2, 4, 48}), w({48}), w({48}), w({48})},
-        .attrs = {f("epsilon", 1e-5f)},
-        .kernel = ln,
-        .domain = kKiln,
-        .opset = 1,
-        .gpu = "gpu.skip_layer_norm"},
-       kFp16);
-  // BERT's rows: a block per row with its elements staged in registers.
-  both(c,
-       {.name = "gpu_skip_layer_norm_768",
-        .op = "SkipLayerNormalization",
-        .inputs = {x({6, 768}), x({6, 768}), w({768}), w({768}), w({768})},
-        .attrs = {f("epsilon", 1e-5f)},
-        .kernel = ln,
-        .domain = kKiln,
-        .opset = 1,
-        .gpu = "gpu.skip_layer_norm"},
-       kFp16);
+  // A wavefront per short row, and BERT's rows: a block per row with its elements staged.
+  struct SkipRows {
+    const char* name;
+    std::vector<int64_t> dims;
+  };
+  for (const SkipRows& r : {SkipRows{"gpu_skip_layer_norm", {2, 4, 48}},
+                            SkipRows{"gpu_skip_layer_norm_768", {6, 768}}}) {
+    const int64_t cols = r.dims.back();
+    both(c,
+         {.name = r.name,
+          .op = "SkipLayerNormalization",
+          .inputs = {x(r.dims), x(r.dims), w({cols}), w({cols}), w({cols})},
+          .attrs = {f("epsilon", 1e-5f)},
+          .kernel = ln,
+          .domain = kKiln,
+          .opset = 1,
+          .gpu = "gpu.skip_layer_norm"},
+         kFp16);
+  }
   both(c,
        {.name = "gpu_skip_layer_norm_all_outputs",
         .op = "SkipLayerNormalization",
