@@ -165,7 +165,7 @@ void optimize(ir::Model& model, const CompileOptions& o, const Messages& say) {
     if (progress_open) progress(runs, {}, true);
   }};
   passes::PassManager pm(pm_options);
-  passes::add_default_passes(pm, o.device);
+  passes::add_default_passes(pm, o.device, o.fp16.enabled);
   passes::add_device_passes(pm, o.device);
   pm.run(*model.graph);
   trace_sink.flush_line();

@@ -57,7 +57,7 @@ bool mask_fits(const ir::Value* mask, const ir::Value* scores) {
 //   [-> Where(IsNaN(P), 0, P)] -> MatMul(., V)
 // where KT is K with its last two dims swapped (usually a Transpose), becomes one ai.kiln
 // ScaledDotProductAttention(Q, K, V, mask).
-bool fuse(Rewriter& rw, ir::Node& out_mm, bool nan_guard) {
+bool fuse(Rewriter& rw, ir::Node& out_mm, FuseAttention::NanGuard nan_guard) {
   if (!is_op(&out_mm, "MatMul") || !is_float_value(out_mm.output(0))) return false;
   ir::Value* probs = out_mm.input(0);
   ir::Value* v = out_mm.input(1);
@@ -66,7 +66,11 @@ bool fuse(Rewriter& rw, ir::Node& out_mm, bool nan_guard) {
   // and the MatMul (a fully masked row gives 0, not NaN): the op's zero_nan_probs.
   bool zero_nan = false;
   if (ir::Node* where = rw.producer(probs, "Where"); where && rw.single_use(probs)) {
-    if (!nan_guard) return false;
+    using enum FuseAttention::NanGuard;
+    if (nan_guard == None ||
+        (nan_guard == Float16 && out_mm.output(0)->type().dtype != DataType::Float16)) {
+      return false;
+    }
     ir::Value* p = where->input(2);
     ir::Node* isnan = rw.producer(where->input(0), "IsNaN");
     std::optional<double> zero = scalar_constant(where->input(1));

@@ -87,11 +87,15 @@ bool fuses_for_cpu(std::string_view device) {
 
 }  // namespace
 
-PassManager& add_default_passes(PassManager& pm, std::string_view device) {
-  // On the GPU, torch's NaN-guarded attention stays unfused: gpu.attention (plain FMA, a query
-  // per wavefront) ran BERT-base's at 47.8 us a layer at batch 1 and 675 at batch 32 on the
-  // H200, where cuBLASLt's two products and the small kernels between took about 55 and 150
-  // (the whole model 0.80 vs 1.06 ms, 6.3 vs 11.9 ms). Matrix-tile attention is next.
+PassManager& add_default_passes(PassManager& pm, std::string_view device, bool float16_follows) {
+  // On the GPU, torch's NaN-guarded attention fuses only in float16, which the matrix-tile
+  // kernel (attention_tiles.hip) computes: in float32 gpu.attention (plain FMA, a query per
+  // wavefront) ran BERT-base's at 47.8 us a layer at batch 1 and 675 at batch 32 on the H200,
+  // where cuBLASLt's two products and the small kernels between took about 55 and 150 (the
+  // whole model 0.80 vs 1.06 ms, 6.3 vs 11.9 ms).
+  using NanGuard = FuseAttention::NanGuard;
+  const NanGuard nan_guard =
+      fuses_for_cpu(device) || float16_follows ? NanGuard::All : NanGuard::Float16;
   // Cleanup and folding first; layout simplifications next (they expose patterns); then the
   // transformer fusions, whose results (Gelu, LayerNormalization) the bias + activation fusion
   // and SkipLayerNormalization build on; the bias + activation fusion last, so that a bias
@@ -105,7 +109,7 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device) {
       .add(FuseLayerNorm{})
       .add(FuseGelu{})
       .add(FuseSkipLayerNorm{})
-      .add(FuseAttention{.nan_guard = fuses_for_cpu(device)})
+      .add(FuseAttention{.nan_guard = nan_guard})
       .add(FuseBiasActivation{})
       .add(EliminateCommonSubexpressions{})
       .add(EliminateDeadCode{});

@@ -44,8 +44,11 @@ class PassManager {
 
 // The standard inference pipeline: cleanup, constant and shape folding, layout simplification,
 // fusions. `device` as add_device_passes takes it: a few fusions depend on what its kernels run
-// fastest (on the GPU, torch's NaN-guarded attention stays unfused).
-PassManager& add_default_passes(PassManager& pm, std::string_view device = "cpu");
+// fastest (on the GPU, torch's NaN-guarded attention fuses only where it computes in float16:
+// a float16 graph, or `float16_follows`, the float16 conversion that kiln compile --fp16 runs
+// after the passes).
+PassManager& add_default_passes(PassManager& pm, std::string_view device = "cpu",
+                                bool float16_follows = false);
 // The passes for models that run on `device` ("cpu", "gpu", ...: SessionOptions::device's
 // names), after the default ones: fusions only that device's kernels compute (on the GPU,
 // FuseConvResidual and MergeParallelMatMuls). None for the CPU.

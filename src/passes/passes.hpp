@@ -107,10 +107,16 @@ struct FuseSkipLayerNorm {
 };
 
 // MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(V) becomes ai.kiln
-// ScaledDotProductAttention(Q, K, V, mask) with the scale as an attribute. With `nan_guard`,
-// torch's exported Where(IsNaN(P), 0, P) after the Softmax is taken too (zero_nan_probs).
+// ScaledDotProductAttention(Q, K, V, mask) with the scale as an attribute. torch's exported
+// Where(IsNaN(P), 0, P) after the Softmax is taken too (zero_nan_probs) as `nan_guard` says.
 struct FuseAttention {
-  bool nan_guard = true;
+  enum class NanGuard {
+    All,      // every NaN-guarded attention (the CPU)
+    Float16,  // float16 ones only (the GPU: its matrix-tile kernel computes them; in float32
+              // its FMA kernel lost to the library GEMMs and small kernels between)
+    None,
+  };
+  NanGuard nan_guard = NanGuard::All;
   std::string_view name() const { return "fuse_attention"; }
   bool apply(ir::Graph& graph) const;
 };

@@ -136,6 +136,30 @@ TEST(GpuKernelsEmulated, Unary) {
   expect("unary clip bf16", got, r, 1e-2, 1e-2);
 }
 
+// Same-shape unary and binary kernels over 16-byte vectors plus a tail (n % 8 != 0 in float16),
+// and from an unaligned start (one element a step): the same results either way.
+TEST(GpuKernelsEmulated, ElementwiseVectorsAndTails) {
+  const int64_t n = 1003;
+  std::vector<__half> a = f_to_halves(rnd(n + 1)), b = f_to_halves(rnd(n + 1));
+  std::vector<float> af = halves_to_f(a), bf = halves_to_f(b);
+  for (int64_t shift : {0, 1}) {
+    std::vector<__half> y(n + 1);
+    launch_unary({UnaryOp::GeluErf}, FloatType::F16, a.data() + shift, y.data() + shift, n,
+                 nullptr);
+    std::vector<float> yf = halves_to_f(y);
+    std::vector<double> r(n);
+    for (int64_t i = 0; i < n; ++i) r[i] = kiln::point::gelu_erf<double>(af[shift + i]);
+    expect(shift ? "unary gelu unaligned" : "unary gelu vectors",
+           std::vector<float>(yf.begin() + shift, yf.begin() + shift + n), r, 2e-3, 2e-3);
+    launch_binary(BinaryOp::Mul, FloatType::F16, a.data() + shift, b.data() + shift,
+                  y.data() + shift, n, nullptr, nullptr);
+    yf = halves_to_f(y);
+    for (int64_t i = 0; i < n; ++i) r[i] = double(af[shift + i]) * bf[shift + i];
+    expect(shift ? "binary mul unaligned" : "binary mul vectors",
+           std::vector<float>(yf.begin() + shift, yf.begin() + shift + n), r, 2e-3, 2e-3);
+  }
+}
+
 void softmax_ref(const std::vector<float>& x, std::vector<double>& y, int64_t outer, int64_t n,
                  int64_t inner, bool log) {
   y.assign(x.size(), 0);
@@ -220,6 +244,54 @@ TEST(GpuKernelsEmulated, LayerNorm) {
   }
 }
 
+// The 16-byte vector kernel in float16 (BERT's 768 columns, 3 chunks a lane on wave32), with the
+// skip full-size or one row broadcast over the rows, and an unaligned x that takes the block
+// kernel instead: the same results either way.
+TEST(GpuKernelsEmulated, LayerNormVectorFloat16) {
+  const int64_t rows = 6, cols = 768;
+  for (bool skip_row : {false, true}) {
+    for (int64_t shift : {0, 1}) {
+      std::vector<__half> x = f_to_halves(rnd(rows * cols + 1)),
+                          skip = f_to_halves(rnd(skip_row ? cols : rows * cols)),
+                          bias = f_to_halves(rnd(cols)), g = f_to_halves(rnd(cols)),
+                          b = f_to_halves(rnd(cols)), y(rows * cols + 1);
+      LayerNormArgs a;
+      a.x = x.data() + shift;
+      a.skip = skip.data();
+      a.bias = bias.data();
+      a.gamma = g.data();
+      a.beta = b.data();
+      a.y = y.data() + shift;
+      a.rows = rows;
+      a.cols = cols;
+      a.skip_n = static_cast<int64_t>(skip.size());
+      a.bias_n = a.gamma_n = a.beta_n = cols;
+      launch_layer_norm(FloatType::F16, a, nullptr);
+      std::vector<float> xf = halves_to_f(x), sf = halves_to_f(skip), bf = halves_to_f(bias),
+                         gf = halves_to_f(g), bef = halves_to_f(b), yf = halves_to_f(y);
+      auto h = [](double v) {
+        return double(kiln::half_bits_to_float(kiln::float_to_half_bits(float(v))));
+      };
+      std::vector<double> ry(rows * cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> z(cols);
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          z[j] = h(h(xf[shift + r * cols + j] + sf[(skip_row ? 0 : r * cols) + j]) + bf[j]);
+          s += z[j];
+        }
+        double m = s / cols, v = 0;
+        for (double e : z) v += (e - m) * (e - m);
+        const double iv = 1 / std::sqrt(v / cols + 1e-5);
+        for (int64_t j = 0; j < cols; ++j) ry[r * cols + j] = (z[j] - m) * iv * gf[j] + bef[j];
+      }
+      expect(skip_row ? "vector layer norm, skip row" : "vector layer norm",
+             std::vector<float>(yf.begin() + shift, yf.begin() + shift + rows * cols), ry, 4e-3,
+             4e-3);
+    }
+  }
+}
+
 TEST(GpuKernelsEmulated, Reduce) {
   std::vector<int64_t> d = {4, 3, 5, 2};
   auto x = rnd(120);
@@ -249,7 +321,8 @@ TEST(GpuKernelsEmulated, Reduce) {
 }
 
 void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vector<int64_t> vd,
-                     std::vector<int64_t> md, const char* name, bool half = false) {
+                     std::vector<int64_t> md, const char* name, bool half = false,
+                     bool tiles = false) {
   auto bat = [](const std::vector<int64_t>& d) {
     return std::vector<int64_t>(d.begin(), d.end() - 2);
   };
@@ -273,6 +346,7 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
   a.batch = make_strided_shape(batch, strides, "t");
   a.batches = kiln::shape_numel(batch);
   a.scale = 1.f / std::sqrt(float(a.d));
+  a.matrix_tiles = tiles;
   auto q = rnd(kiln::shape_numel(qd)), k = rnd(kiln::shape_numel(kd)),
        v = rnd(kiln::shape_numel(vd)), m = rnd(masked ? kiln::shape_numel(md) : 0);
   std::vector<float> out(a.batches * a.sq * a.dv);
@@ -295,6 +369,8 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
     a.mask = masked ? m.data() : nullptr;
     a.out = out.data();
   }
+  // The matrix-tile cases must reach that kernel (16-byte aligned vectors, head size listed).
+  ASSERT_TRUE(!tiles || attention_tiles_fit(a)) << name;
   launch_attention(half ? FloatType::F16 : FloatType::F32, a, nullptr);
   if (half) out = halves_to_f(oh);
   std::vector<double> r(out.size());
@@ -331,36 +407,55 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
 }
 
 // Keys masked everywhere (-inf) in the second batch: NaN rows there, or 0 with zero_nan_probs;
-// the first batch's rows are the same either way.
+// the first batch's rows are the same either way. The FMA kernel in float32 and the matrix-tile
+// one in float16.
 TEST(GpuKernelsEmulated, AttentionZeroNanProbabilities) {
-  const int64_t sq = 3, sk = 5, d = 8;
-  std::vector<float> q = rnd(2 * sq * d), k = rnd(2 * sk * d), v = rnd(2 * sk * d);
-  std::vector<float> m(2 * sk, 0.f);
-  for (int64_t j = sk; j < 2 * sk; ++j) m[j] = -INFINITY;
-  std::vector<float> plain(2 * sq * d), zeroed(2 * sq * d);
-  for (bool zero : {false, true}) {
-    AttentionArgs a;
-    a.sq = sq;
-    a.sk = sk;
-    a.d = a.dv = d;
-    a.msq = 1;
-    a.msk = sk;
-    a.batches = 2;
-    a.batch = make_strided_shape({2}, {{1}, {1}, {1}, {1}}, "t");
-    a.scale = 0.5f;
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
-    a.mask = m.data();
-    a.out = zero ? zeroed.data() : plain.data();
-    a.zero_nan_probs = zero;
-    launch_attention(FloatType::F32, a, nullptr);
-  }
-  for (int64_t i = 0; i < sq * d; ++i) {
-    EXPECT_TRUE(std::isfinite(plain[i])) << i;
-    EXPECT_EQ(zeroed[i], plain[i]) << i;
-    EXPECT_TRUE(std::isnan(plain[sq * d + i])) << i;
-    EXPECT_EQ(zeroed[sq * d + i], 0.f) << i;
+  for (bool tiles : {false, true}) {
+    const int64_t sq = 3, sk = 5, d = tiles ? 32 : 8;
+    std::vector<float> q = rnd(2 * sq * d), k = rnd(2 * sk * d), v = rnd(2 * sk * d);
+    std::vector<float> m(2 * sk, 0.f);
+    for (int64_t j = sk; j < 2 * sk; ++j) m[j] = -INFINITY;
+    std::vector<__half> qh = f_to_halves(q), kh = f_to_halves(k), vh = f_to_halves(v),
+                        mh = f_to_halves(m);
+    std::vector<float> plain(2 * sq * d), zeroed(2 * sq * d);
+    for (bool zero : {false, true}) {
+      AttentionArgs a;
+      a.sq = sq;
+      a.sk = sk;
+      a.d = a.dv = d;
+      a.msq = 1;
+      a.msk = sk;
+      a.batches = 2;
+      a.batch = make_strided_shape({2}, {{1}, {1}, {1}, {1}}, "t");
+      a.scale = 0.5f;
+      a.zero_nan_probs = zero;
+      std::vector<float>& y = zero ? zeroed : plain;
+      if (tiles) {
+        std::vector<__half> yh(y.size());
+        a.matrix_tiles = true;
+        a.q = qh.data();
+        a.k = kh.data();
+        a.v = vh.data();
+        a.mask = mh.data();
+        a.out = yh.data();
+        ASSERT_TRUE(attention_tiles_fit(a));
+        launch_attention(FloatType::F16, a, nullptr);
+        y = halves_to_f(yh);
+      } else {
+        a.q = q.data();
+        a.k = k.data();
+        a.v = v.data();
+        a.mask = m.data();
+        a.out = y.data();
+        launch_attention(FloatType::F32, a, nullptr);
+      }
+    }
+    for (int64_t i = 0; i < sq * d; ++i) {
+      EXPECT_TRUE(std::isfinite(plain[i])) << tiles << " " << i;
+      EXPECT_EQ(zeroed[i], plain[i]) << tiles << " " << i;
+      EXPECT_TRUE(std::isnan(plain[sq * d + i])) << tiles << " " << i;
+      EXPECT_EQ(zeroed[sq * d + i], 0.f) << tiles << " " << i;
+    }
   }
 }
 
@@ -457,6 +552,16 @@ TEST(GpuKernelsEmulated, Attention) {
   check_attention({2, 3, 4, 8}, {2, 3, 7, 8}, {2, 3, 7, 6}, {2, 1, 1, 7}, "padding mask");
   check_attention({1, 5, 256}, {1, 19, 256}, {1, 19, 200}, {}, "head 256 (16-key tiles)");
   check_attention({1, 2, 33, 64}, {1, 2, 65, 64}, {1, 2, 65, 64}, {}, "head 64 fp16", true);
+}
+
+// The matrix-tile kernel (attention_tiles.hip) on emulated mma.sync / MFMA: partial query and key
+// tiles, masks broadcast over rows and keys, every head size it takes.
+TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
+  check_attention({1, 2, 33, 64}, {1, 2, 65, 64}, {1, 2, 65, 64}, {}, "tiles head 64", true, true);
+  check_attention({2, 1, 20, 32}, {2, 1, 130, 32}, {2, 1, 130, 32}, {2, 1, 1, 130},
+                  "tiles key mask", true, true);
+  check_attention({1, 3, 17, 128}, {1, 1, 9, 128}, {1, 1, 9, 128}, {17, 9}, "tiles full mask", true,
+                  true);
 }
 
 }  // namespace

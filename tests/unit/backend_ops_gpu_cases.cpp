@@ -752,6 +752,15 @@ void attention_cases(std::vector<Case>& c) {
   add("broadcast_batch", {x({2, 3, 9, 32}), x({2, 1, 11, 32}), x({1, 1, 11, 32}), x({9, 1})}, {},
       kRef);
   add("head64", {x({1, 2, 33, 64}), x({1, 2, 65, 64}), x({1, 2, 65, 64})});
+  // In float16 the matrix-tile kernel (attention_tiles.hip) takes heads of 32, 64 and 128: a
+  // BERT layer's shape with its padding mask and torch's guard, a full mask over two key tiles,
+  // K and V broadcast over the heads.
+  add("tiles_bert",
+      {x({2, 12, 128, 64}), x({2, 12, 128, 64}), x({2, 12, 128, 64}), x({2, 1, 1, 128})},
+      {i("zero_nan_probs", 1), f("scale", 0.125f)});
+  add("tiles_head128", {x({3, 40, 128}), x({3, 100, 128}), x({3, 100, 128}), w({40, 100})});
+  add("tiles_head32", {x({2, 4, 70, 32}), x({2, 1, 33, 32}), x({2, 1, 33, 32}), x({2, 1, 70, 1})},
+      {}, kRef);
   // Large heads: the 16-key tile and several accumulators per lane.
   add("head256", {x({1, 5, 256}), x({1, 19, 256}), x({1, 19, 200})});
 }

@@ -243,8 +243,18 @@ TEST(FuseAttention, TorchExportScalesBothSidesAndZeroesNanProbabilities) {
   const ir::Node* n = g->nodes()[0];
   EXPECT_FLOAT_EQ(std::get<float>(n->attribute("scale")->storage()), 0.25f);
   EXPECT_EQ(std::get<int64_t>(n->attribute("zero_nan_probs")->storage()), 1);
-  // The GPU's pipeline leaves the guarded form to the library GEMMs (FuseAttention's comment).
-  EXPECT_FALSE(passes::FuseAttention{.nan_guard = false}.apply(*build()));
+  // The GPU's pipeline fuses the guarded form only in float16 (FuseAttention's comment): this
+  // float32 graph stays as it is, unless the float16 conversion follows the passes.
+  using NanGuard = passes::FuseAttention::NanGuard;
+  EXPECT_FALSE(passes::FuseAttention{.nan_guard = NanGuard::None}.apply(*build()));
+  EXPECT_FALSE(passes::FuseAttention{.nan_guard = NanGuard::Float16}.apply(*build()));
+  for (bool float16_follows : {false, true}) {
+    auto gpu = build();
+    passes::PassManager pm;
+    passes::add_default_passes(pm, "gpu", float16_follows);
+    pm.run(*gpu);
+    EXPECT_EQ(ops_of(*gpu).count("ai.kiln.ScaledDotProductAttention"), float16_follows ? 1u : 0u);
+  }
   // The second batch (every key masked) gives 0 through the fused op as through the Where.
   std::vector<RtValue> feeds = testing::random_feeds(*g, 3);
   std::vector<RtValue> out = testing::run_graph(g, feeds);

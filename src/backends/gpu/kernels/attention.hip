@@ -119,6 +119,8 @@ __global__ void attention_kernel(AttentionArgs a, int keys) {
 hipError_t launch_attention(FloatType type, const AttentionArgs& args, hipStream_t stream) {
   if (args.batches <= 0 || args.sq <= 0 || args.dv <= 0) return hipSuccess;
   if (args.d > kAttentionMaxHead || args.dv > kAttentionMaxHead) return hipErrorInvalidValue;
+  if (type == FloatType::F16 && args.matrix_tiles && attention_tiles_fit(args))
+    return launch_attention_tiles(args, stream);
   const int keys = tile_keys(args.d, args.dv);
   const size_t bytes = shared_bytes(keys, args.d, args.dv);
   // Blocks for the wave64 case (4 queries a block); a wave32 device takes 8 per block and

@@ -9,6 +9,9 @@ namespace kiln::backends::gpu::kernels {
 
 // Largest head size (D and Dv) the kernel holds in shared memory and registers.
 inline constexpr int64_t kAttentionMaxHead = 256;
+// Head sizes (D = Dv) of the matrix-tile kernel (attention_tiles.hip, float16): the common ones
+// (BERT, GPT-2 and ViT 64; LLaMA 128); others take the FMA kernel.
+inline constexpr int64_t kAttentionTileHeads[] = {32, 64, 128};
 
 // out[b] = softmax(Q[b] K[b]^T * scale + mask[b]) V[b] for each of `batches` batch entries
 // (row-major over batch.dims; operands 0-3 of the walk give the matrix index of Q, K, V and the
@@ -25,9 +28,20 @@ struct AttentionArgs {
   // Probabilities that come out NaN count as 0 (the op's zero_nan_probs): a row masked
   // everywhere, or one with a NaN score, gives 0 instead of NaN.
   bool zero_nan_probs = false;
+  // The device has 16-bit matrix instructions the tile ops use (mma.sync, MFMA): float16 with a
+  // head size of kAttentionTileHeads takes the matrix-tile kernel.
+  bool matrix_tiles = false;
+  int multiprocessors = 0;  // sizes the matrix-tile kernel's blocks (0: unknown)
   StridedShape batch;
 };
 
+// The FMA kernel, or the matrix-tile one where it fits (matrix_tiles, float16,
+// attention_tiles_fit).
 hipError_t launch_attention(FloatType type, const AttentionArgs& args, hipStream_t stream);
+
+// Whether the matrix-tile kernel takes these operands: D = Dv in kAttentionTileHeads, Q, K and V
+// 16-byte aligned. Its launcher, float16 only.
+bool attention_tiles_fit(const AttentionArgs& args);
+hipError_t launch_attention_tiles(const AttentionArgs& args, hipStream_t stream);
 
 }  // namespace kiln::backends::gpu::kernels

@@ -77,6 +77,20 @@ inline hipError_t dispatch_float(FloatType type, F&& f) {
   return hipErrorInvalidValue;
 }
 
+// ---- 16-byte vectors ----
+
+// 16 bytes of T: what one vector load or store moves (8 float16 / bfloat16, 4 float32), for
+// kernels whose operands are 16-byte aligned.
+template <typename T>
+struct alignas(16) Vec16 {
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+  T v[kElems];
+};
+
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // ---- reductions ----
 
 struct SumOp {

@@ -11,6 +11,10 @@
 //   load_b(fb, view, n0, k0, lane)
 //   mma(acc, fa, fb)                 acc += A B (every lane of the wavefront calls it)
 //   acc_coord(lane, i, row, col)     where acc[i] of `lane` lies in the kM x kN tile
+//   kAccRowLanes                     lanes that hold one accumulator row: aligned groups of
+//                                    that many consecutive lanes, the same row for the same i
+//                                    (a row's reduction is a butterfly within the group)
+//   kAccLaneRows, acc_lane_row(i)    rows one lane holds, and which of them acc[i] lies in
 //
 // Three ops: NVIDIA's mma.sync m16n8k16 (sm_80+, inline PTX, warp of 32), AMD CDNA's
 // v_mfma_f32_16x16x16f16 (gfx908, gfx90a, gfx940; wavefront of 64), and FmaTile, plain FMA for
@@ -196,6 +200,9 @@ __device__ inline void emulate_mma(float (&acc)[Op::kAcc], const typename Op::Fr
 struct MmaSm80F16 {
   using In = uint16_t;
   static constexpr int kM = 16, kN = 8, kK = 16, kAcc = 4, kRegsA = 4, kRegsB = 2;
+  static constexpr int kAccRowLanes = 4;  // lanes 4g .. 4g + 3 hold rows g and g + 8
+  static constexpr int kAccLaneRows = 2;
+  __device__ static constexpr int acc_lane_row(int i) { return i >> 1; }
   struct FragA {
     uint32_t r[kRegsA];
   };
@@ -268,6 +275,9 @@ struct MmaSm80F16 {
 struct MfmaF16 {
   using In = uint16_t;
   static constexpr int kM = 16, kN = 16, kK = 16, kAcc = 4, kRegsA = 2, kRegsB = 2;
+  static constexpr int kAccRowLanes = 16;  // lanes 16q .. 16q + 15 hold rows 4q .. 4q + 3
+  static constexpr int kAccLaneRows = 4;
+  __device__ static constexpr int acc_lane_row(int i) { return i; }
   struct FragA {
     uint32_t r[kRegsA];
   };
@@ -319,6 +329,9 @@ struct FmaTile {
   using In = S;
   static constexpr int kLaneRows = 16 / (KILN_WARP_SIZE / 16);
   static constexpr int kM = 16, kN = 16, kK = 2, kAcc = kLaneRows;
+  static constexpr int kAccRowLanes = 16;
+  static constexpr int kAccLaneRows = kLaneRows;
+  __device__ static constexpr int acc_lane_row(int i) { return i; }
   struct FragA {
     float v[kLaneRows][kK];
   };

@@ -55,8 +55,10 @@ std::vector<int64_t> batch_of(const std::vector<int64_t>& d) {
 
 class AttentionKernel final : public Kernel {
  public:
-  explicit AttentionKernel(const ir::Node& node)
+  AttentionKernel(const GpuBackendImpl& backend, const ir::Node& node)
       : dtype_(node.input(0)->type().dtype),
+        matrix_tiles_(has_matrix_tiles(backend.device_info())),
+        multiprocessors_(backend.device_info().multiprocessors),
         scale_attr_(node.attributes().count("scale")
                         ? std::optional<float>(float_attr(node, "scale", 1.f))
                         : std::nullopt),
@@ -116,6 +118,8 @@ class AttentionKernel final : public Kernel {
     a.v = v.data;
     a.mask = masked ? in[3].data : nullptr;
     a.zero_nan_probs = zero_nan_probs_;
+    a.matrix_tiles = matrix_tiles_;
+    a.multiprocessors = multiprocessors_;
     a.out = y.data;
     check_launch(kernels::launch_attention(*float_type(dtype_), a, gpu_stream(stream).handle()),
                  kName);
@@ -123,12 +127,14 @@ class AttentionKernel final : public Kernel {
 
  private:
   DataType dtype_;
+  bool matrix_tiles_;
+  int multiprocessors_;
   std::optional<float> scale_attr_;
   bool zero_nan_probs_;
 };
 
-std::unique_ptr<Kernel> create(const ir::Node& node) {
-  return std::make_unique<AttentionKernel>(node);
+std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
+  return std::make_unique<AttentionKernel>(static_cast<GpuBackendImpl&>(backend), node);
 }
 
 // Q is read by other queries' blocks after this block's output is written: no in-place.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/gpu/gpu_backend.hpp"
 #include "backends/gpu/kernels/kernel_types.hpp"
 #include "backends/gpu/runtime/gpu_check.hpp"
 #include "core/dtype.hpp"
@@ -16,6 +17,15 @@
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
+
+// 16-bit matrix instructions the tile ops (kernels/mma_tile.hpp) are built for: mma.sync m16n8k16
+// on every NVIDIA arch the library is built for (sm_80+), MFMA 16x16x16 on CDNA; RDNA 2 takes FMA
+// tiles.
+inline bool has_matrix_tiles(const GpuDeviceInfo& info) {
+  if (info.target.vendor == "cuda") return true;
+  const std::string& arch = info.target.arch;
+  return arch == "gfx908" || arch == "gfx90a" || arch == "gfx940";
+}
 
 inline std::optional<kernels::FloatType> float_type(DataType t) {
   switch (t) {

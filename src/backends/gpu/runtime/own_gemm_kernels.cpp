@@ -21,14 +21,6 @@ namespace {
 
 constexpr const char* kOwnGemmKernel = "gpu.own.gemm";
 
-// 16-bit matrix instructions the GEMM's tile ops are built for: mma.sync m16n8k16 on every
-// NVIDIA arch the library is built for (sm_80+), MFMA 16x16x16 on CDNA; RDNA 2 takes FMA tiles.
-bool has_matrix_tiles(const GpuDeviceInfo& info) {
-  if (info.target.vendor == "cuda") return true;
-  const std::string& arch = info.target.arch;
-  return arch == "gfx908" || arch == "gfx90a" || arch == "gfx940";
-}
-
 class OwnGemmKernel final : public Kernel {
  public:
   OwnGemmKernel(const GpuBackendImpl& backend, const ir::Node& node, const GemmNode& g)

@@ -1,0 +1,303 @@
+// Fused attention on matrix-instruction tiles: the forward pass of flash attention written over
+// mma_tile.hpp's tile ops, so one source serves mma.sync (NVIDIA) and MFMA (CDNA). float16,
+// head sizes D = Dv in kAttentionTileHeads.
+//
+// A block takes one batch entry and 16 queries (one tile row, Op::kM) per wavefront. Each
+// wavefront keeps its queries' Q fragments in registers. For each tile of kKeys keys the block
+// stages K and V in shared memory; each wavefront computes its 16 x kKeys scores S = Q K^T in
+// accumulators, scales and masks them, updates its rows' running max and sum (a row's entries
+// lie in Op::acc_lane_row's accumulators of Op::kAccRowLanes neighbouring lanes, reduced by
+// shuffles), writes P = exp(S - max) as
+// float16 to its own slice of shared memory and accumulates O += P V. Nothing of size sq x sk is
+// stored, and S and O never leave registers.
+//
+// Numerics as the FMA kernel (attention.hip), except that P is rounded to float16 before the
+// product with V (as flash attention does); its row sums add the unrounded values.
+#include <cmath>
+
+#include "backends/gpu/kernels/attention.hpp"
+#include "backends/gpu/kernels/device_common.hpp"
+#include "backends/gpu/kernels/mma_tile.hpp"
+#include "backends/gpu/kernels/tile_copy.hpp"
+
+namespace kiln::backends::gpu::kernels {
+namespace {
+
+using Op = MatrixTileF16;
+
+constexpr int kKeys = 64;     // keys per staged tile
+constexpr int kMaxWaves = 4;  // wavefronts per block
+// Elements after each staged row (16 bytes): the rows a tile op's lanes read at the same column
+// fall on different banks.
+constexpr int kPad = 8;
+constexpr int kPStride = kKeys + kPad;
+
+size_t shared_bytes(int d, int dv, int waves) {
+  return sizeof(uint16_t) *
+         (static_cast<size_t>(kKeys) * (d + kPad) + static_cast<size_t>(kKeys) * (dv + kPad) +
+          static_cast<size_t>(waves) * Op::kM * kPStride);
+}
+
+// Rows row0 .. row0 + rows of a row-major [*, Cols] float16 matrix into shared memory with row
+// stride Cols + kPad, 16 bytes a copy; rows at or past `valid` are zeros (a zero V row times a
+// zero probability must stay 0, never NaN).
+template <int Cols>
+__device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t row0, int64_t valid,
+                                  int rows) {
+  constexpr int kChunks = Cols / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < rows * kChunks; i += blockDim.x) {
+    const int r = i / kChunks, c = (i - r * kChunks) * 8;
+    uint16_t* to = dst + r * (Cols + kPad) + c;
+    if (r < valid) {
+      copy_async_16(to, src + (row0 + r) * Cols + c);
+    } else {
+      copy_16(to, Bytes16{});
+    }
+  }
+  copy_async_commit();
+}
+
+// The reduction of v over the lanes that hold the same accumulator row.
+template <typename F>
+__device__ inline float row_reduce(float v, F op) {
+  KILN_UNROLL
+  for (int mask = 1; mask < Op::kAccRowLanes; mask *= 2) v = op(v, __shfl_xor(v, mask));
+  return v;
+}
+
+// Whether the target being compiled launches this kernel: where MatrixTileF16 is the FMA tile
+// (gfx1030; the host pass, which compiles no device code) the runtime never takes it
+// (has_matrix_tiles), so its body is left out there instead of being built with FMA tiles.
+#if defined(__HIP_DEVICE_COMPILE__) || defined(__CUDA_ARCH__)
+constexpr bool kTilesHere = !is_fma_tile<MatrixTileF16>;
+#else
+constexpr bool kTilesHere = true;
+#endif
+
+template <int D, int DV>
+__device__ inline void attention_tiles(const AttentionArgs& a) {
+  static_assert(D % Op::kK == 0 && DV % Op::kN == 0 && kKeys % Op::kN == 0 && kKeys % Op::kK == 0 &&
+                D % 8 == 0 && DV % 8 == 0);
+  constexpr int kQSteps = D / Op::kK;      // k-steps of Q K^T
+  constexpr int kSTiles = kKeys / Op::kN;  // score tiles of a key tile
+  constexpr int kOTiles = DV / Op::kN;     // output tiles
+  constexpr int kPSteps = kKeys / Op::kK;  // k-steps of P V
+  KILN_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t* ks = smem;                     // [kKeys][D + kPad]; Q's rows before the key loop
+  uint16_t* vs = ks + kKeys * (D + kPad);  // [kKeys][DV + kPad]
+  const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
+  const int wave = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
+  const int waves = static_cast<int>(blockDim.x) / KILN_WARP_SIZE;
+  uint16_t* ps = vs + kKeys * (DV + kPad) + wave * Op::kM * kPStride;  // [kM][kPStride]
+  const __half* q = static_cast<const __half*>(a.q);
+  const __half* k = static_cast<const __half*>(a.k);
+  const __half* v = static_cast<const __half*>(a.v);
+  const __half* mask = static_cast<const __half*>(a.mask);
+  __half* out = static_cast<__half*>(a.out);
+  const int block_rows = waves * Op::kM;
+  const int64_t tiles = (a.sq + block_rows - 1) / block_rows;
+
+  for (int64_t task = blockIdx.x; task < a.batches * tiles; task += gridDim.x) {
+    const int64_t b = task / tiles;
+    const int64_t q0 = (task - b * tiles) * block_rows;
+    int64_t m[4];
+    strided_offsets<int64_t, 4>(a.batch, b, m);
+    const __half* qm = q + m[0] * a.sq * D;
+    const __half* km = k + m[1] * a.sk * D;
+    const __half* vm = v + m[2] * a.sk * DV;
+    const __half* mm = mask ? mask + m[3] * a.msq * a.msk : nullptr;
+
+    __syncthreads();  // the previous task's readers of ks and vs are done
+    stage_rows<D>(ks, qm, q0, a.sq - q0, block_rows);
+    copy_async_wait<0>();
+    __syncthreads();
+    typename Op::FragA qf[kQSteps];
+    const SmemOperand<uint16_t, true> q_view{ks + wave * Op::kM * (D + kPad), D + kPad};
+    KILN_UNROLL
+    for (int s = 0; s < kQSteps; ++s) Op::load_a(qf[s], q_view, 0, s * Op::kK, lane);
+
+    // Softmax state per row of the lane (Op::acc_lane_row), the output per accumulator.
+    constexpr int kRows = Op::kAccLaneRows;
+    float top[kRows], total[kRows], o[kOTiles][Op::kAcc];
+    KILN_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      top[r] = -INFINITY;
+      total[r] = 0.f;
+    }
+    KILN_UNROLL
+    for (int i = 0; i < Op::kAcc; ++i) {
+      KILN_UNROLL
+      for (int t = 0; t < kOTiles; ++t) o[t][i] = 0.f;
+    }
+
+    KILN_NO_UNROLL
+    for (int64_t k0 = 0; k0 < a.sk; k0 += kKeys) {
+      __syncthreads();  // Q's fragments, or the previous tile, are read
+      stage_rows<D>(ks, km, k0, a.sk - k0, kKeys);
+      stage_rows<DV>(vs, vm, k0, a.sk - k0, kKeys);
+      copy_async_wait<0>();
+      __syncthreads();
+
+      float s[kSTiles][Op::kAcc];
+      const SmemOperand<uint16_t, true> k_view{ks, D + kPad};
+      KILN_UNROLL
+      for (int j = 0; j < kSTiles; ++j) {
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) s[j][i] = 0.f;
+        KILN_UNROLL
+        for (int st = 0; st < kQSteps; ++st) {
+          typename Op::FragB kb;
+          Op::load_b(kb, k_view, j * Op::kN, st * Op::kK, lane);
+          Op::mma(s[j], qf[st], kb);
+        }
+      }
+      // Scale, mask; keys past sk score -inf.
+      KILN_UNROLL
+      for (int j = 0; j < kSTiles; ++j) {
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) {
+          int r, c;
+          Op::acc_coord(lane, i, r, c);
+          const int64_t key = k0 + j * Op::kN + c;
+          float x = s[j][i] * a.scale;
+          if (key >= a.sk) {
+            x = -INFINITY;
+          } else if (mm) {
+            int64_t row = q0 + wave * Op::kM + r;
+            row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
+            x += to_float(mm[(a.msq == 1 ? 0 : row) * a.msk + (a.msk == 1 ? 0 : key)]);
+          }
+          s[j][i] = x;
+        }
+      }
+      // Online softmax, per row. A fully masked prefix (-inf so far) contributes nothing and
+      // must not turn the state into NaN.
+      float new_top[kRows], rescale[kRows], sum[kRows];
+      KILN_UNROLL
+      for (int r = 0; r < kRows; ++r) new_top[r] = -INFINITY;
+      KILN_UNROLL
+      for (int j = 0; j < kSTiles; ++j) {
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) {
+          float& t = new_top[Op::acc_lane_row(i)];
+          t = MaxOp{}(t, s[j][i]);
+        }
+      }
+      KILN_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        new_top[r] = fmaxf(top[r], row_reduce(new_top[r], MaxOp{}));
+        rescale[r] = new_top[r] == -INFINITY ? 1.f : expf(top[r] - new_top[r]);
+        sum[r] = 0.f;
+      }
+      KILN_UNROLL
+      for (int j = 0; j < kSTiles; ++j) {
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) {
+          const int r = Op::acc_lane_row(i);
+          s[j][i] = new_top[r] == -INFINITY ? 0.f : expf(s[j][i] - new_top[r]);
+          sum[r] += s[j][i];
+        }
+      }
+      KILN_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        total[r] = total[r] * rescale[r] + row_reduce(sum[r], SumOp{});
+        top[r] = new_top[r];
+      }
+      KILN_UNROLL
+      for (int i = 0; i < Op::kAcc; ++i) {
+        KILN_UNROLL
+        for (int t = 0; t < kOTiles; ++t) o[t][i] *= rescale[Op::acc_lane_row(i)];
+      }
+      // P as float16 into the wavefront's slice, then O += P V.
+      __half* ph = reinterpret_cast<__half*>(ps);
+      KILN_UNROLL
+      for (int j = 0; j < kSTiles; ++j) {
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) {
+          int r, c;
+          Op::acc_coord(lane, i, r, c);
+          ph[r * kPStride + j * Op::kN + c] = from_float<__half>(s[j][i]);
+        }
+      }
+      __syncthreads();  // every lane's P is in shared memory (the loop is uniform: all reach it)
+      const SmemOperand<uint16_t, true> p_view{ps, kPStride};
+      const SmemOperand<uint16_t, false> v_view{vs, DV + kPad};
+      KILN_UNROLL
+      for (int st = 0; st < kPSteps; ++st) {
+        typename Op::FragA pa;
+        Op::load_a(pa, p_view, 0, st * Op::kK, lane);
+        KILN_UNROLL
+        for (int t = 0; t < kOTiles; ++t) {
+          typename Op::FragB vb;
+          Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
+          Op::mma(o[t], pa, vb);
+        }
+      }
+    }
+
+    // A row's probabilities are all finite (total > 0) or all NaN (0 / 0, or a NaN score in the
+    // sum): zero_nan_probs makes the NaN ones 0, so that row sums to 0.
+    KILN_UNROLL
+    for (int i = 0; i < Op::kAcc; ++i) {
+      int r, c;
+      Op::acc_coord(lane, i, r, c);
+      const int64_t row = q0 + wave * Op::kM + r;
+      if (row >= a.sq) continue;
+      const float row_total = total[Op::acc_lane_row(i)];
+      const bool zero = a.zero_nan_probs && !(row_total > 0.f);
+      __half* orow = out + (b * a.sq + row) * DV;
+      KILN_UNROLL
+      for (int t = 0; t < kOTiles; ++t)
+        orow[t * Op::kN + c] = from_float<__half>(zero ? 0.f : o[t][i] / row_total);
+    }
+  }
+}
+
+template <int D, int DV>
+__global__ void __launch_bounds__(kMaxWaves* KILN_WARP_SIZE)
+    attention_tiles_kernel(AttentionArgs a) {
+  if constexpr (kTilesHere) {
+    attention_tiles<D, DV>(a);
+  } else {
+    (void)a;
+  }
+}
+
+template <int D>
+hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
+  // Fewer queries a block when the grid would not cover the device twice (batch 1).
+  const int64_t sms = a.multiprocessors > 0 ? a.multiprocessors : 1;
+  int waves = kMaxWaves;
+  while (waves > 1 && a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM)) < 2 * sms)
+    waves /= 2;
+  const int64_t tasks = a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM));
+  const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
+  auto* kernel = &attention_tiles_kernel<D, D>;
+  hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), shared_bytes(D, D, waves), stream,
+                     a);
+  return hipGetLastError();
+}
+
+}  // namespace
+
+bool attention_tiles_fit(const AttentionArgs& a) {
+  if (a.d != a.dv || !aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v)) return false;
+  for (int64_t head : kAttentionTileHeads)
+    if (a.d == head) return true;
+  return false;
+}
+
+hipError_t launch_attention_tiles(const AttentionArgs& a, hipStream_t stream) {
+  switch (a.d) {
+    case 32:
+      return launch_head<32>(a, stream);
+    case 64:
+      return launch_head<64>(a, stream);
+    case 128:
+      return launch_head<128>(a, stream);
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+}  // namespace kiln::backends::gpu::kernels
