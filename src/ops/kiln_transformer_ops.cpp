@@ -11,7 +11,10 @@
 //                              (default 1 / sqrt(D)); zero_nan_probs (default 0): probabilities
 //                              that come out NaN count as 0, as torch's exported
 //                              Where(IsNaN(P), 0, P) makes them (a row masked everywhere gives
-//                              0, not NaN).
+//                              0, not NaN); bsnh (default 0): Q, K, V and the output hold the
+//                              sequence before the heads, [..., S, N, H] (onnxruntime's BSNH,
+//                              as the projections leave them), read and written as their
+//                              [..., N, S, H] transposes, so no Transpose runs on either side.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -97,20 +100,52 @@ std::vector<int64_t> padded_dims(const Tensor& t, size_t rank) {
   return d;
 }
 
+// A tensor's values and dims with axes -3 and -2 swapped (bsnh's [.., S, N, H] <-> [.., N, S, H]).
+void swap_seq_heads(std::vector<double>& values, std::vector<int64_t>& dims) {
+  const size_t r = dims.size();
+  const int64_t outer = shape_numel(std::vector<int64_t>(dims.begin(), dims.end() - 3));
+  const int64_t a = dims[r - 3], b = dims[r - 2], h = dims[r - 1];
+  std::vector<double> out(values.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t e = 0; e < h; ++e)
+          out[((o * b + j) * a + i) * h + e] = values[((o * a + i) * b + j) * h + e];
+  values = std::move(out);
+  std::swap(dims[r - 3], dims[r - 2]);
+}
+
 void attention(KernelContext& ctx) {
-  const Tensor& q = ctx.input(0);
-  const Tensor& k = ctx.input(1);
-  const Tensor& v = ctx.input(2);
-  ctx.check(q.rank() >= 2 && k.rank() >= 2 && v.rank() >= 2,
-            "Q, K and V must have rank >= 2, got {}, {} and {}", q.describe(), k.describe(),
-            v.describe());
-  ctx.check(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "Q, K and V types differ");
+  const Tensor& q_in = ctx.input(0);
+  const Tensor& k_in = ctx.input(1);
+  const Tensor& v_in = ctx.input(2);
+  const bool bsnh = ctx.attr_int("bsnh", 0) != 0;
+  const size_t min_rank = bsnh ? 3 : 2;
+  ctx.check(q_in.rank() >= min_rank && k_in.rank() >= min_rank && v_in.rank() >= min_rank,
+            "Q, K and V must have rank >= {}{}, got {}, {} and {}", min_rank,
+            bsnh ? " with bsnh" : "", q_in.describe(), k_in.describe(), v_in.describe());
+  ctx.check(k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype(),
+            "Q, K and V types differ");
+  // Computed over [.., N, S, H] operands; bsnh ones are swapped into that form first.
+  struct Operand {
+    std::vector<int64_t> dims_;
+    std::vector<double> values;
+    int64_t dim(size_t i) const { return dims_[i]; }
+    size_t rank() const { return dims_.size(); }
+    const std::vector<int64_t>& dims() const { return dims_; }
+  };
+  auto operand = [&](const Tensor& t) {
+    Operand o{t.dims(), ctl::to_doubles(t)};
+    if (bsnh) swap_seq_heads(o.values, o.dims_);
+    return o;
+  };
+  const Operand q = operand(q_in), k = operand(k_in), v = operand(v_in);
   const int64_t sq = q.dim(q.rank() - 2), d = q.dim(q.rank() - 1);
   const int64_t sk = k.dim(k.rank() - 2), dv = v.dim(v.rank() - 1);
-  ctx.check(k.dim(k.rank() - 1) == d, "K {} must end in the head size {} of Q {}", k.describe(), d,
-            q.describe());
-  ctx.check(v.dim(v.rank() - 2) == sk, "V {} must have the {} keys of K {}", v.describe(), sk,
-            k.describe());
+  ctx.check(k.dim(k.rank() - 1) == d, "K {} must end in the head size {} of Q {}", k_in.describe(),
+            d, q_in.describe());
+  ctx.check(v.dim(v.rank() - 2) == sk, "V {} must have the {} keys of K {}", v_in.describe(), sk,
+            k_in.describe());
   const double scale =
       ctx.attr_float("scale", d > 0 ? static_cast<float>(1.0 / std::sqrt(double(d))) : 1.0f);
   const bool zero_nan = ctx.attr_int("zero_nan_probs", 0) != 0;
@@ -122,8 +157,8 @@ void attention(KernelContext& ctx) {
   const bool has_mask = ctx.has_input(3);
   if (has_mask) {
     const Tensor& m = ctx.input(3);
-    ctx.check(m.dtype() == q.dtype(), "mask has type {}, Q has {}", dtype_name(m.dtype()),
-              dtype_name(q.dtype()));
+    ctx.check(m.dtype() == q_in.dtype(), "mask has type {}, Q has {}", dtype_name(m.dtype()),
+              dtype_name(q_in.dtype()));
     mask_dims = padded_dims(m, 2);
     msq = mask_dims[mask_dims.size() - 2];
     msk = mask_dims.back();
@@ -140,8 +175,7 @@ void attention(KernelContext& ctx) {
   std::vector<int64_t> out_dims = batch;
   out_dims.push_back(sq);
   out_dims.push_back(dv);
-  const std::vector<double> qv = ctl::to_doubles(q), kv = ctl::to_doubles(k),
-                            vv = ctl::to_doubles(v);
+  const std::vector<double>&qv = q.values, &kv = k.values, &vv = v.values;
   const std::vector<double> mv = has_mask ? ctl::to_doubles(ctx.input(3)) : std::vector<double>();
   std::vector<double> out(static_cast<size_t>(shape_numel(out_dims)));
   std::vector<double> p(static_cast<size_t>(sk));
@@ -175,21 +209,24 @@ void attention(KernelContext& ctx) {
       }
     }
   });
-  ctx.set_output(0, ctl::from_doubles(q.dtype(), out_dims, out, "ScaledDotProductAttention"));
+  if (bsnh) swap_seq_heads(out, out_dims);
+  ctx.set_output(0, ctl::from_doubles(q_in.dtype(), out_dims, out, "ScaledDotProductAttention"));
 }
 
 void infer_attention(InferContext& ctx) {
   const TypeInfo* q = ctx.input_type(0);
   if (!q || !q->is_tensor()) return;
+  const bool bsnh = ctx.attr_int("bsnh", 0) != 0;
   std::optional<Shape> batch;
   Dim sq, dv;
   for (size_t i = 0; i < 3; ++i) {
     const TypeInfo* t = ctx.input_type(i);
-    if (!t || !t->is_tensor() || !t->shape || t->shape->rank() < 2) {
+    if (!t || !t->is_tensor() || !t->shape || t->shape->rank() < (bsnh ? 3u : 2u)) {
       ctx.set_output_type(0, TypeInfo::tensor(q->dtype));
       return;
     }
-    const std::vector<Dim>& dims = t->shape->dims();
+    std::vector<Dim> dims = t->shape->dims();
+    if (bsnh) std::swap(dims[dims.size() - 3], dims[dims.size() - 2]);
     Shape b(std::vector<Dim>(dims.begin(), dims.end() - 2));
     batch = i == 0 ? std::optional<Shape>(b) : broadcast_shapes(ctx, batch, b);
     if (i == 0) sq = dims[dims.size() - 2];
@@ -202,6 +239,7 @@ void infer_attention(InferContext& ctx) {
   std::vector<Dim> dims = batch->dims();
   dims.push_back(sq);
   dims.push_back(dv);
+  if (bsnh) std::swap(dims[dims.size() - 3], dims[dims.size() - 2]);
   ctx.set_output_type(0, TypeInfo::tensor(q->dtype, Shape(std::move(dims))));
 }
 

@@ -51,7 +51,7 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device = "cpu"
                                 bool float16_follows = false);
 // The passes for models that run on `device` ("cpu", "gpu", ...: SessionOptions::device's
 // names), after the default ones: fusions only that device's kernels compute (on the GPU,
-// FuseConvResidual and MergeParallelMatMuls). None for the CPU.
+// FuseConvResidual, MergeParallelMatMuls and FoldAttentionTransposes). None for the CPU.
 PassManager& add_device_passes(PassManager& pm, std::string_view device);
 
 }  // namespace kiln::passes

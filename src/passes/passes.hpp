@@ -121,6 +121,13 @@ struct FuseAttention {
   bool apply(ir::Graph& graph) const;
 };
 
+// ScaledDotProductAttention between Transposes that swap the sequence and heads axes of Q, K, V
+// and of its output becomes the op with bsnh = 1 (no Transposes). A device pass for the GPU.
+struct FoldAttentionTransposes {
+  std::string_view name() const { return "fold_attention_transposes"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // Composes Transpose pairs (removing them when they cancel) and moves a Transpose down through
 // element-wise ops when another Transpose follows, so the two meet and compose.
 struct CancelTransposes {

@@ -16,6 +16,7 @@
 #include "backends/gpu/kernels/layer_norm.hpp"
 #include "backends/gpu/kernels/reduce.hpp"
 #include "backends/gpu/kernels/softmax.hpp"
+#include "backends/gpu/runtime/attention_layout.hpp"
 #include "backends/gpu/runtime/strided_shape.hpp"
 #include "core/shape.hpp"
 #include "ops/point_ops.hpp"
@@ -320,31 +321,43 @@ TEST(GpuKernelsEmulated, Reduce) {
   expect("reduce sum long", y2, r2, 1e-4, 1e-4);
 }
 
+// Swaps axes -3 and -2 of a row-major tensor (bsnh's [.., S, N, H] <-> [.., N, S, H]).
+template <typename T>
+std::vector<T> swap_seq_heads(const std::vector<T>& x, std::vector<int64_t>& dims) {
+  const size_t r = dims.size();
+  const int64_t outer = kiln::shape_numel(std::vector<int64_t>(dims.begin(), dims.end() - 3));
+  const int64_t a = dims[r - 3], b = dims[r - 2], h = dims[r - 1];
+  std::vector<T> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t e = 0; e < h; ++e)
+          y[((o * b + j) * a + i) * h + e] = x[((o * a + i) * b + j) * h + e];
+  std::swap(dims[r - 3], dims[r - 2]);
+  return y;
+}
+
+// Attention over [.., N, S, H] operands against a double reference; `bsnh` hands the kernel the
+// same operands as [.., S, N, H] (read in place) and compares its output swapped back.
 void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vector<int64_t> vd,
                      std::vector<int64_t> md, const char* name, bool half = false,
-                     bool tiles = false) {
+                     bool tiles = false, bool bsnh = false) {
   auto bat = [](const std::vector<int64_t>& d) {
     return std::vector<int64_t>(d.begin(), d.end() - 2);
   };
+  const bool masked = !md.empty();
   AttentionArgs a;
-  a.sq = qd[qd.size() - 2];
-  a.d = qd.back();
-  a.sk = kd[kd.size() - 2];
-  a.dv = vd.back();
-  std::vector<std::vector<int64_t>> batches = {bat(qd), bat(kd), bat(vd)};
-  bool masked = !md.empty();
-  if (masked) {
-    a.msq = md[md.size() - 2];
-    a.msk = md.back();
-    batches.push_back(bat(md));
-  }
   std::vector<int64_t> batch;
-  broadcast_dims(batches, batch);
-  std::vector<std::vector<int64_t>> strides;
-  for (auto& b : batches) strides.push_back(broadcast_strides(b, batch));
-  if (!masked) strides.push_back(std::vector<int64_t>(batch.size(), 0));
-  a.batch = make_strided_shape(batch, strides, "t");
-  a.batches = kiln::shape_numel(batch);
+  {
+    std::vector<std::vector<int64_t>> batches = {bat(qd), bat(kd), bat(vd)};
+    if (masked) batches.push_back(bat(md));
+    broadcast_dims(batches, batch);
+  }
+  std::vector<int64_t> qs = qd, ks = kd, vs = vd;  // the kernel's operand dims
+  if (bsnh) {
+    for (auto* d : {&qs, &ks, &vs}) std::swap((*d)[d->size() - 3], (*d)[d->size() - 2]);
+  }
+  plan_attention(qs, ks, vs, masked ? &md : nullptr, bsnh, a, "t");
   a.scale = 1.f / std::sqrt(float(a.d));
   a.matrix_tiles = tiles;
   auto q = rnd(kiln::shape_numel(qd)), k = rnd(kiln::shape_numel(kd)),
@@ -357,15 +370,23 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
     k = halves_to_f(kh);
     v = halves_to_f(vh);
     m = halves_to_f(mh);
-    a.q = qh.data();
-    a.k = kh.data();
-    a.v = vh.data();
+  }
+  // The kernel's copies of the operands (bsnh: swapped).
+  auto laid = [&](const auto& x, std::vector<int64_t> d) {
+    return bsnh ? swap_seq_heads(x, d) : x;
+  };
+  std::vector<float> qk = laid(q, qd), kk = laid(k, kd), vk = laid(v, vd);
+  std::vector<__half> qhk = laid(qh, qd), khk = laid(kh, kd), vhk = laid(vh, vd);
+  if (half) {
+    a.q = qhk.data();
+    a.k = khk.data();
+    a.v = vhk.data();
     a.mask = masked ? mh.data() : nullptr;
     a.out = oh.data();
   } else {
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
+    a.q = qk.data();
+    a.k = kk.data();
+    a.v = vk.data();
     a.mask = masked ? m.data() : nullptr;
     a.out = out.data();
   }
@@ -373,6 +394,14 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
   ASSERT_TRUE(!tiles || attention_tiles_fit(a)) << name;
   launch_attention(half ? FloatType::F16 : FloatType::F32, a, nullptr);
   if (half) out = halves_to_f(oh);
+  if (bsnh) {
+    // The output came as [.., S, N, Dv]: back to [.., N, S, Dv].
+    std::vector<int64_t> od = batch;
+    od.push_back(a.sq);
+    od.push_back(a.dv);
+    std::swap(od[od.size() - 3], od[od.size() - 2]);
+    out = swap_seq_heads(out, od);
+  }
   std::vector<double> r(out.size());
   for (int64_t b = 0; b < a.batches; ++b) {
     auto idx = unravel(b, batch);
@@ -420,13 +449,8 @@ TEST(GpuKernelsEmulated, AttentionZeroNanProbabilities) {
     std::vector<float> plain(2 * sq * d), zeroed(2 * sq * d);
     for (bool zero : {false, true}) {
       AttentionArgs a;
-      a.sq = sq;
-      a.sk = sk;
-      a.d = a.dv = d;
-      a.msq = 1;
-      a.msk = sk;
-      a.batches = 2;
-      a.batch = make_strided_shape({2}, {{1}, {1}, {1}, {1}}, "t");
+      const std::vector<int64_t> mask_dims = {2, 1, sk};
+      plan_attention({2, sq, d}, {2, sk, d}, {2, sk, d}, &mask_dims, false, a, "t");
       a.scale = 0.5f;
       a.zero_nan_probs = zero;
       std::vector<float>& y = zero ? zeroed : plain;
@@ -561,6 +585,15 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
   check_attention({2, 1, 20, 32}, {2, 1, 130, 32}, {2, 1, 130, 32}, {2, 1, 1, 130},
                   "tiles key mask", true, true);
   check_attention({1, 3, 17, 128}, {1, 1, 9, 128}, {1, 1, 9, 128}, {17, 9}, "tiles full mask", true,
+                  true);
+}
+
+// bsnh: [.., S, N, H] operands read in place and the output written the same way, on both
+// kernels (the matrix-tile one in float16, the FMA one in float32).
+TEST(GpuKernelsEmulated, AttentionSequenceBeforeHeads) {
+  check_attention({2, 3, 40, 64}, {2, 3, 70, 64}, {2, 3, 70, 64}, {2, 1, 1, 70}, "bsnh tiles", true,
+                  true, true);
+  check_attention({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 6}, {2, 1, 1, 7}, "bsnh fma", false, false,
                   true);
 }
 

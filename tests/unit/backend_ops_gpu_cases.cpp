@@ -761,6 +761,12 @@ void attention_cases(std::vector<Case>& c) {
   add("tiles_head128", {x({3, 40, 128}), x({3, 100, 128}), x({3, 100, 128}), w({40, 100})});
   add("tiles_head32", {x({2, 4, 70, 32}), x({2, 1, 33, 32}), x({2, 1, 33, 32}), x({2, 1, 70, 1})},
       {}, kRef);
+  // bsnh: [B, S, N, H] operands read in place (fold_attention_transposes); the CPU's kernel
+  // leaves them to the reference. BERT's layer on matrix tiles in float16, FMA otherwise.
+  add("bsnh_bert",
+      {x({2, 128, 12, 64}), x({2, 128, 12, 64}), x({2, 128, 12, 64}), x({2, 1, 1, 128})},
+      {i("bsnh", 1), i("zero_nan_probs", 1), f("scale", 0.125f)}, kRef);
+  add("bsnh_small", {x({2, 7, 3, 8}), x({2, 9, 3, 8}), x({2, 9, 3, 6})}, {i("bsnh", 1)}, kRef);
   // Large heads: the 16-key tile and several accumulators per lane.
   add("head256", {x({1, 5, 256}), x({1, 19, 256}), x({1, 19, 200})});
 }

@@ -262,6 +262,42 @@ TEST(FuseAttention, TorchExportScalesBothSidesAndZeroesNanProbabilities) {
   for (int64_t i = y.numel() / 2; i < y.numel(); ++i) EXPECT_EQ(y.double_at(i), 0.0) << i;
 }
 
+// BERT's head split and merge: Q, K, V [B, S, N, H] transposed to [B, N, S, H] (K to K^T) and
+// the output back. Fused, then folded (the GPU's device pass): one op with bsnh = 1 reading the
+// projections in place, same results through the reference kernel.
+TEST(FoldAttentionTransposes, HeadSplitAndMergeBecomeBsnh) {
+  auto build = [] {
+    GraphBuilder b;
+    ir::Value* q = b.input("q", {2, 5, 3, 4});
+    ir::Value* k = b.input("k", {2, 5, 3, 4});
+    ir::Value* v = b.input("v", {2, 5, 3, 6});
+    auto perm = [](std::vector<int64_t> p) { return ir::Attribute(std::move(p)); };
+    ir::Value* qt = b.op("Transpose", {q}, {{"perm", perm({0, 2, 1, 3})}});
+    ir::Value* kt = b.op("Transpose", {k}, {{"perm", perm({0, 2, 3, 1})}});
+    ir::Value* vt = b.op("Transpose", {v}, {{"perm", perm({0, 2, 1, 3})}});
+    ir::Value* s = b.op("Mul", {b.op("MatMul", {qt, kt}), b.scalar(0.5f)});
+    ir::Value* p = b.op("Softmax", {s}, {{"axis", ir::Attribute(int64_t{-1})}});
+    ir::Value* o = b.op("MatMul", {p, vt});
+    b.output(b.op("Transpose", {o}, {{"perm", perm({0, 2, 1, 3})}}));
+    return b.graph;
+  };
+  struct FuseThenFold {
+    std::string_view name() const { return "fuse_then_fold"; }
+    bool apply(ir::Graph& g) const {
+      passes::FuseAttention{}.apply(g);
+      return passes::FoldAttentionTransposes{}.apply(g);
+    }
+  };
+  auto g = expect_rewrite_keeps_results(build, FuseThenFold{});
+  EXPECT_EQ(ops_of(*g), (Hist{{"ai.kiln.ScaledDotProductAttention", 1}}));
+  EXPECT_EQ(std::get<int64_t>(g->nodes()[0]->attribute("bsnh")->storage()), 1);
+  // A Transpose that another node also reads stays, and so does the plain op.
+  auto shared = build();
+  passes::FuseAttention{}.apply(*shared);
+  shared->add_output(shared->nodes()[0]->output(0));
+  EXPECT_FALSE(passes::FoldAttentionTransposes{}.apply(*shared));
+}
+
 // The probabilities read elsewhere too: the Where stays, and so does the attention's MatMul.
 TEST(FuseAttention, NanGuardOfSharedProbabilitiesIsNotFused) {
   GraphBuilder b;

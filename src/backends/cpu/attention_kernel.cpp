@@ -29,6 +29,12 @@ bool same_batch(const Shape& a, const Shape& b) {
 }
 
 std::string check_attention(const ir::Node& node) {
+  // bsnh's [.., S, N, H] operands are the GPU's (fold_attention_transposes); the reference
+  // kernel takes them elsewhere.
+  if (const ir::Attribute* a = node.attribute("bsnh")) {
+    const int64_t* bsnh = std::get_if<int64_t>(&a->storage());
+    if (!bsnh || *bsnh != 0) return "bsnh ([.., S, N, H]) operands";
+  }
   for (size_t i = 0; i < 3; ++i) {
     if (std::string why = check_f32_input(node, i, 2, 6); !why.empty()) return why;
   }

@@ -51,14 +51,14 @@ __global__ void attention_kernel(AttentionArgs a, int keys) {
     const bool active = row < a.sq;  // uniform within a wavefront
     int64_t m[4];
     strided_offsets<int64_t, 4>(a.batch, b, m);
-    const T* qm = q + m[0] * a.sq * a.d;
-    const T* km = k + m[1] * a.sk * a.d;
-    const T* vm = v + m[2] * a.sk * a.dv;
-    const T* mm = mask ? mask + m[3] * a.msq * a.msk + (a.msq == 1 ? 0 : row) * a.msk : nullptr;
+    const T* qm = q + m[0];
+    const T* km = k + m[1];
+    const T* vm = v + m[2];
+    const T* mm = mask ? mask + m[3] + (a.msq == 1 ? 0 : row) * a.msk : nullptr;
 
     __syncthreads();  // the previous task's readers of qs are done
     if (active) {
-      for (int64_t e = lane; e < a.d; e += KILN_WARP_SIZE) qs[e] = to_float(qm[row * a.d + e]);
+      for (int64_t e = lane; e < a.d; e += KILN_WARP_SIZE) qs[e] = to_float(qm[row * a.q_row + e]);
     }
     float top = -INFINITY, total = 0.f;
     float acc[kAcc];
@@ -69,10 +69,12 @@ __global__ void attention_kernel(AttentionArgs a, int keys) {
       __syncthreads();  // every wavefront is done with the previous tile
       for (int64_t i = threadIdx.x; i < n * a.d; i += blockDim.x) {
         const int64_t j = i / a.d, e = i - j * a.d;
-        ks[j * (a.d + 1) + e] = to_float(km[(k0 + j) * a.d + e]);
+        ks[j * (a.d + 1) + e] = to_float(km[(k0 + j) * a.k_row + e]);
       }
-      for (int64_t i = threadIdx.x; i < n * a.dv; i += blockDim.x)
-        vs[i] = to_float(vm[k0 * a.dv + i]);
+      for (int64_t i = threadIdx.x; i < n * a.dv; i += blockDim.x) {
+        const int64_t j = i / a.dv, e = i - j * a.dv;
+        vs[i] = to_float(vm[(k0 + j) * a.v_row + e]);
+      }
       __syncthreads();
       if (!active) continue;
       float s = -INFINITY;
@@ -105,7 +107,8 @@ __global__ void attention_kernel(AttentionArgs a, int keys) {
       // A row's probabilities are all finite (total > 0) or all NaN (0 / 0, or a NaN score
       // in the sum): zero_nan_probs makes the NaN ones 0, so that row sums to 0.
       const bool zero = a.zero_nan_probs && !(total > 0.f);
-      T* om = out + (b * a.sq + row) * a.dv;
+      T* om = out + (b / a.out_heads) * a.sq * a.out_heads * a.dv + (b % a.out_heads) * a.dv +
+              row * a.o_row;
       for (int t = 0; t < kAcc; ++t) {
         const int64_t e = lane + t * KILN_WARP_SIZE;
         if (e < a.dv) om[e] = from_float<T>(zero ? 0.f : acc[t] / total);

@@ -14,9 +14,13 @@ inline constexpr int64_t kAttentionMaxHead = 256;
 inline constexpr int64_t kAttentionTileHeads[] = {32, 64, 128};
 
 // out[b] = softmax(Q[b] K[b]^T * scale + mask[b]) V[b] for each of `batches` batch entries
-// (row-major over batch.dims; operands 0-3 of the walk give the matrix index of Q, K, V and the
-// mask for each). Q [sq, d], K [sk, d], V [sk, dv], out [sq, dv], mask [msq, msk] with msq in
-// {1, sq} and msk in {1, sk} (additive; null: none).
+// (row-major over batch.dims). Q[b] is [sq, d] at element q + off[0] (operands 0-3 of the walk
+// give each batch entry's element offset into Q, K, V and the mask), its rows q_row elements
+// apart; K[b] [sk, d] and V[b] [sk, dv] likewise; the mask [msq, msk] with msq in {1, sq} and
+// msk in {1, sk}, contiguous (additive; null: none). out[b] [sq, dv] starts at element
+// (b / out_heads) * sq * out_heads * dv + (b % out_heads) * dv, rows o_row apart: dense
+// [batch.., sq, dv] with out_heads 1 and o_row dv, or bsnh's [.., sq, heads, dv] with out_heads
+// the heads and o_row heads * dv. runtime/attention_layout.hpp fills these from operand dims.
 struct AttentionArgs {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -24,6 +28,7 @@ struct AttentionArgs {
   const void* mask = nullptr;
   void* out = nullptr;
   int64_t batches = 0, sq = 0, sk = 0, d = 0, dv = 0, msq = 1, msk = 1;
+  int64_t q_row = 0, k_row = 0, v_row = 0, o_row = 0, out_heads = 1;
   float scale = 1.f;
   // Probabilities that come out NaN count as 0 (the op's zero_nan_probs): a row masked
   // everywhere, or one with a NaN score, gives 0 instead of NaN.
@@ -40,7 +45,7 @@ struct AttentionArgs {
 hipError_t launch_attention(FloatType type, const AttentionArgs& args, hipStream_t stream);
 
 // Whether the matrix-tile kernel takes these operands: D = Dv in kAttentionTileHeads, Q, K and V
-// 16-byte aligned. Its launcher, float16 only.
+// rows 16-byte aligned. Its launcher, float16 only.
 bool attention_tiles_fit(const AttentionArgs& args);
 hipError_t launch_attention_tiles(const AttentionArgs& args, hipStream_t stream);
 

@@ -38,18 +38,18 @@ size_t shared_bytes(int d, int dv, int waves) {
           static_cast<size_t>(waves) * Op::kM * kPStride);
 }
 
-// Rows row0 .. row0 + rows of a row-major [*, Cols] float16 matrix into shared memory with row
-// stride Cols + kPad, 16 bytes a copy; rows at or past `valid` are zeros (a zero V row times a
-// zero probability must stay 0, never NaN).
+// Rows row0 .. row0 + rows of a float16 matrix of Cols columns whose rows lie src_row elements
+// apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`
+// are zeros (a zero V row times a zero probability must stay 0, never NaN).
 template <int Cols>
-__device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t row0, int64_t valid,
-                                  int rows) {
+__device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_row, int64_t row0,
+                                  int64_t valid, int rows) {
   constexpr int kChunks = Cols / 8;
   for (int i = static_cast<int>(threadIdx.x); i < rows * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = (i - r * kChunks) * 8;
     uint16_t* to = dst + r * (Cols + kPad) + c;
     if (r < valid) {
-      copy_async_16(to, src + (row0 + r) * Cols + c);
+      copy_async_16(to, src + (row0 + r) * src_row + c);
     } else {
       copy_16(to, Bytes16{});
     }
@@ -102,13 +102,13 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     const int64_t q0 = (task - b * tiles) * block_rows;
     int64_t m[4];
     strided_offsets<int64_t, 4>(a.batch, b, m);
-    const __half* qm = q + m[0] * a.sq * D;
-    const __half* km = k + m[1] * a.sk * D;
-    const __half* vm = v + m[2] * a.sk * DV;
-    const __half* mm = mask ? mask + m[3] * a.msq * a.msk : nullptr;
+    const __half* qm = q + m[0];
+    const __half* km = k + m[1];
+    const __half* vm = v + m[2];
+    const __half* mm = mask ? mask + m[3] : nullptr;
 
     __syncthreads();  // the previous task's readers of ks and vs are done
-    stage_rows<D>(ks, qm, q0, a.sq - q0, block_rows);
+    stage_rows<D>(ks, qm, a.q_row, q0, a.sq - q0, block_rows);
     copy_async_wait<0>();
     __syncthreads();
     typename Op::FragA qf[kQSteps];
@@ -133,8 +133,8 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     KILN_NO_UNROLL
     for (int64_t k0 = 0; k0 < a.sk; k0 += kKeys) {
       __syncthreads();  // Q's fragments, or the previous tile, are read
-      stage_rows<D>(ks, km, k0, a.sk - k0, kKeys);
-      stage_rows<DV>(vs, vm, k0, a.sk - k0, kKeys);
+      stage_rows<D>(ks, km, a.k_row, k0, a.sk - k0, kKeys);
+      stage_rows<DV>(vs, vm, a.v_row, k0, a.sk - k0, kKeys);
       copy_async_wait<0>();
       __syncthreads();
 
@@ -245,7 +245,8 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       if (row >= a.sq) continue;
       const float row_total = total[Op::acc_lane_row(i)];
       const bool zero = a.zero_nan_probs && !(row_total > 0.f);
-      __half* orow = out + (b * a.sq + row) * DV;
+      __half* orow = out + (b / a.out_heads) * a.sq * a.out_heads * DV + (b % a.out_heads) * DV +
+                     row * a.o_row;
       KILN_UNROLL
       for (int t = 0; t < kOTiles; ++t)
         orow[t * Op::kN + c] = from_float<__half>(zero ? 0.f : o[t][i] / row_total);
@@ -282,6 +283,13 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
 
 bool attention_tiles_fit(const AttentionArgs& a) {
   if (a.d != a.dv || !aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v)) return false;
+  // Every row of Q, K and V starts 16 bytes aligned: row strides and batch offsets in whole
+  // 8-element chunks.
+  if (a.q_row % 8 != 0 || a.k_row % 8 != 0 || a.v_row % 8 != 0) return false;
+  for (int d = 0; d < a.batch.rank; ++d) {
+    for (int op = 0; op < 3; ++op)
+      if (a.batch.strides[op][d] % 8 != 0) return false;
+  }
   for (int64_t head : kAttentionTileHeads)
     if (a.d == head) return true;
   return false;

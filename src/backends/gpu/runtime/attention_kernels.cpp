@@ -1,12 +1,15 @@
-// ai.kiln ScaledDotProductAttention on the GPU (attention.hip): one fused pass (Q K^T, online
-// softmax, V) per query, no score matrix; batch dims broadcast numpy-style across Q, K, V and
-// the additive mask ([.., Sq or 1, Sk or 1]); head sizes up to 256. float32, float16 and
-// bfloat16, computed in float32.
+// ai.kiln ScaledDotProductAttention on the GPU: one fused pass (Q K^T, online softmax, V), no
+// score matrix; batch dims broadcast numpy-style across Q, K, V and the additive mask
+// ([.., Sq or 1, Sk or 1]); plain [.., S, H] operands or bsnh's [.., S, N, H] read in place
+// (attention_layout.hpp); head sizes up to 256. float16 with heads of 32, 64 or 128 on matrix
+// tiles (attention_tiles.hip, where the device has them), everything else on FMA, a query per
+// wavefront (attention.hip); float32, float16 and bfloat16, computed in float32.
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "backends/gpu/kernels/attention.hpp"
+#include "backends/gpu/runtime/attention_layout.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
@@ -30,10 +33,13 @@ std::string check(const ir::Node& node) {
     if (node.input(slot)->type().dtype != node.input(0)->type().dtype)
       return "ScaledDotProductAttention operands of mixed element types";
   }
+  const size_t min_rank = int_attr(node, "bsnh", 0) != 0 ? 3 : 2;
   for (size_t slot = 0; slot < 3; ++slot) {
     const TypeInfo& t = node.input(slot)->type();
-    if (!t.shape || t.shape->rank() < 2)
-      return "ScaledDotProductAttention on the GPU needs Q, K and V of known rank >= 2";
+    if (!t.shape || t.shape->rank() < min_rank) {
+      return fmt::format(
+          "ScaledDotProductAttention on the GPU needs Q, K and V of known rank >= {}", min_rank);
+    }
     const Dim& head = t.shape->dims().back();
     if (slot != 1 && (!head.is_static() || head.value() > kernels::kAttentionMaxHead))
       return fmt::format(
@@ -41,16 +47,6 @@ std::string check(const ir::Node& node) {
           head.is_static() ? std::to_string(head.value()) : "unknown", kernels::kAttentionMaxHead);
   }
   return "";
-}
-
-// Dims with at least `rank` entries (leading 1s added).
-std::vector<int64_t> padded(std::vector<int64_t> d, size_t rank) {
-  while (d.size() < rank) d.insert(d.begin(), 1);
-  return d;
-}
-
-std::vector<int64_t> batch_of(const std::vector<int64_t>& d) {
-  return std::vector<int64_t>(d.begin(), d.end() - 2);
 }
 
 class AttentionKernel final : public Kernel {
@@ -62,7 +58,8 @@ class AttentionKernel final : public Kernel {
         scale_attr_(node.attributes().count("scale")
                         ? std::optional<float>(float_attr(node, "scale", 1.f))
                         : std::nullopt),
-        zero_nan_probs_(int_attr(node, "zero_nan_probs", 0) != 0) {}
+        zero_nan_probs_(int_attr(node, "zero_nan_probs", 0) != 0),
+        bsnh_(int_attr(node, "bsnh", 0) != 0) {}
   std::string_view name() const override { return kName; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
@@ -74,44 +71,14 @@ class AttentionKernel final : public Kernel {
       KILN_CHECK(in[slot].dtype == dtype_, ErrorCode::Internal, "{}: operand {} is {}", kName, slot,
                  dtype_name(in[slot].dtype));
     }
-    KILN_CHECK_ARG(q.dims.size() >= 2 && k.dims.size() >= 2 && v.dims.size() >= 2,
-                   "{}: Q, K and V must have rank >= 2", kName);
     kernels::AttentionArgs a;
-    a.sq = q.dims[q.dims.size() - 2];
-    a.d = q.dims.back();
-    a.sk = k.dims[k.dims.size() - 2];
-    a.dv = v.dims.back();
-    KILN_CHECK_ARG(k.dims.back() == a.d && v.dims[v.dims.size() - 2] == a.sk,
-                   "{}: Q {}, K {} and V {} do not fit", kName, dims_to_string(q.dims),
-                   dims_to_string(k.dims), dims_to_string(v.dims));
+    const std::vector<int64_t> out_dims =
+        plan_attention(q.dims, k.dims, v.dims, masked ? &in[3].dims : nullptr, bsnh_, a, kName);
     KILN_CHECK(a.d <= kernels::kAttentionMaxHead && a.dv <= kernels::kAttentionMaxHead,
                ErrorCode::Unsupported, "{}: head sizes {} and {} (at most {} on the GPU)", kName,
                a.d, a.dv, kernels::kAttentionMaxHead);
     a.scale = scale_attr_ ? *scale_attr_
                           : (a.d > 0 ? static_cast<float>(1.0 / std::sqrt(double(a.d))) : 1.f);
-    std::vector<std::vector<int64_t>> batches = {batch_of(q.dims), batch_of(k.dims),
-                                                 batch_of(v.dims)};
-    std::vector<int64_t> mask_dims;
-    if (masked) {
-      mask_dims = padded(in[3].dims, 2);
-      a.msq = mask_dims[mask_dims.size() - 2];
-      a.msk = mask_dims.back();
-      KILN_CHECK_ARG((a.msq == 1 || a.msq == a.sq) && (a.msk == 1 || a.msk == a.sk),
-                     "{}: mask {} does not broadcast to [{}, {}]", kName,
-                     dims_to_string(in[3].dims), a.sq, a.sk);
-      batches.push_back(batch_of(mask_dims));
-    }
-    std::vector<int64_t> batch;
-    KILN_CHECK_ARG(broadcast_dims(batches, batch), "{}: batch dims of Q {}, K {}, V {} differ",
-                   kName, dims_to_string(q.dims), dims_to_string(k.dims), dims_to_string(v.dims));
-    std::vector<std::vector<int64_t>> strides;
-    for (const auto& b : batches) strides.push_back(broadcast_strides(b, batch));
-    if (!masked) strides.push_back(std::vector<int64_t>(batch.size(), 0));
-    a.batch = make_strided_shape(batch, strides, kName);
-    a.batches = shape_numel(batch);
-    std::vector<int64_t> out_dims = batch;
-    out_dims.push_back(a.sq);
-    out_dims.push_back(a.dv);
     DeviceTensor y = outputs.allocate(0, dtype_, out_dims);
     a.q = q.data;
     a.k = k.data;
@@ -131,6 +98,7 @@ class AttentionKernel final : public Kernel {
   int multiprocessors_;
   std::optional<float> scale_attr_;
   bool zero_nan_probs_;
+  bool bsnh_;  // [.., S, N, H] operands and output (the op's bsnh)
 };
 
 std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
