@@ -143,16 +143,10 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
              "overlapping runs (parallel_runs {}) run on the cpu only so far; this session's "
              "device is {}",
              limit, options_.device);
-  const int cpus = static_cast<int>(online_cpus());
-  const int per_run = options_.threads > 0 ? options_.threads : cpus;
-  if (limit == 0) limit = cpu_only ? std::clamp(cpus / per_run, 1, kAutoParallelRuns) : 1;
-  // Runs of several OpenMP threads that overlap go through the pool's own threads
-  // (ExecutorPool's comment); config "queue_overlapping_runs" 0 or 1 overrides.
-  bool queue_overlaps = cpu_only && per_run > 1;
-  if (auto it = options_.config.find("queue_overlapping_runs"); it != options_.config.end()) {
-    KILN_CHECK_ARG(it->second == "0" || it->second == "1",
-                   "config 'queue_overlapping_runs' must be 0 or 1, got '{}'", it->second);
-    queue_overlaps = it->second == "1";
+  if (limit == 0) {
+    const int cpus = static_cast<int>(online_cpus());
+    const int per_run = options_.threads > 0 ? options_.threads : cpus;
+    limit = cpu_only ? std::clamp(cpus / per_run, 1, kAutoParallelRuns) : 1;
   }
   if (options_.profiling) limit = 1;  // one run's profile, on the executor that reports it
   // More executors are made from the first one's plan: the same kernels and memory plan, with
@@ -165,7 +159,7 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
   executors_ = std::make_unique<runtime::ExecutorPool>(
       std::move(executor_),
       [graph, eo, plan] { return std::make_unique<runtime::Executor>(graph, eo, plan.get()); },
-      static_cast<size_t>(limit), queue_overlaps);
+      static_cast<size_t>(limit));
 }
 
 bool Session::only_packing_kernels_read_deferred() const {
@@ -237,10 +231,11 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
       if (it != feeds.end()) ordered[i] = it->second;
     }
     std::vector<RtValue> outs;
-    executors_->run([&](runtime::Executor& executor) {
-      executor.set_profiling(options_.profiling);
-      outs = executor.run(ordered, control);
-    });
+    {
+      runtime::ExecutorPool::Lease executor = executors_->acquire();
+      executor->set_profiling(options_.profiling);
+      outs = executor->run(ordered, control);
+    }
     for (size_t i = 0; i < outs.size(); ++i) {
       results[model_.graph->outputs()[i]->name()] = std::move(outs[i]);
     }

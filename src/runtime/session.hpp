@@ -38,9 +38,7 @@ struct SessionOptions {
   // own activation memory and kernel copies, made only when a run finds the others busy;
   // runtime/executor_pool.hpp). 0: as many runs of `threads` threads as the process's CPUs hold,
   // at most 8 (so 1 when `threads` is 0, one per core: runs then take turns using every core);
-  // 1 on a device and when profiling. Config entry "parallel_runs" sets it too. CPU runs of
-  // several threads that find every executor busy are queued for the session's own threads
-  // (runtime/executor_pool.hpp; config "queue_overlapping_runs" "0" turns that off).
+  // 1 on a device and when profiling. Config entry "parallel_runs" sets it too.
   int parallel_runs = 0;
   // Rare knobs, as a string bag (ORT's session config entries play the same role).
   // "executor": "interpreter" runs every node on the reference interpreter (the oracle) instead
@@ -99,8 +97,6 @@ class Session {
   // interpreter).
   size_t executors_made() const { return executors_ ? executors_->size() : 0; }
   size_t parallel_run_limit() const { return executors_ ? executors_->limit() : 0; }
-  // Runs handed to the session's own threads so far (SessionOptions::parallel_runs).
-  size_t queued_runs() const { return executors_ ? executors_->queued_runs() : 0; }
 
  private:
   void init();

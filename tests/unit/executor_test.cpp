@@ -400,67 +400,6 @@ TEST(Executor, PoolMakesExecutorsOnlyWhenRunsOverlapAndWaitsAtItsLimit) {
   EXPECT_EQ(pool.size(), 2u);
 }
 
-// queue_overlaps: a run that finds the executor busy is handed to the pool's own thread (one
-// OpenMP master for all overlapping runs); a lone caller runs on its own thread; what a queued
-// run throws reaches its caller.
-TEST(Executor, PoolQueuesOverlappingRunsOnItsOwnThread) {
-  auto g = cnn();
-  runtime::ExecutorPool pool(
-      std::make_unique<runtime::Executor>(g),
-      [&] { return std::make_unique<runtime::Executor>(g); }, 1, /*queue_overlaps=*/true);
-  const std::thread::id caller = std::this_thread::get_id();
-  std::thread::id ran_on;
-  pool.run([&](runtime::Executor&) { ran_on = std::this_thread::get_id(); });
-  EXPECT_EQ(ran_on, caller) << "no overlap: the caller runs it";
-  EXPECT_EQ(pool.queued_runs(), 0u);
-
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> holding;
-  auto first = std::async(std::launch::async, [&] {
-    pool.run([&](runtime::Executor&) {
-      holding.set_value();
-      released.wait();
-    });
-  });
-  holding.get_future().wait();
-  std::thread::id second_thread, second_ran_on;
-  auto second = std::async(std::launch::async, [&] {
-    second_thread = std::this_thread::get_id();
-    pool.run([&](runtime::Executor& e) {
-      second_ran_on = std::this_thread::get_id();
-      const Tensor xv = random_tensor({1, 3, 8, 8}, 5);
-      expect_close(e.run({xv})[0], runtime::Interpreter(g).run(std::vector<RtValue>{xv})[0]);
-    });
-  });
-  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
-  release.set_value();
-  first.get();
-  second.get();
-  EXPECT_NE(second_ran_on, second_thread) << "the overlapping run went to the pool's thread";
-  EXPECT_EQ(pool.queued_runs(), 1u);
-
-  // An error of a queued run is its caller's.
-  std::promise<void> release2;
-  std::shared_future<void> released2 = release2.get_future().share();
-  std::promise<void> holding2;
-  auto hold = std::async(std::launch::async, [&] {
-    pool.run([&](runtime::Executor&) {
-      holding2.set_value();
-      released2.wait();
-    });
-  });
-  holding2.get_future().wait();
-  auto failing = std::async(std::launch::async, [&] {
-    pool.run([](runtime::Executor&) { throw std::runtime_error("queued run failed"); });
-  });
-  EXPECT_EQ(failing.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
-  release2.set_value();
-  hold.get();
-  EXPECT_THROW(failing.get(), std::runtime_error);
-  EXPECT_EQ(pool.queued_runs(), 2u);
-}
-
 TEST(Executor, PoolThatCannotMakeMoreSharesWhatItHas) {
   auto g = cnn();
   runtime::ExecutorPool pool(
