@@ -25,10 +25,28 @@ namespace {
 
 using Op = MatrixTileF16;
 
+// A staged tile whose rows lie `stride` elements apart, padded so that consecutive rows start 16
+// bytes apart on different banks, seen as op[mn][k] as SmemOperand; ptr() gives element
+// addresses, so the NVIDIA tile loads it with ldmatrix (rows and the stride in whole 16 bytes).
+template <typename S, bool KContiguous>
+struct PaddedOperand {
+  static constexpr bool kKContiguous = KContiguous;
+  const S* data;
+  int stride;
+
+  __device__ const S* ptr(int mn, int k) const {
+    return KContiguous ? data + mn * stride + k : data + k * stride + mn;
+  }
+  __device__ S at(int mn, int k) const { return *ptr(mn, k); }
+  __device__ uint32_t pair(int mn, int k) const {
+    return SmemOperand<S, KContiguous>{data, stride}.pair(mn, k);
+  }
+};
+
 constexpr int kKeys = 64;     // keys per staged tile
 constexpr int kMaxWaves = 4;  // wavefronts per block
-// Elements after each staged row (16 bytes): the rows a tile op's lanes read at the same column
-// fall on different banks.
+// Elements after each staged row (16 bytes): the rows a tile op's lanes (or one ldmatrix) read at
+// the same column fall on different banks, and every row starts 16 bytes aligned.
 constexpr int kPad = 8;
 constexpr int kPStride = kKeys + kPad;
 
@@ -112,7 +130,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     copy_async_wait<0>();
     __syncthreads();
     typename Op::FragA qf[kQSteps];
-    const SmemOperand<uint16_t, true> q_view{ks + wave * Op::kM * (D + kPad), D + kPad};
+    const PaddedOperand<uint16_t, true> q_view{ks + wave * Op::kM * (D + kPad), D + kPad};
     KILN_UNROLL
     for (int s = 0; s < kQSteps; ++s) Op::load_a(qf[s], q_view, 0, s * Op::kK, lane);
 
@@ -139,7 +157,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       __syncthreads();
 
       float s[kSTiles][Op::kAcc];
-      const SmemOperand<uint16_t, true> k_view{ks, D + kPad};
+      const PaddedOperand<uint16_t, true> k_view{ks, D + kPad};
       KILN_UNROLL
       for (int j = 0; j < kSTiles; ++j) {
         KILN_UNROLL
@@ -220,8 +238,8 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
         }
       }
       __syncthreads();  // every lane's P is in shared memory (the loop is uniform: all reach it)
-      const SmemOperand<uint16_t, true> p_view{ps, kPStride};
-      const SmemOperand<uint16_t, false> v_view{vs, DV + kPad};
+      const PaddedOperand<uint16_t, true> p_view{ps, kPStride};
+      const PaddedOperand<uint16_t, false> v_view{vs, DV + kPad};
       KILN_UNROLL
       for (int st = 0; st < kPSteps; ++st) {
         typename Op::FragA pa;
