@@ -18,10 +18,13 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "ops/control_real_io.hpp"
 #include "ops/elementwise_utils.hpp"
 #include "ops/infer_utils.hpp"
+#include "ops/movement_utils.hpp"
+#include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/wrapped_kernel.hpp"
 
@@ -100,19 +103,15 @@ std::vector<int64_t> padded_dims(const Tensor& t, size_t rank) {
   return d;
 }
 
-// A tensor's values and dims with axes -3 and -2 swapped (bsnh's [.., S, N, H] <-> [.., N, S, H]).
-void swap_seq_heads(std::vector<double>& values, std::vector<int64_t>& dims) {
+// `t` with axes -3 and -2 swapped (bsnh's [.., S, N, H] <-> [.., N, S, H]).
+Tensor swap_seq_heads(const Tensor& t) {
+  std::vector<int64_t> dims = t.dims();
   const size_t r = dims.size();
-  const int64_t outer = shape_numel(std::vector<int64_t>(dims.begin(), dims.end() - 3));
-  const int64_t a = dims[r - 3], b = dims[r - 2], h = dims[r - 1];
-  std::vector<double> out(values.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j)
-        for (int64_t e = 0; e < h; ++e)
-          out[((o * b + j) * a + i) * h + e] = values[((o * a + i) * b + j) * h + e];
-  values = std::move(out);
   std::swap(dims[r - 3], dims[r - 2]);
+  std::vector<int64_t> strides = row_major_strides(t.dims());
+  std::swap(strides[r - 3], strides[r - 2]);
+  return remap(t, std::move(dims),
+               [&](const std::vector<int64_t>& index) { return flat_offset(index, strides); });
 }
 
 void attention(KernelContext& ctx) {
@@ -127,19 +126,13 @@ void attention(KernelContext& ctx) {
   ctx.check(k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype(),
             "Q, K and V types differ");
   // Computed over [.., N, S, H] operands; bsnh ones are swapped into that form first.
-  struct Operand {
-    std::vector<int64_t> dims_;
-    std::vector<double> values;
-    int64_t dim(size_t i) const { return dims_[i]; }
-    size_t rank() const { return dims_.size(); }
-    const std::vector<int64_t>& dims() const { return dims_; }
+  std::optional<Tensor> swapped[3];
+  auto laid = [&](size_t i) -> const Tensor& {
+    if (!bsnh) return ctx.input(i);
+    swapped[i] = swap_seq_heads(ctx.input(i));
+    return *swapped[i];
   };
-  auto operand = [&](const Tensor& t) {
-    Operand o{t.dims(), ctl::to_doubles(t)};
-    if (bsnh) swap_seq_heads(o.values, o.dims_);
-    return o;
-  };
-  const Operand q = operand(q_in), k = operand(k_in), v = operand(v_in);
+  const Tensor &q = laid(0), &k = laid(1), &v = laid(2);
   const int64_t sq = q.dim(q.rank() - 2), d = q.dim(q.rank() - 1);
   const int64_t sk = k.dim(k.rank() - 2), dv = v.dim(v.rank() - 1);
   ctx.check(k.dim(k.rank() - 1) == d, "K {} must end in the head size {} of Q {}", k_in.describe(),
@@ -175,7 +168,8 @@ void attention(KernelContext& ctx) {
   std::vector<int64_t> out_dims = batch;
   out_dims.push_back(sq);
   out_dims.push_back(dv);
-  const std::vector<double>&qv = q.values, &kv = k.values, &vv = v.values;
+  const std::vector<double> qv = ctl::to_doubles(q), kv = ctl::to_doubles(k),
+                            vv = ctl::to_doubles(v);
   const std::vector<double> mv = has_mask ? ctl::to_doubles(ctx.input(3)) : std::vector<double>();
   std::vector<double> out(static_cast<size_t>(shape_numel(out_dims)));
   std::vector<double> p(static_cast<size_t>(sk));
@@ -209,8 +203,8 @@ void attention(KernelContext& ctx) {
       }
     }
   });
-  if (bsnh) swap_seq_heads(out, out_dims);
-  ctx.set_output(0, ctl::from_doubles(q_in.dtype(), out_dims, out, "ScaledDotProductAttention"));
+  Tensor y = ctl::from_doubles(q_in.dtype(), out_dims, out, "ScaledDotProductAttention");
+  ctx.set_output(0, bsnh ? swap_seq_heads(y) : std::move(y));
 }
 
 void infer_attention(InferContext& ctx) {

@@ -9,10 +9,6 @@ namespace {
 using ops::Activation;
 using ops::FusedActivation;
 
-bool is_kiln_op(const ir::Node* n, const char* op_type) {
-  return n && n->domain() == ops::kKilnDomain && n->op_type() == op_type;
-}
-
 // Clip's bounds: attributes before opset 11 (float limits by default from opset 6), optional
 // constant scalar inputs from 11. nullopt when a bound is not a constant or cannot be held
 // exactly in the float parameters of a fused activation.

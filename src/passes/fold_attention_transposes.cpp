@@ -24,8 +24,8 @@ bool swaps_seq_heads(const ir::Node& transpose) {
 }
 
 bool fold(Rewriter& rw, ir::Node& n) {
-  if (n.op_type() != "ScaledDotProductAttention" || n.domain() != ops::kKilnDomain ||
-      int_attr(n, "bsnh", 0) != 0 || n.inputs().size() < 3) {
+  if (!is_kiln_op(&n, "ScaledDotProductAttention") || int_attr(n, "bsnh", 0) != 0 ||
+      n.inputs().size() < 3) {
     return false;
   }
   std::vector<ir::Node*> dead = {&n};

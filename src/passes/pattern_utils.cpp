@@ -108,6 +108,10 @@ bool is_op(const ir::Node* n, std::string_view op_type) {
   return n && n->op_type() == op_type && (n->domain().empty() || n->domain() == "ai.onnx");
 }
 
+bool is_kiln_op(const ir::Node* n, std::string_view op_type) {
+  return n && n->domain() == ops::kKilnDomain && n->op_type() == op_type;
+}
+
 bool is_float_dtype(DataType t) {
   return t == DataType::Float32 || t == DataType::Float64 || t == DataType::Float16 ||
          t == DataType::BFloat16;

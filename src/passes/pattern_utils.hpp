@@ -68,6 +68,8 @@ bool rewrite_graph(ir::Graph& root, const RewriteFn& rewrite);
 
 // n is an ai.onnx node of this op type.
 bool is_op(const ir::Node* n, std::string_view op_type);
+// n is an ai.kiln node (a fused op) of this op type.
+bool is_kiln_op(const ir::Node* n, std::string_view op_type);
 bool is_float_dtype(DataType t);
 // v is a tensor of a float element type (float16, bfloat16, float, double).
 bool is_float_value(const ir::Value* v);

@@ -286,10 +286,12 @@ template <int D>
 hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   // Fewer queries a block when the grid would not cover the device twice (batch 1).
   const int64_t sms = a.multiprocessors > 0 ? a.multiprocessors : 1;
+  auto tasks_for = [&](int waves) {
+    return a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM));
+  };
   int waves = kMaxWaves;
-  while (waves > 1 && a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM)) < 2 * sms)
-    waves /= 2;
-  const int64_t tasks = a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM));
+  while (waves > 1 && tasks_for(waves) < 2 * sms) waves /= 2;
+  const int64_t tasks = tasks_for(waves);
   const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
   auto* kernel = &attention_tiles_kernel<D, D>;
   hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), shared_bytes(D, D, waves), stream,
