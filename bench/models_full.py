@@ -76,6 +76,10 @@ def main():
     ap.add_argument("--small", action="store_true", help="the CI suite's cases and sizes")
     ap.add_argument("--device", default="", help="compile the engines for this device (gpu) and "
                     "check them running there; the direct path stays the CPU's reference")
+    ap.add_argument("--engine-only", action="store_true", help="check the compiled engines "
+                    "only, not the direct path (the reference interpreter, checked on the CPU)")
+    ap.add_argument("--fp16", action="store_true", help="compile with --fp16 and check within "
+                    "1e-2 relative L2")
     args = ap.parse_args()
     if args.small and args.out == ap.get_default("out"):
         args.out = os.path.join(ROOT, "build", "models-bench-small")
@@ -118,10 +122,14 @@ def main():
         print(f"models_full: {case}", flush=True)
         case_dir = os.path.join(cases, case)
         r = check_case(case_dir, kiln, check, os.path.join(args.out, "work"), args.repeat,
-                       parallel=False, timeout=6 * 3600, device=args.device)
+                       parallel=False, timeout=6 * 3600, device=args.device,
+                       direct=not args.engine_only, fp16=args.fp16)
         r["ort_ms"], r["ort_cpu_ms"] = ort_median_ms(case_dir, args.repeat)
         with open(os.path.join(results, case + ".json"), "w") as f:
             json.dump(r, f, indent=1)
+        e = r.get("engine") or {}
+        print(f"models_full: {case}: {'ok' if r['ok'] else 'FAILED'}, engine {json.dumps(e)}",
+              flush=True)
         if not r["ok"]:
             failed.append(case)
             print(r["log"], flush=True)

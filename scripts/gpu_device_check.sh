@@ -116,6 +116,20 @@ run() {
         tee -a "$OUT/own_gemm.txt" || status=$?
     done
   fi
+  if [ "${KILN_GPU_NCU_GEMM:-0}" != 0 ]; then
+    # Nsight Compute over the own GEMM's kernels of `kiln devices --gemm` (one timed run per
+    # shape after the three warm-ups; KILN_GPU_NCU_GEMM_ONLY: a label filter), clocks left alone:
+    # where each shape's time goes (throughputs, occupancy, warp stalls).
+    echo "== ncu: own GEMM kernels"
+    k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      -k 'regex:gemm_kernel' --launch-count 100 \
+      "$root/bin/kiln" devices --gemm --repeats 1 --gemm-runs 1 \
+      --gemm-only "${KILN_GPU_NCU_GEMM_ONLY:-}" > "$OUT/ncu_gemm.csv" 2> "$OUT/ncu_gemm.err" ||
+      status=$?
+    tail -n 5 "$OUT/ncu_gemm.err"
+    wc -l "$OUT/ncu_gemm.csv"
+  fi
   # ---- end of own GEMM ---------------------------------------------------------------------
   # KILN_GPU_QUICK=1: the real models only (a second call in one session).
   if [ "${KILN_GPU_QUICK:-0}" = 0 ]; then
@@ -277,7 +291,11 @@ EOF2
     echo "== ONNX node tests: reference interpreter, then --device gpu --optimize"
     for mode in "" "--device gpu --optimize"; do
       # shellcheck disable=SC2086
-      k "$root/bin/kiln_conformance" --data "$node_data" $mode 2>&1 | tail -n 3
+      # 16 children at once (each GPU child opens the device: ~0.3 s each, one after another
+      # they ran past the call's limit).
+      k "$root/bin/kiln_conformance" --data "$node_data" --jobs 16 -v $mode \
+        > "$OUT/node_tests_${mode:+gpu}${mode:-reference}.txt" 2>&1
+      tail -n 1 "$OUT/node_tests_${mode:+gpu}${mode:-reference}.txt"
     done | tee "$OUT/node_tests.txt" || true
   fi
   if [ "${KILN_GPU_FULL_MODELS:-0}" != 0 ]; then
@@ -292,10 +310,20 @@ EOF2
         > "$fake/${b#*:}"
       chmod +x "$fake/${b#*:}"
     done
-    KILN_EXPORT_PYTHON=$(command -v python3) python3 "$tree/bench/models_full.py" \
-      --build-dir "$fake" --out "$root/models-full" --device gpu --repeat 3 \
-      --only "${KILN_GPU_FULL_ONLY:-}" 2>&1 | tee "$OUT/models_full.txt" || status=$?
-    cp -r "$root/models-full/results" "$OUT/models_full_results" 2>/dev/null || true
+    # The engines alone (--engine-only): the direct path is the CPU's reference interpreter,
+    # checked on the CPU machine, and takes minutes a model. fp32 within 1e-4, then (unless
+    # KILN_GPU_FULL_FP16=0) --fp16 within 1e-2, the same exports and data.
+    local precisions="fp32"
+    [ "${KILN_GPU_FULL_FP16:-1}" != 0 ] && precisions="fp32 fp16"
+    for precision in $precisions; do
+      echo "-- $precision"
+      KILN_EXPORT_PYTHON=$(command -v python3) python3 "$tree/bench/models_full.py" \
+        --build-dir "$fake" --out "$root/models-full" --device gpu --repeat 3 --engine-only \
+        $([ "$precision" = fp16 ] && echo --fp16) --only "${KILN_GPU_FULL_ONLY:-}" 2>&1 |
+        tee "$OUT/models_full_$precision.txt" || status=$?
+      cp -r "$root/models-full/results" "$OUT/models_full_results_$precision" 2>/dev/null || true
+      rm -rf "$root/models-full/results"
+    done
   fi
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"

@@ -23,6 +23,8 @@ struct DevicesOptions {
   int repeats = 10;
   bool require_gpu = false;
   bool gemm = false;
+  std::string gemm_only;  // shapes whose label contains this (all when empty)
+  int gemm_runs = 10;
 };
 
 void print_bandwidth(backends::GpuBackend& gpu, const DevicesOptions& o) {
@@ -37,12 +39,19 @@ void print_bandwidth(backends::GpuBackend& gpu, const DevicesOptions& o) {
 
 // Kiln's own GEMM against cuBLASLt on ResNet-50's and BERT-base's GEMMs (fp16).
 void print_gemms(backends::GpuBackend& gpu, const DevicesOptions& o) {
-  constexpr int kRuns = 10;
-  const auto rows = backends::measure_gemms(gpu, backends::model_gemm_shapes(), o.repeats, kRuns);
+  std::vector<backends::GemmBenchShape> shapes;
+  for (backends::GemmBenchShape& s : backends::model_gemm_shapes()) {
+    if (s.label.find(o.gemm_only) != std::string::npos) shapes.push_back(std::move(s));
+  }
+  if (shapes.empty()) {
+    std::cout << fmt::format("  own GEMM: no shape's label contains \"{}\"\n", o.gemm_only);
+    return;
+  }
+  const auto rows = backends::measure_gemms(gpu, shapes, o.repeats, o.gemm_runs);
   std::cout << fmt::format(
       "  own GEMM (gpu.own.gemm) vs cuBLASLt (gpu.gemm), fp16, device events, median of {} "
       "rounds of {} runs:\n",
-      o.repeats, kRuns);
+      o.repeats, o.gemm_runs);
   std::cout << fmt::format("    {:<40} {:>7} {:>5} {:>5} {:>9} {:>7} {:>9} {:>7} {:>8} {:>9}\n",
                            "shape", "M", "N", "K", "own ms", "TFLOP/s", "lib ms", "TFLOP/s",
                            "own/lib", "max diff");
@@ -129,6 +138,11 @@ Command add_devices_command(CLI::App& app) {
   cmd->add_flag("--gemm", o->gemm,
                 "Also time Kiln's own GEMM against cuBLASLt on ResNet-50's and BERT-base's GEMMs "
                 "(fp16; --repeats rounds)");
+  cmd->add_option("--gemm-only", o->gemm_only,
+                  "Only the --gemm shapes whose label contains this (\"b64\", \"ffn up\")");
+  cmd->add_option("--gemm-runs", o->gemm_runs,
+                  "Back-to-back runs per timed --gemm round (1 under a profiler)")
+      ->check(CLI::Range(1, 1000));
   return {cmd, [o] { return devices(*o); }};
 }
 

@@ -29,6 +29,7 @@ struct Shape {
   float act_alpha = 0.f, act_beta = 0.f;
   int multiprocessors = 1000;  // by shape: the smallest tile where every tile has its own
   const char* tile = nullptr;  // a forced block tile (GemmArgs::tile)
+  bool split = false;          // partials for split-K (gemm_partial_floats); it must split
 };
 
 double activate(double x, const Shape& s) {
@@ -128,6 +129,13 @@ void check(const Shape& s, FloatType type, bool matrix_tiles, const std::string&
   args.matrix_tiles = matrix_tiles;
   args.multiprocessors = s.multiprocessors;
   args.tile = s.tile;
+  std::vector<float> partials;
+  if (s.split) {
+    partials.assign(size_t(gemm_partial_floats(args)), std::nanf(""));  // all written first
+    args.partials = partials.data();
+    args.partial_capacity = int64_t(partials.size());
+    ASSERT_GT(gemm_splits(args), 1) << what;
+  }
   ASSERT_EQ(launch_gemm(args, nullptr), hipSuccess);
   if (half) {
     for (size_t i = 0; i < y.size(); ++i) y[i] = __half2float(yh[i]);
@@ -227,6 +235,48 @@ TEST(GpuGemmEmulated, BlockTilesWithEdges) {
   check_all({.m = 129, .n = 131, .k = 37, .trans_b = true}, "transB, unaligned", true);
   check_all({.m = 136, .n = 72, .k = 96, .trans_a = true, .c = Shape::C::Row, .beta = 1.f},
             "transA, bias", true);
+}
+
+TEST(GpuGemmEmulated, SplitK) {
+  using C = Shape::C;
+  // One output tile and a long reduction: parts of the reduction as blocks of their own, and
+  // their sum with the epilogue in a second kernel. A last part shorter than the others, K not
+  // a multiple of the step, bias and activation, batches, both transposes, element staging.
+  const Shape base{.m = 20, .n = 24, .k = 600, .multiprocessors = 132, .split = true};
+  check_all(base, "split");
+  Shape s = base;
+  s.k = 601, s.c = C::Row, s.beta = 1.f, s.act = GemmActivation::Relu, s.alpha = 0.5f;
+  check_all(s, "split, K 601, bias relu");
+  s = base;
+  s.batch = 2, s.trans_a = true, s.trans_b = true, s.c = C::Full, s.beta = 0.5f;
+  s.act = GemmActivation::Gelu;
+  check_all(s, "split, batched, transposed, full C, gelu");
+  s = base;
+  s.m = 13, s.n = 7, s.k = 515;  // rows not 16-byte aligned: staged element by element
+  check_all(s, "split, unaligned");
+}
+
+TEST(GpuGemmEmulated, SplitChoice) {
+  GemmArgs a;
+  a.type = FloatType::F16;
+  a.multiprocessors = 132;
+  a.m = 49, a.n = 512, a.k = 2048;  // ResNet-50 b1's last 1x1: 8 tiles for 132 multiprocessors
+  const int64_t floats = gemm_partial_floats(a);
+  EXPECT_EQ(floats % (a.m * a.n), 0);
+  EXPECT_GE(floats / (a.m * a.n), 8);
+  EXPECT_EQ(gemm_splits(a), 1);  // no partials given: no split
+  std::vector<float> partials(static_cast<size_t>(floats));
+  a.partials = partials.data();
+  a.partial_capacity = floats;
+  EXPECT_EQ(gemm_splits(a), floats / (a.m * a.n));
+  a.partial_capacity = a.m * a.n;  // room for one part: no split
+  EXPECT_EQ(gemm_splits(a), 1);
+  a.partial_capacity = floats;
+  a.m = 4096, a.n = 768, a.k = 768;  // BERT b32's projections fill the GPU: no split
+  EXPECT_EQ(gemm_partial_floats(a), 0);
+  EXPECT_EQ(gemm_splits(a), 1);
+  a.m = 128, a.n = 3072, a.k = 16;  // a short reduction: no split
+  EXPECT_EQ(gemm_partial_floats(a), 0);
 }
 
 TEST(GpuGemmEmulated, TileChoiceByShape) {

@@ -147,7 +147,8 @@ int check(const Options& o) {
       }
       bool good = err.rel_l2 <= o.max_rel_l2;
       ok &= good;
-      worst = std::max(worst, err.rel_l2);
+      // A nan error (an output of inf or nan) must not vanish in the maximum.
+      worst = std::isnan(err.rel_l2) || err.rel_l2 > worst ? err.rel_l2 : worst;
       std::cout << fmt::format("{} {} '{}' {}: relative L2 {:.3g}, max abs {:.3g}{}\n",
                                set.filename().string(), good ? "ok  " : "FAIL", out.name,
                                outputs[k].describe(), err.rel_l2, err.max_abs,
@@ -155,11 +156,13 @@ int check(const Options& o) {
     }
   }
   std::sort(times.begin(), times.end());
+  // JSON has no inf or nan: a non-finite error (an output that overflowed) is null.
+  const std::string worst_json = std::isfinite(worst) ? fmt::format("{:.6g}", worst) : "null";
   std::cout << fmt::format(
-      "RESULT {{\"max_rel_l2\": {:.6g}, \"open_ms\": {:.3f}, \"first_run_ms\": {:.3f}, "
+      "RESULT {{\"max_rel_l2\": {}, \"open_ms\": {:.3f}, \"first_run_ms\": {:.3f}, "
       "\"median_run_ms\": {:.3f}, \"set_ms\": [{:.3f}], \"set_cpu_ms\": [{:.3f}], \"sets\": {}, "
       "\"ok\": {}}}\n",
-      worst, open_ms, first_run_ms, times[times.size() / 2], fmt::join(set_ms, ", "),
+      worst_json, open_ms, first_run_ms, times[times.size() / 2], fmt::join(set_ms, ", "),
       fmt::join(set_cpu_ms, ", "), sets.size(), ok ? "true" : "false");
   return ok ? 0 : 1;
 }

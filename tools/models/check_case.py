@@ -22,12 +22,16 @@ import sys
 import time
 
 MAX_REL_L2 = 1e-4
+FP16_MAX_REL_L2 = 1e-2
 
 
 def parse_result(stdout):
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            try:
+                return json.loads(line[len("RESULT "):])
+            except json.JSONDecodeError:
+                return None  # a checker of before null for non-finite errors printed nan
     return None
 
 
@@ -69,11 +73,13 @@ def compile_flags(kiln):
 
 
 def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2, timeout=1200,
-                parallel=True, device=""):
+                parallel=True, device="", direct=True, fp16=False):
     """Runs both paths. With `parallel` the direct check runs beside the compile and the engine
     check, so two cores are used; timings are then only indicative (benchmarks pass False).
     With `device` ("gpu", ...) the engine is compiled for that device and checked running there;
-    the direct path stays the reference interpreter on the CPU."""
+    the direct path stays the reference interpreter on the CPU. `direct=False` checks the
+    engine alone (the direct path is the CPU's, already checked on the CPU machine); `fp16`
+    compiles it with --fp16 and checks it within FP16_MAX_REL_L2."""
     name = os.path.basename(os.path.normpath(case_dir))
     with open(os.path.join(case_dir, "case.json")) as f:
         info = json.load(f)
@@ -81,35 +87,43 @@ def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2,
     engine = os.path.join(work_dir, name + ".kiln")
     os.makedirs(work_dir, exist_ok=True)
     common = [case_dir, "--max-rel-l2", str(max_rel_l2), "--repeat", str(repeat)]
+    engine_common = [case_dir, "--max-rel-l2", str(FP16_MAX_REL_L2 if fp16 else max_rel_l2),
+                     "--repeat", str(repeat)]
     start = time.monotonic()
-    direct = subprocess.Popen([check, model, *common, "--no-optimize", "--interpreter"],
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    if not parallel:
-        direct_out = direct.communicate(timeout=timeout)[0]
+    direct_run = None
+    direct_out = ""
+    if direct:
+        direct_run = subprocess.Popen([check, model, *common, "--no-optimize", "--interpreter"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not parallel:
+            direct_out = direct_run.communicate(timeout=timeout)[0]
     shapes = [a for r in info.get("shape_range", "").split(",") if r for a in ("--shape", r)]
     on_device = ["--device", device] if device else []
+    precision = ["--fp16"] if fp16 else []
     compiled = subprocess.run([kiln, "compile", model, "-o", engine, *shapes,
-                               *compile_flags(kiln), *on_device],
+                               *compile_flags(kiln), *on_device, *precision],
                               capture_output=True, text=True, timeout=timeout)
     result = {"case": name, "opset": info.get("opset"), "source": info.get("source"),
               "shape_range": info.get("shape_range", ""), "ok": False, "log": ""}
     result.update(parse_compile(compiled.stdout))
     engine_out = None
     if compiled.returncode == 0:
-        engine_out = subprocess.run([check, engine, *common, *on_device], capture_output=True,
+        engine_out = subprocess.run([check, engine, *engine_common, *on_device],
+                                    capture_output=True,
                                     text=True,
                                     timeout=timeout).stdout
-    if parallel:
-        direct_out = direct.communicate(timeout=timeout)[0]
+    if direct_run and parallel:
+        direct_out = direct_run.communicate(timeout=timeout)[0]
     result["wall_s"] = round(time.monotonic() - start, 2)
-    result["direct"] = parse_result(direct_out)
+    result["precision"] = "fp16" if fp16 else "fp32"
+    result["direct"] = parse_result(direct_out) if direct else None
     result["engine"] = parse_result(engine_out) if engine_out is not None else None
-    result["ok"] = bool(compiled.returncode == 0 and result["direct"] and result["direct"]["ok"]
-                        and result["engine"] and result["engine"]["ok"])
+    direct_ok = not direct or bool(result["direct"] and result["direct"]["ok"])
+    result["ok"] = bool(compiled.returncode == 0 and direct_ok and result["engine"]
+                        and result["engine"]["ok"])
     if not result["ok"]:
         result["log"] = "\n".join([
-            "direct:\n" + direct_out,
+            "direct:\n" + (direct_out if direct else "(not run)"),
             f"compile (exit {compiled.returncode}):\n" + compiled.stdout + compiled.stderr,
             "engine:\n" + (engine_out or "(not run)")])
     if os.path.exists(engine):

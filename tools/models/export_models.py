@@ -16,6 +16,7 @@ seconds: CNNs at 32x32 or 64x64 input, ViT with image_size 64 and 2 encoder laye
 2 layers and hidden 64. Without it the models are the published sizes (224x224, 12 layers).
 """
 import argparse
+import inspect
 import json
 import math
 import os
@@ -286,9 +287,14 @@ def export_one(name, small, opset, out_dir):
     path = os.path.join(out_dir, stem + ".onnx")
     # Not under no_grad: there nn.MultiheadAttention (ViT) takes its fused inference path,
     # aten::_native_multi_head_attention, which has no ONNX export.
+    # The TorchScript exporter everywhere: newer torch (2.9+, the lent GPU machine's 2.11)
+    # defaults to the dynamo one, which exports no ScriptModule (the control-flow model) and
+    # writes opset 18 instead of the one asked for.
+    params = inspect.signature(torch.onnx.export).parameters
+    legacy = {"dynamo": False} if "dynamo" in params else {}
     torch.onnx.export(model, spec["example"], path, opset_version=opset,
                       input_names=spec["inputs"], output_names=spec["outputs"],
-                      dynamic_axes=spec["dynamic_axes"], do_constant_folding=True)
+                      dynamic_axes=spec["dynamic_axes"], do_constant_folding=True, **legacy)
     meta = {"name": stem, "model": stem + ".onnx", "opset": opset, "small": small,
             "sets": spec["sets"], "shape_range": spec.get("shape_range", "")}
     with open(os.path.join(out_dir, stem + ".json"), "w") as f:

@@ -24,8 +24,13 @@ def row(r):
     else:
         memory = "?"
 
-    def err(x):
-        return f"{x['max_rel_l2']:.1e}" if x else "failed"
+    def err(x, ran=True):
+        if not ran:
+            return "-"  # not run (--engine-only)
+        if not x:
+            return "failed"
+        # null: the output was not finite (inf / nan)
+        return f"{x['max_rel_l2']:.1e}" if x.get("max_rel_l2") is not None else "non-finite"
 
     def ms(x):
         # Set 0: median wall time (process CPU time).
@@ -34,11 +39,13 @@ def row(r):
         cpu = x.get("set_cpu_ms")
         return f"{x['set_ms'][0]:,.1f}" + (f" ({cpu[0]:,.1f})" if cpu else "")
 
+    direct_ran = r.get("direct") is not None or "precision" not in r
     ort = "-"
     if r.get("ort_ms") is not None:
         ort = f"{r['ort_ms']:,.1f}" + (f" ({r['ort_cpu_ms']:,.1f})" if "ort_cpu_ms" in r else "")
-    return (f"| {r['case']} | {nodes} | {memory} | {err(d)} | {err(e)} | {ms(d)} | {ms(e)} | "
-            f"{ort} | {d.get('sets', '-')} | {'ok' if r.get('ok') else 'FAIL'} |")
+    sets = (d or e).get("sets", "-")
+    return (f"| {r['case']} | {nodes} | {memory} | {err(d, direct_ran)} | {err(e)} | {ms(d)} | "
+            f"{ms(e)} | {ort} | {sets} | {'ok' if r.get('ok') else 'FAIL'} |")
 
 
 HEADER = ("| case | nodes before -> after | activations planned / naive | rel L2 direct | "

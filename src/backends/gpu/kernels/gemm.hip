@@ -2,6 +2,7 @@
 // transposes (the kernel: gemm_kernel.hpp). This file chooses the block tile by shape and hands
 // the product to the tile op's launcher, each in a source of its own (gemm_f32.hip,
 // gemm_f16.hip, gemm_f16_fma.hip).
+#include <algorithm>
 #include <cstring>
 
 #include "backends/gpu/kernels/gemm_kernel.hpp"
@@ -9,6 +10,7 @@
 namespace kiln::backends::gpu::kernels {
 namespace {
 
+using gemm_impl::SplitK;
 using gemm_impl::TileId;
 
 // Every NVIDIA arch the library is built for (sm_80+) has mma.sync: no FMA tiles for fp16 there.
@@ -68,7 +70,75 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   return *best;
 }
 
+// Split-K (GemmArgs::partials): a product whose output tiles fill less than half the
+// multiprocessors, with a reduction of at least 8 steps, is cut into as many parts as fill them
+// (at most 16, each of at least 4 steps), as far as `capacity` floats of partials allow; the
+// parts are then evened out. Otherwise one part.
+constexpr int kMaxSplits = 16, kMinStepsPerSplit = 4;
+
+SplitK choose_split(const GemmArgs& p, const TileInfo& t, int64_t capacity) {
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
+  const int bk = p.type == FloatType::F16 ? 32 : 16;
+  const int64_t steps = (p.k + bk - 1) / bk;
+  SplitK one{1, static_cast<int>(steps)};
+  if (tiles * 2 > sms || steps < 2 * kMinStepsPerSplit) return one;
+  int64_t count =
+      std::min<int64_t>({(sms + tiles - 1) / tiles, steps / kMinStepsPerSplit, kMaxSplits});
+  const int64_t per_part = p.batch * p.m * p.n;
+  while (count > 1 && count * per_part > capacity) --count;
+  if (count < 2 || p.batch * count > 65535) return one;
+  const int64_t per = (steps + count - 1) / count;
+  return {static_cast<int>((steps + per - 1) / per), static_cast<int>(per)};
+}
+
+// Sums the parts of a split reduction and finishes the epilogue: Y = act(sum + beta C).
+template <typename T>
+__global__ void finish_split(GemmArgs p, int count) {
+  const int64_t mn = p.m * p.n, total = p.batch * mn;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const T* c = static_cast<const T*>(p.c);
+  T* y = static_cast<T*>(p.y);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const int64_t z = i / mn, at = i % mn;
+    const float* part = p.partials + z * count * mn + at;
+    float v = 0.f;
+    for (int s = 0; s < count; ++s) v += part[s * mn];
+    if (c) {
+      const int64_t row = at / p.n, col = at % p.n;
+      v += p.beta * to_float(c[z * p.c_batch_stride + row * p.c_row_stride + col * p.c_col_stride]);
+    }
+    y[i] = from_float<T>(apply_activation(p.activation, v, p.act_alpha, p.act_beta));
+  }
+}
+
+hipError_t launch_finish_split(const GemmArgs& p, int count, hipStream_t stream) {
+  constexpr int kThreads = 256;
+  const int64_t total = p.batch * p.m * p.n;
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 4096);
+  if (p.type == FloatType::F16) {
+    hipLaunchKernelGGL(finish_split<__half>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                       stream, p, count);
+  } else {
+    hipLaunchKernelGGL(finish_split<float>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                       stream, p, count);
+  }
+  return hipGetLastError();
+}
+
 }  // namespace
+
+int64_t gemm_partial_floats(const GemmArgs& args) {
+  if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return 0;
+  const SplitK split = choose_split(args, choose_tile(args), kMaxGemmPartialFloats);
+  return split.count > 1 ? split.count * args.batch * args.m * args.n : 0;
+}
+
+int gemm_splits(const GemmArgs& args) {
+  if (!args.partials || args.m <= 0 || args.n <= 0 || args.batch <= 0) return 1;
+  return choose_split(args, choose_tile(args), args.partial_capacity).count;
+}
 
 const char* gemm_tile_name(const GemmArgs& args) {
   return name_of(choose_tile(args), args.type);
@@ -84,18 +154,26 @@ const char* gemm_tile_names(FloatType type) {
 
 hipError_t launch_gemm(const GemmArgs& p, hipStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hipSuccess;
-  const TileId tile = choose_tile(p).id;
+  const TileInfo& info = choose_tile(p);
+  const TileId tile = info.id;
+  const SplitK split = p.partials ? choose_split(p, info, p.partial_capacity) : SplitK{};
+  hipError_t status = hipErrorInvalidValue;
   switch (p.type) {
     case FloatType::F32:
-      return gemm_impl::launch_f32(p, tile, stream);
+      status = gemm_impl::launch_f32(p, tile, split, stream);
+      break;
     case FloatType::F16:
-      if (p.matrix_tiles) return gemm_impl::launch_f16_matrix(p, tile, stream);
-      if constexpr (kF16FmaTiles) return gemm_impl::launch_f16_fma(p, tile, stream);
-      return hipErrorInvalidValue;
+      if (p.matrix_tiles) {
+        status = gemm_impl::launch_f16_matrix(p, tile, split, stream);
+      } else if constexpr (kF16FmaTiles) {
+        status = gemm_impl::launch_f16_fma(p, tile, split, stream);
+      }
+      break;
     case FloatType::BF16:
       break;
   }
-  return hipErrorInvalidValue;
+  if (status != hipSuccess || split.count == 1) return status;
+  return launch_finish_split(p, split.count, stream);
 }
 
 }  // namespace kiln::backends::gpu::kernels

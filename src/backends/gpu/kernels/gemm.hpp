@@ -49,7 +49,22 @@ struct GemmArgs {
   // A block tile to take instead of the choice by shape (KILN_GPU_GEMM_TILE): a name of
   // gemm_tile_names() or its start ("128x64"); null, empty or unknown: by shape.
   const char* tile = nullptr;
+  // Split-K: where the output tiles alone would leave most multiprocessors idle, the reduction
+  // is cut into parts that run as blocks of their own, each writing float32 partial products
+  // (alpha applied) into `partials`, which a second kernel sums, finishing the epilogue there.
+  // partial_capacity: the floats `partials` holds (gemm_partial_floats says how many a product
+  // takes); null or too small: no split.
+  float* partials = nullptr;
+  int64_t partial_capacity = 0;
 };
+
+// The float32 partials launch_gemm's split-K takes for `args` given room without limit (at most
+// kMaxGemmPartialFloats), 0 when it would not split: what a kernel allocates for a shape.
+constexpr int64_t kMaxGemmPartialFloats = int64_t{2} << 20;  // 8 MiB
+int64_t gemm_partial_floats(const GemmArgs& args);
+
+// How many parts launch_gemm cuts the reduction of `args` into (1: no split).
+int gemm_splits(const GemmArgs& args);
 
 // Which block tile launch_gemm takes for `args` ("128x128x32", ...), for traces and benchmarks.
 const char* gemm_tile_name(const GemmArgs& args);

@@ -5,8 +5,8 @@
 
 namespace kiln::backends::gpu::kernels::gemm_impl {
 
-hipError_t launch_f16_matrix(const GemmArgs& p, TileId tile, hipStream_t stream) {
-  return launch_op<TileKind::Matrix, uint16_t, __half, F16Tiles>(p, tile, stream);
+hipError_t launch_f16_matrix(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
+  return launch_op<TileKind::Matrix, uint16_t, __half, F16Tiles>(p, tile, split, stream);
 }
 
 }  // namespace kiln::backends::gpu::kernels::gemm_impl

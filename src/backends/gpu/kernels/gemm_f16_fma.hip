@@ -6,8 +6,8 @@
 namespace kiln::backends::gpu::kernels::gemm_impl {
 
 #if !defined(__CUDACC__)
-hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, hipStream_t stream) {
-  return launch_op<TileKind::Fma, uint16_t, __half, F16Tiles>(p, tile, stream);
+hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
+  return launch_op<TileKind::Fma, uint16_t, __half, F16Tiles>(p, tile, split, stream);
 }
 #endif
 

@@ -3,8 +3,8 @@
 
 namespace kiln::backends::gpu::kernels::gemm_impl {
 
-hipError_t launch_f32(const GemmArgs& p, TileId tile, hipStream_t stream) {
-  return launch_op<TileKind::Fma, float, float, F32Tiles>(p, tile, stream);
+hipError_t launch_f32(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
+  return launch_op<TileKind::Fma, float, float, F32Tiles>(p, tile, split, stream);
 }
 
 }  // namespace kiln::backends::gpu::kernels::gemm_impl

@@ -8,12 +8,14 @@
 // in steps of BK through a ring of kStages shared-memory stages: the copies of step t + kStages
 // - 1 are in flight (cp.async on NVIDIA) while step t is multiplied, one barrier per step.
 // Staging copies rows as they lie in global memory (16-byte chunks where every row is aligned,
-// single elements otherwise), so a transposed operand is only another shared-memory view; the
-// stages are swizzled (SwizzledTile) rather than padded. Each wavefront multiplies a WM x WN
-// part of the tile with the target's tile op (mma_tile.hpp: mma.sync with ldmatrix loads on
-// NVIDIA, MFMA on CDNA, FMA otherwise), TM x TN op tiles of accumulators per lane. The epilogue
-// (alpha, beta C or a bias, the activation, one rounding) runs from the accumulators into a
-// shared-memory tile of Y, which the block then writes out row by row in 16-byte stores.
+// their sources and places set up once per output tile; single elements otherwise), so a
+// transposed operand is only another shared-memory view; the stages are swizzled
+// (SwizzledTile) rather than padded. Each wavefront multiplies a WM x WN part of the tile with
+// the target's tile op (mma_tile.hpp: mma.sync with ldmatrix loads on NVIDIA, MFMA on CDNA, FMA
+// otherwise), TM x TN op tiles of accumulators per lane. The epilogue stages alpha times the
+// accumulators in float32 through the stages' memory (in slices where the tile does not fit),
+// and the block writes each slice out in 16-byte stores, adding beta C (or a bias) and the
+// activation on the way and rounding once.
 #include <climits>
 
 #include "backends/gpu/kernels/device_common.hpp"
@@ -65,6 +67,13 @@ struct F32Tiles {
 #define KILN_GEMM_LAUNCH_BOUNDS(Tile) __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
 #endif
 
+// The split of the reduction a launch makes (split-K, GemmArgs::partials): `count` parts of
+// `steps` steps of BK each (the last one shorter), as blocks along z beside the batch.
+struct SplitK {
+  int count = 1;
+  int steps = 0;
+};
+
 template <size_t N>
 struct alignas(16) SmemBytes {
   unsigned char bytes[N];
@@ -101,44 +110,127 @@ __device__ inline float activate(float x, const GemmArgs& p) {
   return apply_activation(p.activation, x, p.act_alpha, p.act_beta);
 }
 
-// Issues the copies of one operand's tile for a step: storage rows row0.. (of row_extent) and
-// columns col0.. (of col_extent) of the operand at `p` with leading dimension `ld`, into the
-// swizzled stage L; zeros outside the operand. V: elements per copy, 16 bytes (every row
-// aligned, so col_extent = ld is a multiple of V: a chunk lies wholly inside or outside) or 1.
-template <typename S, int V, int Threads, typename L>
-__device__ inline void stage_operand(S* smem, const S* p, int64_t ld, int64_t row_extent,
-                                     int64_t col_extent, int64_t row0, int64_t col0) {
-  constexpr int kChunksPerRow = L::kCols / V;
-  constexpr int kPerThread = L::kRows * kChunksPerRow / Threads;
-  static_assert(L::kCols % V == 0 && L::kRows * kChunksPerRow % Threads == 0);
-  if constexpr (V * sizeof(S) == 16) {
+// 16 bytes global -> shared, or 16 zero bytes when !inside, without a branch on NVIDIA
+// (cp.async's source size 0 fills the destination with zeros; `global` must still be a valid
+// address). Elsewhere the plain copy (copy_async_16) or a store of zeros.
+__device__ inline void copy_async_16_or_zero(void* smem, const void* global, bool inside) {
+#if defined(KILN_CP_ASYNC)
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+               "r"(inside ? 16 : 0));
+#else
+  if (inside) {
+    copy_async_16(smem, global);
+  } else {
+    copy_16(smem, Bytes16{});
+  }
+#endif
+}
+
+// The 16-byte staging copies one thread makes of one operand, for every step of an output
+// tile: what does not change between steps (source pointers, the chunk's place in the stage,
+// which chunks lie inside the operand along M or N) is computed once per tile, so a step costs
+// a pointer offset, one compare against K and the copy per chunk. KAlongCols: the operand's
+// storage rows are M or N and its columns K (A, or B transposed), else its rows are K. The
+// stage L holds the tile's rows x columns as they lie in storage, swizzled.
+template <typename S, int Threads, typename L, bool KAlongCols>
+struct VectorStager {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
+  static constexpr int kChunksPerRow = L::kCols / kVec;
+  static_assert(L::kCols % kVec == 0 && Threads % kChunksPerRow == 0 &&
+                L::kRows % (Threads / kChunksPerRow) == 0);
+  // The chunks of one thread lie in one column, kRowsPerPass rows apart.
+  static constexpr int kRowsPerPass = Threads / kChunksPerRow;
+  static constexpr int kPerThread = L::kRows / kRowsPerPass;
+  static constexpr int kBK = KAlongCols ? L::kCols : L::kRows;
+
+  const S* base;  // the operand (a valid address for the zero-filling copies)
+  const S* src[kPerThread];
+  int64_t step_elems;  // how far the sources move per step
+  int64_t k;           // the reduction's extent
+  int r0, c0;          // this thread's first chunk in the tile
+  uint32_t inside_mn;  // bit i: chunk i lies inside the operand along M or N
+
+  // `p`: the operand, `ld` its leading dimension, rows x cols its storage extent; mn0 the tile's
+  // first row (KAlongCols) or column of storage.
+  __device__ void init(const S* p, int64_t ld, int64_t rows, int64_t cols, int64_t mn0) {
+    base = p;
+    const int t = static_cast<int>(threadIdx.x);
+    r0 = t / kChunksPerRow;
+    c0 = (t % kChunksPerRow) * kVec;
+    inside_mn = 0;
+    k = KAlongCols ? cols : rows;
+    step_elems = KAlongCols ? kBK : kBK * ld;
     KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
-      const int chunk = static_cast<int>(threadIdx.x) + i * Threads;
-      const int r = chunk / kChunksPerRow, c = (chunk % kChunksPerRow) * V;
-      const int64_t row = row0 + r, col = col0 + c;
-      S* dst = smem + L::offset(r, c);
-      if (row < row_extent && col < col_extent) {
-        copy_async_16(dst, p + row * ld + col);
-      } else {
-        copy_16(dst, Bytes16{});
-      }
+      const int64_t r = r0 + i * kRowsPerPass;
+      const int64_t row = KAlongCols ? mn0 + r : r, col = KAlongCols ? c0 : mn0 + c0;
+      // Every row is 16-byte aligned, so cols is a multiple of kVec: a chunk lies wholly
+      // inside or outside.
+      const bool in = KAlongCols ? row < rows : col < cols;
+      inside_mn |= uint32_t{in} << i;
+      src[i] = in ? p + row * ld + col : p;
     }
-  } else {
-    // Element by element, not unrolled: these loads would all be in flight at once, their
-    // registers beside the accumulators (the aligned kernel's spills).
-    KILN_NO_UNROLL
+  }
+  __device__ void issue(S* stage, int step) const {
+    const int64_t k0 = int64_t{step} * kBK;
+    const int64_t offset = int64_t{step} * step_elems;
+    KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
-      const int chunk = static_cast<int>(threadIdx.x) + i * Threads;
-      const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow;
-      const int64_t row = row0 + r, col = col0 + c;
-      smem[L::offset(r, c)] = row < row_extent && col < col_extent ? p[row * ld + col] : S(0);
+      const int r = r0 + i * kRowsPerPass;
+      const bool inside = ((inside_mn >> i) & 1u) && k0 + (KAlongCols ? c0 : r) < k;
+      copy_async_16_or_zero(stage + L::offset(r, c0), inside ? src[i] + offset : base, inside);
     }
+  }
+};
+
+// Copies of one operand's tile for a step element by element (some row not 16-byte aligned):
+// storage rows row0.. (of row_extent) and columns col0.. (of col_extent) of the operand at `p`
+// with leading dimension `ld`, into the swizzled stage L; zeros outside the operand.
+template <typename S, int Threads, typename L>
+__device__ inline void stage_elements(S* smem, const S* p, int64_t ld, int64_t row_extent,
+                                      int64_t col_extent, int64_t row0, int64_t col0) {
+  constexpr int kPerThread = L::kRows * L::kCols / Threads;
+  static_assert(L::kRows * L::kCols % Threads == 0);
+  // Not unrolled: these loads would all be in flight at once, their registers beside the
+  // accumulators (the aligned kernel's spills).
+  KILN_NO_UNROLL
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * Threads;
+    const int r = e / L::kCols, c = e % L::kCols;
+    const int64_t row = row0 + r, col = col0 + c;
+    smem[L::offset(r, c)] = row < row_extent && col < col_extent ? p[row * ld + col] : S(0);
   }
 }
 
+#if defined(__CUDACC__) || defined(__HIP__)
+#define KILN_GEMM_NOINLINE __noinline__
+#else
+#define KILN_GEMM_NOINLINE
+#endif
+
+// The activation of the copy-out, out of line so that the loop stays small whatever the
+// activation (the switch over every activation, inlined per element and per accumulator,
+// filled the instruction cache: a third of the warps' stalls at K = 64). Scalars, not
+// GemmArgs: a reference to the kernel's parameters would copy them to the stack.
+[[maybe_unused]] static __device__ KILN_GEMM_NOINLINE float activate_out_of_line(
+    float v, GemmActivation activation, float alpha, float beta) {
+  return apply_activation(activation, v, alpha, beta);
+}
+
+// How many passes the epilogue's float32 staging of a BM x BN tile takes through `bytes` of
+// shared memory: each pass holds TM / passes of every wavefront's TM rows of op tiles.
+KILN_HOST_DEVICE constexpr int epilogue_passes(int tm, int bm, int stride, size_t bytes) {
+  for (int passes = 1; passes <= tm; ++passes) {
+    if (tm % passes == 0 && size_t(bm / passes) * size_t(stride) * sizeof(float) <= bytes) {
+      return passes;
+    }
+  }
+  return 0;
+}
+
 template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
-__device__ inline void gemm_block(const GemmArgs& p, bool vec) {
+__device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   using Op = typename TileOpOf<Kind, S>::type;
   static_assert(sizeof(typename Op::In) == sizeof(S));
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK;
@@ -155,55 +247,78 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec) {
   using LB = SwizzledTile<S, TB ? BN : BK, TB ? BK : BN>;
   constexpr int kStageElems = LA::kElems + LB::kElems;
   constexpr size_t kPipeBytes = size_t{kStages} * kStageElems * sizeof(S);
-  // Y's tile staged for the stores, rows padded by 16 bytes (the accumulators' scattered
-  // writes spread over the banks), where it fits in the stages' memory; else stored directly.
+  // The epilogue stages alpha times the accumulators in float32 through the stages' memory,
+  // kPasses slices of the tile's rows at a time; rows kAccStride floats apart (BN + 8: a
+  // wavefront's accumulator rows, 8 floats further per row, fall on different banks). The
+  // block then reads each slice out 16 output bytes per thread, adds beta C, applies the
+  // activation and rounds once to T.
+  constexpr int kAccStride = BN + 8;
+  constexpr int kPasses = epilogue_passes(TM, BM, kAccStride, kPipeBytes);
+  static_assert(kPasses > 0, "the epilogue's staging does not fit the pipeline's memory");
+  constexpr int kPassRowsPerWarp = WM / kPasses;  // rows of one wavefront row in one pass
+  constexpr int kPassTiles = TM / kPasses;        // op tiles along M of a wavefront per pass
+  constexpr int kPassRows = BM / kPasses;
   constexpr int kOutChunk = 16 / static_cast<int>(sizeof(T));
-  constexpr int kOutStride = BN + kOutChunk;
-  constexpr bool kStagedOut =
-      size_t{BM} * kOutStride * sizeof(T) <= kPipeBytes && BM * (BN / kOutChunk) % kThreads == 0;
+  constexpr int kOutChunksPerRow = BN / kOutChunk;
+  static_assert(BN % kOutChunk == 0 && kOutChunk % 4 == 0);
   __shared__ SmemBytes<kPipeBytes> smem;
   S* const stages = reinterpret_cast<S*>(smem.bytes);
+  float* const staged_acc = reinterpret_cast<float*>(smem.bytes);
 
   const int warp = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
-  const int wm0 = (warp / kWarpsN) * WM, wn0 = (warp % kWarpsN) * WN;
-  const int64_t z = blockIdx.z;
+  const int warp_row = warp / kWarpsN;
+  const int wm0 = warp_row * WM, wn0 = (warp % kWarpsN) * WN;
+  // Blocks along z: batch entry z, part `part` of its reduction.
+  const int64_t zz = blockIdx.z;
+  const int64_t z = zz / split.count;
+  const int part = static_cast<int>(zz % split.count);
   const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
   const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
   const T* c = p.c ? static_cast<const T*>(p.c) + z * p.c_batch_stride : nullptr;
   T* y = static_cast<T*>(p.y) + z * p.m * p.n;
   const int64_t lda = TA ? p.m : p.k, ldb = TB ? p.k : p.n;
-  constexpr int kVec = 16 / static_cast<int>(sizeof(S));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t m_tiles = (p.m + BM - 1) / BM;
-  const int steps = static_cast<int>((p.k + BK - 1) / BK);
+  const int all_steps = static_cast<int>((p.k + BK - 1) / BK);
+  const int first_step = part * split.steps;
+  const int steps = split.count == 1 || all_steps - first_step < split.steps
+                        ? all_steps - first_step
+                        : split.steps;
+  // Split: this part's float32 partial products, batch entry and part zz, m x n.
+  float* const partial = split.count > 1 ? p.partials + zz * p.m * p.n : nullptr;
+  // Storage extents of A and B (rows, columns).
+  const int64_t a_rows = TA ? p.k : p.m, a_cols = TA ? p.m : p.k;
+  const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
+  // Y's rows are 16-byte aligned (n a multiple of the chunk, every batch entry too).
+  const bool y_vec = p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  // Neither C nor an activation: the copy-out is a conversion; Relu alone stays inline.
+  const bool plain = !c && p.activation == GemmActivation::None;
+  const bool relu_only = !c && p.activation == GemmActivation::Relu;
 
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
     const int64_t m0 = mt * BM;
-    // Step `step`'s copies into its stage of the ring, V elements per copy.
-    auto issue_v = [&]<int V>(int step) {
-      S* st = stages + (step % kStages) * kStageElems;
-      const int64_t k0 = int64_t{step} * BK;
-      if constexpr (TA) {
-        stage_operand<S, V, kThreads, LA>(st, a, lda, p.k, p.m, k0, m0);
-      } else {
-        stage_operand<S, V, kThreads, LA>(st, a, lda, p.m, p.k, m0, k0);
-      }
-      if constexpr (TB) {
-        stage_operand<S, V, kThreads, LB>(st + LA::kElems, b, ldb, p.n, p.k, n0, k0);
-      } else {
-        stage_operand<S, V, kThreads, LB>(st + LA::kElems, b, ldb, p.k, p.n, k0, n0);
-      }
-    };
-    // The alignment is a run-time switch (the same for the whole launch), not a template
-    // argument: one kernel instead of two per tile and transpose halves what the compilers
-    // build (four AMD targets), and the multiply loop is the same for both.
+    // Set up whether or not they copy (a few instructions per tile; the element path
+    // ignores them).
+    VectorStager<S, kThreads, LA, !TA> stage_a;
+    VectorStager<S, kThreads, LB, TB> stage_b;
+    stage_a.init(a, lda, a_rows, a_cols, m0);
+    stage_b.init(b, ldb, b_rows, b_cols, n0);
+    // Step `step`'s copies (of this part) into its stage of the ring. The alignment is a run-time
+    // switch (the same for the whole launch), not a template argument: one kernel instead of two
+    // per tile and transpose halves what the compilers build (four AMD targets).
     auto issue = [&](int step) {
+      S* st = stages + (step % kStages) * kStageElems;
+      const int k_step = first_step + step;  // of the whole reduction
       if (vec) {
-        issue_v.template operator()<kVec>(step);
-      } else {
-        issue_v.template operator()<1>(step);
+        stage_a.issue(st, k_step);
+        stage_b.issue(st + LA::kElems, k_step);
+        return;
       }
+      const int64_t k0 = int64_t{k_step} * BK;
+      stage_elements<S, kThreads, LA>(st, a, lda, a_rows, a_cols, TA ? k0 : m0, TA ? m0 : k0);
+      stage_elements<S, kThreads, LB>(st + LA::kElems, b, ldb, b_rows, b_cols, TB ? n0 : k0,
+                                      TB ? k0 : n0);
     };
     float acc[TM][TN][Op::kAcc];
     KILN_UNROLL
@@ -247,52 +362,85 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec) {
       }
     }
     copy_async_wait<0>();
-    // Every warp done with the stages before Y's tile (or the next tile's copies) takes them.
-    __syncthreads();
     KILN_UNROLL
-    for (int i = 0; i < TM; ++i) {
+    for (int pass = 0; pass < kPasses; ++pass) {
+      // Every warp done with the stages (or the previous pass) before the accumulators land.
+      __syncthreads();
       KILN_UNROLL
-      for (int j = 0; j < TN; ++j) {
+      for (int il = 0; il < kPassTiles; ++il) {
+        const int i = pass * kPassTiles + il;
         KILN_UNROLL
-        for (int e = 0; e < Op::kAcc; ++e) {
-          int r, col_in_tile;
-          Op::acc_coord(lane, e, r, col_in_tile);
-          const int tr = wm0 + i * Op::kM + r, tc = wn0 + j * Op::kN + col_in_tile;
-          const int64_t row = m0 + tr, col = n0 + tc;
-          const bool inside = row < p.m && col < p.n;
-          if (!kStagedOut && !inside) continue;
-          float v = p.alpha * acc[i][j][e];
-          if (c && inside) v += p.beta * to_float(c[row * p.c_row_stride + col * p.c_col_stride]);
-          if constexpr (kStagedOut) {
-            reinterpret_cast<T*>(smem.bytes)[tr * kOutStride + tc] = from_float<T>(activate(v, p));
-          } else {
-            y[row * p.n + col] = from_float<T>(activate(v, p));
+        for (int j = 0; j < TN; ++j) {
+          KILN_UNROLL
+          for (int e = 0; e < Op::kAcc; ++e) {
+            int r, col_in_tile;
+            Op::acc_coord(lane, e, r, col_in_tile);
+            const int sr = warp_row * kPassRowsPerWarp + il * Op::kM + r;
+            staged_acc[sr * kAccStride + wn0 + j * Op::kN + col_in_tile] = p.alpha * acc[i][j][e];
           }
         }
       }
-    }
-    if constexpr (kStagedOut) {
       __syncthreads();
-      const T* out = reinterpret_cast<const T*>(smem.bytes);
-      const bool y_vec = p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
-      constexpr int kChunksPerRow = BN / kOutChunk;
+      constexpr int kPassChunks = kPassRows * kOutChunksPerRow;
       KILN_UNROLL
-      for (int i = 0; i < BM * kChunksPerRow / kThreads; ++i) {
-        const int chunk = static_cast<int>(threadIdx.x) + i * kThreads;
-        const int r = chunk / kChunksPerRow, cc = (chunk % kChunksPerRow) * kOutChunk;
-        const int64_t row = m0 + r, col = n0 + cc;
-        if (row >= p.m) continue;
-        const T* src = out + r * kOutStride + cc;
+      for (int it = 0; it < (kPassChunks + kThreads - 1) / kThreads; ++it) {
+        const int chunk = static_cast<int>(threadIdx.x) + it * kThreads;
+        if (kPassChunks % kThreads != 0 && chunk >= kPassChunks) break;
+        const int sr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;
+        // The staged row's place in the tile: wavefront row, then this pass's slice of it.
+        const int tr =
+            (sr / kPassRowsPerWarp) * WM + pass * kPassRowsPerWarp + sr % kPassRowsPerWarp;
+        const int64_t row = m0 + tr, col = n0 + cc;
+        if (row >= p.m || col >= p.n) continue;
+        float v[kOutChunk];
+        KILN_UNROLL
+        for (int e = 0; e < kOutChunk; e += 4) {
+          copy_16(&v[e], staged_acc + sr * kAccStride + cc + e);
+        }
+        if (partial) {
+          // A part of a split reduction: the sum and the rest of the epilogue come later.
+          float* dst = partial + row * p.n + col;
+          KILN_UNROLL
+          for (int e = 0; e < kOutChunk; e += 4) {
+            if (p.n % 4 == 0 && col + e + 4 <= p.n) {
+              copy_16(dst + e, &v[e]);
+            } else {
+              for (int f = e; f < e + 4 && col + f < p.n; ++f) dst[f] = v[f];
+            }
+          }
+          continue;
+        }
+        if (relu_only) {
+          KILN_UNROLL
+          for (int e = 0; e < kOutChunk; ++e) v[e] = point::relu(v[e]);
+        } else if (!plain) {
+          KILN_UNROLL
+          for (int e = 0; e < kOutChunk; ++e) {
+            if (col + e < p.n) {
+              if (c) {
+                v[e] += p.beta * to_float(c[row * p.c_row_stride + (col + e) * p.c_col_stride]);
+              }
+              if (p.activation != GemmActivation::None) {
+                v[e] = activate_out_of_line(v[e], p.activation, p.act_alpha, p.act_beta);
+              }
+            }
+          }
+        }
+        struct alignas(16) Out {
+          T v[kOutChunk];
+        } out;
+        KILN_UNROLL
+        for (int e = 0; e < kOutChunk; ++e) out.v[e] = from_float<T>(v[e]);
         T* dst = y + row * p.n + col;
         if (y_vec && col + kOutChunk <= p.n) {
-          copy_16(dst, src);
+          copy_16(dst, &out);
         } else {
-          for (int e = 0; e < kOutChunk && col + e < p.n; ++e) dst[e] = src[e];
+          for (int e = 0; e < kOutChunk && col + e < p.n; ++e) dst[e] = out.v[e];
         }
       }
-      // Y's tile read out before the next tile's copies land in the same memory.
-      __syncthreads();
     }
+    // The last slice read out before the next tile's copies land in the same memory.
+    __syncthreads();
   }
 }
 
@@ -300,20 +448,20 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec) {
 // T: the element type of C and Y; TA / TB: transposes; vec: every row of A and B 16-byte
 // aligned (16-byte staging copies, else element by element).
 template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
-__global__ void KILN_GEMM_LAUNCH_BOUNDS(Tile) gemm_kernel(GemmArgs p, bool vec) {
-  if constexpr (kRunsHere<Kind, S>) gemm_block<Kind, S, T, Tile, TA, TB>(p, vec);
+__global__ void KILN_GEMM_LAUNCH_BOUNDS(Tile) gemm_kernel(GemmArgs p, bool vec, SplitK split) {
+  if constexpr (kRunsHere<Kind, S>) gemm_block<Kind, S, T, Tile, TA, TB>(p, vec, split);
 }
 
 template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
-hipError_t launch_tile(const GemmArgs& p, bool vec, hipStream_t stream) {
+hipError_t launch_tile(const GemmArgs& p, bool vec, SplitK split, hipStream_t stream) {
   const int64_t n_tiles = (p.n + Tile::BN - 1) / Tile::BN;
   const int64_t m_tiles = (p.m + Tile::BM - 1) / Tile::BM;
-  if (n_tiles > INT_MAX || p.batch > 65535) return hipErrorInvalidValue;
+  if (n_tiles > INT_MAX || p.batch * split.count > 65535) return hipErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
-                  static_cast<unsigned>(p.batch));
+                  static_cast<unsigned>(p.batch * split.count));
   auto* kernel = &gemm_kernel<Kind, S, T, Tile, TA, TB>;
-  hipLaunchKernelGGL(kernel, grid, dim3(Tile::kThreads), 0, stream, p, vec);
+  hipLaunchKernelGGL(kernel, grid, dim3(Tile::kThreads), 0, stream, p, vec, split);
   return hipGetLastError();
 }
 
@@ -325,19 +473,19 @@ inline bool aligned(const void* ptr, int64_t ld, int64_t batch_stride, int64_t b
 
 // One tile op's kernels for `tile` (Tiles: F16Tiles or F32Tiles), by transposes and alignment.
 template <TileKind Kind, typename S, typename T, typename Tiles>
-hipError_t launch_op(const GemmArgs& p, TileId tile, hipStream_t stream) {
+hipError_t launch_op(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(S));
   const bool vec = aligned(p.a, p.trans_a ? p.m : p.k, p.stride_a, p.batch, kVec) &&
                    aligned(p.b, p.trans_b ? p.k : p.n, p.stride_b, p.batch, kVec);
   auto by_tile = [&]<bool TA, bool TB>() {
     if constexpr (kMidTile) {
       if (tile == TileId::Mid) {
-        return launch_tile<Kind, S, T, typename Tiles::Mid, TA, TB>(p, vec, stream);
+        return launch_tile<Kind, S, T, typename Tiles::Mid, TA, TB>(p, vec, split, stream);
       }
     }
     return tile == TileId::Big
-               ? launch_tile<Kind, S, T, typename Tiles::Big, TA, TB>(p, vec, stream)
-               : launch_tile<Kind, S, T, typename Tiles::Small, TA, TB>(p, vec, stream);
+               ? launch_tile<Kind, S, T, typename Tiles::Big, TA, TB>(p, vec, split, stream)
+               : launch_tile<Kind, S, T, typename Tiles::Small, TA, TB>(p, vec, split, stream);
   };
   if (p.trans_a) {
     return p.trans_b ? by_tile.template operator()<true, true>()
@@ -348,8 +496,8 @@ hipError_t launch_op(const GemmArgs& p, TileId tile, hipStream_t stream) {
 }
 
 // The launchers of each tile op, one source file each.
-hipError_t launch_f32(const GemmArgs& p, TileId tile, hipStream_t stream);
-hipError_t launch_f16_matrix(const GemmArgs& p, TileId tile, hipStream_t stream);
-hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, hipStream_t stream);
+hipError_t launch_f32(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
+hipError_t launch_f16_matrix(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
+hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
 
 }  // namespace kiln::backends::gpu::kernels::gemm_impl

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "backends/gpu/kernels/gemm.hpp"
 #include "backends/gpu/runtime/gemm_node.hpp"
@@ -21,9 +22,24 @@ namespace {
 
 constexpr const char* kOwnGemmKernel = "gpu.own.gemm";
 
+// The product of `node` when every operand's shape is known before the run, else none.
+std::optional<GemmDims> static_dims(const GemmNode& g, const ir::Node& node) {
+  DeviceTensor operands[2];
+  for (int i = 0; i < 2; ++i) {
+    const TypeInfo& t = node.input(i)->type();
+    if (!t.shape || !t.shape->is_static()) return std::nullopt;
+    operands[i] = {g.dtype, t.shape->values(), nullptr, Layout::row_major()};
+  }
+  try {
+    return gemm_dims(g, operands[0], operands[1], node.name());
+  } catch (const Error&) {
+    return std::nullopt;  // the run reports it, with the run's dims
+  }
+}
+
 class OwnGemmKernel final : public Kernel {
  public:
-  OwnGemmKernel(const GpuBackendImpl& backend, const ir::Node& node, const GemmNode& g)
+  OwnGemmKernel(GpuBackendImpl& backend, const ir::Node& node, const GemmNode& g)
       : g_(g),
         label_(node.name()),
         matrix_tiles_(has_matrix_tiles(backend.device_info())),
@@ -31,6 +47,15 @@ class OwnGemmKernel final : public Kernel {
     // A block tile forced for measurements (kernels::gemm_tile_names lists them); read once.
     if (const char* tile = std::getenv("KILN_GPU_GEMM_TILE")) tile_ = tile;
     trace_ = std::getenv("KILN_GPU_TRACE") != nullptr;
+    // Split-K's partials, for a product known now: allocated here, not in a run, which may be
+    // captured into a graph. Products of run-time shapes do not split.
+    if (const std::optional<GemmDims> d = static_dims(g_, node)) {
+      const int64_t floats = kernels::gemm_partial_floats(args_for(*d, nullptr));
+      if (floats > 0) {
+        partials_ = backend.allocate(static_cast<size_t>(floats) * sizeof(float));
+        partial_capacity_ = floats;
+      }
+    }
   }
   std::string_view name() const override { return kOwnGemmKernel; }
 
@@ -44,15 +69,9 @@ class OwnGemmKernel final : public Kernel {
     const GemmDims d = gemm_dims(g_, a, b, label_);
     DeviceTensor y = outputs.allocate(0, g_.dtype, d.out_dims);
     if (y.numel() == 0) return;
-    kernels::GemmArgs args;
-    args.type = *float_type(g_.dtype);
+    kernels::GemmArgs args = args_for(d, &y);
     args.a = a.data;
     args.b = b.data;
-    args.y = y.data;
-    args.m = d.m, args.n = d.n, args.k = d.k, args.batch = d.batch;
-    args.trans_a = g_.trans_a, args.trans_b = g_.trans_b;
-    args.stride_a = d.stride_a, args.stride_b = d.stride_b;
-    args.alpha = g_.alpha;
     if (g_.c != GemmNode::C::None) {
       // Gemm's C (or FusedMatMul's bias) broadcast over Y's [M, N] by its run-time dims.
       const DeviceTensor& c = in[2];
@@ -68,29 +87,46 @@ class OwnGemmKernel final : public Kernel {
       args.c_row_stride = rows == 1 ? 0 : cols;
       args.c_col_stride = cols == 1 ? 0 : 1;
     }
-    args.activation = g_.activation;
-    args.act_alpha = g_.act_alpha, args.act_beta = g_.act_beta;
-    args.matrix_tiles = matrix_tiles_;
-    args.multiprocessors = multiprocessors_;
-    args.tile = tile_.c_str();
     if (trace_ && !traced_) {
       traced_ = true;
-      std::fprintf(stderr, "kiln gpu: %s %s: M %lld N %lld K %lld batch %lld: tile %s\n",
-                   name().data(), label_.c_str(), static_cast<long long>(d.m),
-                   static_cast<long long>(d.n), static_cast<long long>(d.k),
-                   static_cast<long long>(d.batch), kernels::gemm_tile_name(args));
+      std::fprintf(
+          stderr, "kiln gpu: %s %s: M %lld N %lld K %lld batch %lld: tile %s, %d part(s) of K\n",
+          name().data(), label_.c_str(), static_cast<long long>(d.m), static_cast<long long>(d.n),
+          static_cast<long long>(d.k), static_cast<long long>(d.batch),
+          kernels::gemm_tile_name(args), kernels::gemm_splits(args));
     }
     check_launch(kernels::launch_gemm(args, gpu_stream(stream).handle()), name());
   }
 
  private:
+  // Everything of a run's launch but the operands and C.
+  kernels::GemmArgs args_for(const GemmDims& d, const DeviceTensor* y) const {
+    kernels::GemmArgs args;
+    args.type = *float_type(g_.dtype);
+    args.y = y ? y->data : nullptr;
+    args.m = d.m, args.n = d.n, args.k = d.k, args.batch = d.batch;
+    args.trans_a = g_.trans_a, args.trans_b = g_.trans_b;
+    args.stride_a = d.stride_a, args.stride_b = d.stride_b;
+    args.alpha = g_.alpha;
+    args.activation = g_.activation;
+    args.act_alpha = g_.act_alpha, args.act_beta = g_.act_beta;
+    args.matrix_tiles = matrix_tiles_;
+    args.multiprocessors = multiprocessors_;
+    args.tile = tile_.c_str();
+    args.partials = partial_capacity_ > 0 ? static_cast<float*>(partials_.data()) : nullptr;
+    args.partial_capacity = partial_capacity_;
+    return args;
+  }
+
   GemmNode g_;
   std::string label_;
   bool matrix_tiles_;
   int multiprocessors_;
   std::string tile_;
   bool trace_ = false;
-  bool traced_ = false;  // the tile of the first run is printed (KILN_GPU_TRACE)
+  bool traced_ = false;    // the tile of the first run is printed (KILN_GPU_TRACE)
+  DeviceBuffer partials_;  // split-K's, for the node's static product (none: no split)
+  int64_t partial_capacity_ = 0;
 };
 
 std::string check_node(const ir::Node& node) {
