@@ -106,6 +106,9 @@ def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2,
     result = {"case": name, "opset": info.get("opset"), "source": info.get("source"),
               "shape_range": info.get("shape_range", ""), "ok": False, "log": ""}
     result.update(parse_compile(compiled.stdout))
+    # Nodes the device could not run (each with its reason), for the report.
+    result["fallbacks"] = sorted(set(line for line in compiled.stderr.splitlines()
+                                     if "falling back" in line))
     engine_out = None
     if compiled.returncode == 0:
         engine_out = subprocess.run([check, engine, *engine_common, *on_device],

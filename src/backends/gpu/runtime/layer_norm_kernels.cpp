@@ -42,8 +42,24 @@ std::string check_suffix(const ir::Node& node, int slot, const char* what) {
     return fmt::format("{} {} has type {}, the input {}", node.op_type(), what,
                        p->type().to_string(), tx.to_string());
   const std::optional<std::vector<int64_t>> dims = static_dims(p);
-  if (!dims) return fmt::format("{} {} needs a static shape on the GPU", node.op_type(), what);
   const std::vector<Dim>& xd = tx.shape->dims();
+  if (!dims) {
+    // A run-time shape (a skip of the input's own dynamic batch and sequence): a suffix when
+    // its trailing dims are the input's own, the same numbers or the same symbols; the run
+    // checks the real dims.
+    const std::optional<Shape>& ps = p->type().shape;
+    bool same = ps.has_value() && ps->dims().size() <= xd.size();
+    for (size_t k = 0; same && k < ps->dims().size(); ++k) {
+      const Dim& d = ps->dims()[ps->dims().size() - 1 - k];
+      const Dim& xk = xd[xd.size() - 1 - k];
+      same = (d.is_static() || d.is_symbolic()) && d == xk;
+    }
+    if (!same) {
+      return fmt::format("{} {} {} is not the input's last dims ({}) before the run",
+                         node.op_type(), what, p->type().to_string(), tx.to_string());
+    }
+    return "";
+  }
   size_t first = 0;
   while (first < dims->size() && (*dims)[first] == 1) ++first;
   const size_t n = dims->size() - first;
