@@ -8,6 +8,7 @@
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_values.hpp"
+#include "ops/slice_axis.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -203,33 +204,6 @@ void infer_split(InferContext& ctx) {
 
 // ---------------------------------------------------------------------------------------------
 // Slice
-
-struct SliceAxis {
-  int64_t start;
-  int64_t step;
-  int64_t length;
-};
-
-// Clamps start/end per the ONNX rules and returns (start, output length) for one axis.
-SliceAxis resolve_slice(int64_t dim, int64_t start, int64_t end, int64_t step) {
-  if (dim == 0) return {0, step, 0};
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  int64_t length = 0;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    if (end > start) length = (end - start - 1) / step + 1;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    // -step overflows for INT64_MIN; go through unsigned.
-    uint64_t mag = uint64_t{0} - static_cast<uint64_t>(step);
-    if (start > end)
-      length = static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag) + 1;
-  }
-  return {start, step, length};
-}
 
 struct SliceArgs {
   std::vector<int64_t> starts, ends, axes, steps;

@@ -1,0 +1,161 @@
+// Slice and Expand on the CPU as strided copies (strided_copy.hpp): a Slice walks each input dim
+// from its clamped start with stride x step (ops/slice_axis.hpp, the reference's own rules), an
+// Expand walks a broadcast dim with stride 0. Any element type but strings; the index inputs
+// (starts, ends, axes, steps, shape) are read at run time, so computed ones work too.
+#include <algorithm>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/strided_copy.hpp"
+#include "backends/kernel_table.hpp"
+#include "ops/kernel_context.hpp"
+#include "ops/op_utils.hpp"
+#include "ops/slice_axis.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+std::string check_data_input(const ir::Node& node) {
+  const ir::Value* x = node.inputs().empty() ? nullptr : node.input(0);
+  if (!x || x->type().kind != TypeInfo::Kind::Tensor) return "input is not a tensor";
+  if (x->type().dtype == DataType::String) return "string tensors";
+  return "";
+}
+
+bool present(std::span<const DeviceTensor> in, size_t slot) {
+  return slot < in.size() && in[slot].defined();
+}
+
+// An int32 / int64 index input as int64 values.
+std::vector<int64_t> index_values(const ops::AttrReader& attrs, const DeviceTensor& t,
+                                  const char* what) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (t.dtype == DataType::Int64) {
+    const auto* p = static_cast<const int64_t*>(t.data);
+    std::copy(p, p + n, out.begin());
+  } else {
+    attrs.check(t.dtype == DataType::Int32, "{} must be int32 or int64, not {}", what,
+                dtype_name(t.dtype));
+    const auto* p = static_cast<const int32_t*>(t.data);
+    std::copy(p, p + n, out.begin());
+  }
+  return out;
+}
+
+class SliceKernel final : public Kernel {
+ public:
+  explicit SliceKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.slice"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    ops::AttrReader attrs(node_);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (attrs.opset() < 10) {
+      starts = attrs.attr_ints("starts");
+      ends = attrs.attr_ints("ends");
+      axes = attrs.attr_ints("axes", {});
+    } else {
+      attrs.check(present(in, 1) && present(in, 2), "needs starts and ends");
+      starts = index_values(attrs, in[1], "starts");
+      ends = index_values(attrs, in[2], "ends");
+      if (present(in, 3)) axes = index_values(attrs, in[3], "axes");
+      if (present(in, 4)) steps = index_values(attrs, in[4], "steps");
+    }
+    attrs.check(starts.size() == ends.size(), "starts has {} entries but ends has {}",
+                starts.size(), ends.size());
+    if (axes.empty() && !present(in, 3)) {
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (steps.empty() && !present(in, 4)) steps.assign(starts.size(), 1);
+    attrs.check(axes.size() == starts.size() && steps.size() == starts.size(),
+                "starts, ends, axes and steps have {}, {}, {} and {} entries", starts.size(),
+                ends.size(), axes.size(), steps.size());
+    const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
+    std::vector<ops::SliceAxis> per_axis(static_cast<size_t>(rank));
+    for (size_t i = 0; i < per_axis.size(); ++i) per_axis[i] = {0, 1, x.dims[i]};
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+      attrs.check(a >= 0 && a < rank && !seen[static_cast<size_t>(a)],
+                  "axis {} is out of range or repeated for rank {}", axes[k], rank);
+      attrs.check(steps[k] != 0, "slice step cannot be 0");
+      seen[static_cast<size_t>(a)] = true;
+      per_axis[static_cast<size_t>(a)] =
+          ops::resolve_slice(x.dims[static_cast<size_t>(a)], starts[k], ends[k], steps[k]);
+    }
+    std::vector<int64_t> dims(per_axis.size());
+    std::vector<StridedAxis> walk(per_axis.size());
+    int64_t base = 0;
+    for (size_t i = 0; i < per_axis.size(); ++i) {
+      dims[i] = per_axis[i].length;
+      walk[i] = {per_axis[i].length, per_axis[i].step * strides[i]};
+      if (per_axis[i].length > 0) base += per_axis[i].start * strides[i];
+    }
+    DeviceTensor y = out.allocate(0, x.dtype, dims);
+    if (y.numel() == 0) return;
+    const size_t esize = dtype_size(x.dtype);
+    strided_copy(static_cast<const char*>(x.data) + base * static_cast<int64_t>(esize), walk, esize,
+                 y.data);
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+class ExpandKernel final : public Kernel {
+ public:
+  explicit ExpandKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.expand"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    ops::AttrReader attrs(node_);
+    attrs.check(present(in, 1), "needs a shape");
+    const std::vector<int64_t> shape = index_values(attrs, in[1], "shape");
+    const size_t rank = std::max(shape.size(), x.dims.size());
+    const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
+    std::vector<int64_t> dims(rank);
+    std::vector<StridedAxis> walk(rank);
+    for (size_t j = 0; j < rank; ++j) {
+      // Both aligned on the right; a missing dim is 1.
+      const size_t from_x = rank - x.dims.size(), from_shape = rank - shape.size();
+      const int64_t xd = j >= from_x ? x.dims[j - from_x] : 1;
+      const int64_t sd = j >= from_shape ? shape[j - from_shape] : 1;
+      attrs.check(xd == sd || xd == 1 || sd == 1,
+                  "input {} does not broadcast to shape {}: dim {} is {} and {}",
+                  dims_to_string(x.dims), dims_to_string(shape), j, xd, sd);
+      dims[j] = xd == 1 ? sd : xd;
+      walk[j] = {dims[j], xd == 1 ? 0 : strides[j - from_x]};
+    }
+    DeviceTensor y = out.allocate(0, x.dtype, dims);
+    if (y.numel() == 0) return;
+    strided_copy(x.data, walk, dtype_size(x.dtype), y.data);
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+std::unique_ptr<Kernel> create_slice(const ir::Node& node) {
+  return std::make_unique<SliceKernel>(node);
+}
+std::unique_ptr<Kernel> create_expand(const ir::Node& node) {
+  return std::make_unique<ExpandKernel>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Slice",
+                      .name = "cpu.slice",
+                      .check = check_data_input,
+                      .create = create_slice});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Expand",
+                      .name = "cpu.expand",
+                      .check = check_data_input,
+                      .create = create_expand});
+
+}  // namespace kiln::backends::cpu
