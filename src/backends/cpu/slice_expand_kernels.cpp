@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/index_input.hpp"
 #include "backends/cpu/strided_copy.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
@@ -23,23 +24,6 @@ std::string check_data_input(const ir::Node& node) {
 
 bool present(std::span<const DeviceTensor> in, size_t slot) {
   return slot < in.size() && in[slot].defined();
-}
-
-// An int32 / int64 index input as int64 values.
-std::vector<int64_t> index_values(const ops::AttrReader& attrs, const DeviceTensor& t,
-                                  const char* what) {
-  const int64_t n = t.numel();
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  if (t.dtype == DataType::Int64) {
-    const auto* p = static_cast<const int64_t*>(t.data);
-    std::copy(p, p + n, out.begin());
-  } else {
-    attrs.check(t.dtype == DataType::Int32, "{} must be int32 or int64, not {}", what,
-                dtype_name(t.dtype));
-    const auto* p = static_cast<const int32_t*>(t.data);
-    std::copy(p, p + n, out.begin());
-  }
-  return out;
 }
 
 class SliceKernel final : public Kernel {

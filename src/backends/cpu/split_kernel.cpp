@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/index_input.hpp"
 #include "backends/cpu/strided_copy.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
@@ -42,13 +43,7 @@ class SplitKernel final : public Kernel {
     if (attrs.opset() < 13 && attrs.has_attr("split")) {
       sizes = attrs.attr_ints("split");
     } else if (sizes_input) {
-      const DeviceTensor& s = in[1];
-      attrs.check(s.dtype == DataType::Int64 || s.dtype == DataType::Int32,
-                  "split must be int32 or int64, not {}", dtype_name(s.dtype));
-      for (int64_t i = 0; i < s.numel(); ++i) {
-        sizes.push_back(s.dtype == DataType::Int64 ? static_cast<const int64_t*>(s.data)[i]
-                                                   : static_cast<const int32_t*>(s.data)[i]);
-      }
+      sizes = index_values(attrs, in[1], "split");
     }
     if (!sizes.empty() || sizes_input) {
       attrs.check(sizes.size() == outputs, "split has {} sizes for {} outputs", sizes.size(),

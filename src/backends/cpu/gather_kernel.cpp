@@ -1,0 +1,84 @@
+// Gather on the CPU: the output seen as [outer, indices, inner] rows of the data's dims after
+// the axis, each row one memcpy from the row the index names. Indices are checked (and negative
+// ones wrapped) before anything is copied, as the reference does; an empty output reads none.
+// Any element type but strings.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/index_input.hpp"
+#include "backends/kernel_table.hpp"
+#include "ops/kernel_context.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+std::string check_gather(const ir::Node& node) {
+  if (node.inputs().size() != 2 || !node.input(0) || !node.input(1)) return "not two inputs";
+  const ir::Value* x = node.input(0);
+  if (x->type().kind != TypeInfo::Kind::Tensor) return "data is not a tensor";
+  if (x->type().dtype == DataType::String) return "string tensors";
+  return "";
+}
+
+class GatherKernel final : public Kernel {
+ public:
+  explicit GatherKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.gather"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    const DeviceTensor& indices = in[1];
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    ops::AttrReader attrs(node_);
+    attrs.check(rank >= 1, "data must have rank >= 1");
+    int64_t axis = attrs.attr_int("axis", 0);
+    attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
+    if (axis < 0) axis += rank;
+    const size_t ax = static_cast<size_t>(axis);
+    std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
+    dims.insert(dims.end(), indices.dims.begin(), indices.dims.end());
+    dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+    DeviceTensor y = out.allocate(0, x.dtype, dims);
+    if (y.numel() == 0) return;
+    const int64_t dim = x.dims[ax];
+    std::vector<int64_t> idx = index_values(attrs, indices, "indices");
+    for (int64_t& i : idx) {
+      attrs.check(i >= -dim && i < dim, "index {} is out of range for a dimension of size {}", i,
+                  dim);
+      if (i < 0) i += dim;
+    }
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < ax; ++d) outer *= x.dims[d];
+    for (size_t d = ax + 1; d < x.dims.size(); ++d) inner *= x.dims[d];
+    const int64_t n = static_cast<int64_t>(idx.size());
+    const size_t row_bytes = static_cast<size_t>(inner) * dtype_size(x.dtype);
+    const auto* src = static_cast<const char*>(x.data);
+    auto* dst = static_cast<char*>(y.data);
+    const int64_t rows = outer * n;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * inner > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = r / n, j = r % n;
+      std::memcpy(dst + static_cast<size_t>(r) * row_bytes,
+                  src + static_cast<size_t>(o * dim + idx[static_cast<size_t>(j)]) * row_bytes,
+                  row_bytes);
+    }
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+std::unique_ptr<Kernel> create_gather(const ir::Node& node) {
+  return std::make_unique<GatherKernel>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Gather",
+                      .name = "cpu.gather",
+                      .check = check_gather,
+                      .create = create_gather});
+
+}  // namespace kiln::backends::cpu
