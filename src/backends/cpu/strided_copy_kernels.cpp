@@ -1,8 +1,10 @@
-// Slice and Expand on the CPU as strided copies (strided_copy.hpp): a Slice walks each input dim
-// from its clamped start with stride x step (ops/slice_axis.hpp, the reference's own rules), an
-// Expand walks a broadcast dim with stride 0. Any element type but strings; the index inputs
-// (starts, ends, axes, steps, shape) are read at run time, so computed ones work too.
+// Slice, Expand and Tile on the CPU, each one strided copy (strided_copy.hpp): a Slice walks each
+// input dim from its clamped start with stride x step (ops/slice_axis.hpp, the reference's own
+// rules), an Expand walks a broadcast dim with stride 0, a Tile walks each dim as (repeat,
+// element) pairs, the repeat with stride 0. Any element type but strings; the index inputs
+// (starts, ends, axes, steps, shape, repeats) are read at run time, so computed ones work too.
 #include <algorithm>
+#include <limits>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/index_input.hpp"
@@ -122,6 +124,47 @@ class ExpandKernel final : public Kernel {
   const ir::Node& node_;
 };
 
+class TileKernel final : public Kernel {
+ public:
+  explicit TileKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.tile"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    ops::AttrReader attrs(node_);
+    attrs.check(present(in, 1) && in[1].dims.size() == 1, "repeats must be 1-D");
+    const std::vector<int64_t> reps = index_values(attrs, in[1], "repeats");
+    attrs.check(reps.size() == x.dims.size(), "repeats has {} entries for rank {}", reps.size(),
+                x.dims.size());
+    const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
+    std::vector<int64_t> dims(x.dims.size());
+    std::vector<StridedAxis> walk;
+    for (size_t i = 0; i < x.dims.size(); ++i) {
+      attrs.check(reps[i] >= 0, "negative repeat {}", reps[i]);
+      attrs.check(reps[i] == 0 || x.dims[i] <= std::numeric_limits<int64_t>::max() / reps[i],
+                  "tiled dimension overflows");
+      dims[i] = x.dims[i] * reps[i];
+      // Output index rep * n + i along this dim: row-major over (rep, i).
+      walk.push_back({reps[i], 0});
+      walk.push_back({x.dims[i], strides[i]});
+    }
+    DeviceTensor y = out.allocate(0, x.dtype, dims);
+    if (y.numel() == 0) return;
+    strided_copy(x.data, walk, dtype_size(x.dtype), y.data);
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+std::string check_tile(const ir::Node& node) {
+  if (node.opset() < 6) return "Tile before opset 6 (tiles and axis inputs)";
+  return check_data_input(node);
+}
+
+std::unique_ptr<Kernel> create_tile(const ir::Node& node) {
+  return std::make_unique<TileKernel>(node);
+}
 std::unique_ptr<Kernel> create_slice(const ir::Node& node) {
   return std::make_unique<SliceKernel>(node);
 }
@@ -136,6 +179,11 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                       .name = "cpu.slice",
                       .check = check_data_input,
                       .create = create_slice});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "Tile",
+                      .name = "cpu.tile",
+                      .check = check_tile,
+                      .create = create_tile});
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .op_type = "Expand",
                       .name = "cpu.expand",
