@@ -1,7 +1,10 @@
-// Gather on the CPU: the output seen as [outer, indices, inner] rows of the data's dims after
-// the axis, each row one memcpy from the row the index names. Indices are checked (and negative
-// ones wrapped) before anything is copied, as the reference does; an empty output reads none.
-// Any element type but strings.
+// Gather and GatherElements on the CPU. Gather: the output seen as [outer, indices, inner] rows
+// of the data's dims after the axis, each row one memcpy from the row the index names.
+// GatherElements: the output has the indices' dims; each element is the data's element at its
+// own coordinates with the axis one replaced by its index, walked row by row with the data's
+// offset of each row kept by an odometer. Indices are checked (and negative ones wrapped)
+// before anything is copied, as the reference does; an empty output reads none. Any element
+// type but strings.
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +12,7 @@
 #include "backends/cpu/index_input.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
+#include "ops/op_utils.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -69,6 +73,102 @@ class GatherKernel final : public Kernel {
   const ir::Node& node_;
 };
 
+template <typename T>
+void gather_row(const T* base, const int64_t* idx, int64_t n, int64_t inner_stride,
+                int64_t axis_stride, bool axis_innermost, T* out) {
+  if (axis_innermost) {
+    for (int64_t i = 0; i < n; ++i) out[i] = base[idx[i] * axis_stride];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = base[i * inner_stride + idx[i] * axis_stride];
+  }
+}
+
+class GatherElementsKernel final : public Kernel {
+ public:
+  explicit GatherElementsKernel(const ir::Node& node) : node_(node) {}
+  std::string_view name() const override { return "cpu.gather_elements"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    const DeviceTensor& x = in[0];
+    const DeviceTensor& indices = in[1];
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    ops::AttrReader attrs(node_);
+    attrs.check(rank >= 1, "data must have rank >= 1");
+    int64_t axis = attrs.attr_int("axis", 0);
+    attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
+    if (axis < 0) axis += rank;
+    const size_t ax = static_cast<size_t>(axis), r = x.dims.size();
+    attrs.check(indices.dims.size() == r, "indices have rank {}, data has {}", indices.dims.size(),
+                r);
+    for (size_t i = 0; i < r; ++i) {
+      attrs.check(i == ax || indices.dims[i] <= x.dims[i],
+                  "indices shape {} exceeds data shape {} on axis {}", dims_to_string(indices.dims),
+                  dims_to_string(x.dims), i);
+    }
+    DeviceTensor y = out.allocate(0, x.dtype, indices.dims);
+    if (y.numel() == 0) return;
+    const int64_t dim = x.dims[ax];
+    std::vector<int64_t> idx = index_values(attrs, indices, "indices");
+    for (int64_t& i : idx) {
+      attrs.check(i >= -dim && i < dim, "index {} is out of range for a dimension of size {}", i,
+                  dim);
+      if (i < 0) i += dim;
+    }
+    const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
+    const int64_t inner = indices.dims[r - 1];
+    const int64_t rows = y.numel() / inner;
+    const size_t esize = dtype_size(x.dtype);
+    const bool axis_innermost = ax == r - 1;
+    std::vector<int64_t> index(r, 0);
+    int64_t base = 0;  // the data's offset of the row's first element, the axis coordinate 0
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t* row_idx = idx.data() + row * inner;
+      const int64_t o = row * inner;
+      auto run_row = [&](auto tag) {
+        using T = decltype(tag);
+        gather_row(static_cast<const T*>(x.data) + base, row_idx, inner, strides[r - 1],
+                   strides[ax], axis_innermost, static_cast<T*>(y.data) + o);
+      };
+      switch (esize) {
+        case 1:
+          run_row(uint8_t{});
+          break;
+        case 2:
+          run_row(uint16_t{});
+          break;
+        case 4:
+          run_row(uint32_t{});
+          break;
+        case 8:
+          run_row(uint64_t{});
+          break;
+        default:
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t at =
+                base + (axis_innermost ? 0 : i * strides[r - 1]) + row_idx[i] * strides[ax];
+            std::memcpy(static_cast<char*>(y.data) + static_cast<size_t>(o + i) * esize,
+                        static_cast<const char*>(x.data) + static_cast<size_t>(at) * esize, esize);
+          }
+      }
+      // The next row: the odometer over the indices' outer dims (the axis contributes through
+      // the indices only).
+      for (size_t k = r - 1; k-- > 0;) {
+        if (k != ax) base += strides[k];
+        if (++index[k] < indices.dims[k]) break;
+        if (k != ax) base -= indices.dims[k] * strides[k];
+        index[k] = 0;
+      }
+    }
+  }
+
+ private:
+  const ir::Node& node_;
+};
+
+std::unique_ptr<Kernel> create_gather_elements(const ir::Node& node) {
+  return std::make_unique<GatherElementsKernel>(node);
+}
+
 std::unique_ptr<Kernel> create_gather(const ir::Node& node) {
   return std::make_unique<GatherKernel>(node);
 }
@@ -80,5 +180,10 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                       .name = "cpu.gather",
                       .check = check_gather,
                       .create = create_gather});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "GatherElements",
+                      .name = "cpu.gather_elements",
+                      .check = check_gather,
+                      .create = create_gather_elements});
 
 }  // namespace kiln::backends::cpu
