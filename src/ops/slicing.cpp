@@ -6,6 +6,7 @@
 #include "ops/movement_utils.hpp"
 #include "ops/op_flops.hpp"
 #include "ops/op_utils.hpp"
+#include "ops/pad_rules.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_values.hpp"
 #include "ops/slice_axis.hpp"
@@ -308,58 +309,6 @@ void infer_slice(InferContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Pad
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
-
-PadMode pad_mode(const AttrReader& ctx) {
-  std::string m = ctx.attr_string("mode", "constant");
-  if (m == "constant") return PadMode::Constant;
-  if (m == "reflect") return PadMode::Reflect;
-  if (m == "edge") return PadMode::Edge;
-  if (m == "wrap") return PadMode::Wrap;
-  ctx.fail("unknown pad mode '{}'", m);
-}
-
-// Full begin/end pads per axis: [b0..b(r-1), e0..e(r-1)].
-std::vector<int64_t> expand_pads(const AttrReader& ctx, const std::vector<int64_t>& pads,
-                                 const std::vector<int64_t>& axes, int64_t rank) {
-  ctx.check(pads.size() == 2 * axes.size(), "pads has {} entries for {} axes", pads.size(),
-            axes.size());
-  std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
-  std::vector<int64_t> norm = normalize_axes(ctx, axes, rank);
-  for (size_t i = 0; i < norm.size(); ++i) {
-    full[static_cast<size_t>(norm[i])] = pads[i];
-    full[static_cast<size_t>(norm[i] + rank)] = pads[i + norm.size()];
-  }
-  return full;
-}
-
-std::vector<int64_t> all_axes(int64_t rank) {
-  std::vector<int64_t> axes(static_cast<size_t>(rank));
-  for (int64_t i = 0; i < rank; ++i) axes[static_cast<size_t>(i)] = i;
-  return axes;
-}
-
-// Maps a padded position back into an axis of length n (after negative pads cropped it), or -1
-// for the constant fill.
-int64_t pad_source(PadMode mode, int64_t pos, int64_t n) {
-  if (pos >= 0 && pos < n) return pos;
-  switch (mode) {
-    case PadMode::Constant:
-      return -1;
-    case PadMode::Edge:
-      return pos < 0 ? 0 : n - 1;
-    case PadMode::Wrap:
-      return ((pos % n) + n) % n;
-    case PadMode::Reflect: {
-      if (n == 1) return 0;
-      int64_t period = 2 * (n - 1);
-      int64_t p = ((pos % period) + period) % period;
-      return p < n ? p : period - p;
-    }
-  }
-  return -1;
-}
-
 // The constant fill as a scalar tensor of the data's type.
 Tensor pad_fill(const KernelContext& ctx, const Tensor& x) {
   if (ctx.opset() >= 11) {
@@ -391,27 +340,11 @@ void pad_kernel(KernelContext& ctx) {
     pads = index_values(ctx, p, "pads");
     axes = ctx.has_input(3) ? index_values(ctx, ctx.input(3), "axes") : all_axes(rank);
   }
-  std::vector<int64_t> full = expand_pads(ctx, pads, axes, rank);
-  PadMode mode = pad_mode(ctx);
+  const PadMode mode = pad_mode(ctx);
   Tensor fill = pad_fill(ctx, x);
-  // Negative pads crop first; positive pads then extend the cropped range.
-  std::vector<int64_t> lo(x.rank()), len(x.rank()), before(x.rank()), out_dims(x.rank());
-  for (size_t i = 0; i < x.rank(); ++i) {
-    int64_t b = full[i], e = full[i + x.rank()];
-    ctx.check(b >= -x.dim(i) && e >= -x.dim(i), "pads {} crop more than axis {} holds",
-              dims_to_string(pads), i);
-    lo[i] = std::max<int64_t>(0, -b);
-    len[i] = x.dim(i) - lo[i] - std::max<int64_t>(0, -e);
-    ctx.check(len[i] >= 0, "pads {} crop more than axis {} holds", dims_to_string(pads), i);
-    before[i] = std::max<int64_t>(0, b);
-    auto grown = add_dims(len[i], before[i]);
-    if (grown) grown = add_dims(*grown, std::max<int64_t>(0, e));
-    ctx.check(grown.has_value(), "padded axis {} overflows", i);
-    out_dims[i] = *grown;
-    if (mode != PadMode::Constant && out_dims[i] > len[i]) {
-      ctx.check(len[i] > 0, "cannot pad an empty axis {} in this mode", i);
-    }
-  }
+  const PadPlan plan = plan_pad(ctx, x.dims(), expand_pads(ctx, pads, axes, rank), mode, pads);
+  const std::vector<int64_t>&lo = plan.lo, &len = plan.len, &before = plan.before,
+        &out_dims = plan.out_dims;
   checked_numel(ctx, out_dims);
   std::vector<int64_t> strides = row_major_strides(x.dims());
   ctx.set_output(0, remap(
