@@ -500,139 +500,139 @@ void movement_cases(std::vector<Case>& c) {
         .op = "Split",
         .inputs = {x({3, 5, 24}), ints_in({3}, {8, 8, 8})},
         .attrs = {i("axis", -1)},
-        .kernel = kRef,
+        .kernel = "cpu.split",
         .opset = 13,
         .outputs = 3,
         .gpu = "gpu.split"},
-       kRef);
+       "cpu.split");
   both(c,
        {.name = "gpu_split_middle_uneven",
         .op = "Split",
         .inputs = {x({2, 7, 3}), ints_in({2}, {2, 5})},
         .attrs = {i("axis", 1)},
-        .kernel = kRef,
+        .kernel = "cpu.split",
         .opset = 13,
         .outputs = 2,
         .gpu = "gpu.split"},
-       kRef);
+       "cpu.split");
   both(c,
        {.name = "gpu_split_equal_opset11",
         .op = "Split",
         .inputs = {x({6, 4})},
-        .kernel = kRef,
+        .kernel = "cpu.split",
         .opset = 11,
         .outputs = 3,
         .gpu = "gpu.split"},
-       kRef);
+       "cpu.split");
   both(c,
        {.name = "gpu_split_num_outputs_rounds_up",
         .op = "Split",
         .inputs = {x({2, 7})},
         .attrs = {i("axis", 1), i("num_outputs", 3)},
-        .kernel = kRef,
+        .kernel = "cpu.split",
         .opset = 18,
         .outputs = 3,
         .gpu = "gpu.split"},
-       kRef);
+       "cpu.split");
   both(c,
        {.name = "gpu_split_ten_parts",
         .op = "Split",
         .inputs = {x({2, 21}), ints_in({10}, {2, 2, 2, 2, 2, 2, 2, 2, 2, 3})},
         .attrs = {i("axis", 1)},
-        .kernel = kRef,
+        .kernel = "cpu.split",
         .opset = 13,
         .outputs = 10,
         .gpu = "gpu.split"},
-       kRef);
+       "cpu.split");
   const int64_t big = std::numeric_limits<int64_t>::max();
   both(
       c,
       {.name = "gpu_slice_basic",
        .op = "Slice",
        .inputs = {x({5, 7, 9}), ints_in({2}, {1, 2}), ints_in({2}, {4, big}), ints_in({2}, {0, 2})},
-       .kernel = kRef,
+       .kernel = "cpu.slice",
        .opset = 13,
        .gpu = "gpu.slice"},
-      kRef);
+      "cpu.slice");
   both(c,
        {.name = "gpu_slice_negative_steps",
         .op = "Slice",
         .inputs = {x({6, 8}), ints_in({2}, {-1, 6}), ints_in({2}, {-big, 0}), ints_in({2}, {0, -1}),
                    ints_in({2}, {-2, -3})},
-        .kernel = kRef,
+        .kernel = "cpu.slice",
         .opset = 13,
         .gpu = "gpu.slice"},
-       kRef);
+       "cpu.slice");
   both(c,
        {.name = "gpu_slice_int32_negative_axes",
         .op = "Slice",
         .inputs = {x({4, 5, 6}), ints_in({1}, {-4}, DataType::Int32),
                    ints_in({1}, {-1}, DataType::Int32), ints_in({1}, {-1}, DataType::Int32),
                    ints_in({1}, {2}, DataType::Int32)},
-        .kernel = kRef,
+        .kernel = "cpu.slice",
         .opset = 13,
         .gpu = "gpu.slice"},
-       kRef);
+       "cpu.slice");
   both(c,
        {.name = "gpu_slice_opset9",
         .op = "Slice",
         .inputs = {x({4, 6})},
         .attrs = {ints("starts", {1, -4}), ints("ends", {3, 100}), ints("axes", {0, 1})},
-        .kernel = kRef,
+        .kernel = "cpu.slice",
         .opset = 9,
         .gpu = "gpu.slice"},
-       kRef);
+       "cpu.slice");
   both(c,
        {.name = "gpu_gather_axis0_negative",
         .op = "Gather",
         .inputs = {x({5, 6}), ints_in({2, 3}, {0, -1, 3, -5, 2, 4})},
-        .kernel = kRef,
+        .kernel = "cpu.gather",
         .gpu = "gpu.gather"},
-       kRef);
+       "cpu.gather");
   both(c,
        {.name = "gpu_gather_axis1_int32_fed",
         .op = "Gather",
         .inputs = {x({3, 7, 4}), ints_fed({5}, {6, -7, 0, -1, 2}, DataType::Int32)},
         .attrs = {i("axis", 1)},
-        .kernel = kRef,
+        .kernel = "cpu.gather",
         .gpu = "gpu.gather"},
-       kRef);
+       "cpu.gather");
   both(c,
        {.name = "gpu_gather_scalar_index_last",
         .op = "Gather",
         .inputs = {x({3, 4, 5}), ints_in({}, {-2})},
         .attrs = {i("axis", -1)},
-        .kernel = kRef,
+        .kernel = "cpu.gather",
         .gpu = "gpu.gather"},
-       kRef);
+       "cpu.gather");
   both(c,
        {.name = "gpu_where_broadcast",
         .op = "Where",
         .inputs = {typed({3, 1, 5}, DataType::Bool), x({1, 4, 5}), x({5})},
-        .kernel = kRef,
+        .kernel = "cpu.where",
         .gpu = "gpu.where"},
-       kRef);
+       "cpu.where");
   both(c,
        {.name = "gpu_where_same",
         .op = "Where",
         .inputs = {typed({3, 37}, DataType::Bool), x({3, 37}), x({3, 37})},
-        .kernel = kRef,
+        .kernel = "cpu.where",
         .gpu = "gpu.where"},
-       kRef);
+       "cpu.where");
   both(c,
        {.name = "gpu_expand",
         .op = "Expand",
         .inputs = {x({3, 1}), ints_in({3}, {2, 1, 6})},
-        .kernel = kRef,
+        .kernel = "cpu.expand",
         .gpu = "gpu.expand"},
-       kRef);
+       "cpu.expand");
   both(c,
        {.name = "gpu_expand_lower_rank_shape",
         .op = "Expand",
         .inputs = {x({2, 1, 5}), ints_in({2}, {3, 1})},
-        .kernel = kRef,
+        .kernel = "cpu.expand",
         .gpu = "gpu.expand"},
-       kRef);
+       "cpu.expand");
 }
 
 void cast_cases(std::vector<Case>& c) {
@@ -664,7 +664,7 @@ void reduce_cases(std::vector<Case>& c) {
        {.name = "gpu_reduce_mean_last",
         .op = "ReduceMean",
         .inputs = {x({3, 5, 37}), ints_in({1}, {-1})},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 18,
         .gpu = "gpu.reduce_mean"},
        kFp16);
@@ -673,7 +673,7 @@ void reduce_cases(std::vector<Case>& c) {
         .op = "ReduceMean",
         .inputs = {x({3, 5, 7})},
         .attrs = {ints("axes", {1}), i("keepdims", 0)},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 13,
         .gpu = "gpu.reduce_mean"},
        kFp16);
@@ -682,7 +682,7 @@ void reduce_cases(std::vector<Case>& c) {
         .op = "ReduceSum",
         .inputs = {x({4, 3, 5, 2}), ints_in({2}, {0, 2})},
         .attrs = {i("keepdims", 0)},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 13,
         .gpu = "gpu.reduce_sum"},
        kRef);
@@ -691,7 +691,7 @@ void reduce_cases(std::vector<Case>& c) {
        {.name = "gpu_reduce_sum_long",
         .op = "ReduceSum",
         .inputs = {x({2, 3001}), ints_in({1}, {1})},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 13,
         .gpu = "gpu.reduce_sum"},
        kRef);
@@ -699,7 +699,7 @@ void reduce_cases(std::vector<Case>& c) {
        {.name = "gpu_reduce_max_all",
         .op = "ReduceMax",
         .inputs = {x({3, 4, 5})},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 18,
         .gpu = "gpu.reduce_max"},
        kRef);
@@ -708,7 +708,7 @@ void reduce_cases(std::vector<Case>& c) {
         .op = "ReduceMin",
         .inputs = {x({3, 4, 5})},
         .attrs = {ints("axes", {-2, 0})},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 13,
         .gpu = "gpu.reduce_min"},
        kRef);
@@ -717,7 +717,7 @@ void reduce_cases(std::vector<Case>& c) {
         .op = "ReduceSum",
         .inputs = {x({3, 4})},
         .attrs = {i("noop_with_empty_axes", 1)},
-        .kernel = kRef,
+        .kernel = "cpu.reduce",
         .opset = 13,
         .gpu = "gpu.reduce_sum"},
        kRef);
