@@ -9,7 +9,7 @@ median over R repeats, and for reference the same T*N runs on one thread.
         [--repeats 7] [--intra-op-threads 0]
 
 Models: tools/make_demo_model.py's demo CNN (batch 1) and a 2-layer MLP (256 -> 512 -> 256,
-batch 8) built with onnx.helper.
+batch 8) built with onnx.helper (tools/make_mlp_model.py).
 """
 import argparse
 import json
@@ -23,36 +23,13 @@ import threading
 import time
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import make_demo_model  # noqa: E402
+from make_mlp_model import mlp  # noqa: E402
 
 import kiln  # noqa: E402
 import onnxruntime as ort  # noqa: E402
-
-
-def mlp(path):
-    rng = np.random.default_rng(1)
-    inits = [
-        numpy_helper.from_array((rng.standard_normal(s) * 0.05).astype(np.float32), n)
-        for n, s in [("w1", (256, 512)), ("b1", (512,)), ("w2", (512, 256)), ("b2", (256,))]
-    ]
-    nodes = [
-        helper.make_node("MatMul", ["x", "w1"], ["h0"]),
-        helper.make_node("Add", ["h0", "b1"], ["h1"]),
-        helper.make_node("Relu", ["h1"], ["h"]),
-        helper.make_node("MatMul", ["h", "w2"], ["y0"]),
-        helper.make_node("Add", ["y0", "b2"], ["y"]),
-    ]
-    graph = helper.make_graph(
-        nodes, "mlp2",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 256])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
 
 
 def timed(sess, feeds, threads, runs):
