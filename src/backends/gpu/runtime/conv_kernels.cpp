@@ -300,19 +300,32 @@ class ConvKernel final : public Kernel {
   void convolve(const void* xp, void* yp, const void* zp) {
     const CudnnApi& dnn = cudnn();
     const float one = 1.f, zero = 0.f;
-    if (shape_.relu || fused_identity_) {
+    if ((shape_.relu || fused_identity_) && !unfused_) {
       // act(conv(x) + alpha2 * z + bias) in one call, rounded once; without a residual z is y
       // itself, times 0 (cuDNN requires one).
-      cudnn_check(dnn.forward_bias_act(
-                      dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
-                      conv_.get(), algo_, workspace_.data(), workspace_.size(), zp ? &one : &zero,
-                      y_desc_.get(), zp ? zp : yp, bias_desc_.get(), bias_.data(),
-                      shape_.relu ? act_.get() : identity_.get(), y_desc_.get(), yp),
-                  "cudnnConvolutionBiasActivationForward");
-      post_activation(yp);
-      return;
+      const cudnnStatus_t status = dnn.forward_bias_act(
+          dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(), conv_.get(), algo_,
+          workspace_.data(), workspace_.size(), zp ? &one : &zero, y_desc_.get(), zp ? zp : yp,
+          bias_desc_.get(), bias_.data(), shape_.relu ? act_.get() : identity_.get(), y_desc_.get(),
+          yp);
+      if (status == CUDNN_STATUS_SUCCESS) {
+        post_activation(yp);
+        return;
+      }
+      if (status != CUDNN_STATUS_BAD_PARAM && status != CUDNN_STATUS_NOT_SUPPORTED) {
+        cudnn_check(status, "cudnnConvolutionBiasActivationForward");
+      }
+      // cuDNN refuses the fused call for the algorithm cudnnFind chose at this shape (AlexNet's
+      // grouped float16 3x3 on the H200: CUDNN_STATUS_BAD_PARAM) although the plain call takes
+      // it: separate calls for this shape from now on (each rounds).
+      unfused_ = true;
+      if (std::getenv("KILN_GPU_TRACE")) {
+        std::fprintf(stderr, "kiln gpu: %s %s: cuDNN's fused call refused (%s): separate calls\n",
+                     kConvKernel, label_.c_str(), cudnn().error_string(status));
+      }
     }
-    // No activation and no fused algorithm: the sums are separate calls (each rounds).
+    // No activation and no fused algorithm (or a fused call cuDNN refused): the sums are
+    // separate calls (each rounds).
     cudnn_check(dnn.forward(dnn.handle, &one, x_desc_.get(), xp, filter_.get(), weights_.data(),
                             conv_.get(), algo_, workspace_.data(), workspace_.size(), &zero,
                             y_desc_.get(), yp),
@@ -325,6 +338,11 @@ class ConvKernel final : public Kernel {
     if (zp) {
       cudnn_check(dnn.add_tensor(dnn.handle, &one, y_desc_.get(), zp, &one, y_desc_.get(), yp),
                   "cudnnAddTensor (residual)");
+    }
+    if (shape_.relu) {
+      cudnn_check(dnn.act_forward(dnn.handle, act_.get(), &one, y_desc_.get(), yp, &zero,
+                                  y_desc_.get(), yp),
+                  "cudnnActivationForward (Relu)");
     }
     post_activation(yp);
   }
@@ -371,6 +389,7 @@ class ConvKernel final : public Kernel {
                    fused_identity_ ? " fused" : "", use_gemm_ ? "cuBLASLt" : "cuDNN");
     }
     if (!use_gemm_) gemm_workspace_ = DeviceBuffer();
+    unfused_ = false;
     key_ = key;
   }
 
@@ -582,6 +601,7 @@ class ConvKernel final : public Kernel {
   ConvGemm gemm_;
   bool use_gemm_ = false;        // the 1x1 product through cuBLASLt was faster at this shape
   bool fused_identity_ = false;  // bias / residual without Relu in cuDNN's fused call
+  bool unfused_ = false;         // cuDNN refused the fused call at this shape: separate calls
   FilterDesc filter_;
   ConvDesc conv_;
   ActDesc act_, identity_, post_act_;
