@@ -260,6 +260,21 @@ void binary_cases(std::vector<Case>& c) {
         .kernel = kRef,
         .gpu = "gpu.min"},
        kRef);
+  // Sum of one shape (residual sums): the first two added, the rest into the result.
+  both(c,
+       {.name = "gpu_sum_three",
+        .op = "Sum",
+        .inputs = {x({2, 3, 5, 7}), x({2, 3, 5, 7}), x({2, 3, 5, 7})},
+        .kernel = "cpu.sum",
+        .gpu = "gpu.sum"},
+       kRef);
+  both(c,
+       {.name = "gpu_sum_two_odd",
+        .op = "Sum",
+        .inputs = {x({37}), x({37})},
+        .kernel = "cpu.sum",
+        .gpu = "gpu.sum"},
+       kRef);
 }
 
 void softmax_cases(std::vector<Case>& c) {
