@@ -123,15 +123,7 @@ void split_kernel(KernelContext& ctx) {
   std::vector<int64_t> sizes;
   if (auto given = split_sizes_given(ctx)) {
     sizes = *given;
-    ctx.check(sizes.size() == ctx.output_count(), "split has {} sizes for {} outputs", sizes.size(),
-              ctx.output_count());
-    int64_t sum = 0;
-    for (int64_t s : sizes) {
-      ctx.check(s >= 0 && s <= dim - sum, "split sizes {} do not fit axis {} of size {}",
-                dims_to_string(sizes), axis, dim);
-      sum += s;
-    }
-    ctx.check(sum == dim, "split sizes sum to {}, but axis {} has size {}", sum, axis, dim);
+    check_split_sizes(ctx, sizes, ctx.output_count(), axis, dim);
   } else {
     sizes = split_equal(ctx, dim, split_part_count(ctx, ctx.output_count()));
   }

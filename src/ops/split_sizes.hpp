@@ -1,6 +1,7 @@
 #pragma once
-// How a Split without sizes cuts its axis, shared by the reference kernel (ops/slicing.cpp)
-// and the CPU backend's (backends/cpu/split_kernel.cpp), so both cut the same way.
+// How a Split cuts its axis (sizes checked, or equal parts), shared by the reference kernel
+// (ops/slicing.cpp) and the CPU backend's (backends/cpu/split_kernel.cpp), so both cut the same
+// way.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,19 @@ inline int64_t split_part_count(const AttrReader& ctx, size_t outputs) {
     return n;
   }
   return static_cast<int64_t>(outputs);
+}
+
+// Sizes a model gave: one per output, each fitting what is left of the axis, summing to it.
+inline void check_split_sizes(const AttrReader& ctx, const std::vector<int64_t>& sizes,
+                              size_t outputs, size_t axis, int64_t dim) {
+  ctx.check(sizes.size() == outputs, "split has {} sizes for {} outputs", sizes.size(), outputs);
+  int64_t sum = 0;
+  for (int64_t s : sizes) {
+    ctx.check(s >= 0 && s <= dim - sum, "split sizes {} do not fit axis {} of size {}",
+              dims_to_string(sizes), axis, dim);
+    sum += s;
+  }
+  ctx.check(sum == dim, "split sizes sum to {}, but axis {} has size {}", sum, axis, dim);
 }
 
 }  // namespace kiln::ops

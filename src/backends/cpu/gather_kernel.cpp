@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/cpu/index_input.hpp"
+#include "backends/cpu/movement_inputs.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/op_utils.hpp"
@@ -19,10 +19,7 @@ namespace {
 
 std::string check_gather(const ir::Node& node) {
   if (node.inputs().size() != 2 || !node.input(0) || !node.input(1)) return "not two inputs";
-  const ir::Value* x = node.input(0);
-  if (x->type().kind != TypeInfo::Kind::Tensor) return "data is not a tensor";
-  if (x->type().dtype == DataType::String) return "string tensors";
-  return "";
+  return check_data_input(node);
 }
 
 class GatherKernel final : public Kernel {
@@ -36,22 +33,14 @@ class GatherKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "data must have rank >= 1");
-    int64_t axis = attrs.attr_int("axis", 0);
-    attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
-    if (axis < 0) axis += rank;
-    const size_t ax = static_cast<size_t>(axis);
-    std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
+    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank);
+    std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(ax));
     dims.insert(dims.end(), indices.dims.begin(), indices.dims.end());
-    dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+    dims.insert(dims.end(), x.dims.begin() + static_cast<std::ptrdiff_t>(ax) + 1, x.dims.end());
     DeviceTensor y = out.allocate(0, x.dtype, dims);
     if (y.numel() == 0) return;
     const int64_t dim = x.dims[ax];
-    std::vector<int64_t> idx = index_values(attrs, indices, "indices");
-    for (int64_t& i : idx) {
-      attrs.check(i >= -dim && i < dim, "index {} is out of range for a dimension of size {}", i,
-                  dim);
-      if (i < 0) i += dim;
-    }
+    const std::vector<int64_t> idx = checked_indices(attrs, indices, dim);
     int64_t outer = 1, inner = 1;
     for (size_t d = 0; d < ax; ++d) outer *= x.dims[d];
     for (size_t d = ax + 1; d < x.dims.size(); ++d) inner *= x.dims[d];
@@ -94,10 +83,7 @@ class GatherElementsKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "data must have rank >= 1");
-    int64_t axis = attrs.attr_int("axis", 0);
-    attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
-    if (axis < 0) axis += rank;
-    const size_t ax = static_cast<size_t>(axis), r = x.dims.size();
+    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank), r = x.dims.size();
     attrs.check(indices.dims.size() == r, "indices have rank {}, data has {}", indices.dims.size(),
                 r);
     for (size_t i = 0; i < r; ++i) {
@@ -108,12 +94,7 @@ class GatherElementsKernel final : public Kernel {
     DeviceTensor y = out.allocate(0, x.dtype, indices.dims);
     if (y.numel() == 0) return;
     const int64_t dim = x.dims[ax];
-    std::vector<int64_t> idx = index_values(attrs, indices, "indices");
-    for (int64_t& i : idx) {
-      attrs.check(i >= -dim && i < dim, "index {} is out of range for a dimension of size {}", i,
-                  dim);
-      if (i < 0) i += dim;
-    }
+    const std::vector<int64_t> idx = checked_indices(attrs, indices, dim);
     const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
     const int64_t inner = indices.dims[r - 1];
     const int64_t rows = y.numel() / inner;

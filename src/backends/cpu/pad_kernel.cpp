@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/cpu/index_input.hpp"
+#include "backends/cpu/movement_inputs.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/op_utils.hpp"
@@ -18,10 +18,8 @@ namespace kiln::backends::cpu {
 namespace {
 
 std::string check_pad(const ir::Node& node) {
-  const ir::Value* x = node.inputs().empty() ? nullptr : node.input(0);
-  if (!x || x->type().kind != TypeInfo::Kind::Tensor) return "input is not a tensor";
-  if (x->type().dtype == DataType::String) return "string tensors";
-  if (node.opset() < 11 && x->type().dtype != DataType::Float32) {
+  if (std::string why = check_data_input(node); !why.empty()) return why;
+  if (node.opset() < 11 && node.input(0)->type().dtype != DataType::Float32) {
     return "Pad before opset 11 on other types than float32 (the reference takes them)";
   }
   return "";

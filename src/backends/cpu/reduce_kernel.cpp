@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/cpu/index_input.hpp"
+#include "backends/cpu/movement_inputs.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/reduce_axes.hpp"

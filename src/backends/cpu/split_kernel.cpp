@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/cpu/index_input.hpp"
+#include "backends/cpu/movement_inputs.hpp"
 #include "backends/cpu/strided_copy.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
@@ -13,13 +13,6 @@
 
 namespace kiln::backends::cpu {
 namespace {
-
-std::string check_split(const ir::Node& node) {
-  const ir::Value* x = node.inputs().empty() ? nullptr : node.input(0);
-  if (!x || x->type().kind != TypeInfo::Kind::Tensor) return "input is not a tensor";
-  if (x->type().dtype == DataType::String) return "string tensors";
-  return "";
-}
 
 class SplitKernel final : public Kernel {
  public:
@@ -31,10 +24,7 @@ class SplitKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "input must have rank >= 1");
-    int64_t axis = attrs.attr_int("axis", 0);
-    attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
-    if (axis < 0) axis += rank;
-    const size_t ax = static_cast<size_t>(axis);
+    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank);
     const int64_t dim = x.dims[ax];
     const size_t outputs = node_.outputs().size();
     std::vector<int64_t> sizes;
@@ -46,15 +36,7 @@ class SplitKernel final : public Kernel {
       sizes = index_values(attrs, in[1], "split");
     }
     if (!sizes.empty() || sizes_input) {
-      attrs.check(sizes.size() == outputs, "split has {} sizes for {} outputs", sizes.size(),
-                  outputs);
-      int64_t sum = 0;
-      for (int64_t s : sizes) {
-        attrs.check(s >= 0 && s <= dim - sum, "split sizes {} do not fit axis {} of size {}",
-                    dims_to_string(sizes), ax, dim);
-        sum += s;
-      }
-      attrs.check(sum == dim, "split sizes sum to {}, but axis {} has size {}", sum, ax, dim);
+      ops::check_split_sizes(attrs, sizes, outputs, ax, dim);
     } else {
       sizes = ops::split_equal(attrs, dim, ops::split_part_count(attrs, outputs));
     }
@@ -91,7 +73,7 @@ std::unique_ptr<Kernel> create_split(const ir::Node& node) {
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .op_type = "Split",
                       .name = "cpu.split",
-                      .check = check_split,
+                      .check = check_data_input,
                       .create = create_split});
 
 }  // namespace kiln::backends::cpu

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.hpp"
-#include "backends/cpu/index_input.hpp"
+#include "backends/cpu/movement_inputs.hpp"
 #include "backends/cpu/strided_copy.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
@@ -16,13 +16,6 @@
 
 namespace kiln::backends::cpu {
 namespace {
-
-std::string check_data_input(const ir::Node& node) {
-  const ir::Value* x = node.inputs().empty() ? nullptr : node.input(0);
-  if (!x || x->type().kind != TypeInfo::Kind::Tensor) return "input is not a tensor";
-  if (x->type().dtype == DataType::String) return "string tensors";
-  return "";
-}
 
 bool present(std::span<const DeviceTensor> in, size_t slot) {
   return slot < in.size() && in[slot].defined();
