@@ -5,6 +5,7 @@
 // resized axis at a time (float32 only; the reference takes the other types).
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/movement_inputs.hpp"
@@ -176,36 +177,74 @@ class ResizeKernel final : public Kernel {
   void interpolate(const DeviceTensor& x, const ops::resizing::ResizePlan& plan,
                    const ops::resizing::ResizeAttrs& a, DeviceTensor& y) const {
     std::vector<int64_t> dims = x.dims;
-    const auto* px = static_cast<const float*>(x.data);
-    std::vector<float> cur(px, px + x.numel()), next;
     const float extrapolation = static_cast<float>(a.extrapolation);
+    std::vector<int64_t> passes;
     for (int64_t ax : plan.order) {
+      if (!plan.axes[static_cast<size_t>(ax)].identity) passes.push_back(ax);
+    }
+    if (passes.empty()) {
+      std::memcpy(y.data, x.data, static_cast<size_t>(x.numel()) * sizeof(float));
+      return;
+    }
+    // The first pass reads the input, the last writes the output; the ones between go
+    // through two scratch buffers (not zeroed: each output's first tap assigns).
+    std::unique_ptr<float[]> scratch[2];
+    const float* src_all = static_cast<const float*>(x.data);
+    for (size_t k = 0; k < passes.size(); ++k) {
+      const int64_t ax = passes[k];
       const ops::resizing::AxisPlan& p = plan.axes[static_cast<size_t>(ax)];
-      if (p.identity) continue;
       int64_t outer = 1, inner = 1;
       for (int64_t d = 0; d < ax; ++d) outer *= dims[static_cast<size_t>(d)];
       for (size_t d = static_cast<size_t>(ax) + 1; d < dims.size(); ++d) inner *= dims[d];
-      next.assign(static_cast<size_t>(outer * p.out * inner), 0.f);
-#pragma omp parallel for schedule(static) if (outer * p.out * inner > 32768 && outer * p.out > 1)
-      for (int64_t r = 0; r < outer * p.out; ++r) {
-        const int64_t o = r / p.out, q = r % p.out;
-        float* row = next.data() + r * inner;
-        if (p.extrapolate[static_cast<size_t>(q)]) {
-          std::fill(row, row + inner, extrapolation);
-          continue;
+      float* dst_all = static_cast<float*>(y.data);
+      if (k + 1 < passes.size()) {
+        scratch[k % 2].reset(new float[static_cast<size_t>(outer * p.out * inner)]);
+        dst_all = scratch[k % 2].get();
+      }
+      if (inner == 1) {
+        // The innermost axis: each output element is its taps' weighted sum, row by row.
+#pragma omp parallel for schedule(static) if (outer * p.out > 32768 && outer > 1)
+        for (int64_t o = 0; o < outer; ++o) {
+          const float* src = src_all + o * p.in;
+          float* row = dst_all + o * p.out;
+          for (int64_t q = 0; q < p.out; ++q) {
+            if (p.extrapolate[static_cast<size_t>(q)]) {
+              row[q] = extrapolation;
+              continue;
+            }
+            const int64_t* idx = p.index.data() + q * p.taps;
+            const double* w = p.weight.data() + q * p.taps;
+            float sum = 0.f;
+            for (int64_t t = 0; t < p.taps; ++t) sum += static_cast<float>(w[t]) * src[idx[t]];
+            row[q] = sum;
+          }
         }
-        const float* src = cur.data() + o * p.in * inner;
-        for (int64_t t = 0; t < p.taps; ++t) {
-          const float w = static_cast<float>(p.weight[static_cast<size_t>(q * p.taps + t)]);
-          if (w == 0.f) continue;
-          const float* s = src + p.index[static_cast<size_t>(q * p.taps + t)] * inner;
-          for (int64_t i = 0; i < inner; ++i) row[i] += w * s[i];
+      } else {
+#pragma omp parallel for schedule(static) if (outer * p.out * inner > 32768 && outer * p.out > 1)
+        for (int64_t r = 0; r < outer * p.out; ++r) {
+          const int64_t o = r / p.out, q = r % p.out;
+          float* row = dst_all + r * inner;
+          if (p.extrapolate[static_cast<size_t>(q)]) {
+            std::fill(row, row + inner, extrapolation);
+            continue;
+          }
+          const float* src = src_all + o * p.in * inner;
+          const int64_t* idx = p.index.data() + q * p.taps;
+          const double* w = p.weight.data() + q * p.taps;
+          const float w0 = static_cast<float>(w[0]);
+          const float* s0 = src + idx[0] * inner;
+          for (int64_t i = 0; i < inner; ++i) row[i] = w0 * s0[i];
+          for (int64_t t = 1; t < p.taps; ++t) {
+            const float wt = static_cast<float>(w[t]);
+            if (wt == 0.f) continue;
+            const float* st = src + idx[t] * inner;
+            for (int64_t i = 0; i < inner; ++i) row[i] += wt * st[i];
+          }
         }
       }
-      cur.swap(next);
+      src_all = dst_all;
       dims[static_cast<size_t>(ax)] = p.out;
     }
-    std::memcpy(y.data, cur.data(), cur.size() * sizeof(float));
   }
 
   const ir::Node& node_;
