@@ -86,9 +86,12 @@ def check_case(case_dir, kiln, check, work_dir, repeat=1, max_rel_l2=MAX_REL_L2,
     model = os.path.join(case_dir, "model.onnx")
     engine = os.path.join(work_dir, name + ".kiln")
     os.makedirs(work_dir, exist_ok=True)
-    common = [case_dir, "--max-rel-l2", str(max_rel_l2), "--repeat", str(repeat)]
-    engine_common = [case_dir, "--max-rel-l2", str(FP16_MAX_REL_L2 if fp16 else max_rel_l2),
-                     "--repeat", str(repeat)]
+
+    def check_args(tolerance):
+        return [case_dir, "--max-rel-l2", str(tolerance), "--repeat", str(repeat)]
+
+    common = check_args(max_rel_l2)
+    engine_common = check_args(FP16_MAX_REL_L2 if fp16 else max_rel_l2)
     start = time.monotonic()
     direct_run = None
     direct_out = ""

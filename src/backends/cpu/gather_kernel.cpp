@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/element_bits.hpp"
 #include "backends/cpu/movement_inputs.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
@@ -33,7 +34,8 @@ class GatherKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "data must have rank >= 1");
-    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank);
+    const size_t ax =
+        static_cast<size_t>(ops::normalize_axis(attrs, attrs.attr_int("axis", 0), rank));
     std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + static_cast<std::ptrdiff_t>(ax));
     dims.insert(dims.end(), indices.dims.begin(), indices.dims.end());
     dims.insert(dims.end(), x.dims.begin() + static_cast<std::ptrdiff_t>(ax) + 1, x.dims.end());
@@ -62,14 +64,12 @@ class GatherKernel final : public Kernel {
   const ir::Node& node_;
 };
 
+// One row of GatherElements: element i at base[i * inner_stride + idx[i] * axis_stride]
+// (inner_stride 0 when the axis is the innermost dim, whose coordinate the index replaces).
 template <typename T>
 void gather_row(const T* base, const int64_t* idx, int64_t n, int64_t inner_stride,
-                int64_t axis_stride, bool axis_innermost, T* out) {
-  if (axis_innermost) {
-    for (int64_t i = 0; i < n; ++i) out[i] = base[idx[i] * axis_stride];
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = base[i * inner_stride + idx[i] * axis_stride];
-  }
+                int64_t axis_stride, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = base[i * inner_stride + idx[i] * axis_stride];
 }
 
 class GatherElementsKernel final : public Kernel {
@@ -83,7 +83,9 @@ class GatherElementsKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "data must have rank >= 1");
-    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank), r = x.dims.size();
+    const size_t ax = static_cast<size_t>(
+                     ops::normalize_axis(attrs, attrs.attr_int("axis", 0), rank)),
+                 r = x.dims.size();
     attrs.check(indices.dims.size() == r, "indices have rank {}, data has {}", indices.dims.size(),
                 r);
     for (size_t i = 0; i < r; ++i) {
@@ -99,38 +101,17 @@ class GatherElementsKernel final : public Kernel {
     const int64_t inner = indices.dims[r - 1];
     const int64_t rows = y.numel() / inner;
     const size_t esize = dtype_size(x.dtype);
-    const bool axis_innermost = ax == r - 1;
+    const int64_t inner_stride = ax == r - 1 ? 0 : strides[r - 1];
     std::vector<int64_t> index(r, 0);
     int64_t base = 0;  // the data's offset of the row's first element, the axis coordinate 0
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t* row_idx = idx.data() + row * inner;
       const int64_t o = row * inner;
-      auto run_row = [&](auto tag) {
+      with_element_bits(esize, [&](auto tag) {
         using T = decltype(tag);
-        gather_row(static_cast<const T*>(x.data) + base, row_idx, inner, strides[r - 1],
-                   strides[ax], axis_innermost, static_cast<T*>(y.data) + o);
-      };
-      switch (esize) {
-        case 1:
-          run_row(uint8_t{});
-          break;
-        case 2:
-          run_row(uint16_t{});
-          break;
-        case 4:
-          run_row(uint32_t{});
-          break;
-        case 8:
-          run_row(uint64_t{});
-          break;
-        default:
-          for (int64_t i = 0; i < inner; ++i) {
-            const int64_t at =
-                base + (axis_innermost ? 0 : i * strides[r - 1]) + row_idx[i] * strides[ax];
-            std::memcpy(static_cast<char*>(y.data) + static_cast<size_t>(o + i) * esize,
-                        static_cast<const char*>(x.data) + static_cast<size_t>(at) * esize, esize);
-          }
-      }
+        gather_row(static_cast<const T*>(x.data) + base, row_idx, inner, inner_stride, strides[ax],
+                   static_cast<T*>(y.data) + o);
+      });
       // The next row: the odometer over the indices' outer dims (the axis contributes through
       // the indices only).
       for (size_t k = r - 1; k-- > 0;) {

@@ -1,12 +1,13 @@
 #pragma once
 // What the CPU's data-movement kernels (Slice, Expand, Tile, Split, Gather, GatherElements, Pad,
-// Reduce*) check and read of their inputs: the data input they take, an axis, and int32 / int64
-// index inputs (starts, shape, sizes, indices, axes) as int64 values.
+// Reduce*, Resize) check and read of their inputs: the data input they take, whether an optional
+// input was given, and int32 / int64 index inputs (starts, shape, sizes, indices, axes) as int64
+// values.
 #include <algorithm>
 #include <cstdint>
-#include <vector>
-
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "ir/graph.hpp"
@@ -22,12 +23,12 @@ inline std::string check_data_input(const ir::Node& node) {
   return "";
 }
 
-// `axis` in [0, rank), or an error naming both.
-inline size_t normalized_axis(const ops::AttrReader& attrs, int64_t axis, int64_t rank) {
-  attrs.check(axis >= -rank && axis < rank, "axis {} is out of range for rank {}", axis, rank);
-  return static_cast<size_t>(axis < 0 ? axis + rank : axis);
+// Whether optional input `slot` was given.
+inline bool given(std::span<const DeviceTensor> in, size_t slot) {
+  return slot < in.size() && in[slot].defined();
 }
 
+// An int32 / int64 index input as int64 values, refused naming `what` when it has another type.
 inline std::vector<int64_t> index_values(const ops::AttrReader& attrs, const DeviceTensor& t,
                                          const char* what) {
   const int64_t n = t.numel();

@@ -43,12 +43,10 @@ class PadKernel final : public Kernel {
       const float value = attrs.attr_float("value", 0.f);
       std::memcpy(fill.data(), &value, sizeof value);
     } else {
-      attrs.check(in.size() > 1 && in[1].defined() && in[1].dims.size() <= 1,
-                  "pads must be a 1-D tensor");
+      attrs.check(given(in, 1) && in[1].dims.size() <= 1, "pads must be a 1-D tensor");
       pads = index_values(attrs, in[1], "pads");
-      axes = in.size() > 3 && in[3].defined() ? index_values(attrs, in[3], "axes")
-                                              : ops::all_axes(rank);
-      if (in.size() > 2 && in[2].defined()) {
+      axes = given(in, 3) ? index_values(attrs, in[3], "axes") : ops::all_axes(rank);
+      if (given(in, 2)) {
         const DeviceTensor& v = in[2];
         attrs.check(v.dtype == x.dtype, "constant_value has type {}, data has {}",
                     dtype_name(v.dtype), dtype_name(x.dtype));

@@ -2,10 +2,10 @@
 // float32. The input's dims are merged into alternating runs kept / reduced; the common layouts,
 // one reduced run ([outer, R] or [outer, R, inner]: a row sum, or sums of rows along the inner
 // dim), are loops the compiler vectorizes; any other layout walks the reduced elements of each
-// output with an odometer. Accumulated in float32 (double for the products and logarithms'
-// sums), NaN propagated by Max / Min, the empty reductions as the reference (Sum 0, Prod 1,
-// Max -inf, Min +inf, Mean NaN). Axes, keepdims and noop_with_empty_axes are read as the
-// reference reads them (ops/reduce_axes.hpp).
+// output through the reference's walk (ops/reduce_utils.hpp). Accumulated in float32 (double for
+// the products and logarithms' sums), NaN propagated by Max / Min, the empty reductions as the
+// reference (Sum 0, Prod 1, Max -inf, Min +inf, Mean NaN). Axes, keepdims and noop_with_empty_axes
+// are read as the reference reads them (ops/reduce_axes.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,6 +16,7 @@
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/reduce_axes.hpp"
+#include "ops/reduce_utils.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -40,9 +41,10 @@ Kind kind_of(const std::string& op) {
 }
 
 std::string check_reduce(const ir::Node& node) {
-  const ir::Value* x = node.inputs().empty() ? nullptr : node.input(0);
-  if (!x || x->type().kind != TypeInfo::Kind::Tensor) return "input is not a tensor";
-  if (x->type().dtype != DataType::Float32) return "not float32 (the reference takes the rest)";
+  if (std::string why = check_data_input(node); !why.empty()) return why;
+  if (node.input(0)->type().dtype != DataType::Float32) {
+    return "not float32 (the reference takes the rest)";
+  }
   return "";
 }
 
@@ -71,11 +73,6 @@ struct Min {
   static float init() { return std::numeric_limits<float>::infinity(); }
   static float add(float a, float v) { return std::isnan(a) || v >= a ? a : v; }
 };
-// exp(v - shift) summed, shift per output (LogSumExp's second pass).
-struct ShiftedExp {
-  static double init() { return 0.0; }
-};
-
 // The input as [outer, reduced, inner] when the reduced dims form one run, else nothing.
 struct Block {
   int64_t outer = 1, reduced = 1, inner = 1;
@@ -115,26 +112,10 @@ void accumulate(const float* x, const std::vector<int64_t>& dims, const std::vec
     }
     return;
   }
-  // Any layout: input strides, the output's strides (0 along reduced dims), an odometer.
-  const size_t rank = dims.size();
-  std::vector<int64_t> out_stride(rank, 0);
-  int64_t s = 1;
-  for (size_t i = rank; i-- > 0;) {
-    if (!r[i]) out_stride[i] = s, s *= dims[i];
-  }
-  int64_t total = 1;
-  for (int64_t d : dims) total *= d;
-  std::vector<int64_t> index(rank, 0);
-  int64_t o = 0;
-  for (int64_t e = 0; e < total; ++e) {
-    acc[static_cast<size_t>(o)] = Acc::add(acc[static_cast<size_t>(o)], x[e]);
-    for (size_t k = rank; k-- > 0;) {
-      o += out_stride[k];
-      if (++index[k] < dims[k]) break;
-      o -= dims[k] * out_stride[k];
-      index[k] = 0;
-    }
-  }
+  // Any layout: the reference's walk of every element with its output's offset.
+  ops::reduction::for_each_reduced(dims, r, [&](int64_t i, int64_t o) {
+    acc[static_cast<size_t>(o)] = Acc::add(acc[static_cast<size_t>(o)], x[i]);
+  });
 }
 
 class ReduceKernel final : public Kernel {
@@ -232,26 +213,12 @@ class ReduceKernel final : public Kernel {
         for (float& s : shift) {
           if (std::isinf(s)) s = 0.f;
         }
-        std::vector<double> acc(static_cast<size_t>(n), ShiftedExp::init());
-        // exp(v - shift[o]) needs o: the odometer over every layout.
-        const std::vector<bool>& red = r.reduced;
-        std::vector<int64_t> out_stride(rank, 0);
-        int64_t s = 1;
-        for (size_t i = rank; i-- > 0;) {
-          if (!red[i]) out_stride[i] = s, s *= x.dims[i];
-        }
-        std::vector<int64_t> index(rank, 0);
-        int64_t o = 0;
-        for (int64_t e = 0, total = x.numel(); e < total; ++e) {
+        // exp(v - shift[o]) needs each element's output.
+        std::vector<double> acc(static_cast<size_t>(n), 0.0);
+        ops::reduction::for_each_reduced(x.dims, r.reduced, [&](int64_t i, int64_t o) {
           acc[static_cast<size_t>(o)] +=
-              std::exp(static_cast<double>(px[e]) - shift[static_cast<size_t>(o)]);
-          for (size_t k = rank; k-- > 0;) {
-            o += out_stride[k];
-            if (++index[k] < x.dims[k]) break;
-            o -= x.dims[k] * out_stride[k];
-            index[k] = 0;
-          }
-        }
+              std::exp(static_cast<double>(px[i]) - shift[static_cast<size_t>(o)]);
+        });
         for (int64_t q = 0; q < n; ++q) {
           py[q] = static_cast<float>(std::log(acc[static_cast<size_t>(q)]) +
                                      shift[static_cast<size_t>(q)]);

@@ -8,8 +8,10 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/element_bits.hpp"
 #include "backends/cpu/movement_inputs.hpp"
 #include "backends/kernel_table.hpp"
+#include "ops/conv_utils.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/resize_plan.hpp"
@@ -45,8 +47,9 @@ std::vector<double> float_values(const ops::AttrReader& attrs, const DeviceTenso
   return out;
 }
 
-bool present(std::span<const DeviceTensor> in, size_t slot) {
-  return slot < in.size() && in[slot].defined() && in[slot].numel() > 0;
+// An optional input given and not empty (ONNX models pass an empty roi or scales for "none").
+bool nonempty(std::span<const DeviceTensor> in, size_t slot) {
+  return given(in, slot) && in[slot].numel() > 0;
 }
 
 template <typename T>
@@ -93,13 +96,13 @@ class ResizeKernel final : public Kernel {
     std::vector<double> scales, roi;
     std::vector<int64_t> sizes;
     if (legacy) {
-      attrs.check(present(in, 1), "needs scales");
+      attrs.check(nonempty(in, 1), "needs scales");
       scales = float_values(attrs, in[1], "scales");
     } else {
-      if (present(in, 1) && a.coord == "tf_crop_and_resize")
+      if (nonempty(in, 1) && a.coord == "tf_crop_and_resize")
         roi = float_values(attrs, in[1], "roi");
-      if (present(in, 2)) scales = float_values(attrs, in[2], "scales");
-      if (present(in, 3)) sizes = index_values(attrs, in[3], "sizes");
+      if (nonempty(in, 2)) scales = float_values(attrs, in[2], "scales");
+      if (nonempty(in, 3)) sizes = index_values(attrs, in[3], "sizes");
       attrs.check(scales.empty() != sizes.empty(), "exactly one of scales and sizes must be given");
     }
     const ops::resizing::ResizePlan plan =
@@ -136,23 +139,11 @@ class ResizeKernel final : public Kernel {
                               : p.index[static_cast<size_t>(o)] * strides[d]);
       }
     }
-    switch (dtype_size(x.dtype)) {
-      case 1:
-        return nearest_rows(static_cast<const uint8_t*>(x.data), offs, plan.out_dims,
-                            static_cast<uint8_t>(fill_bits<uint8_t>(x.dtype, a)),
-                            static_cast<uint8_t*>(y.data));
-      case 2:
-        return nearest_rows(static_cast<const uint16_t*>(x.data), offs, plan.out_dims,
-                            fill_bits<uint16_t>(x.dtype, a), static_cast<uint16_t*>(y.data));
-      case 4:
-        return nearest_rows(static_cast<const uint32_t*>(x.data), offs, plan.out_dims,
-                            fill_bits<uint32_t>(x.dtype, a), static_cast<uint32_t*>(y.data));
-      case 8:
-        return nearest_rows(static_cast<const uint64_t*>(x.data), offs, plan.out_dims,
-                            fill_bits<uint64_t>(x.dtype, a), static_cast<uint64_t*>(y.data));
-      default:
-        ops::AttrReader(node_).unsupported("nearest Resize of {} elements", dtype_name(x.dtype));
-    }
+    with_element_bits(dtype_size(x.dtype), [&](auto tag) {
+      using T = decltype(tag);
+      nearest_rows(static_cast<const T*>(x.data), offs, plan.out_dims, fill_bits<T>(x.dtype, a),
+                   static_cast<T*>(y.data));
+    });
   }
 
   // The extrapolation value in the element type's bits (float32 and float64 exactly; other types
@@ -198,7 +189,13 @@ class ResizeKernel final : public Kernel {
       for (size_t d = static_cast<size_t>(ax) + 1; d < dims.size(); ++d) inner *= dims[d];
       float* dst_all = static_cast<float*>(y.data);
       if (k + 1 < passes.size()) {
-        scratch[k % 2].reset(new float[static_cast<size_t>(outer * p.out * inner)]);
+        // An intermediate can outgrow both ends (one axis enlarged before another shrinks):
+        // bounded as the reference bounds its own.
+        std::vector<int64_t> between = dims;
+        between[static_cast<size_t>(ax)] = p.out;
+        const int64_t count = shape_numel(between);  // throws on overflow
+        ops::window::check_scratch(ops::AttrReader(node_), count, sizeof(float));
+        scratch[k % 2].reset(new float[static_cast<size_t>(count)]);
         dst_all = scratch[k % 2].get();
       }
       if (inner == 1) {

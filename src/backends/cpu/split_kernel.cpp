@@ -24,12 +24,12 @@ class SplitKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     ops::AttrReader attrs(node_);
     attrs.check(rank >= 1, "input must have rank >= 1");
-    const size_t ax = normalized_axis(attrs, attrs.attr_int("axis", 0), rank);
+    const size_t ax =
+        static_cast<size_t>(ops::normalize_axis(attrs, attrs.attr_int("axis", 0), rank));
     const int64_t dim = x.dims[ax];
     const size_t outputs = node_.outputs().size();
     std::vector<int64_t> sizes;
-    const bool sizes_input =
-        (attrs.opset() >= 13 || attrs.opset() < 2) && in.size() > 1 && in[1].defined();
+    const bool sizes_input = (attrs.opset() >= 13 || attrs.opset() < 2) && given(in, 1);
     if (attrs.opset() < 13 && attrs.has_attr("split")) {
       sizes = attrs.attr_ints("split");
     } else if (sizes_input) {

@@ -1,5 +1,7 @@
 #include "backends/cpu/strided_copy.hpp"
 
+#include "backends/cpu/element_bits.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -12,22 +14,10 @@ void gather_row(const T* src, int64_t n, int64_t stride, T* dst) {
 }
 
 void strided_row(const char* src, int64_t n, int64_t stride, size_t esize, char* dst) {
-  switch (esize) {
-    case 1:
-      return gather_row(reinterpret_cast<const uint8_t*>(src), n, stride,
-                        reinterpret_cast<uint8_t*>(dst));
-    case 2:
-      return gather_row(reinterpret_cast<const uint16_t*>(src), n, stride,
-                        reinterpret_cast<uint16_t*>(dst));
-    case 4:
-      return gather_row(reinterpret_cast<const uint32_t*>(src), n, stride,
-                        reinterpret_cast<uint32_t*>(dst));
-    case 8:
-      return gather_row(reinterpret_cast<const uint64_t*>(src), n, stride,
-                        reinterpret_cast<uint64_t*>(dst));
-    default:
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * esize, src + i * stride * esize, esize);
-  }
+  with_element_bits(esize, [&](auto tag) {
+    using T = decltype(tag);
+    gather_row(reinterpret_cast<const T*>(src), n, stride, reinterpret_cast<T*>(dst));
+  });
 }
 
 }  // namespace

@@ -11,15 +11,12 @@
 #include "backends/cpu/strided_copy.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
+#include "ops/movement_utils.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/slice_axis.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
-
-bool present(std::span<const DeviceTensor> in, size_t slot) {
-  return slot < in.size() && in[slot].defined();
-}
 
 class SliceKernel final : public Kernel {
  public:
@@ -36,33 +33,29 @@ class SliceKernel final : public Kernel {
       ends = attrs.attr_ints("ends");
       axes = attrs.attr_ints("axes", {});
     } else {
-      attrs.check(present(in, 1) && present(in, 2), "needs starts and ends");
+      attrs.check(given(in, 1) && given(in, 2), "needs starts and ends");
       starts = index_values(attrs, in[1], "starts");
       ends = index_values(attrs, in[2], "ends");
-      if (present(in, 3)) axes = index_values(attrs, in[3], "axes");
-      if (present(in, 4)) steps = index_values(attrs, in[4], "steps");
+      if (given(in, 3)) axes = index_values(attrs, in[3], "axes");
+      if (given(in, 4)) steps = index_values(attrs, in[4], "steps");
     }
     attrs.check(starts.size() == ends.size(), "starts has {} entries but ends has {}",
                 starts.size(), ends.size());
-    if (axes.empty() && !present(in, 3)) {
+    if (axes.empty() && !given(in, 3)) {
       for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     }
-    if (steps.empty() && !present(in, 4)) steps.assign(starts.size(), 1);
+    if (steps.empty() && !given(in, 4)) steps.assign(starts.size(), 1);
     attrs.check(axes.size() == starts.size() && steps.size() == starts.size(),
                 "starts, ends, axes and steps have {}, {}, {} and {} entries", starts.size(),
                 ends.size(), axes.size(), steps.size());
     const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
     std::vector<ops::SliceAxis> per_axis(static_cast<size_t>(rank));
     for (size_t i = 0; i < per_axis.size(); ++i) per_axis[i] = {0, 1, x.dims[i]};
-    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    axes = ops::normalize_axes(attrs, axes, rank);
     for (size_t k = 0; k < axes.size(); ++k) {
-      const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-      attrs.check(a >= 0 && a < rank && !seen[static_cast<size_t>(a)],
-                  "axis {} is out of range or repeated for rank {}", axes[k], rank);
       attrs.check(steps[k] != 0, "slice step cannot be 0");
-      seen[static_cast<size_t>(a)] = true;
-      per_axis[static_cast<size_t>(a)] =
-          ops::resolve_slice(x.dims[static_cast<size_t>(a)], starts[k], ends[k], steps[k]);
+      const size_t a = static_cast<size_t>(axes[k]);
+      per_axis[a] = ops::resolve_slice(x.dims[a], starts[k], ends[k], steps[k]);
     }
     std::vector<int64_t> dims(per_axis.size());
     std::vector<StridedAxis> walk(per_axis.size());
@@ -91,23 +84,13 @@ class ExpandKernel final : public Kernel {
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
     ops::AttrReader attrs(node_);
-    attrs.check(present(in, 1), "needs a shape");
+    attrs.check(given(in, 1), "needs a shape");
     const std::vector<int64_t> shape = index_values(attrs, in[1], "shape");
-    const size_t rank = std::max(shape.size(), x.dims.size());
-    const std::vector<int64_t> strides = ops::row_major_strides(x.dims);
-    std::vector<int64_t> dims(rank);
-    std::vector<StridedAxis> walk(rank);
-    for (size_t j = 0; j < rank; ++j) {
-      // Both aligned on the right; a missing dim is 1.
-      const size_t from_x = rank - x.dims.size(), from_shape = rank - shape.size();
-      const int64_t xd = j >= from_x ? x.dims[j - from_x] : 1;
-      const int64_t sd = j >= from_shape ? shape[j - from_shape] : 1;
-      attrs.check(xd == sd || xd == 1 || sd == 1,
-                  "input {} does not broadcast to shape {}: dim {} is {} and {}",
-                  dims_to_string(x.dims), dims_to_string(shape), j, xd, sd);
-      dims[j] = xd == 1 ? sd : xd;
-      walk[j] = {dims[j], xd == 1 ? 0 : strides[j - from_x]};
-    }
+    // numpy broadcasting of the input's dims and the shape, each aligned on the right.
+    const std::vector<int64_t> dims = ops::broadcast_dims(attrs, {x.dims, shape});
+    const std::vector<int64_t> strides = ops::broadcast_strides(x.dims, dims);
+    std::vector<StridedAxis> walk(dims.size());
+    for (size_t j = 0; j < dims.size(); ++j) walk[j] = {dims[j], strides[j]};
     DeviceTensor y = out.allocate(0, x.dtype, dims);
     if (y.numel() == 0) return;
     strided_copy(x.data, walk, dtype_size(x.dtype), y.data);
@@ -125,7 +108,7 @@ class TileKernel final : public Kernel {
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
     ops::AttrReader attrs(node_);
-    attrs.check(present(in, 1) && in[1].dims.size() == 1, "repeats must be 1-D");
+    attrs.check(given(in, 1) && in[1].dims.size() == 1, "repeats must be 1-D");
     const std::vector<int64_t> reps = index_values(attrs, in[1], "repeats");
     attrs.check(reps.size() == x.dims.size(), "repeats has {} entries for rank {}", reps.size(),
                 x.dims.size());

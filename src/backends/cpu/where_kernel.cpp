@@ -3,9 +3,9 @@
 // dims it is broadcast over), so a mask row broadcast over heads and queries costs no copy.
 // Rows are split over the threads. Any element type of X and Y2 but strings.
 #include <algorithm>
-#include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/element_bits.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/op_utils.hpp"
@@ -21,18 +21,6 @@ std::string check_where(const ir::Node& node) {
   if (node.input(0)->type().dtype != DataType::Bool) return "a condition that is not bool";
   if (node.input(1)->type().dtype == DataType::String) return "string tensors";
   return "";
-}
-
-// Strides of `dims` (aligned on the right to `rank` output dims), 0 where broadcast.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims,
-                                       const std::vector<int64_t>& out) {
-  const std::vector<int64_t> own = ops::row_major_strides(dims);
-  std::vector<int64_t> s(out.size(), 0);
-  const size_t lead = out.size() - dims.size();
-  for (size_t j = lead; j < out.size(); ++j) {
-    s[j] = dims[j - lead] == 1 ? 0 : own[j - lead];
-  }
-  return s;
 }
 
 template <typename T>
@@ -51,24 +39,14 @@ class WhereKernel final : public Kernel {
     const DeviceTensor &c = in[0], &x = in[1], &y = in[2];
     attrs.check(x.dtype == y.dtype, "X is {} but Y is {}", dtype_name(x.dtype),
                 dtype_name(y.dtype));
-    const size_t rank = std::max({c.dims.size(), x.dims.size(), y.dims.size()});
-    std::vector<int64_t> dims(rank, 1);
-    for (const DeviceTensor* t : {&c, &x, &y}) {
-      const size_t lead = rank - t->dims.size();
-      for (size_t j = 0; j < t->dims.size(); ++j) {
-        int64_t& d = dims[lead + j];
-        const int64_t v = t->dims[j];
-        attrs.check(d == v || d == 1 || v == 1, "inputs {}, {} and {} do not broadcast",
-                    dims_to_string(c.dims), dims_to_string(x.dims), dims_to_string(y.dims));
-        if (d == 1) d = v;
-      }
-    }
+    const std::vector<int64_t> dims = ops::broadcast_dims(attrs, {c.dims, x.dims, y.dims});
+    const size_t rank = dims.size();
     DeviceTensor result = out.allocate(0, x.dtype, dims);
     const int64_t total = result.numel();
     if (total == 0) return;
-    const std::vector<int64_t> cs = broadcast_strides(c.dims, dims),
-                               xs = broadcast_strides(x.dims, dims),
-                               ys = broadcast_strides(y.dims, dims);
+    const std::vector<int64_t> cs = ops::broadcast_strides(c.dims, dims),
+                               xs = ops::broadcast_strides(x.dims, dims),
+                               ys = ops::broadcast_strides(y.dims, dims);
     const int64_t inner = rank == 0 ? 1 : dims.back();
     const int64_t rows = total / inner;
     const size_t esize = dtype_size(x.dtype);
@@ -91,34 +69,11 @@ class WhereKernel final : public Kernel {
       const bool* crow = pc + oc;
       const char* xrow = px + ox * static_cast<int64_t>(esize);
       const char* yrow = py + oy * static_cast<int64_t>(esize);
-      switch (esize) {
-        case 1:
-          select_row(crow, ci, reinterpret_cast<const uint8_t*>(xrow), xi,
-                     reinterpret_cast<const uint8_t*>(yrow), yi, inner,
-                     reinterpret_cast<uint8_t*>(dst));
-          break;
-        case 2:
-          select_row(crow, ci, reinterpret_cast<const uint16_t*>(xrow), xi,
-                     reinterpret_cast<const uint16_t*>(yrow), yi, inner,
-                     reinterpret_cast<uint16_t*>(dst));
-          break;
-        case 4:
-          select_row(crow, ci, reinterpret_cast<const uint32_t*>(xrow), xi,
-                     reinterpret_cast<const uint32_t*>(yrow), yi, inner,
-                     reinterpret_cast<uint32_t*>(dst));
-          break;
-        case 8:
-          select_row(crow, ci, reinterpret_cast<const uint64_t*>(xrow), xi,
-                     reinterpret_cast<const uint64_t*>(yrow), yi, inner,
-                     reinterpret_cast<uint64_t*>(dst));
-          break;
-        default:
-          for (int64_t i = 0; i < inner; ++i) {
-            const char* src = crow[i * ci] ? xrow + i * xi * static_cast<int64_t>(esize)
-                                           : yrow + i * yi * static_cast<int64_t>(esize);
-            std::memcpy(dst + static_cast<size_t>(i) * esize, src, esize);
-          }
-      }
+      with_element_bits(esize, [&](auto tag) {
+        using T = decltype(tag);
+        select_row(crow, ci, reinterpret_cast<const T*>(xrow), xi, reinterpret_cast<const T*>(yrow),
+                   yi, inner, reinterpret_cast<T*>(dst));
+      });
     }
   }
 

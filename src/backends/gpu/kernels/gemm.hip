@@ -79,7 +79,9 @@ constexpr int kMaxSplits = 16, kMinStepsPerSplit = 4;
 SplitK choose_split(const GemmArgs& p, const TileInfo& t, int64_t capacity) {
   const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
   const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
-  const int bk = p.type == FloatType::F16 ? 32 : 16;
+  // Every tile of a type steps the same BK.
+  const int bk =
+      p.type == FloatType::F16 ? gemm_impl::F16Tiles::Big::BK : gemm_impl::F32Tiles::Big::BK;
   const int64_t steps = (p.k + bk - 1) / bk;
   SplitK one{1, static_cast<int>(steps)};
   if (tiles * 2 > sms || steps < 2 * kMinStepsPerSplit) return one;

@@ -106,10 +106,6 @@ template <TileKind Kind, typename S>
 constexpr bool kRunsHere = true;
 #endif
 
-__device__ inline float activate(float x, const GemmArgs& p) {
-  return apply_activation(p.activation, x, p.act_alpha, p.act_beta);
-}
-
 // 16 bytes global -> shared, or 16 zero bytes when !inside, without a branch on NVIDIA
 // (cp.async's source size 0 fills the destination with zeros; `global` must still be a valid
 // address). Elsewhere the plain copy (copy_async_16) or a store of zeros.
