@@ -107,12 +107,13 @@ run() {
         grep -E "^ +(resnet50|bert-base|geomean|own GEMM)|own/lib" | tee -a "$OUT/own_gemm.txt" ||
         status=$?
     done
-    for tile in "" 128x128 128x64 64x64; do
-      echo "== own GEMM harness cases (gpu.own.gemm against the reference), tile ${tile:-by shape}" |
-        tee -a "$OUT/own_gemm.txt"
+    # Every tile of gemm_tile_names (the float16 ones; float32 takes the first three).
+    for tile in "" 128x128x32 128x64x32 64x64x32 128x128x64; do
+      echo "== own GEMM and convolution harness cases (gpu.own.gemm, gpu.own.conv against the" \
+        "reference), tile ${tile:-by shape}" | tee -a "$OUT/own_gemm.txt"
       k env KILN_EXPECT_DEVICES=gpu KILN_GPU_GEMM_TILE="$tile" "$root/bin/kiln_unit_tests" \
         --gtest_filter='Devices/*gpu_own_*' --gtest_brief=1 \
-        --gtest_output="xml:$OUT/own_gemm_cases${tile:+_$tile}.xml" 2>&1 | tail -n 25 |
+        --gtest_output="xml:$OUT/own_gemm_cases${tile:+_${tile//\//_}}.xml" 2>&1 | tail -n 25 |
         tee -a "$OUT/own_gemm.txt" || status=$?
     done
   fi
@@ -313,8 +314,10 @@ EOF2
     # The engines alone (--engine-only): the direct path is the CPU's reference interpreter,
     # checked on the CPU machine, and takes minutes a model. fp32 within 1e-4, then (unless
     # KILN_GPU_FULL_FP16=0) --fp16 within 1e-2, the same exports and data.
+    # KILN_GPU_FULL_PRECISIONS="fp16": one of them only.
     local precisions="fp32"
     [ "${KILN_GPU_FULL_FP16:-1}" != 0 ] && precisions="fp32 fp16"
+    precisions=${KILN_GPU_FULL_PRECISIONS:-$precisions}
     for precision in $precisions; do
       echo "-- $precision"
       KILN_EXPORT_PYTHON=$(command -v python3) python3 "$tree/bench/models_full.py" \
@@ -331,6 +334,13 @@ EOF2
       "$OUT/resnet50_vs_torch.json" --batches "${KILN_GPU_BATCHES:-1,64}" \
       --models "${KILN_GPU_CNNS:-resnet50}" 2>&1 |
       tee "$OUT/resnet50_vs_torch.txt" || status=$?
+  fi
+  if [ "${KILN_GPU_OWN_MODELS:-0}" != 0 ]; then
+    # Kiln's own kernels alone (KILN_GPU_OWN_KERNELS=only: the AMD-portable path) against the
+    # libraries on ResNet-50, whole and per convolution (bench/gpu/own_vs_lib.py).
+    echo "== own kernels vs cuDNN / cuBLASLt on ResNet-50 (fp16)"
+    python3 "$carry/own_vs_lib.py" "$root/kiln_wrapped" "$root/models" "$OUT/own_vs_lib.json" \
+      --batches "${KILN_GPU_OWN_BATCHES:-1,64}" 2>&1 | tee "$OUT/own_vs_lib.txt" || status=$?
   fi
   if [ "${KILN_GPU_TACTICS:-0}" != 0 ] && [ -f "$root/models/resnet50_b1.onnx" ]; then
     # Tactics chosen at compile time (issue 11): `kiln compile --device gpu` times each

@@ -283,10 +283,14 @@ TEST(GpuGemmEmulated, TileChoiceByShape) {
   GemmArgs a;
   a.type = FloatType::F16;
   a.multiprocessors = 132;
-  a.m = 64 * 56 * 56, a.n = 256, a.k = 64;  // fills the GPU many times: the big tile
+  // Fills the GPU many times: the big tile (float16 on NVIDIA's matrix tiles: its BK 64 twin).
+  a.m = 64 * 56 * 56, a.n = 256, a.k = 64;
+  EXPECT_STREQ(gemm_tile_name(a), "128x128x64");
+  a.matrix_tiles = false;
   EXPECT_STREQ(gemm_tile_name(a), "128x128x32");
+  a.matrix_tiles = true;
   a.n = 64;  // N of 64: no half-empty big tiles
-  EXPECT_STRNE(gemm_tile_name(a), "128x128x32");
+  EXPECT_STREQ(gemm_tile_name(a), "128x64x32");
   a.m = 128, a.n = 768, a.k = 768;  // 6 big tiles for 132 multiprocessors: the small tile
   EXPECT_STREQ(gemm_tile_name(a), "64x64x32");
   a.tile = "128x128";  // forced

@@ -97,5 +97,7 @@ std::vector<Case> gpu_cases();
 std::vector<Case> gpu_gemm_cases();
 // Kiln's own depthwise convolution (gpu.depthwise_conv, backend_ops_depthwise_cases.cpp).
 std::vector<Case> gpu_depthwise_cases();
+// Kiln's own implicit-GEMM convolution (gpu.own.conv, backend_ops_conv_cases.cpp).
+std::vector<Case> gpu_conv_cases();
 
 }  // namespace kiln::backend_ops

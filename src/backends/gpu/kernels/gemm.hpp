@@ -23,12 +23,24 @@ enum class GemmActivation {
   GeluTanh
 };
 
-// For each of `batch` products: Y = act(alpha op(A) op(B) + beta C), all row-major, computed in
-// float32 and rounded once to the element type. op(A) is [m, k]: A is [m, k], or [k, m] with
+// An implicit-GEMM convolution (GemmArgs::conv_a): A is not stored but read from a channels-last
+// input X [images, h, w, c] as its im2col matrix [images oh ow, r s c], the reduction ordered
+// (r, s, c) as the filters [n][r][s][c] are (B, with trans_b); padding reads zeros. Only
+// pad_top / pad_left matter (oh and ow carry the rest).
+struct ConvGeometry {
+  int64_t h = 0, w = 0, c = 0, oh = 0, ow = 0;
+  int r = 1, s = 1;
+  int stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0, dil_h = 1, dil_w = 1;
+};
+
+// For each of `batch` products: Y = act(alpha op(A) op(B) + bias + beta C), all row-major, computed
+// in float32 and rounded once to the element type. op(A) is [m, k]: A is [m, k], or [k, m] with
 // trans_a; op(B) is [k, n]: B is [k, n], or [n, k] with trans_b. Y is [m, n], batch entries
 // m n apart. C (null: none, beta unused) is read at c[row c_row_stride + col c_col_stride] of
 // batch entry `c_batch_stride` apart: a bias row is strides (0, 1), a full C (n, 1), a column
-// (1, 0). stride_a / stride_b: elements between batch entries (0: one matrix for all).
+// (1, 0). stride_a / stride_b: elements between batch entries (0: one matrix for all). bias
+// (null: none) is one value per column, added beside C (a convolution's bias with its residual
+// as C).
 struct GemmArgs {
   FloatType type = FloatType::F32;  // F32 or F16
   const void* a = nullptr;
@@ -42,6 +54,11 @@ struct GemmArgs {
   int64_t c_row_stride = 0, c_col_stride = 0, c_batch_stride = 0;
   GemmActivation activation = GemmActivation::None;
   float act_alpha = 0.f, act_beta = 0.f;  // Clip: min, max; LeakyRelu: alpha; HardSigmoid
+  const void* bias = nullptr;
+  // A is a convolution's input read through `conv` (one batch entry, no trans_a, trans_b, m the
+  // output pixels, k = r s c); launch_gemm refuses anything else with hipErrorInvalidValue.
+  bool conv_a = false;
+  ConvGeometry conv;
   // Matrix instructions for 16-bit inputs (mma.sync on NVIDIA sm_80+, MFMA on CDNA); false:
   // FMA tiles (RDNA 2). float32 always takes FMA tiles.
   bool matrix_tiles = true;

@@ -17,6 +17,7 @@
 // and the block writes each slice out in 16-byte stores, adding beta C (or a bias) and the
 // activation on the way and rounding once.
 #include <climits>
+#include <type_traits>
 
 #include "backends/gpu/kernels/device_common.hpp"
 #include "backends/gpu/kernels/epilogue.hpp"
@@ -26,38 +27,54 @@
 
 namespace kiln::backends::gpu::kernels::gemm_impl {
 
-// A block tile: BM x BN outputs from kThreads threads, BK of the reduction per stage, and the
-// blocks that should fit on one multiprocessor (NVIDIA's launch bound: registers are capped so
-// that they do; a product of small K is one short pipeline per block, whose latency only other
-// blocks on the multiprocessor hide).
-template <int M, int N, int K, int Threads, int Stages, int MinBlocks>
+// A block tile: BM x BN outputs from kThreads threads in a WarpsM x (warps / WarpsM) grid of
+// wavefronts, BK of the reduction per stage, and the blocks that should fit on one
+// multiprocessor (NVIDIA's launch bound: registers are capped so that they do; a product of
+// small K is one short pipeline per block, whose latency only other blocks on the
+// multiprocessor hide). A ring of stages past 48 KiB is dynamic shared memory (NVIDIA only:
+// AMD's LDS holds 64 KiB a workgroup, and such tiles are not built there).
+template <int M, int N, int K, int Threads, int Stages, int MinBlocks, int WarpsM = 2>
 struct BlockTile {
   static constexpr int BM = M, BN = N, BK = K, kThreads = Threads, kStages = Stages;
-  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kMinBlocks = MinBlocks, kWarpsM = WarpsM;
 };
 
 // The tiles launch_gemm chooses from (choose_tile, gemm.hip). Big: 8 NVIDIA warps of 64 x 32;
-// Mid and Small: 4 warps of 64 x 32 and 32 x 32. AMD takes Big and Small only (fewer kernels
-// to compile for four targets), with two stages: its copies are synchronous, further stages
-// would only cost LDS.
-enum class TileId { Big, Mid, Small };
+// Mid and Small: 4 warps of 64 x 32 and 32 x 32. NVIDIA's float16 takes Deep instead of Big:
+// Big's warps over BK 64 (half the barriers per product) in 96 KiB of dynamic shared memory,
+// two blocks per multiprocessor; measured 2-13 % faster than Big on the products Big took
+// (bench/results/2026-12-04b-gpu-own-conv.md; Big with two blocks, registers capped at 128,
+// and a 128 x 256 tile of 64 x 64 warps were slower). AMD takes Big and Small only (fewer
+// kernels to compile for four targets; its LDS holds 64 KiB a workgroup), with two stages: its
+// copies are synchronous, further stages would only cost LDS.
+enum class TileId { Big, Mid, Small, Deep };
 #if defined(__HIP__)
-constexpr bool kMidTile = false;
+constexpr bool kMidTile = false, kNvidiaTiles = false;
 constexpr int kF16Stages = 2, kF16BigStages = 2;
 #else
-constexpr bool kMidTile = true;
+constexpr bool kMidTile = true, kNvidiaTiles = true;
 constexpr int kF16Stages = 4, kF16BigStages = 3;  // 48 KiB of static shared memory at most
 #endif
 struct F16Tiles {
   using Big = BlockTile<128, 128, 32, 256, kF16BigStages, 1>;
   using Mid = BlockTile<128, 64, 32, 128, kF16Stages, 3>;
   using Small = BlockTile<64, 64, 32, 128, kF16Stages, 3>;
+  using Deep = BlockTile<128, 128, 64, 256, 3, 2>;
 };
 struct F32Tiles {
   using Big = BlockTile<128, 128, 16, 256, 2, 1>;
   using Mid = BlockTile<128, 64, 16, 128, 3, 2>;
   using Small = BlockTile<64, 64, 16, 128, 3, 4>;
 };
+
+// The shared memory of a tile's ring of stages (also what its epilogue stages through), and
+// whether it is dynamic (past the 48 KiB a kernel may declare statically).
+template <typename S, typename Tile>
+KILN_HOST_DEVICE constexpr size_t pipe_bytes() {
+  return size_t{Tile::kStages} * (size_t{Tile::BM} + Tile::BN) * Tile::BK * sizeof(S);
+}
+template <typename S, typename Tile>
+constexpr bool kDynamicSmem = pipe_bytes<S, Tile>() > 48 * 1024;
 
 // HIP's second launch bound means something else (waves per execution unit): AMD gets the
 // thread count alone.
@@ -180,6 +197,100 @@ struct VectorStager {
   }
 };
 
+// The 16-byte staging copies of an implicit-GEMM convolution's A (GemmArgs::conv_a): the stage
+// L holds BM output pixels x BK of the reduction (r, s, c). What a chunk's row needs (its
+// image, its window's corner) is computed once per output tile; a step decodes the thread's
+// column into (r, s, c) once (all its chunks share it) and each chunk is one zero-filling
+// copy: padding, rows past M and columns past K read zeros. Needs c % (16 bytes) == 0, so that
+// a chunk never straddles two taps.
+template <typename S, int Threads, typename L>
+struct ConvStager {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
+  static constexpr int kChunksPerRow = L::kCols / kVec;
+  static_assert(L::kCols % kVec == 0 && Threads % kChunksPerRow == 0 &&
+                L::kRows % (Threads / kChunksPerRow) == 0);
+  static constexpr int kRowsPerPass = Threads / kChunksPerRow;
+  static constexpr int kPerThread = L::kRows / kRowsPerPass;
+  static constexpr int kBK = L::kCols;
+  // A row past M: a window corner so far out that no tap reaches the image.
+  static constexpr int kOutside = -(1 << 30);
+
+  const S* base;
+  const S* image[kPerThread];
+  int ih0[kPerThread], iw0[kPerThread];
+  int r0, c0;
+  unsigned k, c, s_taps;
+  int h, w, dil_h, dil_w;
+
+  __device__ void init(const S* x, const ConvGeometry& g, int64_t m, int64_t k_total, int64_t m0) {
+    base = x;
+    const int t = static_cast<int>(threadIdx.x);
+    r0 = t / kChunksPerRow;
+    c0 = (t % kChunksPerRow) * kVec;
+    k = static_cast<unsigned>(k_total);
+    c = static_cast<unsigned>(g.c);
+    s_taps = static_cast<unsigned>(g.s);
+    h = static_cast<int>(g.h), w = static_cast<int>(g.w);
+    dil_h = g.dil_h, dil_w = g.dil_w;
+    const int64_t pixels = g.oh * g.ow;
+    KILN_UNROLL
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t row = m0 + r0 + i * kRowsPerPass;
+      if (row < m) {
+        const int64_t img = row / pixels, at = row % pixels;
+        const int oh = static_cast<int>(at / g.ow), ow = static_cast<int>(at % g.ow);
+        image[i] = x + img * g.h * g.w * g.c;
+        ih0[i] = oh * g.stride_h - g.pad_top;
+        iw0[i] = ow * g.stride_w - g.pad_left;
+      } else {
+        image[i] = x;
+        ih0[i] = iw0[i] = kOutside;
+      }
+    }
+  }
+  __device__ void issue(S* stage, int step) const {
+    const unsigned col = static_cast<unsigned>(step) * kBK + static_cast<unsigned>(c0);
+    const unsigned ch = col % c, rs = col / c;
+    const int dh = static_cast<int>(rs / s_taps) * dil_h,
+              dw = static_cast<int>(rs % s_taps) * dil_w;
+    KILN_UNROLL
+    for (int i = 0; i < kPerThread; ++i) {
+      const int ih = ih0[i] + dh, iw = iw0[i] + dw;
+      const bool inside = col < k && static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+                          static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+      const S* src = inside ? image[i] + (int64_t{ih} * w + iw) * int64_t{c} + ch : base;
+      copy_async_16_or_zero(stage + L::offset(r0 + i * kRowsPerPass, c0), src, inside);
+    }
+  }
+};
+
+// A convolution's A tile for a step element by element (c not a multiple of 16 bytes, e.g. a
+// network's first layer): rows m0.. of the im2col matrix, reduction columns k0.., zeros for
+// padding and outside.
+template <typename S, int Threads, typename L>
+__device__ inline void stage_conv_elements(S* smem, const S* x, const ConvGeometry& g, int64_t m,
+                                           int64_t k, int64_t m0, int64_t k0) {
+  constexpr int kPerThread = L::kRows * L::kCols / Threads;
+  static_assert(L::kRows * L::kCols % Threads == 0);
+  const int64_t pixels = g.oh * g.ow;
+  KILN_NO_UNROLL
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * Threads;
+    const int r = e / L::kCols, cc = e % L::kCols;
+    const int64_t row = m0 + r, col = k0 + cc;
+    S v = S(0);
+    if (row < m && col < k) {
+      const int64_t img = row / pixels, at = row % pixels;
+      const int64_t ch = col % g.c, rs = col / g.c;
+      const int64_t ih = (at / g.ow) * g.stride_h - g.pad_top + (rs / g.s) * g.dil_h;
+      const int64_t iw = (at % g.ow) * g.stride_w - g.pad_left + (rs % g.s) * g.dil_w;
+      if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
+        v = x[((img * g.h + ih) * g.w + iw) * g.c + ch];
+    }
+    smem[L::offset(r, cc)] = v;
+  }
+}
+
 // Copies of one operand's tile for a step element by element (some row not 16-byte aligned):
 // storage rows row0.. (of row_extent) and columns col0.. (of col_extent) of the operand at `p`
 // with leading dimension `ld`, into the swizzled stage L; zeros outside the operand.
@@ -225,15 +336,16 @@ KILN_HOST_DEVICE constexpr int epilogue_passes(int tm, int bm, int stride, size_
   return 0;
 }
 
-template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
+template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB, bool Conv>
 __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
+  static_assert(!Conv || (!TA && TB), "a convolution's A is [pixels][r s c], B its filters");
   using Op = typename TileOpOf<Kind, S>::type;
   static_assert(sizeof(typename Op::In) == sizeof(S));
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK;
   constexpr int kThreads = Tile::kThreads, kStages = Tile::kStages;
   // The wavefronts of the block in a 2 x (W / 2) grid, each with a TM x TN grid of op tiles.
   constexpr int kWarps = kThreads / KILN_WARP_SIZE;
-  constexpr int kWarpsM = 2, kWarpsN = kWarps / kWarpsM;
+  constexpr int kWarpsM = Tile::kWarpsM, kWarpsN = kWarps / kWarpsM;
   constexpr int WM = BM / kWarpsM, WN = BN / kWarpsN;
   constexpr int TM = WM / Op::kM, TN = WN / Op::kN;
   static_assert(kWarpsN >= 1 && TM >= 1 && TN >= 1 && WM % Op::kM == 0 && WN % Op::kN == 0 &&
@@ -242,7 +354,8 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   using LA = SwizzledTile<S, TA ? BK : BM, TA ? BM : BK>;
   using LB = SwizzledTile<S, TB ? BN : BK, TB ? BK : BN>;
   constexpr int kStageElems = LA::kElems + LB::kElems;
-  constexpr size_t kPipeBytes = size_t{kStages} * kStageElems * sizeof(S);
+  constexpr size_t kPipeBytes = pipe_bytes<S, Tile>();
+  static_assert(kPipeBytes == size_t{kStages} * kStageElems * sizeof(S));
   // The epilogue stages alpha times the accumulators in float32 through the stages' memory,
   // kPasses slices of the tile's rows at a time; rows kAccStride floats apart (BN + 8: a
   // wavefront's accumulator rows, 8 floats further per row, fall on different banks). The
@@ -257,9 +370,16 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   constexpr int kOutChunk = 16 / static_cast<int>(sizeof(T));
   constexpr int kOutChunksPerRow = BN / kOutChunk;
   static_assert(BN % kOutChunk == 0 && kOutChunk % 4 == 0);
-  __shared__ SmemBytes<kPipeBytes> smem;
-  S* const stages = reinterpret_cast<S*>(smem.bytes);
-  float* const staged_acc = reinterpret_cast<float*>(smem.bytes);
+  unsigned char* smem_bytes;
+  if constexpr (kDynamicSmem<S, Tile>) {
+    KILN_DYNAMIC_SHARED(Bytes16, gemm_dynamic_smem);
+    smem_bytes = reinterpret_cast<unsigned char*>(gemm_dynamic_smem);
+  } else {
+    __shared__ SmemBytes<kPipeBytes> smem;
+    smem_bytes = smem.bytes;
+  }
+  S* const stages = reinterpret_cast<S*>(smem_bytes);
+  float* const staged_acc = reinterpret_cast<float*>(smem_bytes);
 
   const int warp = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
@@ -272,6 +392,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
   const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
   const T* c = p.c ? static_cast<const T*>(p.c) + z * p.c_batch_stride : nullptr;
+  const T* bias = static_cast<const T*>(p.bias);
   T* y = static_cast<T*>(p.y) + z * p.m * p.n;
   const int64_t lda = TA ? p.m : p.k, ldb = TB ? p.k : p.n;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
@@ -288,17 +409,29 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
   // Y's rows are 16-byte aligned (n a multiple of the chunk, every batch entry too).
   const bool y_vec = p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
-  // Neither C nor an activation: the copy-out is a conversion; Relu alone stays inline.
-  const bool plain = !c && p.activation == GemmActivation::None;
-  const bool relu_only = !c && p.activation == GemmActivation::Relu;
+  // Neither C, a bias nor an activation: the copy-out is a conversion. Relu stays inline;
+  // other activations are called out of line. A bias, and a full C whose rows are 16-byte
+  // aligned (a convolution's residual), are read 16 bytes a chunk.
+  const bool plain = !c && !bias && p.activation == GemmActivation::None;
+  const bool relu = p.activation == GemmActivation::Relu;
+  const bool other_act = !plain && !relu && p.activation != GemmActivation::None;
+  const bool bias_vec = bias && p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+  const bool c_vec = c && p.c_col_stride == 1 && p.c_row_stride % kOutChunk == 0 &&
+                     p.c_batch_stride % kOutChunk == 0 &&
+                     reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
     const int64_t m0 = mt * BM;
     // Set up whether or not they copy (a few instructions per tile; the element path
     // ignores them).
-    VectorStager<S, kThreads, LA, !TA> stage_a;
+    std::conditional_t<Conv, ConvStager<S, kThreads, LA>, VectorStager<S, kThreads, LA, !TA>>
+        stage_a;
     VectorStager<S, kThreads, LB, TB> stage_b;
-    stage_a.init(a, lda, a_rows, a_cols, m0);
+    if constexpr (Conv) {
+      stage_a.init(a, p.conv, p.m, p.k, m0);
+    } else {
+      stage_a.init(a, lda, a_rows, a_cols, m0);
+    }
     stage_b.init(b, ldb, b_rows, b_cols, n0);
     // Step `step`'s copies (of this part) into its stage of the ring. The alignment is a run-time
     // switch (the same for the whole launch), not a template argument: one kernel instead of two
@@ -312,7 +445,11 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
         return;
       }
       const int64_t k0 = int64_t{k_step} * BK;
-      stage_elements<S, kThreads, LA>(st, a, lda, a_rows, a_cols, TA ? k0 : m0, TA ? m0 : k0);
+      if constexpr (Conv) {
+        stage_conv_elements<S, kThreads, LA>(st, a, p.conv, p.m, p.k, m0, k0);
+      } else {
+        stage_elements<S, kThreads, LA>(st, a, lda, a_rows, a_cols, TA ? k0 : m0, TA ? m0 : k0);
+      }
       stage_elements<S, kThreads, LB>(st + LA::kElems, b, ldb, b_rows, b_cols, TB ? n0 : k0,
                                       TB ? k0 : n0);
     };
@@ -406,20 +543,39 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
           }
           continue;
         }
-        if (relu_only) {
+        const bool whole = col + kOutChunk <= p.n;
+        if (bias) {
+          if (bias_vec && whole) {
+            struct alignas(16) Chunk {
+              T v[kOutChunk];
+            } b;
+            copy_16(&b, bias + col);
+            KILN_UNROLL
+            for (int e = 0; e < kOutChunk; ++e) v[e] += to_float(b.v[e]);
+          } else {
+            for (int e = 0; e < kOutChunk && col + e < p.n; ++e) v[e] += to_float(bias[col + e]);
+          }
+        }
+        if (c) {
+          if (c_vec && whole) {
+            struct alignas(16) Chunk {
+              T v[kOutChunk];
+            } cc_in;
+            copy_16(&cc_in, c + row * p.c_row_stride + col);
+            KILN_UNROLL
+            for (int e = 0; e < kOutChunk; ++e) v[e] += p.beta * to_float(cc_in.v[e]);
+          } else {
+            for (int e = 0; e < kOutChunk && col + e < p.n; ++e) {
+              v[e] += p.beta * to_float(c[row * p.c_row_stride + (col + e) * p.c_col_stride]);
+            }
+          }
+        }
+        if (relu) {
           KILN_UNROLL
           for (int e = 0; e < kOutChunk; ++e) v[e] = point::relu(v[e]);
-        } else if (!plain) {
-          KILN_UNROLL
-          for (int e = 0; e < kOutChunk; ++e) {
-            if (col + e < p.n) {
-              if (c) {
-                v[e] += p.beta * to_float(c[row * p.c_row_stride + (col + e) * p.c_col_stride]);
-              }
-              if (p.activation != GemmActivation::None) {
-                v[e] = activate_out_of_line(v[e], p.activation, p.act_alpha, p.act_beta);
-              }
-            }
+        } else if (other_act) {
+          for (int e = 0; e < kOutChunk && col + e < p.n; ++e) {
+            v[e] = activate_out_of_line(v[e], p.activation, p.act_alpha, p.act_beta);
           }
         }
         struct alignas(16) Out {
@@ -443,12 +599,16 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
 // Kind: the tile op (mma_tile.hpp); S: what shared memory holds (uint16_t: fp16 bits, or float);
 // T: the element type of C and Y; TA / TB: transposes; vec: every row of A and B 16-byte
 // aligned (16-byte staging copies, else element by element).
-template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
+template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB, bool Conv>
 __global__ void KILN_GEMM_LAUNCH_BOUNDS(Tile) gemm_kernel(GemmArgs p, bool vec, SplitK split) {
-  if constexpr (kRunsHere<Kind, S>) gemm_block<Kind, S, T, Tile, TA, TB>(p, vec, split);
+  if constexpr (kRunsHere<Kind, S>) gemm_block<Kind, S, T, Tile, TA, TB, Conv>(p, vec, split);
 }
 
-template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB>
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device (past 48 KiB a
+// kernel must ask), once per device.
+hipError_t allow_dynamic_smem(const void* kernel, size_t bytes, unsigned long long& devices_done);
+
+template <TileKind Kind, typename S, typename T, typename Tile, bool TA, bool TB, bool Conv>
 hipError_t launch_tile(const GemmArgs& p, bool vec, SplitK split, hipStream_t stream) {
   const int64_t n_tiles = (p.n + Tile::BN - 1) / Tile::BN;
   const int64_t m_tiles = (p.m + Tile::BM - 1) / Tile::BM;
@@ -456,8 +616,16 @@ hipError_t launch_tile(const GemmArgs& p, bool vec, SplitK split, hipStream_t st
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
                   static_cast<unsigned>(p.batch * split.count));
-  auto* kernel = &gemm_kernel<Kind, S, T, Tile, TA, TB>;
-  hipLaunchKernelGGL(kernel, grid, dim3(Tile::kThreads), 0, stream, p, vec, split);
+  auto* kernel = &gemm_kernel<Kind, S, T, Tile, TA, TB, Conv>;
+  size_t shared_bytes = 0;
+  if constexpr (kDynamicSmem<S, Tile>) {
+    static unsigned long long devices_done = 0;
+    shared_bytes = pipe_bytes<S, Tile>();
+    const hipError_t allowed =
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel), shared_bytes, devices_done);
+    if (allowed != hipSuccess) return allowed;
+  }
+  hipLaunchKernelGGL(kernel, grid, dim3(Tile::kThreads), shared_bytes, stream, p, vec, split);
   return hipGetLastError();
 }
 
@@ -467,28 +635,38 @@ inline bool aligned(const void* ptr, int64_t ld, int64_t batch_stride, int64_t b
          (batch == 1 || batch_stride % elems == 0);
 }
 
-// One tile op's kernels for `tile` (Tiles: F16Tiles or F32Tiles), by transposes and alignment.
+// One tile op's kernels for `tile` (Tiles: F16Tiles or F32Tiles), by transposes and alignment,
+// or a convolution's.
 template <TileKind Kind, typename S, typename T, typename Tiles>
 hipError_t launch_op(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(S));
-  const bool vec = aligned(p.a, p.trans_a ? p.m : p.k, p.stride_a, p.batch, kVec) &&
-                   aligned(p.b, p.trans_b ? p.k : p.n, p.stride_b, p.batch, kVec);
-  auto by_tile = [&]<bool TA, bool TB>() {
+  // A convolution's A chunks are 16 bytes of one tap's channels.
+  const bool vec = p.conv_a ? aligned(p.a, p.conv.c, 0, 1, kVec) && aligned(p.b, p.k, 0, 1, kVec)
+                            : aligned(p.a, p.trans_a ? p.m : p.k, p.stride_a, p.batch, kVec) &&
+                                  aligned(p.b, p.trans_b ? p.k : p.n, p.stride_b, p.batch, kVec);
+  auto by_tile = [&]<bool TA, bool TB, bool Conv>() {
     if constexpr (kMidTile) {
       if (tile == TileId::Mid) {
-        return launch_tile<Kind, S, T, typename Tiles::Mid, TA, TB>(p, vec, split, stream);
+        return launch_tile<Kind, S, T, typename Tiles::Mid, TA, TB, Conv>(p, vec, split, stream);
+      }
+    }
+    if constexpr (kNvidiaTiles && Kind == TileKind::Matrix) {
+      if (tile == TileId::Deep) {
+        return launch_tile<Kind, S, T, typename Tiles::Deep, TA, TB, Conv>(p, vec, split, stream);
       }
     }
     return tile == TileId::Big
-               ? launch_tile<Kind, S, T, typename Tiles::Big, TA, TB>(p, vec, split, stream)
-               : launch_tile<Kind, S, T, typename Tiles::Small, TA, TB>(p, vec, split, stream);
+               ? launch_tile<Kind, S, T, typename Tiles::Big, TA, TB, Conv>(p, vec, split, stream)
+               : launch_tile<Kind, S, T, typename Tiles::Small, TA, TB, Conv>(p, vec, split,
+                                                                              stream);
   };
+  if (p.conv_a) return by_tile.template operator()<false, true, true>();
   if (p.trans_a) {
-    return p.trans_b ? by_tile.template operator()<true, true>()
-                     : by_tile.template operator()<true, false>();
+    return p.trans_b ? by_tile.template operator()<true, true, false>()
+                     : by_tile.template operator()<true, false, false>();
   }
-  return p.trans_b ? by_tile.template operator()<false, true>()
-                   : by_tile.template operator()<false, false>();
+  return p.trans_b ? by_tile.template operator()<false, true, false>()
+                   : by_tile.template operator()<false, false, false>();
 }
 
 // The launchers of each tile op, one source file each.

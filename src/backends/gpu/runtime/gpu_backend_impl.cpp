@@ -16,7 +16,7 @@ std::string gib(uint64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
 }
 
-// KILN_GPU_OWN_KERNELS: which GEMMs (and, later, other ops) run Kiln's own kernels instead of a
+// KILN_GPU_OWN_KERNELS: which GEMMs and convolutions run Kiln's own kernels instead of a
 // vendor library's (docs/GPU.md).
 KernelPreference preference_from_environment() {
   const char* v = std::getenv("KILN_GPU_OWN_KERNELS");

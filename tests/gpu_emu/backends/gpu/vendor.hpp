@@ -34,6 +34,15 @@ using hipStream_t = void*;
 inline hipError_t hipGetLastError() {
   return hipSuccess;
 }
+inline hipError_t hipGetDevice(int* device) {
+  *device = 0;
+  return hipSuccess;
+}
+// Every emulated block may take any amount of dynamic shared memory.
+enum hipFuncAttribute { hipFuncAttributeMaxDynamicSharedMemorySize };
+inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int) {
+  return hipSuccess;
+}
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
