@@ -13,6 +13,11 @@ void add_fp16_options(CLI::App* cmd, Fp16Options& o) {
                   "With --fp16: leave this op type float32 (repeatable or comma-separated)")
       ->delimiter(',')
       ->needs(fp16);
+  // A flag that clears the default (on): the check costs one float32 run on the CPU.
+  cmd->add_flag("--fp16-no-range-check{false}", o.range_check,
+                "With --fp16: convert without first measuring which values leave float16's range "
+                "(by default the nodes around such values stay float32)")
+      ->needs(fp16);
 }
 
 void use_fp16_tolerance(ToleranceOptions& t) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend_registry.hpp"
+#include "compiler/fp16_range.hpp"
 #include "compiler/option_error.hpp"
 #include "compiler/shape_spec.hpp"
 #include "compiler/tune_tactics.hpp"
@@ -24,6 +25,9 @@
 
 namespace kiln::compiler {
 namespace {
+
+// Float32 values the fp16 range check may keep for its one run (beyond it, it is skipped).
+constexpr size_t kFp16RangeMemory = size_t{2} << 30;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -249,8 +253,26 @@ CompileResult compile_model(const CompileOptions& o) {
   result.timings.optimize = ms_since(t);
   t = Clock::now();
   if (o.fp16.enabled) {
-    result.fp16_summary = convert_model_to_fp16(model, o.fp16);
+    Fp16Options fp16 = o.fp16;
+    Fp16RangeReport range;
+    if (fp16.range_check) {
+      try {
+        range = measure_fp16_range(model.graph, o.inputs, o.threads, kFp16RangeMemory,
+                                   o.verify_timeout_seconds);
+      } catch (const Error& e) {
+        // The measurement is an aid: a model it cannot run here converts without it (the gate
+        // still checks the engine), and says why.
+        range.ran = false;
+        range.skipped = e.message();
+      }
+      fp16.keep_values.insert(range.beyond.begin(), range.beyond.end());
+    }
+    result.fp16_summary = convert_model_to_fp16(model, fp16);
     say(MessageKind::Report, result.fp16_summary);
+    if (fp16.range_check) {
+      say(range.ran && range.beyond.empty() ? MessageKind::Report : MessageKind::Warning,
+          describe_fp16_range(range));
+    }
   }
   result.timings.fp16 = ms_since(t);
   corrupt_weight_for_tests(*model.graph, say);

@@ -15,6 +15,7 @@ std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
   passes::ConvertToFloat16 convert;
   convert.keep_io_types = !o.io_fp16;
   convert.keep_ops = std::set<std::string>(o.keep_ops.begin(), o.keep_ops.end());
+  convert.keep_values = o.keep_values;
   convert.summary = &summary;
   passes::PassManagerOptions pm_options = passes::PassManagerOptions::from_env();
   pm_options.max_iterations = 1;  // the conversion runs once; the cleanup needs one round
@@ -34,12 +35,15 @@ std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
   model.metadata[kPrecisionMetadataKey] = "float16";
   return fmt::format(
       "fp16: {} of {} float nodes compute in float16, {} Casts at precision boundaries, {:.1f} MiB "
-      "of float32 weights stored as float16{}\n",
+      "of float32 weights stored as float16{}{}\n",
       summary.converted_nodes, summary.float_nodes, summary.casts,
       static_cast<double>(summary.weight_bytes_converted) / (1 << 20),
       summary.clamped.empty()
           ? ""
-          : fmt::format(", {} initializers clamped to +-65504", summary.clamped.size()));
+          : fmt::format(", {} initializers clamped to +-65504", summary.clamped.size()),
+      summary.kept_for_range == 0
+          ? ""
+          : fmt::format(", {} nodes kept float32 for their range", summary.kept_for_range));
 }
 
 std::string describe_precision(const ir::Graph& g) {

@@ -2,6 +2,7 @@
 // The fp16 step of the compile pipeline: the conversion run after the optimizer, the tolerance
 // the precision gate holds a float16 engine to, and the precision line `kiln inspect` and
 // `kiln compile` print. docs/FP16.md explains the choices.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct Fp16Options {
   bool enabled = false;               // compute in float16
   bool io_fp16 = false;               // float inputs/outputs become float16 too
   std::vector<std::string> keep_ops;  // op types left float32
+  // Measure which float32 values leave float16's range before converting, and keep the nodes
+  // around them in float32 (compiler/fp16_range.hpp); false: convert regardless.
+  bool range_check = true;
+  std::set<std::string> keep_values;  // filled by the range check: value names left float32
 };
 
 // Runs ConvertToFloat16 and the cleanup after it (constant folding of the Casts it inserts,

@@ -129,9 +129,26 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
   std::set<const ir::Value*> captured;
   for (const ir::Node* n : nodes) collect_captures(*n, graph, captured);
 
+  // A node that reads or writes a value the range check found past float16's range stays
+  // float32 (compiler/fp16_range.hpp), with the Casts at its edges like any other.
+  auto out_of_range = [&](const ir::Node& n) {
+    if (keep_values.empty()) return false;
+    for (const ir::Value* v : n.inputs()) {
+      if (v && keep_values.count(v->name())) return true;
+    }
+    for (const ir::Value* v : n.outputs()) {
+      if (v && keep_values.count(v->name())) return true;
+    }
+    return false;
+  };
   std::set<const ir::Node*> converted;
   for (const ir::Node* n : nodes) {
-    if (node_converts(*n, keep_ops, captured)) converted.insert(n);
+    if (!node_converts(*n, keep_ops, captured)) continue;
+    if (out_of_range(*n)) {
+      if (summary) ++summary->kept_for_range;
+      continue;
+    }
+    converted.insert(n);
   }
 
   // Readers of each float32 value, split by the precision they want; decided before any type

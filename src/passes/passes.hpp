@@ -149,6 +149,7 @@ struct Fp16Summary {
   size_t casts = 0;                   // Cast nodes inserted at precision boundaries
   size_t weight_bytes_converted = 0;  // float32 bytes of initializers stored as float16 now
   std::vector<std::string> clamped;   // initializers with values beyond +-65504 (clamped)
+  size_t kept_for_range = 0;          // convertible nodes left float32 for keep_values
 };
 
 // Converts float32 compute to float16 (not in the default pipeline: `kiln compile --fp16` runs
@@ -162,6 +163,9 @@ struct Fp16Summary {
 struct ConvertToFloat16 {
   bool keep_io_types = true;
   std::set<std::string> keep_ops;  // op types to leave float32 even though allowlisted
+  // Values (by name) whose float32 magnitudes leave float16's range: a node reading or writing
+  // one stays float32 (compiler/fp16_range.hpp measures them).
+  std::set<std::string> keep_values;
   Fp16Summary* summary = nullptr;  // filled in when set
   std::string_view name() const { return "convert_to_fp16"; }
   bool apply(ir::Graph& graph) const;

@@ -201,10 +201,42 @@ def test_out_of_range_weight_is_clamped_with_a_warning(kiln, tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=[big])
     path = tmp_path / "big.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    r = kiln("compile", path, "-o", tmp_path / "big.kiln", "--fp16", "--allow-drift")
+    # Without the range check (which would keep this Mul, whose output reaches 1e6, float32).
+    r = kiln("compile", path, "-o", tmp_path / "big.kiln", "--fp16", "--allow-drift",
+             "--fp16-no-range-check")
     assert r.returncode == 0, r.stderr
     assert "initializer 'big': 1 of 2 values beyond the float16 range" in r.stderr
     assert "1 initializers clamped" in r.stdout
+
+
+def test_activations_beyond_float16_stay_float32(kiln, tmp_path):
+    """x * 300 * 300 reaches 9e4, past float16's 65504: converted as it is the engine computes
+    infinities and the gate refuses it; the default range check keeps the nodes around that value
+    in float32, and the engine matches onnxruntime."""
+    nodes = [helper.make_node("Mul", ["x", "k"], ["a"]), helper.make_node("Mul", ["a", "k"], ["b"]),
+             helper.make_node("Mul", ["b", "small"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(300.0, np.float32), "k"),
+             numpy_helper.from_array(np.array(1e-5, np.float32), "small")]
+    graph = helper.make_graph(
+        nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])], initializer=inits)
+    path = tmp_path / "wide.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = kiln("compile", path, "-o", tmp_path / "plain.kiln", "--fp16", "--fp16-no-range-check")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert not (tmp_path / "plain.kiln").exists()
+    r = kiln("compile", path, "-o", tmp_path / "wide.kiln", "--fp16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "precision gate: PASS" in r.stdout
+    assert re.search(r"fp16: range check: 1 float32 value reaches 16376 or more", r.stderr), r.stderr
+    assert re.search(r"\d+ nodes kept float32 for their range", r.stdout), r.stdout
+    assert "precision: mixed float16/float32" in kiln("inspect", tmp_path / "wide.kiln").stdout
+    x = np.random.default_rng(3).uniform(-1, 1, 64).astype(np.float32)
+    expected = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    run_engine(kiln, tmp_path / "wide.kiln", {"x": x}, tmp_path / "out", tmp_path)
+    ours = read_output(tmp_path / "out" / "y.pb")
+    assert np.isfinite(ours).all()
+    assert rel_l2(ours, expected) < FP16_MAX_REL_L2
 
 
 @pytest.mark.parametrize("flag", ["--fp16"])

@@ -234,6 +234,26 @@ TEST(GpuConvGemmEmulated, SplitKCarriesTheBias) {
              "split 1x1");
 }
 
+TEST(GpuConvGemmEmulated, SplitKStartsMidFilter) {
+  // A 3x3 over few pixels: each part of the split reduction starts inside the filter's taps
+  // (the staging's decode of its first column, then its steps in order).
+  check_both({.images = 1,
+              .h = 3,
+              .w = 2,
+              .c = 64,
+              .filters = 16,
+              .r = 3,
+              .s = 3,
+              .pad_top = 1,
+              .pad_left = 1,
+              .pad_bottom = 1,
+              .pad_right = 1,
+              .bias = true,
+              .split = true,
+              .multiprocessors = 132},
+             "split 3x3");
+}
+
 TEST(GpuConvGemmEmulated, EveryBlockTile) {
   const Conv base{.images = 1,
                   .h = 12,

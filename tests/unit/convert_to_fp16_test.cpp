@@ -197,6 +197,21 @@ TEST(ConvertToFp16, AllowlistLeavesNonFloatAndFloat32OnlySlotsAlone) {
   EXPECT_EQ(dtype_of_value(nodes_of(*g, "Conv").at(0)->output(0)), DataType::Float16);
 }
 
+TEST(ConvertToFp16, KeepValuesLeaveTheirReadersAndWritersFloat32) {
+  // The range check's result (compiler/fp16_range.hpp) names the Conv's output: the Conv
+  // writing it and the Relu reading it stay float32.
+  auto g = conv_reduce_graph();
+  const std::string conv_out = nodes_of(*g, "Conv").at(0)->output(0)->name();
+  passes::Fp16Summary summary;
+  passes::ConvertToFloat16 keep;
+  keep.keep_values = {conv_out};
+  keep.summary = &summary;
+  ASSERT_TRUE(keep.apply(*g));
+  EXPECT_EQ(dtype_of_value(nodes_of(*g, "Conv").at(0)->output(0)), DataType::Float32);
+  EXPECT_EQ(dtype_of_value(nodes_of(*g, "Relu").at(0)->output(0)), DataType::Float32);
+  EXPECT_EQ(summary.kept_for_range, 2u);
+}
+
 TEST(ConvertToFp16, ClampsOutOfRangeWeightsWithAWarningNamingThem) {
   GraphBuilder b;
   ir::Value* x = b.input("x", {Dim(2), Dim(3)});

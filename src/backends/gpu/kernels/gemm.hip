@@ -198,11 +198,12 @@ hipError_t allow_dynamic_smem(const void* kernel, size_t bytes, unsigned long lo
 hipError_t launch_gemm(const GemmArgs& p, hipStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hipSuccess;
   if (p.conv_a) {
-    // The implicit A's indices are 32-bit within an image and along the reduction.
+    // The implicit A's indices are 32-bit within an image, an output plane and the reduction.
     const ConvGeometry& g = p.conv;
     const bool fits = g.h > 0 && g.w > 0 && g.c > 0 && g.oh > 0 && g.ow > 0 && g.r > 0 && g.s > 0 &&
-                      g.h * g.w * g.c < (int64_t{1} << 31) && p.k == int64_t{g.r} * g.s * g.c &&
-                      p.k < (int64_t{1} << 31) && p.m % (g.oh * g.ow) == 0;
+                      g.h * g.w * g.c < (int64_t{1} << 31) && g.oh * g.ow < (int64_t{1} << 31) &&
+                      p.k == int64_t{g.r} * g.s * g.c && p.k < (int64_t{1} << 31) &&
+                      p.m % (g.oh * g.ow) == 0;
     if (!fits || p.batch != 1 || p.trans_a || !p.trans_b) return hipErrorInvalidValue;
   }
   const TileInfo& info = choose_tile(p);

@@ -17,6 +17,7 @@
 // and the block writes each slice out in 16-byte stores, adding beta C (or a bias) and the
 // activation on the way and rounding once.
 #include <climits>
+#include <cstdint>
 #include <type_traits>
 
 #include "backends/gpu/kernels/device_common.hpp"
@@ -199,10 +200,11 @@ struct VectorStager {
 
 // The 16-byte staging copies of an implicit-GEMM convolution's A (GemmArgs::conv_a): the stage
 // L holds BM output pixels x BK of the reduction (r, s, c). What a chunk's row needs (its
-// image, its window's corner) is computed once per output tile; a step decodes the thread's
-// column into (r, s, c) once (all its chunks share it) and each chunk is one zero-filling
-// copy: padding, rows past M and columns past K read zeros. Needs c % (16 bytes) == 0, so that
-// a chunk never straddles two taps.
+// image, its window's corner) is computed once per output tile; the thread's column is decoded
+// into (r, s, c) once per tile too, then advanced by BK per step without a division (steps are
+// issued in order, from the part's first one), and each chunk is one zero-filling copy:
+// padding, rows past M and columns past K read zeros. Needs c % (16 bytes) == 0, so that a chunk
+// never straddles two taps.
 template <typename S, int Threads, typename L>
 struct ConvStager {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
@@ -221,8 +223,11 @@ struct ConvStager {
   int r0, c0;
   unsigned k, c, s_taps;
   int h, w, dil_h, dil_w;
+  // The thread's next column and its (r, s, c).
+  unsigned col, ch, tap_s, tap_r;
 
-  __device__ void init(const S* x, const ConvGeometry& g, int64_t m, int64_t k_total, int64_t m0) {
+  __device__ void init(const S* x, const ConvGeometry& g, int64_t m, int64_t k_total, int64_t m0,
+                       int first_step) {
     base = x;
     const int t = static_cast<int>(threadIdx.x);
     r0 = t / kChunksPerRow;
@@ -232,27 +237,38 @@ struct ConvStager {
     s_taps = static_cast<unsigned>(g.s);
     h = static_cast<int>(g.h), w = static_cast<int>(g.w);
     dil_h = g.dil_h, dil_w = g.dil_w;
-    const int64_t pixels = g.oh * g.ow;
+    // 32-bit divisions where M allows (the launcher keeps a plane below 2^31 pixels).
+    const bool narrow = m <= int64_t{UINT32_MAX};
+    const unsigned pixels = static_cast<unsigned>(g.oh * g.ow), ow_n = static_cast<unsigned>(g.ow);
     KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
       const int64_t row = m0 + r0 + i * kRowsPerPass;
       if (row < m) {
-        const int64_t img = row / pixels, at = row % pixels;
-        const int oh = static_cast<int>(at / g.ow), ow = static_cast<int>(at % g.ow);
+        int64_t img;
+        unsigned at;
+        if (narrow) {
+          const unsigned r32 = static_cast<unsigned>(row);
+          img = r32 / pixels, at = r32 % pixels;
+        } else {
+          img = row / pixels, at = static_cast<unsigned>(row % pixels);
+        }
         image[i] = x + img * g.h * g.w * g.c;
-        ih0[i] = oh * g.stride_h - g.pad_top;
-        iw0[i] = ow * g.stride_w - g.pad_left;
+        ih0[i] = static_cast<int>(at / ow_n) * g.stride_h - g.pad_top;
+        iw0[i] = static_cast<int>(at % ow_n) * g.stride_w - g.pad_left;
       } else {
         image[i] = x;
         ih0[i] = iw0[i] = kOutside;
       }
     }
+    col = static_cast<unsigned>(first_step) * kBK + static_cast<unsigned>(c0);
+    ch = col % c;
+    const unsigned rs = col / c;
+    tap_s = rs % s_taps;
+    tap_r = rs / s_taps;
   }
-  __device__ void issue(S* stage, int step) const {
-    const unsigned col = static_cast<unsigned>(step) * kBK + static_cast<unsigned>(c0);
-    const unsigned ch = col % c, rs = col / c;
-    const int dh = static_cast<int>(rs / s_taps) * dil_h,
-              dw = static_cast<int>(rs % s_taps) * dil_w;
+  // `step` is the next one in order (the ring issues them so).
+  __device__ void issue(S* stage, int /*step*/) {
+    const int dh = static_cast<int>(tap_r) * dil_h, dw = static_cast<int>(tap_s) * dil_w;
     KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
       const int ih = ih0[i] + dh, iw = iw0[i] + dw;
@@ -260,6 +276,12 @@ struct ConvStager {
                           static_cast<unsigned>(iw) < static_cast<unsigned>(w);
       const S* src = inside ? image[i] + (int64_t{ih} * w + iw) * int64_t{c} + ch : base;
       copy_async_16_or_zero(stage + L::offset(r0 + i * kRowsPerPass, c0), src, inside);
+    }
+    col += kBK;
+    ch += kBK;
+    while (ch >= c) {
+      ch -= c;
+      if (++tap_s == s_taps) tap_s = 0, ++tap_r;
     }
   }
 };
@@ -428,7 +450,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
         stage_a;
     VectorStager<S, kThreads, LB, TB> stage_b;
     if constexpr (Conv) {
-      stage_a.init(a, p.conv, p.m, p.k, m0);
+      stage_a.init(a, p.conv, p.m, p.k, m0, first_step);
     } else {
       stage_a.init(a, lda, a_rows, a_cols, m0);
     }

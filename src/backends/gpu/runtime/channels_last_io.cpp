@@ -1,5 +1,6 @@
 #include "backends/gpu/runtime/channels_last_io.hpp"
 
+#include "backends/gpu/runtime/gpu_check.hpp"
 #include "backends/gpu/runtime/strided_copy.hpp"
 #include "backends/gpu/runtime/strided_shape.hpp"
 
@@ -16,6 +17,26 @@ void ChannelsLastIo::finish_output(const DeviceTensor& y, hipStream_t s) {
   // Channels-last scratch [N, H, W, C] to the row-major output [N, C, H, W].
   const int64_t n = y.dims[0], c = y.dims[1], h = y.dims[2], w = y.dims[3];
   transpose(y_.data(), y.data, {n, c, h, w}, {h * w * c, 1, w * c, c}, s);
+}
+
+const void* ChannelsLastIo::input_padded(const DeviceTensor& x, int64_t padded, hipStream_t s) {
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
+  KILN_CHECK(
+      padded >= c && (x.layout.is_row_major() || x.layout.kind == Layout::Kind::ChannelsLast),
+      ErrorCode::Internal, "{}: a {} operand padded to {} channels", kernel_, x.layout.to_string(),
+      padded);
+  const size_t bytes = static_cast<size_t>(n * h * w * padded) * dtype_size(dtype_);
+  reserve(x_, bytes);
+  // The padding channels are zeroed every run (a run may be replayed from a graph, and the
+  // scratch is the kernel's own: a memset node is all it costs).
+  KILN_GPU_CHECK(hipMemsetAsync(x_.data(), 0, bytes, s));
+  const std::vector<int64_t> dims = {n, h, w, c};
+  const std::vector<int64_t> src_strides = x.layout.kind == Layout::Kind::ChannelsLast
+                                               ? std::vector<int64_t>{h * w * c, w * c, c, 1}
+                                               : std::vector<int64_t>{c * h * w, w, 1, h * w};
+  strided_copy(kernel_, dtype_, x.data, x.numel(), x_.data(), n * h * w * padded, dims, src_strides,
+               {h * w * padded, w * padded, padded, 1}, s);
+  return x_.data();
 }
 
 const void* ChannelsLastIo::channels_last(const DeviceTensor& t, DeviceBuffer& scratch,

@@ -18,6 +18,9 @@ class ChannelsLastIo {
 
   // `x` itself when channels-last, else its channels-last copy in the input scratch.
   const void* input(const DeviceTensor& x, hipStream_t s) { return channels_last(x, x_, s); }
+  // `x` [N, C, H, W] (either layout) copied channels-last into the input scratch with its
+  // channels padded with zeros to `padded` (a multiple of 16 bytes for the 16-byte staging).
+  const void* input_padded(const DeviceTensor& x, int64_t padded, hipStream_t s);
   // The same for a residual (its own scratch).
   const void* residual(const DeviceTensor& z, hipStream_t s) { return channels_last(z, z_, s); }
   // Where the kernel writes `y` channels-last: y itself, or the output scratch, which

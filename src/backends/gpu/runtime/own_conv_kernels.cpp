@@ -2,10 +2,11 @@
 // (kernels/gemm.hip with GemmArgs::conv_a: the im2col matrix is never written, each block
 // stages its tile of it straight from the channels-last input): float32 and float16
 // (accumulated in float32), ungrouped, any filter, strides, dilations, pads (asymmetric and
-// auto_pad too); bias, a residual Z and every fused activation in the epilogue. On AMD it is the
-// convolution (ROCm 5.2 has no MIOpen); on NVIDIA it comes after cuDNN (gpu.cudnn.conv) unless
-// KILN_GPU_OWN_KERNELS prefers Kiln's own kernels. Depthwise convolutions have a kernel of their
-// own (gpu.depthwise_conv); other grouped ones are refused here.
+// auto_pad too); bias, a residual Z and every fused activation in the epilogue. Pointwise
+// convolutions run as plain products; channels that are not a 16-byte chunk are padded. On AMD it
+// is the convolution (ROCm 5.2 has no MIOpen); on NVIDIA it comes after cuDNN (gpu.cudnn.conv)
+// unless KILN_GPU_OWN_KERNELS prefers Kiln's own kernels. Depthwise convolutions have a kernel of
+// their own (gpu.depthwise_conv); other grouped ones are refused here.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -57,17 +58,23 @@ class OwnConvKernel final : public Kernel {
         matrix_tiles_(has_matrix_tiles(backend.device_info())),
         multiprocessors_(backend.device_info().multiprocessors),
         io_(backend, kOwnConvKernel, shape.dtype) {
+    // Channels padded with zeros to a 16-byte chunk where they are not one (a network's
+    // 3-channel first layer): the staging then copies 16 bytes a chunk instead of an element at
+    // a time (the padded reduction costs matrix instructions, which are cheap, not loads).
+    const size_t elem = dtype_size(shape_.dtype);
+    const int64_t chunk = static_cast<int64_t>(16 / elem);
+    padded_channels_ = (shape_.channels + chunk - 1) / chunk * chunk;
     // The filters as B [filters][kh][kw][c] (the reduction's (r, s, c) order), reordered once.
     const Tensor& w = node.input(1)->constant();
-    const int64_t f = shape_.filters, c = shape_.channels, taps = shape_.kh * shape_.kw;
-    const size_t elem = dtype_size(shape_.dtype);
-    std::vector<uint8_t> frsc(w.nbytes());
+    const int64_t f = shape_.filters, c = shape_.channels, cp = padded_channels_;
+    const int64_t taps = shape_.kh * shape_.kw;
+    std::vector<uint8_t> frsc(static_cast<size_t>(f * taps * cp) * elem, 0);
     const auto* src = static_cast<const uint8_t*>(w.raw_data());
     for (int64_t k = 0; k < f; ++k) {
       for (int64_t ch = 0; ch < c; ++ch) {
         for (int64_t t = 0; t < taps; ++t) {
           std::copy_n(src + ((k * c + ch) * taps + t) * elem, elem,
-                      frsc.data() + ((k * taps + t) * c + ch) * elem);
+                      frsc.data() + ((k * taps + t) * cp + ch) * elem);
         }
       }
     }
@@ -113,7 +120,7 @@ class OwnConvKernel final : public Kernel {
     const ConvExtent e = conv_extent(shape_, h, w);
     KILN_CHECK_ARG(e.oh > 0 && e.ow > 0, "Conv {}: a {}x{} filter does not fit input {}", label_,
                    shape_.kh, shape_.kw, dims_to_string(x.dims));
-    KILN_CHECK_ARG(h * w * shape_.channels < kIndexLimit,
+    KILN_CHECK_ARG(h * w * padded_channels_ < kIndexLimit,
                    "Conv {}: input {} has 2^31 elements or more per image", label_,
                    dims_to_string(x.dims));
     DeviceTensor y = outputs.allocate(0, shape_.dtype, {n, shape_.filters, e.oh, e.ow});
@@ -126,7 +133,8 @@ class OwnConvKernel final : public Kernel {
     }
     hipStream_t s = gpu_stream(stream).handle();
     kernels::GemmArgs args = args_for(n, h, w, e, &y);
-    args.a = io_.input(x, s);
+    args.a = padded_channels_ != shape_.channels ? io_.input_padded(x, padded_channels_, s)
+                                                 : io_.input(x, s);
     args.y = io_.output(y);
     if (z) {
       // Z is [pixels][filters] channels-last, as Y: a full C.
@@ -166,14 +174,19 @@ class OwnConvKernel final : public Kernel {
     args.y = y ? y->data : nullptr;
     args.m = n * e.oh * e.ow;
     args.n = shape_.filters;
-    args.k = shape_.kh * shape_.kw * shape_.channels;
+    args.k = shape_.kh * shape_.kw * padded_channels_;
     args.trans_b = true;
     args.b = weights_.data();
     args.bias = shape_.bias ? bias_.data() : nullptr;
-    args.conv_a = true;
+    // A pointwise convolution (1x1, stride 1, no pads) is a plain product of the channels-last
+    // input [N H W, C] by the filters: the GEMM's own staging, no window to decode.
+    const bool pointwise = shape_.kh == 1 && shape_.kw == 1 && shape_.stride_h == 1 &&
+                           shape_.stride_w == 1 && e.oh == h && e.ow == w && e.pads[0] == 0 &&
+                           e.pads[1] == 0;
+    args.conv_a = !pointwise;
     args.conv = {.h = h,
                  .w = w,
-                 .c = shape_.channels,
+                 .c = padded_channels_,
                  .oh = e.oh,
                  .ow = e.ow,
                  .r = static_cast<int>(shape_.kh),
@@ -200,6 +213,7 @@ class OwnConvKernel final : public Kernel {
   bool matrix_tiles_;
   int multiprocessors_;
   ChannelsLastIo io_;
+  int64_t padded_channels_ = 0;  // the input's channels, padded to a 16-byte chunk
   DeviceBuffer weights_, bias_;
   std::string tile_;
   bool trace_ = false;
