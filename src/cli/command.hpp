@@ -31,5 +31,6 @@ Command add_profile_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_compile_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
 
 }  // namespace kiln::cli

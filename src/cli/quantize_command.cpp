@@ -1,0 +1,103 @@
+// `kiln quantize`: the flags of the compiler library's quantize_model (compiler/quantize.hpp):
+// an ONNX model in, a QDQ INT8 ONNX model out, calibrated on the given inputs and kept only when
+// it passes the task metric.
+#include <iostream>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/inputs.hpp"
+#include "compiler/quantize.hpp"
+
+namespace kiln::cli {
+namespace {
+
+struct QuantizeFlags {
+  std::string model;
+  std::string output;
+  std::string calibration_dir;
+  std::vector<std::string> calibration_npz;
+  std::string method = "minmax";
+  double percentile = 99.999;
+  bool per_tensor = false;
+  std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
+  std::vector<std::string> exclude;
+  double min_cosine = 0.99;
+  double min_top1 = -1;
+  bool allow_drift = false;
+  int threads = 0;
+  InputOptions inputs;
+};
+
+int quantize(const QuantizeFlags& f) {
+  compiler::QuantizeOptions o;
+  o.model_path = f.model;
+  o.output_path = f.output;
+  o.calibration.calibration_dir = f.calibration_dir;
+  o.calibration.calibration_npz = f.calibration_npz;
+  o.calibration.files = f.inputs.file_map();
+  o.calibration.dims = f.inputs.dims();
+  o.calibration.seed = f.inputs.seed;
+  o.method = f.method == "percentile" ? compiler::CalibrationMethod::Percentile
+                                      : compiler::CalibrationMethod::MinMax;
+  o.percentile = f.percentile;
+  o.per_channel = !f.per_tensor;
+  o.op_types = f.ops;
+  o.exclude_nodes = f.exclude;
+  o.min_cosine = f.min_cosine;
+  if (f.min_top1 >= 0) o.min_top1 = f.min_top1;
+  o.allow_drift = f.allow_drift;
+  o.threads = f.threads;
+  o.on_report = [](std::string_view line) { std::cout << line; };
+  const compiler::QuantizeResult r = compiler::quantize_model(o);
+  if (!r.pass) std::cerr << "kiln: warning: quantize gate: " << r.failure << " (--allow-drift)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_quantize_command(CLI::App& app) {
+  auto o = std::make_shared<QuantizeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize",
+      "Quantize an ONNX model to INT8 (QDQ ONNX: int8 weights per channel, uint8 activations), "
+      "calibrated on real inputs and checked on a task metric (docs/QUANTIZATION.md)");
+  cmd->add_option("model", o->model, "ONNX model file (float32)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->output, "QDQ ONNX model to write")->required();
+  cmd->add_option("--calibration-inputs", o->calibration_dir,
+                  "Calibrate on these inputs: a directory of NAME.pb files, or of subdirectories "
+                  "of them (one input set each)")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--calibration-npz", o->calibration_npz,
+                  "Calibrate on a numpy .npz file of named inputs (one input set each; repeatable)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--method", o->method, "Activation ranges: minmax or percentile")
+      ->check(CLI::IsMember({"minmax", "percentile"}))
+      ->capture_default_str();
+  cmd->add_option("--percentile", o->percentile,
+                  "With --method percentile: the share of each tail's values kept, in percent")
+      ->capture_default_str();
+  cmd->add_flag("--per-tensor", o->per_tensor,
+                "One weight scale per tensor (default: per channel)");
+  cmd->add_option("--ops", o->ops, "Op types to quantize (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--exclude-node", o->exclude, "Leave this node float32 (repeatable)");
+  cmd->add_option("--min-cosine", o->min_cosine,
+                  "The gate: each output's cosine similarity to the float model's, at least")
+      ->check(CLI::Range(-1.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--min-top1", o->min_top1,
+                  "The gate: for [N, classes] outputs, the share of rows whose top-1 class agrees "
+                  "with the float model's, at least")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--allow-drift", o->allow_drift,
+                "Write the model even when it misses the gate (with a warning)");
+  cmd->add_option("--threads", o->threads,
+                  "Intra-op threads of the calibration runs (0: one per core)");
+  add_input_options(cmd, o->inputs);
+  return {cmd, [o] { return quantize(*o); }};
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,396 @@
+#include "compiler/quantize.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+
+#include "compiler/observe_values.hpp"
+#include "core/error.hpp"
+#include "onnx/onnx_io.hpp"
+
+namespace kiln::compiler {
+namespace {
+
+constexpr int kBins = 2048;
+constexpr int kMinOpset = 13;  // per-axis DequantizeLinear
+
+// A node to quantize: its activation input (slot 0), its constant weight (slot 1) and the axis
+// of the weight's output channels.
+struct Target {
+  ir::Node* node;
+  int64_t weight_axis;
+};
+
+bool is_float32_tensor(const ir::Value* v) {
+  return v && v->type().is_tensor() && v->type().dtype == DataType::Float32;
+}
+
+std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o) {
+  const std::set<std::string> ops(o.op_types.begin(), o.op_types.end());
+  const std::set<std::string> excluded(o.exclude_nodes.begin(), o.exclude_nodes.end());
+  std::vector<Target> out;
+  for (ir::Node* n : g.nodes()) {
+    if (!n->domain().empty() || !ops.count(n->op_type()) || excluded.count(n->name())) continue;
+    if (n->inputs().size() < 2) continue;
+    const ir::Value* x = n->input(0);
+    const ir::Value* w = n->input(1);
+    if (!is_float32_tensor(x) || x->is_constant() || !w || !w->is_constant() ||
+        w->constant().dtype() != DataType::Float32) {
+      continue;
+    }
+    const size_t rank = w->constant().dims().size();
+    const std::string& op = n->op_type();
+    if (op == "Conv" && rank >= 3) {
+      out.push_back({n, 0});
+    } else if (op == "MatMul" && rank == 2) {
+      out.push_back({n, 1});
+    } else if (op == "Gemm" && rank == 2) {
+      const ir::Attribute* ta = n->attribute("transA");
+      if (ta && ta->get<int64_t>("transA") != 0) continue;  // the activation must be A as it is
+      const ir::Attribute* tb = n->attribute("transB");
+      out.push_back({n, tb && tb->get<int64_t>("transB") != 0 ? 0 : 1});
+    }
+  }
+  return out;
+}
+
+// What calibration keeps of one activation: its extremes, then (Percentile) a histogram over
+// them.
+struct Stats {
+  float lo = INFINITY, hi = -INFINITY;
+  std::array<uint64_t, kBins> bins{};
+  uint64_t count = 0;
+};
+
+void add_extremes(Stats& s, const Tensor& t) {
+  for (float x : t.values<float>()) {
+    if (!std::isfinite(x)) continue;
+    s.lo = std::min(s.lo, x);
+    s.hi = std::max(s.hi, x);
+  }
+}
+
+void add_histogram(Stats& s, const Tensor& t) {
+  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
+  if (!(width > 0)) return;
+  for (float x : t.values<float>()) {
+    if (!std::isfinite(x)) continue;
+    const int b = std::clamp(static_cast<int>((x - s.lo) / width), 0, kBins - 1);
+    ++s.bins[b];
+    ++s.count;
+  }
+}
+
+// The range with (100 - percentile) % of the values cut from each tail.
+std::pair<float, float> percentile_range(const Stats& s, double percentile) {
+  if (s.count == 0) return {s.lo, s.hi};
+  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
+  const double cut = static_cast<double>(s.count) * (100.0 - percentile) / 100.0;
+  double seen = 0;
+  int low = 0;
+  while (low < kBins - 1 && seen + s.bins[low] <= cut) seen += s.bins[low++];
+  seen = 0;
+  int high = kBins - 1;
+  while (high > low && seen + s.bins[high] <= cut) seen += s.bins[high--];
+  return {static_cast<float>(s.lo + low * width), static_cast<float>(s.lo + (high + 1) * width)};
+}
+
+struct UInt8Params {
+  float scale = 1.f;
+  uint8_t zero_point = 0;
+};
+
+// Asymmetric uint8 over [lo, hi], widened to hold 0 (so that zero padding is exact).
+UInt8Params uint8_params(float lo, float hi) {
+  lo = std::min(lo, 0.f);
+  hi = std::max(hi, 0.f);
+  UInt8Params p;
+  const float span = hi - lo;
+  p.scale = span > 0 ? span / 255.f : 1.f;
+  p.zero_point = static_cast<uint8_t>(std::clamp(std::lround(-lo / p.scale), 0L, 255L));
+  return p;
+}
+
+Tensor scalar_float(float v) {
+  Tensor t(DataType::Float32, {});
+  t.data<float>()[0] = v;
+  return t;
+}
+
+// Activation X -> QuantizeLinear -> DequantizeLinear, placed before `before`; returns the
+// dequantized value.
+ir::Value* insert_qdq(ir::Graph& g, ir::Value* x, const UInt8Params& p, const ir::Node* before) {
+  const std::string base = x->name();
+  ir::Value* scale = g.add_initializer(g.unique_name(base + "_scale"), scalar_float(p.scale));
+  Tensor zp_t(DataType::UInt8, {});
+  zp_t.data<uint8_t>()[0] = p.zero_point;
+  ir::Value* zp = g.add_initializer(g.unique_name(base + "_zero_point"), std::move(zp_t));
+  TypeInfo qt = x->type();
+  qt.dtype = DataType::UInt8;
+  ir::Value* q = g.add_value(g.unique_name(base + "_quantized"), qt);
+  ir::Value* dq = g.add_value(g.unique_name(base + "_dequantized"), x->type());
+  const int opset = g.opsets().at("");
+  g.insert_node_before(before, "QuantizeLinear", "", g.unique_name(base + "_QuantizeLinear"),
+                       {x, scale, zp}, {q})
+      ->set_opset(opset);
+  g.insert_node_before(before, "DequantizeLinear", "", g.unique_name(base + "_DequantizeLinear"),
+                       {q, scale, zp}, {dq})
+      ->set_opset(opset);
+  return dq;
+}
+
+// The weight as int8, symmetric, per channel along `axis` (or per tensor), read through a
+// DequantizeLinear placed before `before`; returns the dequantized value.
+ir::Value* quantize_weight(ir::Graph& g, ir::Value* w, int64_t axis, bool per_channel,
+                           const ir::Node* before) {
+  const Tensor& t = w->constant();
+  const std::vector<int64_t>& dims = t.dims();
+  const int64_t channels = per_channel ? dims[static_cast<size_t>(axis)] : 1;
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+  const float* src = t.data<float>();
+  auto channel_of = [&](int64_t i) { return per_channel ? (i / inner) % channels : 0; };
+  std::vector<float> amax(static_cast<size_t>(channels), 0.f);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float& m = amax[static_cast<size_t>(channel_of(i))];
+    m = std::max(m, std::fabs(src[i]));
+  }
+  Tensor scales(DataType::Float32,
+                per_channel ? std::vector<int64_t>{channels} : std::vector<int64_t>{});
+  Tensor zps(DataType::Int8, per_channel ? std::vector<int64_t>{channels} : std::vector<int64_t>{});
+  for (int64_t c = 0; c < channels; ++c) {
+    scales.data<float>()[c] =
+        amax[static_cast<size_t>(c)] > 0 ? amax[static_cast<size_t>(c)] / 127.f : 1.f;
+    zps.data<int8_t>()[c] = 0;
+  }
+  Tensor q(DataType::Int8, dims);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float s = scales.data<float>()[channel_of(i)];
+    q.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(std::lround(src[i] / s), -127L, 127L));
+  }
+  const std::string base = w->name();
+  ir::Value* wq = g.add_initializer(g.unique_name(base + "_quantized"), std::move(q));
+  ir::Value* s = g.add_initializer(g.unique_name(base + "_scale"), std::move(scales));
+  ir::Value* z = g.add_initializer(g.unique_name(base + "_zero_point"), std::move(zps));
+  ir::Value* dq = g.add_value(g.unique_name(base + "_dequantized"), w->type());
+  ir::Node* node = g.insert_node_before(
+      before, "DequantizeLinear", "", g.unique_name(base + "_DequantizeLinear"), {wq, s, z}, {dq});
+  node->set_opset(g.opsets().at(""));
+  if (per_channel) node->set_attribute("axis", ir::Attribute(axis));
+  return dq;
+}
+
+std::vector<float> copy_of(const Tensor& t) {
+  std::span<const float> v = t.values<float>();
+  return {v.begin(), v.end()};
+}
+
+// Cosine similarity accumulated over several tensors.
+struct Cosine {
+  double dot = 0, aa = 0, bb = 0;
+  void add(std::span<const float> a, std::span<const float> b) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      dot += double(a[i]) * b[i];
+      aa += double(a[i]) * a[i];
+      bb += double(b[i]) * b[i];
+    }
+  }
+  double value() const {
+    if (aa == 0 && bb == 0) return 1;
+    return aa > 0 && bb > 0 ? dot / std::sqrt(aa * bb) : 0;
+  }
+};
+
+}  // namespace
+
+QuantizeResult quantize_model(const QuantizeOptions& o) {
+  auto say = [&](const std::string& line) {
+    if (o.on_report) o.on_report(line);
+  };
+  KILN_CHECK_ARG(
+      o.method != CalibrationMethod::Percentile || (o.percentile > 50 && o.percentile <= 100),
+      "--percentile {} must be in (50, 100]", o.percentile);
+  KILN_CHECK_ARG(!o.output_path.empty(), "quantize: give the output path (-o)");
+  ir::Model model = onnx_io::import_model_file(o.model_path);
+  const std::shared_ptr<ir::Graph> float_graph = onnx_io::import_model_file(o.model_path).graph;
+  ir::Graph& g = *model.graph;
+  const auto opset = g.opsets().find("");
+  KILN_CHECK_ARG(opset != g.opsets().end() && opset->second >= kMinOpset,
+                 "quantize: the model imports ai.onnx opset {}; per-channel QDQ needs opset {} or "
+                 "later (convert it first, e.g. onnx.version_converter)",
+                 opset == g.opsets().end() ? 0 : opset->second, kMinOpset);
+  const std::vector<Target> targets = find_targets(g, o);
+  KILN_CHECK_ARG(!targets.empty(),
+                 "quantize: '{}' has no {} with a constant float32 weight to quantize",
+                 o.model_path, fmt::join(o.op_types, " / "));
+
+  QuantizeResult r;
+  const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
+  r.calibration_sets = sets.size();
+
+  // Calibration: the extremes of every activation a target reads, then their histograms.
+  std::map<std::string, Stats> stats;
+  for (const Target& t : targets) stats[t.node->input(0)->name()];
+  ObserveOptions obs;
+  obs.threads = o.threads;
+  auto observe_pass = [&](bool histogram) {
+    auto add = [&](const std::string& name, const Tensor& data) {
+      auto it = stats.find(name);
+      if (it == stats.end()) return;
+      histogram ? add_histogram(it->second, data) : add_extremes(it->second, data);
+    };
+    for (const runtime::Feeds& set : sets) {
+      for (const auto& [name, value] : set) {
+        if (value.is_tensor() && value.tensor().dtype() == DataType::Float32) {
+          add(name, value.tensor());
+        }
+      }
+    }
+    const std::string skipped = observe_float_values(
+        float_graph, sets, obs,
+        [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
+    KILN_CHECK_ARG(skipped.empty(), "quantize: calibration cannot run: {}", skipped);
+  };
+  observe_pass(false);
+  if (o.method == CalibrationMethod::Percentile) observe_pass(true);
+
+  // The QDQ model.
+  std::map<std::string, ir::Value*> dequantized;  // activation name -> its DequantizeLinear
+  for (const Target& t : targets) {
+    ir::Value* x = t.node->input(0);
+    auto known = dequantized.find(x->name());
+    if (known == dequantized.end()) {
+      const Stats& s = stats.at(x->name());
+      auto [lo, hi] = o.method == CalibrationMethod::Percentile
+                          ? percentile_range(s, o.percentile)
+                          : std::pair<float, float>{s.lo, s.hi};
+      if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
+      known = dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
+      ++r.activations;
+    }
+    t.node->set_input(0, known->second);
+    ir::Value* w = t.node->input(1);
+    r.float_weight_bytes += w->constant().nbytes();
+    r.int8_weight_bytes += static_cast<size_t>(w->constant().numel());
+    t.node->set_input(1, quantize_weight(g, w, t.weight_axis, o.per_channel, t.node));
+    if (g.compute_uses()[w].empty() && !g.is_input(w)) g.remove_value(w);
+    ++r.weights;
+    ++r.quantized_nodes;
+  }
+  say(fmt::format(
+      "quantize: {} of the model's {} nodes quantized ({} activations through "
+      "QuantizeLinear / DequantizeLinear, {} int8 weights: {:.2f} -> {:.2f} MiB), "
+      "calibrated on {} input set{} ({})\n",
+      r.quantized_nodes, float_graph->node_count(), r.activations, r.weights,
+      static_cast<double>(r.float_weight_bytes) / (1 << 20),
+      static_cast<double>(r.int8_weight_bytes) / (1 << 20), r.calibration_sets,
+      r.calibration_sets == 1 ? "" : "s",
+      o.method == CalibrationMethod::Percentile ? fmt::format("percentile {}", o.percentile)
+                                                : std::string("minmax")));
+
+  // The gate: both models on the calibration sets, set by set.
+  std::set<std::string> watched;
+  for (const Target& t : targets) {
+    if (t.node->output(0)) watched.insert(t.node->output(0)->name());
+  }
+  std::map<std::string, Cosine> node_cos;
+  std::map<std::string, Cosine> out_cos;
+  std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
+  std::set<std::string> outputs;
+  for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+  for (size_t s = 0; s < sets.size(); ++s) {
+    std::map<std::string, std::vector<float>> reference;
+    std::map<std::string, std::vector<int64_t>> dims;
+    observe_float_values(float_graph, {sets[s]}, obs,
+                         [&](const ir::Value& v, const Tensor& data, size_t) {
+                           if (watched.count(v.name()) || outputs.count(v.name())) {
+                             reference[v.name()] = copy_of(data);
+                             dims[v.name()] = data.dims();
+                           }
+                         });
+    observe_float_values(
+        model.graph, {sets[s]}, obs, [&](const ir::Value& v, const Tensor& data, size_t) {
+          auto ref = reference.find(v.name());
+          if (ref == reference.end()) return;
+          std::span<const float> q = data.values<float>();
+          if (watched.count(v.name())) node_cos[v.name()].add(ref->second, q);
+          if (!outputs.count(v.name())) return;
+          out_cos[v.name()].add(ref->second, q);
+          const std::vector<int64_t>& d = dims[v.name()];
+          if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
+            auto& [agree, rows] = top1[v.name()];
+            for (int64_t row = 0; row < d[0]; ++row) {
+              const float* a = ref->second.data() + row * d[1];
+              const float* b = q.data() + row * d[1];
+              agree += std::max_element(a, a + d[1]) - a == std::max_element(b, b + d[1]) - b;
+              ++rows;
+            }
+          }
+        });
+  }
+  for (const ir::Value* v : float_graph->outputs()) {
+    if (!out_cos.count(v->name())) continue;
+    OutputScore score{v->name(), out_cos[v->name()].value(), std::nullopt};
+    if (auto it = top1.find(v->name()); it != top1.end() && it->second.second > 0) {
+      score.top1 = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
+    }
+    r.outputs.push_back(score);
+  }
+  // Nodes by name, or "Conv #2" (the third Conv) where the model leaves them unnamed.
+  std::map<std::string, std::string> node_of_output;
+  std::map<std::string, int> seen;
+  for (const Target& t : targets) {
+    const int index = seen[t.node->op_type()]++;
+    if (!t.node->output(0)) continue;
+    node_of_output[t.node->output(0)->name()] =
+        t.node->name().empty() ? fmt::format("{} #{}", t.node->op_type(), index) : t.node->name();
+  }
+  for (const auto& [value, c] : node_cos)
+    r.worst_nodes.emplace_back(node_of_output[value], c.value());
+  std::sort(r.worst_nodes.begin(), r.worst_nodes.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (r.worst_nodes.size() > 5) r.worst_nodes.resize(5);
+
+  std::string worst;
+  for (const auto& [name, c] : r.worst_nodes) {
+    worst += fmt::format("{}{} {:.4f}", worst.empty() ? "" : ", ", name, c);
+  }
+  for (const OutputScore& s : r.outputs) {
+    const bool cos_ok = s.cosine >= o.min_cosine;
+    const bool top1_ok = !o.min_top1 || !s.top1 || *s.top1 >= *o.min_top1;
+    say(fmt::format("quantize gate: output '{}': cosine {:.5f} (>= {}){}{}\n", s.name, s.cosine,
+                    o.min_cosine,
+                    s.top1 ? fmt::format(", top-1 agreement {:.4f}{}", *s.top1,
+                                         o.min_top1 ? fmt::format(" (>= {})", *o.min_top1) : "")
+                           : "",
+                    cos_ok && top1_ok ? "" : "  FAIL"));
+    if ((!cos_ok || !top1_ok) && r.pass) {
+      r.pass = false;
+      r.failure = fmt::format(
+          "output '{}' {} (cosine {:.5f}{}); the quantized nodes that drift most: {}", s.name,
+          !cos_ok ? fmt::format("has cosine below {}", o.min_cosine)
+                  : fmt::format("has top-1 agreement below {}", *o.min_top1),
+          s.cosine, s.top1 ? fmt::format(", top-1 {:.4f}", *s.top1) : "", worst);
+    }
+  }
+  if (!worst.empty())
+    say(fmt::format("quantize gate: nodes whose outputs drift most: {}\n", worst));
+  if (!r.pass && !o.allow_drift) {
+    fail(ErrorCode::InvalidArgument,
+         "quantize gate: {}. The model was not written; --allow-drift writes it anyway, "
+         "--exclude-node keeps a node in float32",
+         r.failure);
+  }
+  onnx_io::save_model_file(model, o.output_path);
+  say(fmt::format("wrote {}\n", o.output_path));
+  return r;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,70 @@
+#pragma once
+// `kiln quantize`: static INT8 quantization of an ONNX model into a standard QDQ model (one that
+// onnxruntime opens too), calibrated on real inputs and held to a task metric.
+//
+// What it writes: every Conv, MatMul and Gemm whose weight is a float32 constant reads it as
+// int8 through a DequantizeLinear (per output channel, symmetric, zero point 0; per tensor with
+// `per_channel` off), and reads its activation input through a QuantizeLinear / DequantizeLinear
+// pair (uint8, asymmetric, per tensor; one pair per value, shared by its quantized readers).
+// Activation ranges come from the calibration sets: the smallest and largest value seen
+// (minmax), or those with a tail of `percentile` cut on each side of a per-value histogram of
+// 2048 bins (memory: 16 KiB a value whatever the model and the number of sets). Biases stay
+// float32.
+//
+// The gate: the quantized model and the float one run on the same calibration sets (on the CPU);
+// each output's cosine similarity (over every set) must reach `min_cosine`, and for outputs of
+// shape [N, classes] the top-1 agreement must reach `min_top1` when given. A model that misses
+// them is not written (allow_drift writes it with a warning); the report names the quantized
+// nodes whose outputs drift most (cosine of each node's output against the float model's).
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/precision_gate.hpp"
+
+namespace kiln::compiler {
+
+enum class CalibrationMethod { MinMax, Percentile };
+
+struct QuantizeOptions {
+  std::string model_path;   // ONNX model (float32)
+  std::string output_path;  // the QDQ ONNX model to write
+  GateInputs calibration;   // the calibration sets (precision_gate.hpp's sources)
+  CalibrationMethod method = CalibrationMethod::MinMax;
+  double percentile = 99.999;  // kept in each tail's side (Percentile)
+  bool per_channel = true;     // weights per output channel (else per tensor)
+  std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
+  std::vector<std::string> exclude_nodes;  // node names left float32
+  double min_cosine = 0.99;
+  std::optional<double> min_top1;
+  bool allow_drift = false;
+  int threads = 0;
+  std::function<void(std::string_view)> on_report;  // each report line (default: none)
+};
+
+struct OutputScore {
+  std::string name;
+  double cosine = 1;           // over every set, the whole output
+  std::optional<double> top1;  // [N, classes] outputs: share of rows whose argmax agrees
+};
+
+struct QuantizeResult {
+  size_t quantized_nodes = 0;
+  size_t activations = 0;  // QuantizeLinear / DequantizeLinear pairs
+  size_t weights = 0;      // int8 weights
+  size_t calibration_sets = 0;
+  std::vector<OutputScore> outputs;
+  std::vector<std::pair<std::string, double>> worst_nodes;  // node name, output cosine
+  bool pass = true;
+  std::string failure;  // why the gate refused
+  size_t float_weight_bytes = 0, int8_weight_bytes = 0;
+};
+
+// Throws kiln::Error (InvalidArgument) for a model it cannot quantize (opset below 13, nothing
+// to quantize) and when the gate refuses without allow_drift.
+QuantizeResult quantize_model(const QuantizeOptions& options);
+
+}  // namespace kiln::compiler

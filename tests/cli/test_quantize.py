@@ -1,0 +1,151 @@
+"""kiln quantize: static INT8 into a QDQ ONNX model, calibrated on .npz input sets, held to a task
+metric (cosine, top-1 agreement). The file must open in onnxruntime and give what Kiln gives,
+stay close to the float model, and not be worse than onnxruntime's own quantizer on the same
+calibration data; the gate refuses a model that misses its limit and names the drifting nodes."""
+import re
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from test_fp16 import read_output, small_cnn, write_tensor
+
+
+def cosine(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    return float(a @ b / np.sqrt((a @ a) * (b @ b)))
+
+
+def calibration_sets(tmp_path, count=8, seed=0):
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(count):
+        path = tmp_path / f"cal{i}.npz"
+        np.savez(path, image=rng.standard_normal((4, 3, 16, 16)).astype(np.float32))
+        paths.append(path)
+    return paths
+
+
+def npz_flags(paths):
+    flags = []
+    for p in paths:
+        flags += ["--calibration-npz", p]
+    return flags
+
+
+def test_quantize_cnn_runs_in_onnxruntime_and_matches_its_quantizer(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path)
+    out = tmp_path / "cnn.int8.onnx"
+    r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--min-top1", "0.9")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"quantize: 4 of the model's \d+ nodes quantized \(4 activations", r.stdout)
+    assert "calibrated on 8 input sets (minmax)" in r.stdout
+    assert re.search(r"output 'probs': cosine 0\.99\d+ \(>= 0\.99\), top-1 agreement", r.stdout)
+
+    q = onnx.load(str(out))
+    onnx.checker.check_model(q)
+    ops = [n.op_type for n in q.graph.node]
+    assert ops.count("QuantizeLinear") == 4 and ops.count("DequantizeLinear") == 8
+    int8 = [i for i in q.graph.initializer if i.data_type == TensorProto.INT8]
+    assert len(int8) >= 4  # the weights (and their zero points)
+    weights = {i.name: numpy_helper.to_array(i) for i in int8 if i.name.endswith("_quantized")}
+    assert all(np.abs(w).max() == 127 for w in weights.values())  # symmetric, full range
+    per_axis = [n for n in q.graph.node
+                if n.op_type == "DequantizeLinear" and any(a.name == "axis" for a in n.attribute)]
+    assert len(per_axis) == 4  # one scale per output channel
+
+    # Held-out data: onnxruntime runs Kiln's file; Kiln runs it too and agrees.
+    x = np.random.default_rng(5).standard_normal((16, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(model)).run(["logits"], {"image": x})[0]
+    ours_in_ort = ort.InferenceSession(str(out)).run(["logits"], {"image": x})[0]
+    write_tensor(tmp_path / "x.pb", x, "image")
+    assert kiln("run", out, "--input", f"image={tmp_path / 'x.pb'}", "--output-dir",
+                tmp_path / "o").returncode == 0
+    ours_in_kiln = read_output(tmp_path / "o" / "logits.pb")
+    assert np.abs(ours_in_kiln - ours_in_ort).max() <= 1e-3 * np.abs(ours_in_ort).max() + 1e-5
+    assert cosine(ours_in_ort, want) > 0.99
+    assert (ours_in_ort.argmax(1) == want.argmax(1)).mean() >= 0.9
+    # onnxruntime's own static quantizer on the same data, in the same format.
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.sets = iter([{"image": np.load(p)["image"]} for p in cal])
+
+        def get_next(self):
+            return next(self.sets, None)
+
+    theirs = tmp_path / "cnn.ort.int8.onnx"
+    quantize_static(str(model), str(theirs), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, op_types_to_quantize=["Conv", "MatMul", "Gemm"])
+    theirs_out = ort.InferenceSession(str(theirs)).run(["logits"], {"image": x})[0]
+    assert cosine(ours_in_ort, want) >= cosine(theirs_out, want) - 2e-3
+
+
+def test_quantize_gate_refuses_and_names_the_drifting_nodes(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=2)
+    out = tmp_path / "q.onnx"
+    r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--min-cosine", "0.9999999")
+    assert r.returncode == 1
+    assert "quantize gate: output" in r.stderr and "has cosine below 0.9999999" in r.stderr
+    assert re.search(r"the quantized nodes that drift most: (Conv|Gemm) #\d", r.stderr), r.stderr
+    assert not out.exists()
+    r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--min-cosine", "0.9999999",
+             "--allow-drift")
+    assert r.returncode == 0 and out.exists()
+    assert "quantize gate:" in r.stderr
+
+
+def test_quantize_options_percentile_per_tensor_exclusions(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=3)
+    out = tmp_path / "p.onnx"
+    r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--method", "percentile",
+             "--percentile", "99.9", "--per-tensor", "--ops", "Conv")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(percentile 99.9)" in r.stdout and "3 of the model's" in r.stdout
+    q = onnx.load(str(out))
+    assert not any(a.name == "axis" for n in q.graph.node for a in n.attribute
+                   if n.op_type == "DequantizeLinear")
+    assert [n.op_type for n in q.graph.node].count("Gemm") == 1
+    # The first Conv left float32 by name.
+    named = onnx.load(str(model))
+    for i, n in enumerate(named.graph.node):
+        n.name = f"node{i}"
+    onnx.save(named, str(tmp_path / "named.onnx"))
+    r = kiln("quantize", tmp_path / "named.onnx", "-o", out, *npz_flags(cal), "--exclude-node",
+             "node0")
+    assert r.returncode == 0, r.stderr
+    assert "3 of the model's" in r.stdout
+    first = next(n for n in onnx.load(str(out)).graph.node if n.name == "node0")
+    assert first.input[0] == "image"
+
+
+def test_quantize_refuses_old_opsets_and_models_without_weights(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    m = onnx.load(str(model))
+    m.opset_import[0].version = 11
+    onnx.save(m, str(tmp_path / "old.onnx"))
+    r = kiln("quantize", tmp_path / "old.onnx", "-o", tmp_path / "q.onnx")
+    assert r.returncode == 1 and "opset 11; per-channel QDQ needs opset 13" in r.stderr
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+              str(tmp_path / "relu.onnx"))
+    r = kiln("quantize", tmp_path / "relu.onnx", "-o", tmp_path / "q.onnx")
+    assert r.returncode == 1 and "no Conv / MatMul / Gemm with a constant float32 weight" in r.stderr
+    assert kiln("quantize", model, "-o", tmp_path / "q.onnx", "--method", "kl").returncode == 2
+
+
+@pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1"])
+def test_quantize_help_lists_its_flags(kiln, flag):
+    r = kiln("quantize", "--help")
+    assert r.returncode == 0 and flag in r.stdout
