@@ -281,7 +281,7 @@ KILN_API KilnStatus kiln_compile_options_set_message_callback(KilnCompileOptions
                                                               KilnMessageCallback callback,
                                                               void* user_data);
 /* A rare knob as a key/value string pair, named as `kiln compile`'s flags (docs/API.md):
- * "optimize", "allow_drift", "fp16_io", "trace_passes" ("0"/"1"); "target", "dump_after",
+ * "optimize", "allow_drift", "fp16_io", "fp16_range_check", "trace_passes" ("0"/"1"); "target", "dump_after",
  * "calibration_dir"; "rtol", "atol", "seed" (numbers); "dim" ("NAME=N"), "input" ("NAME=FILE.pb"),
  * "calibration_npz" (a numpy .npz file: one calibration input set) and "fp16_keep_op" (an op type)
  * add one each time. An unknown key is KILN_INVALID_ARGUMENT. */

@@ -1,5 +1,5 @@
 """Kiln: compile and run ONNX models. ``kiln.InferenceSession`` mirrors onnxruntime's;
-``kiln.compile`` is ``kiln compile``.
+``kiln.compile`` is ``kiln compile``, ``kiln.quantize`` is ``kiln quantize``.
 
     import kiln, numpy as np
     kiln.compile("model.onnx", "model.kiln", shapes={"x": "1..8x3"})
@@ -34,6 +34,7 @@ from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln'
     __version__,
 )
 from .compiler import CompileResult, FallbackNode, GateReport, compile  # noqa: F401, E402
+from .quantize import OutputScore, QuantizeResult, quantize  # noqa: F401, E402
 from .session import (  # noqa: F401, E402
     ExecutionMode,
     Fail,
@@ -55,6 +56,9 @@ from .session import (  # noqa: F401, E402
 
 __all__ = [
     "compile",
+    "quantize",
+    "QuantizeResult",
+    "OutputScore",
     "CompileResult",
     "GateReport",
     "FallbackNode",

@@ -133,8 +133,8 @@ def _calibration(calibration, options):
 
 
 def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_keep_ops=(),
-            optimize=True, prepack=True, target=None, device="cpu", verify=True,
-            verify_full=False, allow_drift=False,
+            fp16_range_check=True, optimize=True, prepack=True, target=None, device="cpu",
+            verify=True, verify_full=False, allow_drift=False,
             max_rel_l2=None, rtol=None, atol=None, verify_timeout=60.0, calibration=None,
             inputs=None, dims=None, seed=0, threads=0, trace_passes=False, dump_after=None,
             log=None):
@@ -168,6 +168,7 @@ def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_
     if isinstance(fp16_keep_ops, str):
         fp16_keep_ops = [fp16_keep_ops]
     options.update(fp16=bool(fp16), fp16_io=bool(fp16_io), fp16_keep_ops=list(fp16_keep_ops),
+                   fp16_range_check=bool(fp16_range_check),
                    optimize=bool(optimize), prepack=bool(prepack), verify=bool(verify),
                    verify_full=bool(verify_full), allow_drift=bool(allow_drift),
                    trace_passes=bool(trace_passes))

@@ -50,6 +50,7 @@ compiler::CompileOptions options_from_dict(const nb::dict& d) {
   o.trace_passes = get<bool>(d, "trace_passes").value_or(false);
   o.fp16.enabled = get<bool>(d, "fp16").value_or(false);
   o.fp16.io_fp16 = get<bool>(d, "fp16_io").value_or(false);
+  o.fp16.range_check = get<bool>(d, "fp16_range_check").value_or(true);
   o.fp16.keep_ops =
       get<std::vector<std::string>>(d, "fp16_keep_ops").value_or(std::vector<std::string>{});
   o.prepack = get<bool>(d, "prepack").value_or(true);

@@ -17,5 +17,7 @@ Tensor tensor_from_feed(nanobind::handle feed, const std::string& what);
 
 // Registers _compile (python/src/compile_binding.cpp) on the module.
 void bind_compile(nanobind::module_& m);
+// kiln._kiln._quantize (quantize_binding.cpp).
+void bind_quantize(nanobind::module_& m);
 
 }  // namespace kiln::python

@@ -365,6 +365,7 @@ NB_MODULE(_kiln, m) {
       .def("save_model", &PySession::save_model, "path"_a);
 
   bind_compile(m);
+  bind_quantize(m);
 
   // The CLI's "did you mean" (core/closest_name.hpp), for SessionOptions' attribute names.
   m.def(

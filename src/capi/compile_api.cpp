@@ -53,6 +53,8 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
     o.allow_drift = parse_flag(key, v);
   } else if (k == "fp16_io") {
     o.fp16.io_fp16 = parse_flag(key, v);
+  } else if (k == "fp16_range_check") {
+    o.fp16.range_check = parse_flag(key, v);
   } else if (k == "trace_passes") {
     o.trace_passes = parse_flag(key, v);
   } else if (k == "target") {
@@ -89,10 +91,21 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
     KILN_CHECK_ARG(!v.empty(), "kiln_compile_options_set_config: 'fp16_keep_op' is empty");
     o.fp16.keep_ops.push_back(v);
   } else {
-    static const std::vector<std::string> keys = {
-        "optimize",        "allow_drift",     "fp16_io", "trace_passes", "target", "dump_after",
-        "calibration_dir", "calibration_npz", "rtol",    "atol",         "seed",   "dim",
-        "input",           "fp16_keep_op"};
+    static const std::vector<std::string> keys = {"optimize",
+                                                  "allow_drift",
+                                                  "fp16_io",
+                                                  "trace_passes",
+                                                  "target",
+                                                  "dump_after",
+                                                  "calibration_dir",
+                                                  "calibration_npz",
+                                                  "rtol",
+                                                  "atol",
+                                                  "seed",
+                                                  "dim",
+                                                  "input",
+                                                  "fp16_keep_op",
+                                                  "fp16_range_check"};
     fail(ErrorCode::InvalidArgument,
          "kiln_compile_options_set_config: unknown key '{}'{} (keys: {})", k, did_you_mean(k, keys),
          quoted_list(keys));

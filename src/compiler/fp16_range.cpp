@@ -48,10 +48,7 @@ Fp16RangeReport measure_fp16_range(std::shared_ptr<ir::Graph> graph, const GateI
 std::string describe_fp16_range(const Fp16RangeReport& r) {
   if (!r.ran) return fmt::format("fp16: range check skipped ({})\n", r.skipped);
   if (r.beyond.empty()) {
-    return fmt::format(
-        "fp16: range check: every float32 value stays within float16's range "
-        "({:.0f} ms)\n",
-        r.milliseconds);
+    return "fp16: range check: every float32 value stays within float16's range\n";
   }
   std::string worst;
   for (const auto& [name, value] : r.worst) {
@@ -60,9 +57,9 @@ std::string describe_fp16_range(const Fp16RangeReport& r) {
   const bool one = r.beyond.size() == 1;
   return fmt::format(
       "fp16: range check: {} float32 value{} {} {:.0f} or more, too close to float16's largest "
-      "65504: the nodes reading or writing {} stay float32 (largest: {}; {:.0f} ms)\n",
+      "65504: the nodes reading or writing {} stay float32 (largest: {})\n",
       r.beyond.size(), one ? "" : "s", one ? "reaches" : "reach", kFp16RangeLimit,
-      one ? "it" : "them", worst, r.milliseconds);
+      one ? "it" : "them", worst);
 }
 
 }  // namespace kiln::compiler

@@ -1,0 +1,85 @@
+"""``kiln.quantize``: static INT8 into a QDQ ONNX model, as ``kiln quantize`` does.
+
+    import kiln
+    r = kiln.quantize("model.onnx", "model.int8.onnx", calibration=[{"image": x0}, {"image": x1}],
+                      method="percentile", min_top1=0.97)
+    print(r.report)                    # the lines `kiln quantize` prints
+    print(r.outputs)                   # [OutputScore(name, cosine, top1)]
+
+The file opens in onnxruntime as in Kiln. docs/QUANTIZATION.md explains the choices.
+"""
+import os
+from dataclasses import dataclass
+
+from . import _kiln
+from .compiler import _calibration, _fail
+
+
+@dataclass(frozen=True)
+class OutputScore:
+    """One output of the quantized model against the float one, over the calibration sets."""
+
+    name: str
+    cosine: float
+    top1: float  # share of [N, classes] rows whose top-1 class agrees; None for other shapes
+
+
+@dataclass(frozen=True)
+class QuantizeResult:
+    quantized_nodes: int
+    activations: int  # QuantizeLinear / DequantizeLinear pairs
+    weights: int  # int8 weights
+    calibration_sets: int
+    outputs: list  # [OutputScore], in the model's output order
+    worst_nodes: list  # [(node, cosine of its output)], most drifting first
+    passed: bool
+    failure: str
+    float_weight_bytes: int
+    int8_weight_bytes: int
+    report: str
+
+
+def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
+             per_channel=True, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
+             min_cosine=0.99, min_top1=None, allow_drift=False, seed=0, threads=0, log=None):
+    """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
+
+    calibration: as kiln.compile's: a dict of input name -> array (one set), an .npz file, a list
+        of such sets, or a directory of NAME.pb files; None: one set of random data (for speed
+        measurements only).
+    method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
+    min_cosine / min_top1: the gate (docs/QUANTIZATION.md). Raises kiln.InvalidArgument when the
+    quantized model misses it (nothing is written) unless allow_drift.
+    log: callable(kind, text) for each report line as it comes.
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model is a path to an ONNX file, got {type(model).__name__}")
+    if method not in ("minmax", "percentile"):
+        _fail(f"method is 'minmax' or 'percentile', got {method!r}")
+    for name, value, low, high in (("percentile", percentile, 50, 100),
+                                   ("min_cosine", min_cosine, -1, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            _fail(f"{name} must be a number in [{low}, {high}], got {value!r}")
+    if min_top1 is not None and (isinstance(min_top1, bool) or
+                                 not isinstance(min_top1, (int, float)) or not 0 <= min_top1 <= 1):
+        _fail(f"min_top1 must be a number in [0, 1], got {min_top1!r}")
+    if isinstance(op_types, str):
+        op_types = [op_types]
+    if isinstance(exclude_nodes, str):
+        exclude_nodes = [exclude_nodes]
+    for name, value in (("threads", threads), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            _fail(f"{name} must be an int >= 0, got {value!r}")
+    if log is not None and not callable(log):
+        raise TypeError(f"log is a callable(kind, text), got {type(log).__name__}")
+    options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
+               "percentile": float(percentile), "per_channel": bool(per_channel),
+               "op_types": [str(o) for o in op_types],
+               "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
+               "min_top1": None if min_top1 is None else float(min_top1),
+               "allow_drift": bool(allow_drift), "seed": seed, "threads": threads}
+    _calibration(calibration, options)
+    r = _kiln._quantize(options, log)
+    r["outputs"] = [OutputScore(*o) for o in r["outputs"]]
+    r["worst_nodes"] = [tuple(w) for w in r["worst_nodes"]]
+    return QuantizeResult(**r)

@@ -1,0 +1,107 @@
+// kiln._kiln._quantize: the compiler library's quantize_model for kiln.quantize
+// (kiln/quantize.py), which checks and converts the keyword arguments into the dict this reads.
+// The quantization releases the GIL; the report callback takes it again for each line.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+#include "compiler/quantize.hpp"
+#include "feeds.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kiln::python {
+namespace {
+
+template <typename T>
+std::optional<T> get(const nb::dict& d, const char* key) {
+  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
+  return nb::cast<T>(d[key]);
+}
+
+compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
+  compiler::QuantizeOptions o;
+  o.model_path = get<std::string>(d, "model_path").value_or("");
+  o.output_path = get<std::string>(d, "output_path").value_or("");
+  const std::string method = get<std::string>(d, "method").value_or("minmax");
+  o.method = method == "percentile" ? compiler::CalibrationMethod::Percentile
+                                    : compiler::CalibrationMethod::MinMax;
+  o.percentile = get<double>(d, "percentile").value_or(99.999);
+  o.per_channel = get<bool>(d, "per_channel").value_or(true);
+  if (auto ops = get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
+  o.exclude_nodes =
+      get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
+  o.min_cosine = get<double>(d, "min_cosine").value_or(0.99);
+  o.min_top1 = get<double>(d, "min_top1");
+  o.allow_drift = get<bool>(d, "allow_drift").value_or(false);
+  o.threads = get<int>(d, "threads").value_or(0);
+  o.calibration.calibration_dir = get<std::string>(d, "calibration_dir").value_or("");
+  o.calibration.seed = get<uint64_t>(d, "seed").value_or(0);
+  // [[(name, prepared feed)]]: the arrays stay referenced by the caller's list during the call.
+  if (d.contains("calibration")) {
+    for (nb::handle set : nb::cast<nb::list>(d["calibration"])) {
+      runtime::Feeds feeds;
+      for (nb::handle item : nb::cast<nb::list>(set)) {
+        nb::tuple pair = nb::cast<nb::tuple>(item);
+        std::string name = nb::cast<std::string>(pair[0]);
+        feeds[name] = value_from_feed(pair[1], fmt::format("calibration input '{}'", name));
+      }
+      o.calibration.calibration.push_back(std::move(feeds));
+    }
+  }
+  return o;
+}
+
+nb::dict result_to_dict(const compiler::QuantizeResult& r) {
+  nb::dict d;
+  d["quantized_nodes"] = r.quantized_nodes;
+  d["activations"] = r.activations;
+  d["weights"] = r.weights;
+  d["calibration_sets"] = r.calibration_sets;
+  nb::list outputs;
+  for (const compiler::OutputScore& s : r.outputs) {
+    outputs.append(nb::make_tuple(s.name, s.cosine, s.top1 ? nb::cast(*s.top1) : nb::none()));
+  }
+  d["outputs"] = outputs;
+  nb::list worst;
+  for (const auto& [name, c] : r.worst_nodes) worst.append(nb::make_tuple(name, c));
+  d["worst_nodes"] = worst;
+  d["passed"] = r.pass;
+  d["failure"] = r.failure;
+  d["float_weight_bytes"] = r.float_weight_bytes;
+  d["int8_weight_bytes"] = r.int8_weight_bytes;
+  return d;
+}
+
+}  // namespace
+
+void bind_quantize(nb::module_& m) {
+  m.def(
+      "_quantize",
+      [](const nb::dict& options, nb::object log) {
+        compiler::QuantizeOptions o = options_from_dict(options);
+        std::string report;
+        o.on_report = [&report, log](std::string_view line) {
+          report += line;
+          if (log.is_none()) return;
+          nb::gil_scoped_acquire gil;
+          log("report", nb::str(line.data(), line.size()));
+        };
+        compiler::QuantizeResult r;
+        {
+          nb::gil_scoped_release release;
+          r = compiler::quantize_model(o);
+        }
+        nb::dict d = result_to_dict(r);
+        d["report"] = report;
+        return d;
+      },
+      "options"_a, "log"_a = nb::none());
+}
+
+}  // namespace kiln::python

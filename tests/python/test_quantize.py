@@ -1,0 +1,71 @@
+"""kiln.quantize (the compiler library's quantize_model through the Python module) against
+`kiln quantize`: the same model, calibration data and options give the same QDQ file, byte for
+byte; calibration given as arrays works as .npz files do; the gate's scores come back as data;
+bad options are kiln exceptions naming what is wrong."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import kiln
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import make_demo_model  # noqa: E402
+
+
+@pytest.fixture
+def demo(tmp_path):
+    path = tmp_path / "demo.onnx"
+    make_demo_model.build(str(path))
+    return path
+
+
+def calibration(n=3):
+    rng = np.random.default_rng(0)
+    return [{"image": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(n)]
+
+
+def test_quantize_matches_the_cli_byte_for_byte(demo, tmp_path):
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        pytest.skip("KILN_CLI (the kiln command) is not set")
+    sets = calibration()
+    npz = []
+    for i, s in enumerate(sets):
+        npz.append(tmp_path / f"c{i}.npz")
+        np.savez(npz[-1], **s)
+    lines = []
+    r = kiln.quantize(demo, tmp_path / "py.onnx", calibration=sets, method="percentile",
+                      percentile=99.9, min_top1=0.5, log=lambda kind, text: lines.append(text))
+    args = [cli, "quantize", str(demo), "-o", str(tmp_path / "cli.onnx"), "--method",
+            "percentile", "--percentile", "99.9", "--min-top1", "0.5"]
+    for p in npz:
+        args += ["--calibration-npz", str(p)]
+    subprocess.run(args, check=True, capture_output=True)
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    assert r.passed and r.quantized_nodes > 0 and r.calibration_sets == 3
+    assert r.int8_weight_bytes * 4 == r.float_weight_bytes
+    [probs] = [o for o in r.outputs if o.name == "probs"]
+    assert probs.cosine > 0.99 and probs.top1 is not None and 0.5 <= probs.top1 <= 1
+    assert r.worst_nodes and all(0 < c <= 1 for _, c in r.worst_nodes)
+    assert "".join(lines) == r.report and "quantize gate: output 'probs'" in r.report
+    q = onnx.load(str(tmp_path / "py.onnx"))
+    assert any(n.op_type == "QuantizeLinear" for n in q.graph.node)
+
+
+def test_quantize_gate_and_option_errors(demo, tmp_path):
+    with pytest.raises(kiln.InvalidArgument, match="has cosine below 1"):
+        kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(1), min_cosine=1.0)
+    assert not (tmp_path / "q.onnx").exists()
+    r = kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(1), min_cosine=1.0,
+                      allow_drift=True)
+    assert not r.passed and "cosine below" in r.failure and (tmp_path / "q.onnx").exists()
+    with pytest.raises(kiln.InvalidArgument, match="method is 'minmax' or 'percentile'"):
+        kiln.quantize(demo, tmp_path / "q.onnx", method="kl")
+    with pytest.raises(kiln.InvalidArgument, match="min_top1 must be a number in"):
+        kiln.quantize(demo, tmp_path / "q.onnx", min_top1=2)
+    with pytest.raises(TypeError, match="model is a path"):
+        kiln.quantize(b"bytes", tmp_path / "q.onnx")
