@@ -40,7 +40,7 @@ class QuantizeResult:
 
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
-             per_channel=True, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
+             per_channel=True, dynamic=False, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
              min_cosine=0.99, min_top1=None, allow_drift=False, seed=0, threads=0, log=None):
     """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
 
@@ -48,6 +48,7 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         of such sets, or a directory of NAME.pb files; None: one set of random data (for speed
         measurements only).
     method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
+    dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
     min_cosine / min_top1: the gate (docs/QUANTIZATION.md). Raises kiln.InvalidArgument when the
     quantized model misses it (nothing is written) unless allow_drift.
     log: callable(kind, text) for each report line as it comes.
@@ -74,6 +75,7 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         raise TypeError(f"log is a callable(kind, text), got {type(log).__name__}")
     options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
                "percentile": float(percentile), "per_channel": bool(per_channel),
+               "dynamic": bool(dynamic),
                "op_types": [str(o) for o in op_types],
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),

@@ -33,6 +33,7 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
                                     : compiler::CalibrationMethod::MinMax;
   o.percentile = get<double>(d, "percentile").value_or(99.999);
   o.per_channel = get<bool>(d, "per_channel").value_or(true);
+  o.dynamic = get<bool>(d, "dynamic").value_or(false);
   if (auto ops = get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
   o.exclude_nodes =
       get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});

@@ -19,6 +19,7 @@ struct QuantizeFlags {
   std::string method = "minmax";
   double percentile = 99.999;
   bool per_tensor = false;
+  bool dynamic = false;
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
   double min_cosine = 0.99;
@@ -41,6 +42,7 @@ int quantize(const QuantizeFlags& f) {
                                       : compiler::CalibrationMethod::MinMax;
   o.percentile = f.percentile;
   o.per_channel = !f.per_tensor;
+  o.dynamic = f.dynamic;
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
   o.min_cosine = f.min_cosine;
@@ -80,6 +82,9 @@ Command add_quantize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--per-tensor", o->per_tensor,
                 "One weight scale per tensor (default: per channel)");
+  cmd->add_flag("--dynamic", o->dynamic,
+                "Dynamic INT8: MatMul and Gemm as MatMulInteger on activations quantized at run "
+                "time (no calibration ranges; the input sets feed the gate)");
   cmd->add_option("--ops", o->ops, "Op types to quantize (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();

@@ -47,7 +47,7 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o) {
     }
     const size_t rank = w->constant().dims().size();
     const std::string& op = n->op_type();
-    if (op == "Conv" && rank >= 3) {
+    if (op == "Conv" && rank >= 3 && !o.dynamic) {
       out.push_back({n, 0});
     } else if (op == "MatMul" && rank == 2) {
       out.push_back({n, 1});
@@ -187,6 +187,119 @@ ir::Value* quantize_weight(ir::Graph& g, ir::Value* w, int64_t axis, bool per_ch
   return dq;
 }
 
+// Dynamic INT8: x -> DynamicQuantizeLinear -> (uint8 x, its scale, its zero point), computed
+// per run from the activation itself; one per value, shared by its quantized readers.
+struct DynamicInput {
+  ir::Value* q;
+  ir::Value* scale;
+  ir::Value* zero_point;
+};
+
+DynamicInput insert_dynamic_quantize(ir::Graph& g, ir::Value* x, const ir::Node* before) {
+  const std::string base = x->name();
+  TypeInfo qt = x->type();
+  qt.dtype = DataType::UInt8;
+  DynamicInput in;
+  in.q = g.add_value(g.unique_name(base + "_quantized"), qt);
+  in.scale = g.add_value(g.unique_name(base + "_scale"),
+                         TypeInfo::tensor(DataType::Float32, Shape(std::vector<Dim>{})));
+  in.zero_point = g.add_value(g.unique_name(base + "_zero_point"),
+                              TypeInfo::tensor(DataType::UInt8, Shape(std::vector<Dim>{})));
+  g.insert_node_before(before, "DynamicQuantizeLinear", "",
+                       g.unique_name(base + "_DynamicQuantizeLinear"), {x},
+                       {in.q, in.scale, in.zero_point})
+      ->set_opset(g.opsets().at(""));
+  return in;
+}
+
+// A MatMul or Gemm as MatMulInteger of the dynamically quantized activation and the int8 weight
+// ([K, N], per column or per tensor, symmetric), the int32 result scaled back to float32 (x's
+// scale times the weight's, Gemm's alpha folded in) and Gemm's C (times beta) added. The node is
+// replaced; its output keeps its name.
+void rewrite_dynamic(ir::Graph& g, const Target& t, const DynamicInput& in, bool per_channel) {
+  ir::Node* n = t.node;
+  const int opset = g.opsets().at("");
+  const bool gemm = n->op_type() == "Gemm";
+  auto float_attr = [&](const char* name, float fallback) {
+    const ir::Attribute* a = n->attribute(name);
+    return a ? a->get<float>(name) : fallback;
+  };
+  const float alpha = gemm ? float_attr("alpha", 1.f) : 1.f;
+  const float beta = gemm ? float_attr("beta", 1.f) : 1.f;
+  const bool trans_b = gemm && t.weight_axis == 0;
+  const Tensor& w = n->input(1)->constant();
+  const int64_t k = trans_b ? w.dims()[1] : w.dims()[0];
+  const int64_t cols = trans_b ? w.dims()[0] : w.dims()[1];
+  const float* src = w.data<float>();
+  auto at = [&](int64_t r, int64_t c) { return trans_b ? src[c * k + r] : src[r * cols + c]; };
+  const int64_t channels = per_channel ? cols : 1;
+  std::vector<float> amax(static_cast<size_t>(channels), 0.f);
+  for (int64_t r = 0; r < k; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float& m = amax[static_cast<size_t>(per_channel ? c : 0)];
+      m = std::max(m, std::fabs(at(r, c)));
+    }
+  }
+  const std::vector<int64_t> vec_dims =
+      per_channel ? std::vector<int64_t>{channels} : std::vector<int64_t>{};
+  Tensor scales(DataType::Float32, vec_dims), zps(DataType::Int8, vec_dims);
+  for (int64_t c = 0; c < channels; ++c) {
+    const float m = amax[static_cast<size_t>(c)];
+    scales.data<float>()[c] = (m > 0 ? m / 127.f : 1.f);
+    zps.data<int8_t>()[c] = 0;
+  }
+  Tensor q(DataType::Int8, {k, cols});
+  for (int64_t r = 0; r < k; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float s = scales.data<float>()[per_channel ? c : 0];
+      q.data<int8_t>()[r * cols + c] =
+          static_cast<int8_t>(std::clamp(std::lround(at(r, c) / s), -127L, 127L));
+    }
+  }
+  // Alpha rides on the weight's scale (after quantizing with the unscaled one).
+  for (int64_t c = 0; c < channels; ++c) scales.data<float>()[c] *= alpha;
+  const std::string base = n->input(1)->name();
+  ir::Value* wq = g.add_initializer(g.unique_name(base + "_quantized"), std::move(q));
+  ir::Value* ws = g.add_initializer(g.unique_name(base + "_scale"), std::move(scales));
+  ir::Value* wz = g.add_initializer(g.unique_name(base + "_zero_point"), std::move(zps));
+  ir::Value* old = n->output(0);
+  const std::string name = old->name();
+  TypeInfo acc_t = old->type();
+  acc_t.dtype = DataType::Int32;
+  // Node names from their outputs' (unique) names: ONNX wants node names unique too.
+  auto node = [&](const char* op, std::vector<ir::Value*> inputs, ir::Value* out) {
+    ir::Node* m = g.insert_node_before(n, op, "", out->name() + "_" + op, std::move(inputs), {out});
+    m->set_opset(opset);
+    return m;
+  };
+  ir::Value* acc = g.add_value(g.unique_name(name + "_int32"), acc_t);
+  node("MatMulInteger", {in.q, wq, in.zero_point, wz}, acc);
+  ir::Value* acc_f = g.add_value(g.unique_name(name + "_float"), old->type());
+  node("Cast", {acc}, acc_f)->set_attribute("to", ir::Attribute(int64_t{1}));  // FLOAT
+  ir::Value* scale = g.add_value(g.unique_name(name + "_scale"),
+                                 TypeInfo::tensor(DataType::Float32, Shape::from_values(vec_dims)));
+  node("Mul", {in.scale, ws}, scale);
+  ir::Value* y = g.add_value(g.unique_name(name + "_scaled"), old->type());
+  node("Mul", {acc_f, scale}, y);
+  ir::Value* c = gemm && n->inputs().size() > 2 ? n->input(2) : nullptr;
+  if (c) {
+    if (beta != 1.f) {
+      ir::Value* b = g.add_initializer(g.unique_name(name + "_beta"), scalar_float(beta));
+      ir::Value* cb = g.add_value(g.unique_name(name + "_c"), c->type());
+      node("Mul", {c, b}, cb);
+      c = cb;
+    }
+    ir::Value* sum = g.add_value(g.unique_name(name + "_sum"), old->type());
+    node("Add", {y, c}, sum);
+    y = sum;
+  }
+  ir::Value* weight = n->input(1);
+  g.replace_uses(old, y);
+  g.remove_node(n);
+  if (y->name() != name) g.rename_value(y, name);
+  if (g.compute_uses()[weight].empty() && !g.is_input(weight)) g.remove_value(weight);
+}
+
 std::vector<float> copy_of(const Tensor& t) {
   std::span<const float> v = t.values<float>();
   return {v.begin(), v.end()};
@@ -258,12 +371,44 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
         [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
     KILN_CHECK_ARG(skipped.empty(), "quantize: calibration cannot run: {}", skipped);
   };
-  observe_pass(false);
-  if (o.method == CalibrationMethod::Percentile) observe_pass(true);
+  if (!o.dynamic) {
+    observe_pass(false);
+    if (o.method == CalibrationMethod::Percentile) observe_pass(true);
+  }
+
+  // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes):
+  // each target's output, by node name or "Conv #2" (the third Conv) where the model leaves it
+  // unnamed.
+  std::map<std::string, std::string> node_of_output;
+  {
+    std::map<std::string, int> seen;
+    for (const Target& t : targets) {
+      const int index = seen[t.node->op_type()]++;
+      if (!t.node->output(0)) continue;
+      node_of_output[t.node->output(0)->name()] =
+          t.node->name().empty() ? fmt::format("{} #{}", t.node->op_type(), index) : t.node->name();
+    }
+  }
+
+  // The dynamic model: MatMulInteger on DynamicQuantizeLinear's output.
+  std::map<std::string, DynamicInput> dynamic_inputs;
+  for (const Target& t : o.dynamic ? targets : std::vector<Target>{}) {
+    ir::Value* x = t.node->input(0);
+    auto known = dynamic_inputs.find(x->name());
+    if (known == dynamic_inputs.end()) {
+      known = dynamic_inputs.emplace(x->name(), insert_dynamic_quantize(g, x, t.node)).first;
+      ++r.activations;
+    }
+    r.float_weight_bytes += t.node->input(1)->constant().nbytes();
+    r.int8_weight_bytes += static_cast<size_t>(t.node->input(1)->constant().numel());
+    rewrite_dynamic(g, t, known->second, o.per_channel);
+    ++r.weights;
+    ++r.quantized_nodes;
+  }
 
   // The QDQ model.
   std::map<std::string, ir::Value*> dequantized;  // activation name -> its DequantizeLinear
-  for (const Target& t : targets) {
+  for (const Target& t : o.dynamic ? std::vector<Target>{} : targets) {
     ir::Value* x = t.node->input(0);
     auto known = dequantized.find(x->name());
     if (known == dequantized.end()) {
@@ -284,22 +429,23 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     ++r.weights;
     ++r.quantized_nodes;
   }
-  say(fmt::format(
-      "quantize: {} of the model's {} nodes quantized ({} activations through "
-      "QuantizeLinear / DequantizeLinear, {} int8 weights: {:.2f} -> {:.2f} MiB), "
-      "calibrated on {} input set{} ({})\n",
-      r.quantized_nodes, float_graph->node_count(), r.activations, r.weights,
-      static_cast<double>(r.float_weight_bytes) / (1 << 20),
-      static_cast<double>(r.int8_weight_bytes) / (1 << 20), r.calibration_sets,
-      r.calibration_sets == 1 ? "" : "s",
-      o.method == CalibrationMethod::Percentile ? fmt::format("percentile {}", o.percentile)
-                                                : std::string("minmax")));
+  const std::string how =
+      o.dynamic ? std::string("dynamic: activations quantized at run time; checked on")
+                : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
+                                                        ? fmt::format("percentile {}", o.percentile)
+                                                        : std::string("minmax"));
+  say(
+      fmt::format("quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
+                  "int8 weights: {:.2f} -> {:.2f} MiB), {} {} input set{}\n",
+                  r.quantized_nodes, float_graph->node_count(), r.activations,
+                  o.dynamic ? "DynamicQuantizeLinear" : "QuantizeLinear / DequantizeLinear",
+                  r.weights, static_cast<double>(r.float_weight_bytes) / (1 << 20),
+                  static_cast<double>(r.int8_weight_bytes) / (1 << 20), how, r.calibration_sets,
+                  r.calibration_sets == 1 ? "" : "s"));
 
   // The gate: both models on the calibration sets, set by set.
   std::set<std::string> watched;
-  for (const Target& t : targets) {
-    if (t.node->output(0)) watched.insert(t.node->output(0)->name());
-  }
+  for (const auto& [value, node] : node_of_output) watched.insert(value);
   std::map<std::string, Cosine> node_cos;
   std::map<std::string, Cosine> out_cos;
   std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
@@ -342,15 +488,6 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       score.top1 = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
     }
     r.outputs.push_back(score);
-  }
-  // Nodes by name, or "Conv #2" (the third Conv) where the model leaves them unnamed.
-  std::map<std::string, std::string> node_of_output;
-  std::map<std::string, int> seen;
-  for (const Target& t : targets) {
-    const int index = seen[t.node->op_type()]++;
-    if (!t.node->output(0)) continue;
-    node_of_output[t.node->output(0)->name()] =
-        t.node->name().empty() ? fmt::format("{} #{}", t.node->op_type(), index) : t.node->name();
   }
   for (const auto& [value, c] : node_cos)
     r.worst_nodes.emplace_back(node_of_output[value], c.value());

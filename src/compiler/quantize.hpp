@@ -36,6 +36,11 @@ struct QuantizeOptions {
   CalibrationMethod method = CalibrationMethod::MinMax;
   double percentile = 99.999;  // kept in each tail's side (Percentile)
   bool per_channel = true;     // weights per output channel (else per tensor)
+  // Dynamic INT8 instead: MatMul and Gemm only, as MatMulInteger of DynamicQuantizeLinear's
+  // output (the activation's range measured at run time, so no calibration ranges; the input
+  // sets only feed the gate) and the int8 weight, scaled back to float32 (onnxruntime's
+  // quantize_dynamic form).
+  bool dynamic = false;
   std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude_nodes;  // node names left float32
   double min_cosine = 0.99;
