@@ -281,8 +281,9 @@ KILN_API KilnStatus kiln_compile_options_set_message_callback(KilnCompileOptions
                                                               KilnMessageCallback callback,
                                                               void* user_data);
 /* A rare knob as a key/value string pair, named as `kiln compile`'s flags (docs/API.md):
- * "optimize", "allow_drift", "fp16_io", "fp16_range_check", "trace_passes" ("0"/"1"); "target", "dump_after",
- * "calibration_dir"; "rtol", "atol", "seed" (numbers); "dim" ("NAME=N"), "input" ("NAME=FILE.pb"),
+ * "optimize", "allow_drift", "fp16_io", "fp16_range_check", "trace_passes" ("0"/"1"); "target",
+ * "dump_after", "calibration_dir"; "rtol", "atol", "seed" (numbers); "dim" ("NAME=N"), "input"
+ * ("NAME=FILE.pb"),
  * "calibration_npz" (a numpy .npz file: one calibration input set) and "fp16_keep_op" (an op type)
  * add one each time. An unknown key is KILN_INVALID_ARGUMENT. */
 KILN_API KilnStatus kiln_compile_options_set_config(KilnCompileOptions* options, const char* key,
@@ -312,6 +313,36 @@ KILN_API KilnStatus kiln_compile_result_fallbacks(const KilnCompileResult* resul
 /* The engine file's size in bytes and the compile's wall time. Either out may be NULL. */
 KILN_API KilnStatus kiln_compile_result_stats(const KilnCompileResult* result,
                                               uint64_t* engine_bytes, double* milliseconds);
+
+/* ---- Quantizer ---- */
+
+/* `kiln quantize` (docs/QUANTIZATION.md): static INT8 into a QDQ ONNX model, or dynamic INT8. */
+typedef struct KilnQuantizeOptions KilnQuantizeOptions;
+typedef struct KilnQuantizeResult KilnQuantizeResult;
+
+KILN_API KilnStatus kiln_quantize_options_create(KilnQuantizeOptions** out);
+KILN_API void kiln_quantize_options_destroy(KilnQuantizeOptions* options);
+/* `kiln quantize`'s flags as key/value strings: "method" ("minmax" or "percentile"),
+ * "per_channel", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
+ * "threads", "seed" (numbers); "calibration_dir"; "calibration_npz" (one input set per file),
+ * "exclude_node" and "op_type" add one each time (the first "op_type" replaces the default
+ * Conv, MatMul, Gemm). An unknown key is KILN_INVALID_ARGUMENT naming the closest one. */
+KILN_API KilnStatus kiln_quantize_options_set_config(KilnQuantizeOptions* options, const char* key,
+                                                     const char* value);
+/* Quantizes the ONNX model at `model_path` into `output_path` as `kiln quantize` does (the same
+ * options write the same file). `options` may be NULL. A model that misses the gate is not
+ * written (KILN_INVALID_ARGUMENT naming the output and the most drifting nodes) unless
+ * "allow_drift". `result` may be NULL; otherwise the caller destroys what is written there. */
+KILN_API KilnStatus kiln_quantize(const char* model_path, const char* output_path,
+                                  const KilnQuantizeOptions* options, KilnQuantizeResult** result);
+KILN_API void kiln_quantize_result_destroy(KilnQuantizeResult* result);
+/* The report, the lines `kiln quantize` prints. */
+KILN_API KilnStatus kiln_quantize_result_report(const KilnQuantizeResult* result,
+                                                const char** text);
+/* Whether the gate passed, why not ("" when it did), and how many nodes were quantized. Any out
+ * may be NULL. */
+KILN_API KilnStatus kiln_quantize_result_gate(const KilnQuantizeResult* result, int* passed,
+                                              const char** failure, size_t* quantized_nodes);
 
 #ifdef __cplusplus
 } /* extern "C" */

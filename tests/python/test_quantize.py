@@ -1,7 +1,9 @@
 """kiln.quantize (the compiler library's quantize_model through the Python module) against
-`kiln quantize`: the same model, calibration data and options give the same QDQ file, byte for
-byte; calibration given as arrays works as .npz files do; the gate's scores come back as data;
-bad options are kiln exceptions naming what is wrong."""
+`kiln quantize` and the C ABI's kiln_quantize (libkiln.so through ctypes): the same model,
+calibration data and options give the same QDQ file, byte for byte; calibration given as arrays
+works as .npz files do; the gate's scores come back as data; bad options are kiln exceptions (or
+C statuses) naming what is wrong."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -46,6 +48,38 @@ def test_quantize_matches_the_cli_byte_for_byte(demo, tmp_path):
         args += ["--calibration-npz", str(p)]
     subprocess.run(args, check=True, capture_output=True)
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    lib_path = os.environ.get("KILN_LIBRARY") or os.path.join(os.path.dirname(cli), "capi",
+                                                              "libkiln.so")
+    if os.path.exists(lib_path):
+        lib = ctypes.CDLL(lib_path)
+        p = ctypes.c_void_p
+        lib.kiln_quantize_options_create.argtypes = [ctypes.POINTER(p)]
+        lib.kiln_quantize_options_set_config.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
+        lib.kiln_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, p, ctypes.POINTER(p)]
+        lib.kiln_quantize_result_gate.argtypes = [p, ctypes.POINTER(ctypes.c_int),
+                                                  ctypes.POINTER(ctypes.c_char_p),
+                                                  ctypes.POINTER(ctypes.c_size_t)]
+        lib.kiln_quantize_result_destroy.argtypes = [p]
+        lib.kiln_quantize_options_destroy.argtypes = [p]
+        lib.kiln_last_error_message.restype = ctypes.c_char_p
+        opts = p()
+        assert lib.kiln_quantize_options_create(ctypes.byref(opts)) == 0
+        for key, value in [("method", "percentile"), ("percentile", "99.9"), ("min_top1", "0.5")] + \
+                [("calibration_npz", str(n)) for n in npz]:
+            assert lib.kiln_quantize_options_set_config(opts, key.encode(), value.encode()) == 0
+        assert lib.kiln_quantize_options_set_config(opts, b"metod", b"minmax") != 0
+        assert b"did you mean 'method'" in lib.kiln_last_error_message()
+        result = p()
+        status = lib.kiln_quantize(str(demo).encode(), str(tmp_path / "c.onnx").encode(), opts,
+                                   ctypes.byref(result))
+        assert status == 0, lib.kiln_last_error_message()
+        passed, failure, nodes = ctypes.c_int(), ctypes.c_char_p(), ctypes.c_size_t()
+        assert lib.kiln_quantize_result_gate(result, ctypes.byref(passed), ctypes.byref(failure),
+                                             ctypes.byref(nodes)) == 0
+        assert passed.value == 1 and nodes.value == r.quantized_nodes
+        lib.kiln_quantize_result_destroy(result)
+        lib.kiln_quantize_options_destroy(opts)
+        assert (tmp_path / "c.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
     assert r.passed and r.quantized_nodes > 0 and r.calibration_sets == 3
     assert r.int8_weight_bytes * 4 == r.float_weight_bytes
     [probs] = [o for o in r.outputs if o.name == "probs"]

@@ -1,0 +1,158 @@
+// The C ABI's quantizer entry points (kiln.h, "Quantizer"), over kiln::compiler::quantize_model.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/capi_internal.hpp"
+#include "compiler/quantize.hpp"
+#include "core/closest_name.hpp"
+
+struct KilnQuantizeOptions {
+  kiln::compiler::QuantizeOptions options;
+  bool op_types_given = false;  // the first op_type replaces the default list
+};
+
+struct KilnQuantizeResult {
+  kiln::compiler::QuantizeResult result;
+  std::string report;
+};
+
+namespace kiln::capi {
+namespace {
+
+constexpr const char* kSetConfig = "kiln_quantize_options_set_config";
+
+bool parse_flag(const char* key, const std::string& v) {
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  fail(ErrorCode::InvalidArgument, "{}: '{}' takes \"0\" or \"1\", got \"{}\"", kSetConfig, key, v);
+}
+
+double parse_number(const char* key, const std::string& v) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  KILN_CHECK_ARG(!v.empty() && end == v.c_str() + v.size(), "{}: '{}' takes a number, got \"{}\"",
+                 kSetConfig, key, v);
+  return d;
+}
+
+void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
+  compiler::QuantizeOptions& o = q.options;
+  const std::string k = key;
+  if (k == "method") {
+    KILN_CHECK_ARG(v == "minmax" || v == "percentile",
+                   "{}: 'method' takes \"minmax\" or \"percentile\", got \"{}\"", kSetConfig, v);
+    o.method = v == "percentile" ? compiler::CalibrationMethod::Percentile
+                                 : compiler::CalibrationMethod::MinMax;
+  } else if (k == "per_channel") {
+    o.per_channel = parse_flag(key, v);
+  } else if (k == "dynamic") {
+    o.dynamic = parse_flag(key, v);
+  } else if (k == "allow_drift") {
+    o.allow_drift = parse_flag(key, v);
+  } else if (k == "percentile") {
+    o.percentile = parse_number(key, v);
+  } else if (k == "min_cosine") {
+    o.min_cosine = parse_number(key, v);
+  } else if (k == "min_top1") {
+    o.min_top1 = parse_number(key, v);
+  } else if (k == "threads") {
+    const double t = parse_number(key, v);
+    KILN_CHECK_ARG(t >= 0 && t == static_cast<int>(t), "{}: 'threads' takes a whole number >= 0",
+                   kSetConfig);
+    o.threads = static_cast<int>(t);
+  } else if (k == "seed") {
+    const double s = parse_number(key, v);
+    KILN_CHECK_ARG(s >= 0 && s == static_cast<double>(static_cast<uint64_t>(s)),
+                   "{}: 'seed' takes a whole number >= 0", kSetConfig);
+    o.calibration.seed = static_cast<uint64_t>(s);
+  } else if (k == "calibration_dir") {
+    o.calibration.calibration_dir = v;
+  } else if (k == "calibration_npz") {
+    KILN_CHECK_ARG(!v.empty(), "{}: 'calibration_npz' is empty", kSetConfig);
+    o.calibration.calibration_npz.push_back(v);
+  } else if (k == "exclude_node") {
+    o.exclude_nodes.push_back(v);
+  } else if (k == "op_type") {
+    KILN_CHECK_ARG(!v.empty(), "{}: 'op_type' is empty", kSetConfig);
+    if (!q.op_types_given) o.op_types.clear();
+    q.op_types_given = true;
+    o.op_types.push_back(v);
+  } else {
+    static const std::vector<std::string> keys = {
+        "method",          "per_channel",  "dynamic", "allow_drift", "percentile",
+        "min_cosine",      "min_top1",     "threads", "seed",        "calibration_dir",
+        "calibration_npz", "exclude_node", "op_type"};
+    fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
+         did_you_mean(k, keys), quoted_list(keys));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::capi
+
+using kiln::capi::guarded;
+
+extern "C" {
+
+KilnStatus kiln_quantize_options_create(KilnQuantizeOptions** out) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(out, "kiln_quantize_options_create");
+    *out = new KilnQuantizeOptions();
+  });
+}
+
+void kiln_quantize_options_destroy(KilnQuantizeOptions* options) {
+  delete options;
+}
+
+KilnStatus kiln_quantize_options_set_config(KilnQuantizeOptions* options, const char* key,
+                                            const char* value) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(options, "kiln_quantize_options_set_config");
+    KILN_CAPI_REQUIRE(key, "kiln_quantize_options_set_config");
+    KILN_CAPI_REQUIRE(value, "kiln_quantize_options_set_config");
+    kiln::capi::set_config(*options, key, value);
+  });
+}
+
+KilnStatus kiln_quantize(const char* model_path, const char* output_path,
+                         const KilnQuantizeOptions* options, KilnQuantizeResult** result) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(model_path, "kiln_quantize");
+    KILN_CAPI_REQUIRE(output_path, "kiln_quantize");
+    kiln::compiler::QuantizeOptions o =
+        options ? options->options : kiln::compiler::QuantizeOptions{};
+    o.model_path = model_path;
+    o.output_path = output_path;
+    auto r = std::make_unique<KilnQuantizeResult>();
+    o.on_report = [&r](std::string_view line) { r->report += line; };
+    r->result = kiln::compiler::quantize_model(o);
+    if (result) *result = r.release();
+  });
+}
+
+void kiln_quantize_result_destroy(KilnQuantizeResult* result) {
+  delete result;
+}
+
+KilnStatus kiln_quantize_result_report(const KilnQuantizeResult* result, const char** text) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(result, "kiln_quantize_result_report");
+    KILN_CAPI_REQUIRE(text, "kiln_quantize_result_report");
+    *text = result->report.c_str();
+  });
+}
+
+KilnStatus kiln_quantize_result_gate(const KilnQuantizeResult* result, int* passed,
+                                     const char** failure, size_t* quantized_nodes) {
+  return guarded([&] {
+    KILN_CAPI_REQUIRE(result, "kiln_quantize_result_gate");
+    if (passed) *passed = result->result.pass ? 1 : 0;
+    if (failure) *failure = result->result.failure.c_str();
+    if (quantized_nodes) *quantized_nodes = result->result.quantized_nodes;
+  });
+}
+
+}  // extern "C"
