@@ -324,7 +324,8 @@ KILN_API KilnStatus kiln_quantize_options_create(KilnQuantizeOptions** out);
 KILN_API void kiln_quantize_options_destroy(KilnQuantizeOptions* options);
 /* `kiln quantize`'s flags as key/value strings: "method" ("minmax" or "percentile"),
  * "per_channel", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
- * "threads", "seed" (numbers); "calibration_dir"; "calibration_npz" (one input set per file),
+ * "threads", "seed", "fallback_nodes" (numbers); "calibration_dir"; "calibration_npz" (one
+ * input set per file),
  * "exclude_node" and "op_type" add one each time (the first "op_type" replaces the default
  * Conv, MatMul, Gemm). An unknown key is KILN_INVALID_ARGUMENT naming the closest one. */
 KILN_API KilnStatus kiln_quantize_options_set_config(KilnQuantizeOptions* options, const char* key,

@@ -34,6 +34,7 @@ class QuantizeResult:
     worst_nodes: list  # [(node, cosine of its output)], most drifting first
     passed: bool
     failure: str
+    kept_float: list  # nodes the fallback kept float32, in the order it did
     float_weight_bytes: int
     int8_weight_bytes: int
     report: str
@@ -41,7 +42,8 @@ class QuantizeResult:
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
              per_channel=True, dynamic=False, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
-             min_cosine=0.99, min_top1=None, allow_drift=False, seed=0, threads=0, log=None):
+             min_cosine=0.99, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
+             threads=0, log=None):
     """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
 
     calibration: as kiln.compile's: a dict of input name -> array (one set), an .npz file, a list
@@ -49,8 +51,10 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         measurements only).
     method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
     dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
-    min_cosine / min_top1: the gate (docs/QUANTIZATION.md). Raises kiln.InvalidArgument when the
-    quantized model misses it (nothing is written) unless allow_drift.
+    min_cosine / min_top1: the gate (docs/QUANTIZATION.md); while it refuses, the node whose
+    output drifts most is kept float32 and the model quantized again, up to fallback_nodes times.
+    Raises kiln.InvalidArgument when the quantized model still misses it (nothing is written)
+    unless allow_drift.
     log: callable(kind, text) for each report line as it comes.
     """
     if not isinstance(model, (str, os.PathLike)):
@@ -68,7 +72,7 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         op_types = [op_types]
     if isinstance(exclude_nodes, str):
         exclude_nodes = [exclude_nodes]
-    for name, value in (("threads", threads), ("seed", seed)):
+    for name, value in (("threads", threads), ("seed", seed), ("fallback_nodes", fallback_nodes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             _fail(f"{name} must be an int >= 0, got {value!r}")
     if log is not None and not callable(log):
@@ -79,7 +83,8 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
                "op_types": [str(o) for o in op_types],
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),
-               "allow_drift": bool(allow_drift), "seed": seed, "threads": threads}
+               "allow_drift": bool(allow_drift), "seed": seed, "threads": threads,
+               "fallback_nodes": fallback_nodes}
     _calibration(calibration, options)
     r = _kiln._quantize(options, log)
     r["outputs"] = [OutputScore(*o) for o in r["outputs"]]

@@ -38,6 +38,7 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.exclude_nodes =
       get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
   o.min_cosine = get<double>(d, "min_cosine").value_or(0.99);
+  o.fallback_nodes = get<int>(d, "fallback_nodes").value_or(4);
   o.min_top1 = get<double>(d, "min_top1");
   o.allow_drift = get<bool>(d, "allow_drift").value_or(false);
   o.threads = get<int>(d, "threads").value_or(0);
@@ -74,6 +75,7 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   d["worst_nodes"] = worst;
   d["passed"] = r.pass;
   d["failure"] = r.failure;
+  d["kept_float"] = r.kept_float;
   d["float_weight_bytes"] = r.float_weight_bytes;
   d["int8_weight_bytes"] = r.int8_weight_bytes;
   return d;

@@ -72,6 +72,11 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
   } else if (k == "calibration_npz") {
     KILN_CHECK_ARG(!v.empty(), "{}: 'calibration_npz' is empty", kSetConfig);
     o.calibration.calibration_npz.push_back(v);
+  } else if (k == "fallback_nodes") {
+    const double n = parse_number(key, v);
+    KILN_CHECK_ARG(n >= 0 && n == static_cast<int>(n),
+                   "{}: 'fallback_nodes' takes a whole number >= 0", kSetConfig);
+    o.fallback_nodes = static_cast<int>(n);
   } else if (k == "exclude_node") {
     o.exclude_nodes.push_back(v);
   } else if (k == "op_type") {
@@ -81,9 +86,9 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     o.op_types.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "method",          "per_channel",  "dynamic", "allow_drift", "percentile",
-        "min_cosine",      "min_top1",     "threads", "seed",        "calibration_dir",
-        "calibration_npz", "exclude_node", "op_type"};
+        "method",          "per_channel",  "dynamic", "allow_drift",   "percentile",
+        "min_cosine",      "min_top1",     "threads", "seed",          "calibration_dir",
+        "calibration_npz", "exclude_node", "op_type", "fallback_nodes"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

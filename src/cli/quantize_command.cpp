@@ -22,6 +22,7 @@ struct QuantizeFlags {
   bool dynamic = false;
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
+  int fallback_nodes = 4;
   double min_cosine = 0.99;
   double min_top1 = -1;
   bool allow_drift = false;
@@ -45,6 +46,7 @@ int quantize(const QuantizeFlags& f) {
   o.dynamic = f.dynamic;
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
+  o.fallback_nodes = f.fallback_nodes;
   o.min_cosine = f.min_cosine;
   if (f.min_top1 >= 0) o.min_top1 = f.min_top1;
   o.allow_drift = f.allow_drift;
@@ -89,6 +91,11 @@ Command add_quantize_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--exclude-node", o->exclude, "Leave this node float32 (repeatable)");
+  cmd->add_option("--fallback-nodes", o->fallback_nodes,
+                  "When the gate refuses, keep the node whose output drifts most float32 and try "
+                  "again, at most this many times (0: never)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--min-cosine", o->min_cosine,
                   "The gate: each output's cosine similarity to the float model's, at least")
       ->check(CLI::Range(-1.0, 1.0))

@@ -26,18 +26,22 @@ constexpr int kMinOpset = 13;  // per-axis DequantizeLinear
 struct Target {
   ir::Node* node;
   int64_t weight_axis;
+  std::string display;  // the node's name, or "Conv #2" (the third Conv) where it has none
 };
 
 bool is_float32_tensor(const ir::Value* v) {
   return v && v->type().is_tensor() && v->type().dtype == DataType::Float32;
 }
 
-std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o) {
+// The nodes to quantize, less those `excluded` names (by Target::display, which counts every
+// candidate of an op type, excluded or not, so that names stay the same across calls).
+std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
+                                 const std::set<std::string>& excluded) {
   const std::set<std::string> ops(o.op_types.begin(), o.op_types.end());
-  const std::set<std::string> excluded(o.exclude_nodes.begin(), o.exclude_nodes.end());
   std::vector<Target> out;
+  std::map<std::string, int> seen;
   for (ir::Node* n : g.nodes()) {
-    if (!n->domain().empty() || !ops.count(n->op_type()) || excluded.count(n->name())) continue;
+    if (!n->domain().empty() || !ops.count(n->op_type())) continue;
     if (n->inputs().size() < 2) continue;
     const ir::Value* x = n->input(0);
     const ir::Value* w = n->input(1);
@@ -47,16 +51,21 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o) {
     }
     const size_t rank = w->constant().dims().size();
     const std::string& op = n->op_type();
+    int64_t axis = -1;
     if (op == "Conv" && rank >= 3 && !o.dynamic) {
-      out.push_back({n, 0});
+      axis = 0;
     } else if (op == "MatMul" && rank == 2) {
-      out.push_back({n, 1});
+      axis = 1;
     } else if (op == "Gemm" && rank == 2) {
       const ir::Attribute* ta = n->attribute("transA");
       if (ta && ta->get<int64_t>("transA") != 0) continue;  // the activation must be A as it is
       const ir::Attribute* tb = n->attribute("transB");
-      out.push_back({n, tb && tb->get<int64_t>("transB") != 0 ? 0 : 1});
+      axis = tb && tb->get<int64_t>("transB") != 0 ? 0 : 1;
     }
+    if (axis < 0) continue;
+    const int index = seen[op]++;
+    std::string display = n->name().empty() ? fmt::format("{} #{}", op, index) : n->name();
+    if (!excluded.count(display)) out.push_back({n, axis, std::move(display)});
   }
   return out;
 }
@@ -331,26 +340,25 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       o.method != CalibrationMethod::Percentile || (o.percentile > 50 && o.percentile <= 100),
       "--percentile {} must be in (50, 100]", o.percentile);
   KILN_CHECK_ARG(!o.output_path.empty(), "quantize: give the output path (-o)");
-  ir::Model model = onnx_io::import_model_file(o.model_path);
+  KILN_CHECK_ARG(o.fallback_nodes >= 0, "quantize: fallback_nodes {} must be >= 0",
+                 o.fallback_nodes);
   const std::shared_ptr<ir::Graph> float_graph = onnx_io::import_model_file(o.model_path).graph;
-  ir::Graph& g = *model.graph;
-  const auto opset = g.opsets().find("");
-  KILN_CHECK_ARG(opset != g.opsets().end() && opset->second >= kMinOpset,
+  const auto opset = float_graph->opsets().find("");
+  KILN_CHECK_ARG(opset != float_graph->opsets().end() && opset->second >= kMinOpset,
                  "quantize: the model imports ai.onnx opset {}; per-channel QDQ needs opset {} or "
                  "later (convert it first, e.g. onnx.version_converter)",
-                 opset == g.opsets().end() ? 0 : opset->second, kMinOpset);
-  const std::vector<Target> targets = find_targets(g, o);
-  KILN_CHECK_ARG(!targets.empty(),
+                 opset == float_graph->opsets().end() ? 0 : opset->second, kMinOpset);
+  std::set<std::string> excluded(o.exclude_nodes.begin(), o.exclude_nodes.end());
+  const std::vector<Target> candidates = find_targets(*float_graph, o, excluded);
+  KILN_CHECK_ARG(!candidates.empty(),
                  "quantize: '{}' has no {} with a constant float32 weight to quantize",
                  o.model_path, fmt::join(o.op_types, " / "));
-
-  QuantizeResult r;
   const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
-  r.calibration_sets = sets.size();
 
-  // Calibration: the extremes of every activation a target reads, then their histograms.
+  // Calibration, once for every attempt: the extremes of every activation a target reads, then
+  // their histograms.
   std::map<std::string, Stats> stats;
-  for (const Target& t : targets) stats[t.node->input(0)->name()];
+  for (const Target& t : candidates) stats[t.node->input(0)->name()];
   ObserveOptions obs;
   obs.threads = o.threads;
   auto observe_pass = [&](bool histogram) {
@@ -376,153 +384,172 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     if (o.method == CalibrationMethod::Percentile) observe_pass(true);
   }
 
-  // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes):
-  // each target's output, by node name or "Conv #2" (the third Conv) where the model leaves it
-  // unnamed.
-  std::map<std::string, std::string> node_of_output;
-  {
-    std::map<std::string, int> seen;
+  // Quantize, gate, and while the gate refuses keep the most drifting node float32 and try
+  // again (at most fallback_nodes times): the accuracy-controlled fallback.
+  QuantizeResult r;
+  ir::Model model;
+  std::vector<std::string> kept_float;
+  for (int attempt = 0;; ++attempt) {
+    model = onnx_io::import_model_file(o.model_path);
+    ir::Graph& g = *model.graph;
+    const std::vector<Target> targets = find_targets(g, o, excluded);
+    r = QuantizeResult{};
+    r.calibration_sets = sets.size();
+    // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes).
+    std::map<std::string, std::string> node_of_output;
     for (const Target& t : targets) {
-      const int index = seen[t.node->op_type()]++;
-      if (!t.node->output(0)) continue;
-      node_of_output[t.node->output(0)->name()] =
-          t.node->name().empty() ? fmt::format("{} #{}", t.node->op_type(), index) : t.node->name();
+      if (t.node->output(0)) node_of_output[t.node->output(0)->name()] = t.display;
     }
-  }
 
-  // The dynamic model: MatMulInteger on DynamicQuantizeLinear's output.
-  std::map<std::string, DynamicInput> dynamic_inputs;
-  for (const Target& t : o.dynamic ? targets : std::vector<Target>{}) {
-    ir::Value* x = t.node->input(0);
-    auto known = dynamic_inputs.find(x->name());
-    if (known == dynamic_inputs.end()) {
-      known = dynamic_inputs.emplace(x->name(), insert_dynamic_quantize(g, x, t.node)).first;
-      ++r.activations;
+    // The dynamic model: MatMulInteger on DynamicQuantizeLinear's output.
+    std::map<std::string, DynamicInput> dynamic_inputs;
+    for (const Target& t : o.dynamic ? targets : std::vector<Target>{}) {
+      ir::Value* x = t.node->input(0);
+      auto known = dynamic_inputs.find(x->name());
+      if (known == dynamic_inputs.end()) {
+        known = dynamic_inputs.emplace(x->name(), insert_dynamic_quantize(g, x, t.node)).first;
+        ++r.activations;
+      }
+      r.float_weight_bytes += t.node->input(1)->constant().nbytes();
+      r.int8_weight_bytes += static_cast<size_t>(t.node->input(1)->constant().numel());
+      rewrite_dynamic(g, t, known->second, o.per_channel);
+      ++r.weights;
+      ++r.quantized_nodes;
     }
-    r.float_weight_bytes += t.node->input(1)->constant().nbytes();
-    r.int8_weight_bytes += static_cast<size_t>(t.node->input(1)->constant().numel());
-    rewrite_dynamic(g, t, known->second, o.per_channel);
-    ++r.weights;
-    ++r.quantized_nodes;
-  }
 
-  // The QDQ model.
-  std::map<std::string, ir::Value*> dequantized;  // activation name -> its DequantizeLinear
-  for (const Target& t : o.dynamic ? std::vector<Target>{} : targets) {
-    ir::Value* x = t.node->input(0);
-    auto known = dequantized.find(x->name());
-    if (known == dequantized.end()) {
-      const Stats& s = stats.at(x->name());
-      auto [lo, hi] = o.method == CalibrationMethod::Percentile
-                          ? percentile_range(s, o.percentile)
-                          : std::pair<float, float>{s.lo, s.hi};
-      if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
-      known = dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
-      ++r.activations;
+    // The QDQ model.
+    std::map<std::string, ir::Value*> dequantized;  // activation name -> its DequantizeLinear
+    for (const Target& t : o.dynamic ? std::vector<Target>{} : targets) {
+      ir::Value* x = t.node->input(0);
+      auto known = dequantized.find(x->name());
+      if (known == dequantized.end()) {
+        const Stats& s = stats.at(x->name());
+        auto [lo, hi] = o.method == CalibrationMethod::Percentile
+                            ? percentile_range(s, o.percentile)
+                            : std::pair<float, float>{s.lo, s.hi};
+        if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
+        known =
+            dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
+        ++r.activations;
+      }
+      t.node->set_input(0, known->second);
+      ir::Value* w = t.node->input(1);
+      r.float_weight_bytes += w->constant().nbytes();
+      r.int8_weight_bytes += static_cast<size_t>(w->constant().numel());
+      t.node->set_input(1, quantize_weight(g, w, t.weight_axis, o.per_channel, t.node));
+      if (g.compute_uses()[w].empty() && !g.is_input(w)) g.remove_value(w);
+      ++r.weights;
+      ++r.quantized_nodes;
     }
-    t.node->set_input(0, known->second);
-    ir::Value* w = t.node->input(1);
-    r.float_weight_bytes += w->constant().nbytes();
-    r.int8_weight_bytes += static_cast<size_t>(w->constant().numel());
-    t.node->set_input(1, quantize_weight(g, w, t.weight_axis, o.per_channel, t.node));
-    if (g.compute_uses()[w].empty() && !g.is_input(w)) g.remove_value(w);
-    ++r.weights;
-    ++r.quantized_nodes;
-  }
-  const std::string how =
-      o.dynamic ? std::string("dynamic: activations quantized at run time; checked on")
-                : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
-                                                        ? fmt::format("percentile {}", o.percentile)
-                                                        : std::string("minmax"));
-  say(
-      fmt::format("quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
-                  "int8 weights: {:.2f} -> {:.2f} MiB), {} {} input set{}\n",
-                  r.quantized_nodes, float_graph->node_count(), r.activations,
-                  o.dynamic ? "DynamicQuantizeLinear" : "QuantizeLinear / DequantizeLinear",
-                  r.weights, static_cast<double>(r.float_weight_bytes) / (1 << 20),
-                  static_cast<double>(r.int8_weight_bytes) / (1 << 20), how, r.calibration_sets,
-                  r.calibration_sets == 1 ? "" : "s"));
+    const std::string how =
+        o.dynamic
+            ? std::string("dynamic: activations quantized at run time; checked on")
+            : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
+                                                    ? fmt::format("percentile {}", o.percentile)
+                                                    : std::string("minmax"));
+    say(
+        fmt::format("quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
+                    "int8 weights: {:.2f} -> {:.2f} MiB), {} {} input set{}\n",
+                    r.quantized_nodes, float_graph->node_count(), r.activations,
+                    o.dynamic ? "DynamicQuantizeLinear" : "QuantizeLinear / DequantizeLinear",
+                    r.weights, static_cast<double>(r.float_weight_bytes) / (1 << 20),
+                    static_cast<double>(r.int8_weight_bytes) / (1 << 20), how, r.calibration_sets,
+                    r.calibration_sets == 1 ? "" : "s"));
 
-  // The gate: both models on the calibration sets, set by set.
-  std::set<std::string> watched;
-  for (const auto& [value, node] : node_of_output) watched.insert(value);
-  std::map<std::string, Cosine> node_cos;
-  std::map<std::string, Cosine> out_cos;
-  std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
-  std::set<std::string> outputs;
-  for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
-  for (size_t s = 0; s < sets.size(); ++s) {
-    std::map<std::string, std::vector<float>> reference;
-    std::map<std::string, std::vector<int64_t>> dims;
-    observe_float_values(float_graph, {sets[s]}, obs,
-                         [&](const ir::Value& v, const Tensor& data, size_t) {
-                           if (watched.count(v.name()) || outputs.count(v.name())) {
-                             reference[v.name()] = copy_of(data);
-                             dims[v.name()] = data.dims();
-                           }
-                         });
-    observe_float_values(
-        model.graph, {sets[s]}, obs, [&](const ir::Value& v, const Tensor& data, size_t) {
-          auto ref = reference.find(v.name());
-          if (ref == reference.end()) return;
-          std::span<const float> q = data.values<float>();
-          if (watched.count(v.name())) node_cos[v.name()].add(ref->second, q);
-          if (!outputs.count(v.name())) return;
-          out_cos[v.name()].add(ref->second, q);
-          const std::vector<int64_t>& d = dims[v.name()];
-          if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
-            auto& [agree, rows] = top1[v.name()];
-            for (int64_t row = 0; row < d[0]; ++row) {
-              const float* a = ref->second.data() + row * d[1];
-              const float* b = q.data() + row * d[1];
-              agree += std::max_element(a, a + d[1]) - a == std::max_element(b, b + d[1]) - b;
-              ++rows;
+    // The gate: both models on the calibration sets, set by set.
+    std::set<std::string> watched;
+    for (const auto& [value, node] : node_of_output) watched.insert(value);
+    std::map<std::string, Cosine> node_cos;
+    std::map<std::string, Cosine> out_cos;
+    std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
+    std::set<std::string> outputs;
+    for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+    for (size_t s = 0; s < sets.size(); ++s) {
+      std::map<std::string, std::vector<float>> reference;
+      std::map<std::string, std::vector<int64_t>> dims;
+      observe_float_values(float_graph, {sets[s]}, obs,
+                           [&](const ir::Value& v, const Tensor& data, size_t) {
+                             if (watched.count(v.name()) || outputs.count(v.name())) {
+                               reference[v.name()] = copy_of(data);
+                               dims[v.name()] = data.dims();
+                             }
+                           });
+      observe_float_values(
+          model.graph, {sets[s]}, obs, [&](const ir::Value& v, const Tensor& data, size_t) {
+            auto ref = reference.find(v.name());
+            if (ref == reference.end()) return;
+            std::span<const float> q = data.values<float>();
+            if (watched.count(v.name())) node_cos[v.name()].add(ref->second, q);
+            if (!outputs.count(v.name())) return;
+            out_cos[v.name()].add(ref->second, q);
+            const std::vector<int64_t>& d = dims[v.name()];
+            if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
+              auto& [agree, rows] = top1[v.name()];
+              for (int64_t row = 0; row < d[0]; ++row) {
+                const float* a = ref->second.data() + row * d[1];
+                const float* b = q.data() + row * d[1];
+                agree += std::max_element(a, a + d[1]) - a == std::max_element(b, b + d[1]) - b;
+                ++rows;
+              }
             }
-          }
-        });
-  }
-  for (const ir::Value* v : float_graph->outputs()) {
-    if (!out_cos.count(v->name())) continue;
-    OutputScore score{v->name(), out_cos[v->name()].value(), std::nullopt};
-    if (auto it = top1.find(v->name()); it != top1.end() && it->second.second > 0) {
-      score.top1 = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
+          });
     }
-    r.outputs.push_back(score);
-  }
-  for (const auto& [value, c] : node_cos)
-    r.worst_nodes.emplace_back(node_of_output[value], c.value());
-  std::sort(r.worst_nodes.begin(), r.worst_nodes.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second; });
-  if (r.worst_nodes.size() > 5) r.worst_nodes.resize(5);
+    for (const ir::Value* v : float_graph->outputs()) {
+      if (!out_cos.count(v->name())) continue;
+      OutputScore score{v->name(), out_cos[v->name()].value(), std::nullopt};
+      if (auto it = top1.find(v->name()); it != top1.end() && it->second.second > 0) {
+        score.top1 = static_cast<double>(it->second.first) / static_cast<double>(it->second.second);
+      }
+      r.outputs.push_back(score);
+    }
+    for (const auto& [value, c] : node_cos)
+      r.worst_nodes.emplace_back(node_of_output[value], c.value());
+    std::sort(r.worst_nodes.begin(), r.worst_nodes.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (r.worst_nodes.size() > 5) r.worst_nodes.resize(5);
 
-  std::string worst;
-  for (const auto& [name, c] : r.worst_nodes) {
-    worst += fmt::format("{}{} {:.4f}", worst.empty() ? "" : ", ", name, c);
-  }
-  for (const OutputScore& s : r.outputs) {
-    const bool cos_ok = s.cosine >= o.min_cosine;
-    const bool top1_ok = !o.min_top1 || !s.top1 || *s.top1 >= *o.min_top1;
-    say(fmt::format("quantize gate: output '{}': cosine {:.5f} (>= {}){}{}\n", s.name, s.cosine,
-                    o.min_cosine,
-                    s.top1 ? fmt::format(", top-1 agreement {:.4f}{}", *s.top1,
-                                         o.min_top1 ? fmt::format(" (>= {})", *o.min_top1) : "")
-                           : "",
-                    cos_ok && top1_ok ? "" : "  FAIL"));
-    if ((!cos_ok || !top1_ok) && r.pass) {
-      r.pass = false;
-      r.failure = fmt::format(
-          "output '{}' {} (cosine {:.5f}{}); the quantized nodes that drift most: {}", s.name,
-          !cos_ok ? fmt::format("has cosine below {}", o.min_cosine)
-                  : fmt::format("has top-1 agreement below {}", *o.min_top1),
-          s.cosine, s.top1 ? fmt::format(", top-1 {:.4f}", *s.top1) : "", worst);
+    std::string worst;
+    for (const auto& [name, c] : r.worst_nodes) {
+      worst += fmt::format("{}{} {:.4f}", worst.empty() ? "" : ", ", name, c);
     }
+    for (const OutputScore& s : r.outputs) {
+      const bool cos_ok = s.cosine >= o.min_cosine;
+      const bool top1_ok = !o.min_top1 || !s.top1 || *s.top1 >= *o.min_top1;
+      say(fmt::format("quantize gate: output '{}': cosine {:.5f} (>= {}){}{}\n", s.name, s.cosine,
+                      o.min_cosine,
+                      s.top1 ? fmt::format(", top-1 agreement {:.4f}{}", *s.top1,
+                                           o.min_top1 ? fmt::format(" (>= {})", *o.min_top1) : "")
+                             : "",
+                      cos_ok && top1_ok ? "" : "  FAIL"));
+      if ((!cos_ok || !top1_ok) && r.pass) {
+        r.pass = false;
+        r.failure = fmt::format(
+            "output '{}' {} (cosine {:.5f}{}); the quantized nodes that drift most: {}", s.name,
+            !cos_ok ? fmt::format("has cosine below {}", o.min_cosine)
+                    : fmt::format("has top-1 agreement below {}", *o.min_top1),
+            s.cosine, s.top1 ? fmt::format(", top-1 {:.4f}", *s.top1) : "", worst);
+      }
+    }
+    if (!worst.empty())
+      say(fmt::format("quantize gate: nodes whose outputs drift most: {}\n", worst));
+    if (r.pass || attempt >= o.fallback_nodes || r.worst_nodes.empty() || r.quantized_nodes <= 1) {
+      break;
+    }
+    const auto& [node, cosine] = r.worst_nodes.front();
+    kept_float.push_back(node);
+    excluded.insert(node);
+    say(fmt::format("quantize: keeping {} float32 (its output's cosine {:.4f}) and trying again\n",
+                    node, cosine));
   }
-  if (!worst.empty())
-    say(fmt::format("quantize gate: nodes whose outputs drift most: {}\n", worst));
+  r.kept_float = kept_float;
+  if (!kept_float.empty()) {
+    say(fmt::format("quantize: {} node{} kept float32 by the fallback: {}\n", kept_float.size(),
+                    kept_float.size() == 1 ? "" : "s", fmt::join(kept_float, ", ")));
+  }
   if (!r.pass && !o.allow_drift) {
     fail(ErrorCode::InvalidArgument,
          "quantize gate: {}. The model was not written; --allow-drift writes it anyway, "
-         "--exclude-node keeps a node in float32",
+         "--exclude-node keeps a node in float32, --fallback-nodes lets the fallback keep more",
          r.failure);
   }
   onnx_io::save_model_file(model, o.output_path);

@@ -42,7 +42,10 @@ struct QuantizeOptions {
   // quantize_dynamic form).
   bool dynamic = false;
   std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
-  std::vector<std::string> exclude_nodes;  // node names left float32
+  std::vector<std::string> exclude_nodes;  // node names (or "Conv #2": the third) left float32
+  // When the gate refuses, keep the node whose output drifts most float32 and try again, up to
+  // this many times (each try runs the gate again).
+  int fallback_nodes = 4;
   double min_cosine = 0.99;
   std::optional<double> min_top1;
   bool allow_drift = false;
@@ -65,6 +68,7 @@ struct QuantizeResult {
   std::vector<std::pair<std::string, double>> worst_nodes;  // node name, output cosine
   bool pass = true;
   std::string failure;  // why the gate refused
+  std::vector<std::string> kept_float;  // nodes the fallback kept float32, in the order it did
   size_t float_weight_bytes = 0, int8_weight_bytes = 0;
 };
 

@@ -213,3 +213,42 @@ def test_dynamic_int8_gemm_with_transposes_alpha_beta_and_c(kiln, tmp_path):
     got = ort.InferenceSession(str(out)).run(None, {"x": x})[0]
     assert cosine(got, want) > 0.999
     assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+
+
+def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
+    """One channel 1000x the others before the second Conv, which hardly reads it: per-tensor
+    uint8 activations leave the other channels a few steps, so that Conv's output drifts. The gate refuses the fully
+    quantized model; the fallback keeps that Conv float32 (and only it) and the model passes."""
+    rng = np.random.default_rng(6)
+    scale = np.ones((1, 8, 1, 1), np.float32)
+    scale[0, 3] = 1000.0
+    w2 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
+    w2[:, 3] *= 1e-4  # the output hardly depends on the outlier channel
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+                                     "w1"),
+             numpy_helper.from_array(scale, "spread"), numpy_helper.from_array(w2, "w2")]
+    nodes = [helper.make_node("Conv", ["image", "w1"], ["c1"], pads=[1, 1, 1, 1], name="first"),
+             helper.make_node("Mul", ["c1", "spread"], ["m"]),
+             helper.make_node("Conv", ["m", "w2"], ["y"], pads=[1, 1, 1, 1], name="second")]
+    g = helper.make_graph(nodes, "outlier",
+                          [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                         [4, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8, 16, 16])],
+                          inits)
+    model = tmp_path / "outlier.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    cal = calibration_sets(tmp_path, count=2)
+    r = kiln("quantize", model, "-o", tmp_path / "none.onnx", *npz_flags(cal), "--min-cosine",
+             "0.9999", "--fallback-nodes", "0")
+    assert r.returncode == 1 and "has cosine below 0.9999" in r.stderr, r.stdout + r.stderr
+    assert re.search(r"drift most: second 0\.\d+, first", r.stderr), r.stderr
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--min-cosine",
+             "0.9999")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "keeping second float32" in r.stdout
+    assert "1 node kept float32 by the fallback: second" in r.stdout
+    q = onnx.load(str(tmp_path / "q.onnx"))
+    second = next(n for n in q.graph.node if n.name == "second")
+    assert second.input[0] == "m" and second.input[1] == "w2"  # float32 as it was
+    first = next(n for n in q.graph.node if n.name == "first")
+    assert first.input[0] != "image"  # quantized
