@@ -178,6 +178,14 @@ std::vector<Case> cases() {
       {"elu", "Elu", {x({4, 5})}, {f("alpha", 0.7f)}, "cpu.eltwise"},
       {"gelu", "Gelu", {x({4, 5})}, {}, "cpu.eltwise", "", 20},
       {"gelu_tanh", "Gelu", {x({4, 5})}, {s("approximate", "tanh")}, "cpu.eltwise", "", 20},
+      {"gelu_kiln", "Gelu", {x({4, 5})}, {}, "cpu.eltwise", "ai.kiln", 1},
+      {"gelu_kiln_tanh",
+       "Gelu",
+       {x({4, 5})},
+       {s("approximate", "tanh")},
+       "cpu.eltwise",
+       "ai.kiln",
+       1},
       {"exp", "Exp", {x({4, 5})}, {}, "cpu.eltwise"},
       {"sqrt", "Sqrt", {x({4, 5})}, {}, "cpu.eltwise", "", 17, true},
       {"abs", "Abs", {x({4, 5})}, {}, "cpu.eltwise"},
@@ -362,6 +370,27 @@ std::vector<Case> cases() {
                "",
                15,
                true});
+  // The dynamic INT8 path (kiln quantize --dynamic): DynamicQuantizeLinear, and MatMulInteger of
+  // a uint8 activation (with its zero point) and a constant int8 weight; integer results, exact.
+  c.push_back({.name = "dynamic_quantize_linear",
+               .op = "DynamicQuantizeLinear",
+               .inputs = {x({3, 37})},
+               .kernel = "cpu.dynamic_quantize",
+               .outputs = 3});
+  std::vector<int64_t> weight(24 * 9);
+  for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<int64_t>(i * 37 % 255) - 127;
+  c.push_back(
+      {.name = "matmul_integer_zero_point",
+       .op = "MatMulInteger",
+       .inputs = {typed({2, 5, 24}, DataType::UInt8), ints_in({24, 9}, weight, DataType::Int8),
+                  ints_fed({}, {131}, DataType::UInt8),
+                  ints_in({9}, std::vector<int64_t>(9, 0), DataType::Int8)},
+       .kernel = "onednn.matmul_integer"});
+  c.push_back(
+      {.name = "matmul_integer_2d",
+       .op = "MatMulInteger",
+       .inputs = {typed({7, 24}, DataType::UInt8), ints_in({24, 9}, weight, DataType::Int8)},
+       .kernel = "onednn.matmul_integer"});
   for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }
@@ -373,7 +402,7 @@ Tensor random_tensor(const std::vector<int64_t>& dims, DataType dtype, std::mt19
                      bool positive, const std::vector<int64_t>& values = {}, bool special = false) {
   Tensor t(dtype, dims);
   std::uniform_real_distribution<float> dist(positive ? 0.1f : -2.f, 2.f);
-  std::uniform_int_distribution<int64_t> small(-3, 3), bit(0, 1);
+  std::uniform_int_distribution<int64_t> small(-3, 3), bit(0, 1), byte(0, 255);
   auto next_float = [&](int64_t k) {
     const float v = dist(rng);
     if (!special) return v;
@@ -400,6 +429,12 @@ Tensor random_tensor(const std::vector<int64_t>& dims, DataType dtype, std::mt19
         break;
       case DataType::Int64:
         t.data<int64_t>()[k] = given ? v : small(rng);
+        break;
+      case DataType::UInt8:  // quantized activations: the whole range
+        t.data<uint8_t>()[k] = static_cast<uint8_t>(given ? v : byte(rng));
+        break;
+      case DataType::Int8:
+        t.data<int8_t>()[k] = static_cast<int8_t>(given ? v : byte(rng) - 128);
         break;
       case DataType::Bool:
         t.data<bool>()[k] = (given ? v : bit(rng)) != 0;

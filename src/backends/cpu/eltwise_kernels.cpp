@@ -420,6 +420,15 @@ KILN_CPU_UNARY("Sigmoid");
 KILN_CPU_UNARY("Tanh");
 KILN_CPU_UNARY("Elu");
 KILN_CPU_UNARY("Gelu");
+// ai.kiln Gelu (the fusion of the exporters' erf and tanh forms), where no MatMul takes it into
+// its epilogue: after a dynamic INT8 product's rescale, say.
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = "ai.kiln",
+                      .op_type = "Gelu",
+                      .name = "cpu.eltwise",
+                      .in_place_inputs = {0},
+                      .check = check_unary,
+                      .create = create_unary});
 KILN_CPU_UNARY("Exp");
 KILN_CPU_UNARY("Sqrt");
 KILN_CPU_UNARY("Abs");
