@@ -70,18 +70,7 @@ compiler::CompileOptions options_from_dict(const nb::dict& d) {
       get<std::map<std::string, int64_t>>(d, "dims").value_or(std::map<std::string, int64_t>{});
   o.inputs.seed = get<uint64_t>(d, "seed").value_or(0);
   o.threads = get<int>(d, "threads").value_or(0);
-  // [[(name, prepared feed)]]: the arrays stay referenced by the caller's list during the call.
-  if (d.contains("calibration")) {
-    for (nb::handle set : nb::cast<nb::list>(d["calibration"])) {
-      runtime::Feeds feeds;
-      for (nb::handle item : nb::cast<nb::list>(set)) {
-        nb::tuple pair = nb::cast<nb::tuple>(item);
-        std::string name = nb::cast<std::string>(pair[0]);
-        feeds[name] = value_from_feed(pair[1], fmt::format("calibration input '{}'", name));
-      }
-      o.inputs.calibration.push_back(std::move(feeds));
-    }
-  }
+  o.inputs.calibration = calibration_sets(d);
   return o;
 }
 
@@ -130,6 +119,21 @@ nb::dict result_to_dict(const compiler::CompileResult& r) {
 }
 
 }  // namespace
+
+std::vector<runtime::Feeds> calibration_sets(const nb::dict& d) {
+  std::vector<runtime::Feeds> sets;
+  if (!d.contains("calibration")) return sets;
+  for (nb::handle set : nb::cast<nb::list>(d["calibration"])) {
+    runtime::Feeds feeds;
+    for (nb::handle item : nb::cast<nb::list>(set)) {
+      nb::tuple pair = nb::cast<nb::tuple>(item);
+      std::string name = nb::cast<std::string>(pair[0]);
+      feeds[name] = value_from_feed(pair[1], fmt::format("calibration input '{}'", name));
+    }
+    sets.push_back(std::move(feeds));
+  }
+  return sets;
+}
 
 void bind_compile(nb::module_& m) {
   m.def(

@@ -4,8 +4,10 @@
 #include <nanobind/nanobind.h>
 
 #include <string>
+#include <vector>
 
 #include "core/rt_value.hpp"
+#include "runtime/precision.hpp"
 
 namespace kiln::python {
 
@@ -14,6 +16,11 @@ namespace kiln::python {
 // used.
 RtValue value_from_feed(nanobind::handle feed, const std::string& what);
 Tensor tensor_from_feed(nanobind::handle feed, const std::string& what);
+
+// The calibration sets kiln/compiler.py's _calibration prepares under "calibration" in an options
+// dict ([[(name, prepared feed)]]), none when absent. The arrays stay referenced by the caller's
+// list during the call that uses them.
+std::vector<runtime::Feeds> calibration_sets(const nanobind::dict& options);
 
 // Registers _compile (python/src/compile_binding.cpp) on the module.
 void bind_compile(nanobind::module_& m);

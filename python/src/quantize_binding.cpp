@@ -44,18 +44,7 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.threads = get<int>(d, "threads").value_or(0);
   o.calibration.calibration_dir = get<std::string>(d, "calibration_dir").value_or("");
   o.calibration.seed = get<uint64_t>(d, "seed").value_or(0);
-  // [[(name, prepared feed)]]: the arrays stay referenced by the caller's list during the call.
-  if (d.contains("calibration")) {
-    for (nb::handle set : nb::cast<nb::list>(d["calibration"])) {
-      runtime::Feeds feeds;
-      for (nb::handle item : nb::cast<nb::list>(set)) {
-        nb::tuple pair = nb::cast<nb::tuple>(item);
-        std::string name = nb::cast<std::string>(pair[0]);
-        feeds[name] = value_from_feed(pair[1], fmt::format("calibration input '{}'", name));
-      }
-      o.calibration.calibration.push_back(std::move(feeds));
-    }
-  }
+  o.calibration.calibration = calibration_sets(d);
   return o;
 }
 

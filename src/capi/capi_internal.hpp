@@ -59,6 +59,12 @@ KilnStatus guarded(Fn&& fn) noexcept {
   }
 }
 
+// A *_set_config value: "0"/"1" (or "false"/"true") as a flag, or a whole string as a number of
+// at least `minimum`; InvalidArgument naming the function and the key otherwise.
+bool parse_config_flag(const char* function, const char* key, const std::string& v);
+double parse_config_number(const char* function, const char* key, const std::string& v,
+                           double minimum);
+
 // Argument checks that name the C function and the argument.
 #define KILN_CAPI_REQUIRE(ptr, function) \
   KILN_CHECK_ARG((ptr) != nullptr, "{}: argument '{}' is NULL", function, #ptr)

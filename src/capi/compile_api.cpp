@@ -21,19 +21,14 @@ struct KilnCompileResult {
 namespace kiln::capi {
 namespace {
 
+constexpr const char* kSetConfig = "kiln_compile_options_set_config";
+
 bool parse_flag(const char* key, const std::string& v) {
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  fail(ErrorCode::InvalidArgument,
-       "kiln_compile_options_set_config: '{}' takes \"0\" or \"1\", got \"{}\"", key, v);
+  return parse_config_flag(kSetConfig, key, v);
 }
 
 double parse_number(const char* key, const std::string& v) {
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  KILN_CHECK_ARG(!v.empty() && end == v.c_str() + v.size() && d >= 0,
-                 "kiln_compile_options_set_config: '{}' takes a number >= 0, got \"{}\"", key, v);
-  return d;
+  return parse_config_number(kSetConfig, key, v, 0);
 }
 
 // "NAME=VALUE" -> (NAME, VALUE).

@@ -24,17 +24,11 @@ namespace {
 constexpr const char* kSetConfig = "kiln_quantize_options_set_config";
 
 bool parse_flag(const char* key, const std::string& v) {
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  fail(ErrorCode::InvalidArgument, "{}: '{}' takes \"0\" or \"1\", got \"{}\"", kSetConfig, key, v);
+  return parse_config_flag(kSetConfig, key, v);
 }
 
 double parse_number(const char* key, const std::string& v) {
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  KILN_CHECK_ARG(!v.empty() && end == v.c_str() + v.size(), "{}: '{}' takes a number, got \"{}\"",
-                 kSetConfig, key, v);
-  return d;
+  return parse_config_number(kSetConfig, key, v, -1e300);
 }
 
 void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {

@@ -1,4 +1,5 @@
 // The C ABI's library, options, session and profile entry points (kiln.h), over kiln::Session.
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -62,6 +63,22 @@ KilnStatus set_error(KilnStatus status, const char* message) noexcept {
     t_last_error.clear();  // no memory for the message: an empty one beats none
   }
   return status;
+}
+
+bool parse_config_flag(const char* function, const char* key, const std::string& v) {
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  fail(ErrorCode::InvalidArgument, "{}: '{}' takes \"0\" or \"1\", got \"{}\"", function, key, v);
+}
+
+double parse_config_number(const char* function, const char* key, const std::string& v,
+                           double minimum) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  KILN_CHECK_ARG(!v.empty() && end == v.c_str() + v.size() && d >= minimum,
+                 "{}: '{}' takes a number{}, got \"{}\"", function, key,
+                 minimum > -1e300 ? fmt::format(" >= {}", minimum) : "", v);
+  return d;
 }
 
 KilnStatus status_of(ErrorCode code) noexcept {
