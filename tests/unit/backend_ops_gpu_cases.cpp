@@ -134,7 +134,7 @@ void unary_cases(std::vector<Case>& c) {
        "gpu.thresholded_relu"},
       {"gelu", "Gelu", {}, elt, kFp16, "gpu.gelu", false, 20},
       {"gelu_tanh", "Gelu", {s("approximate", "tanh")}, elt, kFp16, "gpu.gelu", false, 20},
-      {"kiln_gelu", "Gelu", {}, kRef, kFp16, "gpu.gelu", false, 1, kKiln},
+      {"kiln_gelu", "Gelu", {}, elt, kFp16, "gpu.gelu", false, 1, kKiln},
   };
   for (const UnaryCase& u : unary) {
     // [3, 5, 7]: 105 elements, less than one block and not a multiple of a wavefront.
