@@ -26,8 +26,13 @@ Fp16RangeReport measure_fp16_range(std::shared_ptr<ir::Graph> graph, const GateI
       observe_float_values(graph, sets, o, [&](const ir::Value& v, const Tensor& t, size_t) {
         double m = 0;
         for (float x : t.values<float>()) {
-          // Infinities the float32 model computes itself are no float16 overflow.
-          if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+          // Infinities the float32 model computes itself are no float16 overflow, and neither
+          // are additive-mask sentinels (HF's finfo(float32).min, -1e9): clamped to -65504 they
+          // still send a softmax's terms to 0, as the conversion's clamp of their constants
+          // always did.
+          if (std::isfinite(x) && x > kMaskSentinel) {
+            m = std::max(m, static_cast<double>(std::fabs(x)));
+          }
         }
         if (m >= kFp16RangeLimit) largest[v.name()] = std::max(largest[v.name()], m);
       });

@@ -20,6 +20,9 @@ namespace kiln::compiler {
 // Values whose magnitude reaches a quarter of float16's largest finite value (65504 / 4): the
 // margin covers inputs larger than the measured ones and the sums downstream.
 inline constexpr double kFp16RangeLimit = 65504.0 / 4;
+// Values at or below this are taken for "minus infinity" sentinels of an additive attention mask
+// (-1e9, -3.4e38), not for overflowing activations.
+inline constexpr float kMaskSentinel = -1e9f;
 
 struct Fp16RangeReport {
   bool ran = false;

@@ -243,3 +243,29 @@ def test_activations_beyond_float16_stay_float32(kiln, tmp_path):
 def test_compile_help_documents_fp16(kiln, flag):
     r = kiln("compile", "--help")
     assert flag in r.stdout and "--fp16-io" in r.stdout and "--fp16-keep-op" in r.stdout
+
+
+def test_attention_mask_sentinels_do_not_keep_float32(kiln, tmp_path):
+    """HF's additive mask, (1 - mask) * finfo(float32).min: its -3.4e38 are "minus infinity"
+    sentinels, not activations past float16's range; the range check leaves them to the
+    constant's clamp (-65504), so the whole model computes in float16 and still matches."""
+    nodes = [helper.make_node("Cast", ["mask"], ["mf"], to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "mf"], ["inv"]),
+             helper.make_node("Mul", ["inv", "fmin"], ["bias"]),
+             helper.make_node("Unsqueeze", ["bias", "axis"], ["b3"]),
+             helper.make_node("Add", ["x", "b3"], ["scores"]),
+             helper.make_node("Softmax", ["scores"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(np.array(1, np.float32), "one"),
+             numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    g = helper.make_graph(nodes, "mask",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8]),
+                           helper.make_tensor_value_info("mask", TensorProto.INT64, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8])], inits)
+    path = tmp_path / "mask.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = kiln("compile", path, "-o", tmp_path / "mask.kiln", "--fp16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fp16: range check: every float32 value stays within float16's range" in r.stdout
+    assert "kept float32 for their range" not in r.stdout
+    assert "precision: float16 (" in r.stdout
