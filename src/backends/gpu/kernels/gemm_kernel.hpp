@@ -141,6 +141,19 @@ __device__ inline void copy_async_16_or_zero(void* smem, const void* global, boo
 #endif
 }
 
+// How a stage L of 16-byte chunks is shared among a block's threads: the chunks of one thread
+// lie in one column of chunks, kRowsPerPass rows apart, kPerThread of them. Both stagers below
+// copy this way.
+template <typename S, int Threads, typename L>
+struct ChunkGeometry {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
+  static constexpr int kChunksPerRow = L::kCols / kVec;
+  static_assert(L::kCols % kVec == 0 && Threads % kChunksPerRow == 0 &&
+                L::kRows % (Threads / kChunksPerRow) == 0);
+  static constexpr int kRowsPerPass = Threads / kChunksPerRow;
+  static constexpr int kPerThread = L::kRows / kRowsPerPass;
+};
+
 // The 16-byte staging copies one thread makes of one operand, for every step of an output
 // tile: what does not change between steps (source pointers, the chunk's place in the stage,
 // which chunks lie inside the operand along M or N) is computed once per tile, so a step costs
@@ -148,14 +161,9 @@ __device__ inline void copy_async_16_or_zero(void* smem, const void* global, boo
 // storage rows are M or N and its columns K (A, or B transposed), else its rows are K. The
 // stage L holds the tile's rows x columns as they lie in storage, swizzled.
 template <typename S, int Threads, typename L, bool KAlongCols>
-struct VectorStager {
-  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
-  static constexpr int kChunksPerRow = L::kCols / kVec;
-  static_assert(L::kCols % kVec == 0 && Threads % kChunksPerRow == 0 &&
-                L::kRows % (Threads / kChunksPerRow) == 0);
-  // The chunks of one thread lie in one column, kRowsPerPass rows apart.
-  static constexpr int kRowsPerPass = Threads / kChunksPerRow;
-  static constexpr int kPerThread = L::kRows / kRowsPerPass;
+struct VectorStager : ChunkGeometry<S, Threads, L> {
+  using G = ChunkGeometry<S, Threads, L>;
+  using G::kChunksPerRow, G::kPerThread, G::kRowsPerPass, G::kVec;
   static constexpr int kBK = KAlongCols ? L::kCols : L::kRows;
 
   const S* base;  // the operand (a valid address for the zero-filling copies)
@@ -206,13 +214,9 @@ struct VectorStager {
 // padding, rows past M and columns past K read zeros. Needs c % (16 bytes) == 0, so that a chunk
 // never straddles two taps.
 template <typename S, int Threads, typename L>
-struct ConvStager {
-  static constexpr int kVec = 16 / static_cast<int>(sizeof(S));
-  static constexpr int kChunksPerRow = L::kCols / kVec;
-  static_assert(L::kCols % kVec == 0 && Threads % kChunksPerRow == 0 &&
-                L::kRows % (Threads / kChunksPerRow) == 0);
-  static constexpr int kRowsPerPass = Threads / kChunksPerRow;
-  static constexpr int kPerThread = L::kRows / kRowsPerPass;
+struct ConvStager : ChunkGeometry<S, Threads, L> {
+  using G = ChunkGeometry<S, Threads, L>;
+  using G::kChunksPerRow, G::kPerThread, G::kRowsPerPass, G::kVec;
   static constexpr int kBK = L::kCols;
   // A row past M: a window corner so far out that no tap reaches the image.
   static constexpr int kOutside = -(1 << 30);
