@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -340,6 +341,17 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       o.method != CalibrationMethod::Percentile || (o.percentile > 50 && o.percentile <= 100),
       "--percentile {} must be in (50, 100]", o.percentile);
   KILN_CHECK_ARG(!o.output_path.empty(), "quantize: give the output path (-o)");
+  // Refused before any work (a calibration and its gate can take minutes).
+  {
+    namespace fs = std::filesystem;
+    const fs::path out = fs::absolute(o.output_path);
+    KILN_CHECK_ARG(fs::is_directory(out.parent_path()),
+                   "quantize: cannot write '{}': its directory does not exist", o.output_path);
+    KILN_CHECK_ARG(!fs::exists(o.model_path) || !fs::exists(out) ||
+                       !fs::equivalent(out, fs::path(o.model_path)),
+                   "quantize: the output would overwrite the model '{}': choose another -o",
+                   o.model_path);
+  }
   KILN_CHECK_ARG(o.fallback_nodes >= 0, "quantize: fallback_nodes {} must be >= 0",
                  o.fallback_nodes);
   const std::shared_ptr<ir::Graph> float_graph = onnx_io::import_model_file(o.model_path).graph;

@@ -143,6 +143,10 @@ def test_quantize_refuses_old_opsets_and_models_without_weights(kiln, tmp_path):
     r = kiln("quantize", tmp_path / "relu.onnx", "-o", tmp_path / "q.onnx")
     assert r.returncode == 1 and "no Conv / MatMul / Gemm with a constant float32 weight" in r.stderr
     assert kiln("quantize", model, "-o", tmp_path / "q.onnx", "--method", "kl").returncode == 2
+    r = kiln("quantize", model, "-o", tmp_path / "no" / "such" / "q.onnx")
+    assert r.returncode == 1 and "its directory does not exist" in r.stderr
+    r = kiln("quantize", model, "-o", model)
+    assert r.returncode == 1 and "would overwrite the model" in r.stderr
 
 
 @pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1"])
