@@ -18,12 +18,6 @@ using namespace nb::literals;
 namespace kiln::python {
 namespace {
 
-template <typename T>
-std::optional<T> get(const nb::dict& d, const char* key) {
-  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
-  return nb::cast<T>(d[key]);
-}
-
 const char* kind_name(compiler::MessageKind kind) {
   switch (kind) {
     case compiler::MessageKind::Report:
@@ -40,36 +34,36 @@ const char* kind_name(compiler::MessageKind kind) {
 
 compiler::CompileOptions options_from_dict(const nb::dict& d) {
   compiler::CompileOptions o;
-  o.model_path = get<std::string>(d, "model_path").value_or("");
-  if (auto bytes = get<nb::bytes>(d, "model_bytes"))
+  o.model_path = dict_get<std::string>(d, "model_path").value_or("");
+  if (auto bytes = dict_get<nb::bytes>(d, "model_bytes"))
     o.model_bytes.emplace(bytes->c_str(), bytes->size());
-  o.output_path = get<std::string>(d, "output_path").value_or("");
-  o.shapes = get<std::vector<std::string>>(d, "shapes").value_or(std::vector<std::string>{});
-  o.optimize = get<bool>(d, "optimize").value_or(true);
-  o.dump_after = get<std::string>(d, "dump_after").value_or("");
-  o.trace_passes = get<bool>(d, "trace_passes").value_or(false);
-  o.fp16.enabled = get<bool>(d, "fp16").value_or(false);
-  o.fp16.io_fp16 = get<bool>(d, "fp16_io").value_or(false);
-  o.fp16.range_check = get<bool>(d, "fp16_range_check").value_or(true);
+  o.output_path = dict_get<std::string>(d, "output_path").value_or("");
+  o.shapes = dict_get<std::vector<std::string>>(d, "shapes").value_or(std::vector<std::string>{});
+  o.optimize = dict_get<bool>(d, "optimize").value_or(true);
+  o.dump_after = dict_get<std::string>(d, "dump_after").value_or("");
+  o.trace_passes = dict_get<bool>(d, "trace_passes").value_or(false);
+  o.fp16.enabled = dict_get<bool>(d, "fp16").value_or(false);
+  o.fp16.io_fp16 = dict_get<bool>(d, "fp16_io").value_or(false);
+  o.fp16.range_check = dict_get<bool>(d, "fp16_range_check").value_or(true);
   o.fp16.keep_ops =
-      get<std::vector<std::string>>(d, "fp16_keep_ops").value_or(std::vector<std::string>{});
-  o.prepack = get<bool>(d, "prepack").value_or(true);
-  o.target = get<std::string>(d, "target").value_or("");
-  o.verify = get<bool>(d, "verify").value_or(true);
-  o.verify_full = get<bool>(d, "verify_full").value_or(false);
-  o.device = get<std::string>(d, "device").value_or("cpu");
-  o.allow_drift = get<bool>(d, "allow_drift").value_or(false);
-  o.max_rel_l2 = get<double>(d, "max_rel_l2");
-  o.rtol = get<double>(d, "rtol");
-  o.atol = get<double>(d, "atol");
-  o.verify_timeout_seconds = get<double>(d, "verify_timeout").value_or(60.0);
-  o.inputs.calibration_dir = get<std::string>(d, "calibration_dir").value_or("");
-  o.inputs.files = get<std::map<std::string, std::string>>(d, "inputs")
+      dict_get<std::vector<std::string>>(d, "fp16_keep_ops").value_or(std::vector<std::string>{});
+  o.prepack = dict_get<bool>(d, "prepack").value_or(true);
+  o.target = dict_get<std::string>(d, "target").value_or("");
+  o.verify = dict_get<bool>(d, "verify").value_or(true);
+  o.verify_full = dict_get<bool>(d, "verify_full").value_or(false);
+  o.device = dict_get<std::string>(d, "device").value_or("cpu");
+  o.allow_drift = dict_get<bool>(d, "allow_drift").value_or(false);
+  o.max_rel_l2 = dict_get<double>(d, "max_rel_l2");
+  o.rtol = dict_get<double>(d, "rtol");
+  o.atol = dict_get<double>(d, "atol");
+  o.verify_timeout_seconds = dict_get<double>(d, "verify_timeout").value_or(60.0);
+  o.inputs.calibration_dir = dict_get<std::string>(d, "calibration_dir").value_or("");
+  o.inputs.files = dict_get<std::map<std::string, std::string>>(d, "inputs")
                        .value_or(std::map<std::string, std::string>{});
-  o.inputs.dims =
-      get<std::map<std::string, int64_t>>(d, "dims").value_or(std::map<std::string, int64_t>{});
-  o.inputs.seed = get<uint64_t>(d, "seed").value_or(0);
-  o.threads = get<int>(d, "threads").value_or(0);
+  o.inputs.dims = dict_get<std::map<std::string, int64_t>>(d, "dims").value_or(
+      std::map<std::string, int64_t>{});
+  o.inputs.seed = dict_get<uint64_t>(d, "seed").value_or(0);
+  o.threads = dict_get<int>(d, "threads").value_or(0);
   o.inputs.calibration = calibration_sets(d);
   return o;
 }

@@ -3,6 +3,7 @@
 // values: shared by the session's runs and the compiler's calibration sets.
 #include <nanobind/nanobind.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ namespace kiln::python {
 // used.
 RtValue value_from_feed(nanobind::handle feed, const std::string& what);
 Tensor tensor_from_feed(nanobind::handle feed, const std::string& what);
+
+// options[key] as a T, none when absent or None (the option dicts kiln/*.py build).
+template <typename T>
+std::optional<T> dict_get(const nanobind::dict& d, const char* key) {
+  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
+  return nanobind::cast<T>(d[key]);
+}
 
 // The calibration sets kiln/compiler.py's _calibration prepares under "calibration" in an options
 // dict ([[(name, prepared feed)]]), none when absent. The arrays stay referenced by the caller's

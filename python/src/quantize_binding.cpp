@@ -18,32 +18,26 @@ using namespace nb::literals;
 namespace kiln::python {
 namespace {
 
-template <typename T>
-std::optional<T> get(const nb::dict& d, const char* key) {
-  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
-  return nb::cast<T>(d[key]);
-}
-
 compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   compiler::QuantizeOptions o;
-  o.model_path = get<std::string>(d, "model_path").value_or("");
-  o.output_path = get<std::string>(d, "output_path").value_or("");
-  const std::string method = get<std::string>(d, "method").value_or("minmax");
+  o.model_path = dict_get<std::string>(d, "model_path").value_or("");
+  o.output_path = dict_get<std::string>(d, "output_path").value_or("");
+  const std::string method = dict_get<std::string>(d, "method").value_or("minmax");
   o.method = method == "percentile" ? compiler::CalibrationMethod::Percentile
                                     : compiler::CalibrationMethod::MinMax;
-  o.percentile = get<double>(d, "percentile").value_or(99.999);
-  o.per_channel = get<bool>(d, "per_channel").value_or(true);
-  o.dynamic = get<bool>(d, "dynamic").value_or(false);
-  if (auto ops = get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
+  o.percentile = dict_get<double>(d, "percentile").value_or(99.999);
+  o.per_channel = dict_get<bool>(d, "per_channel").value_or(true);
+  o.dynamic = dict_get<bool>(d, "dynamic").value_or(false);
+  if (auto ops = dict_get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
   o.exclude_nodes =
-      get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
-  o.min_cosine = get<double>(d, "min_cosine").value_or(0.99);
-  o.fallback_nodes = get<int>(d, "fallback_nodes").value_or(4);
-  o.min_top1 = get<double>(d, "min_top1");
-  o.allow_drift = get<bool>(d, "allow_drift").value_or(false);
-  o.threads = get<int>(d, "threads").value_or(0);
-  o.calibration.calibration_dir = get<std::string>(d, "calibration_dir").value_or("");
-  o.calibration.seed = get<uint64_t>(d, "seed").value_or(0);
+      dict_get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
+  o.min_cosine = dict_get<double>(d, "min_cosine").value_or(0.99);
+  o.fallback_nodes = dict_get<int>(d, "fallback_nodes").value_or(4);
+  o.min_top1 = dict_get<double>(d, "min_top1");
+  o.allow_drift = dict_get<bool>(d, "allow_drift").value_or(false);
+  o.threads = dict_get<int>(d, "threads").value_or(0);
+  o.calibration.calibration_dir = dict_get<std::string>(d, "calibration_dir").value_or("");
+  o.calibration.seed = dict_get<uint64_t>(d, "seed").value_or(0);
   o.calibration.calibration = calibration_sets(d);
   return o;
 }

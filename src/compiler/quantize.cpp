@@ -303,11 +303,18 @@ void rewrite_dynamic(ir::Graph& g, const Target& t, const DynamicInput& in, bool
     node("Add", {y, c}, sum);
     y = sum;
   }
-  ir::Value* weight = n->input(1);
   g.replace_uses(old, y);
   g.remove_node(n);
   if (y->name() != name) g.rename_value(y, name);
-  if (g.compute_uses()[weight].empty() && !g.is_input(weight)) g.remove_value(weight);
+}
+
+// The float32 weights nothing reads any more (their int8 copies took their place), removed.
+void remove_unread(ir::Graph& g, const std::set<ir::Value*>& weights) {
+  const auto uses = g.compute_uses();
+  for (ir::Value* w : weights) {
+    const auto it = uses.find(w);
+    if ((it == uses.end() || it->second.empty()) && !g.is_input(w)) g.remove_value(w);
+  }
 }
 
 std::vector<float> copy_of(const Tensor& t) {
@@ -413,6 +420,8 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       if (t.node->output(0)) node_of_output[t.node->output(0)->name()] = t.display;
     }
 
+    std::set<ir::Value*> float_weights;
+    for (const Target& t : targets) float_weights.insert(t.node->input(1));
     // The dynamic model: MatMulInteger on DynamicQuantizeLinear's output.
     std::map<std::string, DynamicInput> dynamic_inputs;
     for (const Target& t : o.dynamic ? targets : std::vector<Target>{}) {
@@ -449,10 +458,10 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       r.float_weight_bytes += w->constant().nbytes();
       r.int8_weight_bytes += static_cast<size_t>(w->constant().numel());
       t.node->set_input(1, quantize_weight(g, w, t.weight_axis, o.per_channel, t.node));
-      if (g.compute_uses()[w].empty() && !g.is_input(w)) g.remove_value(w);
       ++r.weights;
       ++r.quantized_nodes;
     }
+    remove_unread(g, float_weights);
     const std::string how =
         o.dynamic
             ? std::string("dynamic: activations quantized at run time; checked on")
@@ -469,8 +478,6 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                     r.calibration_sets == 1 ? "" : "s"));
 
     // The gate: both models on the calibration sets, set by set.
-    std::set<std::string> watched;
-    for (const auto& [value, node] : node_of_output) watched.insert(value);
     std::map<std::string, Cosine> node_cos;
     std::map<std::string, Cosine> out_cos;
     std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
@@ -481,7 +488,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       std::map<std::string, std::vector<int64_t>> dims;
       observe_float_values(float_graph, {sets[s]}, obs,
                            [&](const ir::Value& v, const Tensor& data, size_t) {
-                             if (watched.count(v.name()) || outputs.count(v.name())) {
+                             if (node_of_output.count(v.name()) || outputs.count(v.name())) {
                                reference[v.name()] = copy_of(data);
                                dims[v.name()] = data.dims();
                              }
@@ -491,7 +498,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
             auto ref = reference.find(v.name());
             if (ref == reference.end()) return;
             std::span<const float> q = data.values<float>();
-            if (watched.count(v.name())) node_cos[v.name()].add(ref->second, q);
+            if (node_of_output.count(v.name())) node_cos[v.name()].add(ref->second, q);
             if (!outputs.count(v.name())) return;
             out_cos[v.name()].add(ref->second, q);
             const std::vector<int64_t>& d = dims[v.name()];

@@ -69,17 +69,12 @@ class DynamicQuantize final : public Kernel {
 
 // ---- MatMulInteger ----
 
-const Tensor* constant_of(const ir::Node& node, size_t slot) {
-  const ir::Value* v = slot < node.inputs().size() ? node.input(slot) : nullptr;
-  return v && v->is_constant() ? &v->constant() : nullptr;
-}
-
 std::string check_matmul_integer(const ir::Node& node) {
   const ir::Value* a = node.input(0);
   if (!a || !a->type().is_tensor() || a->type().dtype != DataType::UInt8) {
     return "the activation (A) is not uint8";
   }
-  const Tensor* b = constant_of(node, 1);
+  const Tensor* b = constant_input(node, 1);
   if (!b || b->dtype() != DataType::Int8 || b->dims().size() != 2) {
     return "the weight (B) is not a constant 2-D int8 tensor";
   }
@@ -91,7 +86,7 @@ std::string check_matmul_integer(const ir::Node& node) {
     }
   }
   if (node.inputs().size() > 3 && node.input(3)) {
-    const Tensor* zb = constant_of(node, 3);
+    const Tensor* zb = constant_input(node, 3);
     if (!zb || zb->dtype() != DataType::Int8) return "B's zero point is not a constant int8";
     const int8_t* z = zb->data<int8_t>();
     if (std::any_of(z, z + zb->numel(), [](int8_t v) { return v != 0; })) {
@@ -103,8 +98,9 @@ std::string check_matmul_integer(const ir::Node& node) {
 
 class Int8MatMul final : public Kernel {
  public:
-  explicit Int8MatMul(const ir::Node& node) : node_(node), b_dims_(constant_of(node, 1)->dims()) {
-    const Tensor& b = *constant_of(node, 1);
+  explicit Int8MatMul(const ir::Node& node)
+      : node_(node), b_dims_(constant_input(node, 1)->dims()) {
+    const Tensor& b = *constant_input(node, 1);
     const int64_t k = b_dims_[0], n = b_dims_[1];
     colsum_.assign(static_cast<size_t>(n), 0);
     const int8_t* pb = b.data<int8_t>();

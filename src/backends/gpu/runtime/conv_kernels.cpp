@@ -166,14 +166,14 @@ class ConvKernel final : public Kernel {
             const int64_t to = ((k * r_ + r) * s_ + s) * c_per_group_ + c;
             std::copy_n(src + from * elem, elem, krsc.data() + to * elem);
           }
-    weights_ = upload(krsc.data(), krsc.size());
+    weights_ = backend_.upload(krsc.data(), krsc.size());
     const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
     if (b) {
-      bias_ = upload(b->constant().raw_data(), b->constant().nbytes());
+      bias_ = backend_.upload(b->constant().raw_data(), b->constant().nbytes());
     } else {
       // cudnnConvolutionBiasActivationForward always adds a bias: zeros here.
       std::vector<uint8_t> zeros(static_cast<size_t>(k_) * elem, 0);
-      bias_ = upload(zeros.data(), zeros.size());
+      bias_ = backend_.upload(zeros.data(), zeros.size());
     }
     has_bias_ = b != nullptr;
     cudnn_check(dnn.filter_create(&filter_.out()), "cudnnCreateFilterDescriptor");
@@ -289,13 +289,6 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  DeviceBuffer upload(const void* host, size_t bytes) {
-    DeviceBuffer buf = backend_.allocate(bytes);
-    backend_.copy_to_device(buf.data(), host, bytes, backend_.compute_stream());
-    backend_.compute_stream().synchronize();
-    return buf;
-  }
-
   // y = act(conv(x) + bias [+ z]), all channels-last.
   void convolve(const void* xp, void* yp, const void* zp) {
     const CudnnApi& dnn = cudnn();

@@ -77,12 +77,12 @@ class DepthwiseKernel final : public Kernel {
     for (int64_t ch = 0; ch < c; ++ch) {
       for (int64_t t = 0; t < taps; ++t) rsc[t * c + ch] = to_float(w, ch * taps + t);
     }
-    weights_ = upload(rsc);
+    weights_ = backend_.upload(rsc.data(), rsc.size() * sizeof(float));
     const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
     if (b) {
       std::vector<float> bias(static_cast<size_t>(c));
       for (int64_t ch = 0; ch < c; ++ch) bias[ch] = to_float(b->constant(), ch);
-      bias_ = upload(bias);
+      bias_ = backend_.upload(bias.data(), bias.size() * sizeof(float));
     }
     tile_ = read_tile_override();
   }
@@ -156,13 +156,6 @@ class DepthwiseKernel final : public Kernel {
       default:
         return static_cast<const float*>(t.raw_data())[i];
     }
-  }
-
-  DeviceBuffer upload(const std::vector<float>& host) {
-    DeviceBuffer buf = backend_.allocate(host.size() * sizeof(float));
-    backend_.copy_to_device(buf.data(), host.data(), buf.size(), backend_.compute_stream());
-    backend_.compute_stream().synchronize();
-    return buf;
   }
 
   // KILN_GPU_TRACE=1: the plan for each new input shape.

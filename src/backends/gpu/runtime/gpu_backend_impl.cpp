@@ -73,6 +73,13 @@ GpuStream& GpuBackendImpl::own_stream(Stream& stream) const {
   return s;
 }
 
+DeviceBuffer GpuBackendImpl::upload(const void* host, size_t bytes) {
+  DeviceBuffer buf = allocate(bytes);
+  copy_to_device(buf.data(), host, bytes, compute_stream());
+  compute_stream().synchronize();
+  return buf;
+}
+
 void GpuBackendImpl::copy_to_device(void* device_dst, const void* host_src, size_t bytes,
                                     Stream& stream) {
   GpuStream& s = own_stream(stream);

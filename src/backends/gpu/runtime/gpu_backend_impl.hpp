@@ -28,6 +28,9 @@ class GpuBackendImpl final : public GpuBackend {
   void copy_to_device(void* device_dst, const void* host_src, size_t bytes,
                       Stream& stream) override;
   void copy_to_host(void* host_dst, const void* device_src, size_t bytes, Stream& stream) override;
+  // A kernel's constant data (weights, bias) in a buffer of its own, copied now and waited for:
+  // what kernels do when they are created, never inside a run.
+  DeviceBuffer upload(const void* host, size_t bytes);
 
   // Channels-last: what cuDNN's tensor-core convolutions exchange (the plan keeps a 4-D value
   // so where its producer and readers on this device all take it).

@@ -78,10 +78,10 @@ class OwnConvKernel final : public Kernel {
         }
       }
     }
-    weights_ = upload(frsc.data(), frsc.size());
+    weights_ = backend_.upload(frsc.data(), frsc.size());
     if (shape_.bias) {
       const Tensor& b = node.input(2)->constant();
-      bias_ = upload(b.raw_data(), b.nbytes());
+      bias_ = backend_.upload(b.raw_data(), b.nbytes());
     }
     if (const char* tile = std::getenv("KILN_GPU_GEMM_TILE")) tile_ = tile;
     trace_ = std::getenv("KILN_GPU_TRACE") != nullptr;
@@ -159,13 +159,6 @@ class OwnConvKernel final : public Kernel {
   }
 
  private:
-  DeviceBuffer upload(const void* host, size_t bytes) {
-    DeviceBuffer buf = backend_.allocate(bytes);
-    backend_.copy_to_device(buf.data(), host, bytes, backend_.compute_stream());
-    backend_.compute_stream().synchronize();
-    return buf;
-  }
-
   // Everything of a run's launch but the input, the output and the residual.
   kernels::GemmArgs args_for(int64_t n, int64_t h, int64_t w, const ConvExtent& e,
                              const DeviceTensor* y) const {
