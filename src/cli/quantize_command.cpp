@@ -27,6 +27,7 @@ struct QuantizeFlags {
   double min_top1 = -1;
   bool allow_drift = false;
   int threads = 0;
+  double run_timeout = 600;
   InputOptions inputs;
 };
 
@@ -51,6 +52,7 @@ int quantize(const QuantizeFlags& f) {
   if (f.min_top1 >= 0) o.min_top1 = f.min_top1;
   o.allow_drift = f.allow_drift;
   o.threads = f.threads;
+  o.run_timeout_seconds = f.run_timeout;
   o.on_report = [](std::string_view line) { std::cout << line; };
   const compiler::QuantizeResult r = compiler::quantize_model(o);
   if (!r.pass) std::cerr << "kiln: warning: quantize gate: " << r.failure << " (--allow-drift)\n";
@@ -106,6 +108,10 @@ Command add_quantize_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--allow-drift", o->allow_drift,
                 "Write the model even when it misses the gate (with a warning)");
+  cmd->add_option("--run-timeout", o->run_timeout,
+                  "Seconds one calibration or gate run of the model may take (0: no limit)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Intra-op threads of the calibration runs (0: one per core)");
   add_input_options(cmd, o->inputs);

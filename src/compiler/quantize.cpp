@@ -378,8 +378,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   // their histograms.
   std::map<std::string, Stats> stats;
   for (const Target& t : candidates) stats[t.node->input(0)->name()];
+  KILN_CHECK_ARG(o.run_timeout_seconds >= 0, "quantize: the run timeout {} must be >= 0",
+                 o.run_timeout_seconds);
   ObserveOptions obs;
   obs.threads = o.threads;
+  obs.timeout_seconds = o.run_timeout_seconds;
   auto observe_pass = [&](bool histogram) {
     auto add = [&](const std::string& name, const Tensor& data) {
       auto it = stats.find(name);

@@ -50,6 +50,9 @@ struct QuantizeOptions {
   std::optional<double> min_top1;
   bool allow_drift = false;
   int threads = 0;
+  // Seconds one run of a model (calibration or gate) may take before it stops with an error
+  // (0: no limit): a model can ask for unbounded work (a Loop of 2^62 trips).
+  double run_timeout_seconds = 600;
   std::function<void(std::string_view)> on_report;  // each report line (default: none)
 };
 

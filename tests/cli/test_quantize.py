@@ -256,3 +256,31 @@ def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
     assert second.input[0] == "m" and second.input[1] == "w2"  # float32 as it was
     first = next(n for n in q.graph.node if n.name == "first")
     assert first.input[0] != "image"  # quantized
+
+
+def test_quantize_runs_have_a_time_limit(kiln, tmp_path):
+    """A model that asks for unbounded work (a Loop of 2^62 trips before its MatMul) stops at
+    --run-timeout with a clear error instead of holding the quantizer forever."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(np.ones((1, 4), np.float32), "one")])
+    nodes = [helper.make_node("Loop", ["trips", "cond", "x"], ["looped"], body=body),
+             helper.make_node("MatMul", ["looped", "w"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(1 << 62, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "cond"),
+             numpy_helper.from_array(np.ones((4, 3), np.float32), "w")]
+    g = helper.make_graph(nodes, "loop", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                        [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    model = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", "--run-timeout", "1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "deadline" in r.stderr or "time" in r.stderr, r.stderr
+    assert not (tmp_path / "q.onnx").exists()
