@@ -383,6 +383,18 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   ObserveOptions obs;
   obs.threads = o.threads;
   obs.timeout_seconds = o.run_timeout_seconds;
+  // Every run of a model goes through here, so that one past its time limit says which limit.
+  auto observe = [&](const std::shared_ptr<ir::Graph>& graph, const std::vector<runtime::Feeds>& on,
+                     const ValueObserver& fn) {
+    try {
+      return observe_float_values(graph, on, obs, fn);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Unavailable || o.run_timeout_seconds <= 0) throw;
+      fail(ErrorCode::Unavailable,
+           "quantize: a run of the model stopped at the run time limit ({} s, --run-timeout): {}",
+           o.run_timeout_seconds, e.message());
+    }
+  };
   auto observe_pass = [&](bool histogram) {
     auto add = [&](const std::string& name, const Tensor& data) {
       auto it = stats.find(name);
@@ -396,9 +408,9 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
         }
       }
     }
-    const std::string skipped = observe_float_values(
-        float_graph, sets, obs,
-        [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
+    const std::string skipped =
+        observe(float_graph, sets,
+                [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
     KILN_CHECK_ARG(skipped.empty(), "quantize: calibration cannot run: {}", skipped);
   };
   if (!o.dynamic) {
@@ -489,32 +501,30 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     for (size_t s = 0; s < sets.size(); ++s) {
       std::map<std::string, std::vector<float>> reference;
       std::map<std::string, std::vector<int64_t>> dims;
-      observe_float_values(float_graph, {sets[s]}, obs,
-                           [&](const ir::Value& v, const Tensor& data, size_t) {
-                             if (node_of_output.count(v.name()) || outputs.count(v.name())) {
-                               reference[v.name()] = copy_of(data);
-                               dims[v.name()] = data.dims();
-                             }
-                           });
-      observe_float_values(
-          model.graph, {sets[s]}, obs, [&](const ir::Value& v, const Tensor& data, size_t) {
-            auto ref = reference.find(v.name());
-            if (ref == reference.end()) return;
-            std::span<const float> q = data.values<float>();
-            if (node_of_output.count(v.name())) node_cos[v.name()].add(ref->second, q);
-            if (!outputs.count(v.name())) return;
-            out_cos[v.name()].add(ref->second, q);
-            const std::vector<int64_t>& d = dims[v.name()];
-            if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
-              auto& [agree, rows] = top1[v.name()];
-              for (int64_t row = 0; row < d[0]; ++row) {
-                const float* a = ref->second.data() + row * d[1];
-                const float* b = q.data() + row * d[1];
-                agree += std::max_element(a, a + d[1]) - a == std::max_element(b, b + d[1]) - b;
-                ++rows;
-              }
-            }
-          });
+      observe(float_graph, {sets[s]}, [&](const ir::Value& v, const Tensor& data, size_t) {
+        if (node_of_output.count(v.name()) || outputs.count(v.name())) {
+          reference[v.name()] = copy_of(data);
+          dims[v.name()] = data.dims();
+        }
+      });
+      observe(model.graph, {sets[s]}, [&](const ir::Value& v, const Tensor& data, size_t) {
+        auto ref = reference.find(v.name());
+        if (ref == reference.end()) return;
+        std::span<const float> q = data.values<float>();
+        if (node_of_output.count(v.name())) node_cos[v.name()].add(ref->second, q);
+        if (!outputs.count(v.name())) return;
+        out_cos[v.name()].add(ref->second, q);
+        const std::vector<int64_t>& d = dims[v.name()];
+        if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
+          auto& [agree, rows] = top1[v.name()];
+          for (int64_t row = 0; row < d[0]; ++row) {
+            const float* a = ref->second.data() + row * d[1];
+            const float* b = q.data() + row * d[1];
+            agree += std::max_element(a, a + d[1]) - a == std::max_element(b, b + d[1]) - b;
+            ++rows;
+          }
+        }
+      });
     }
     for (const ir::Value* v : float_graph->outputs()) {
       if (!out_cos.count(v->name())) continue;
