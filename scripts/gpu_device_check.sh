@@ -107,8 +107,10 @@ run() {
         grep -E "^ +(resnet50|bert-base|geomean|own GEMM)|own/lib" | tee -a "$OUT/own_gemm.txt" ||
         status=$?
     done
-    # Every tile of gemm_tile_names (the float16 ones; float32 takes the first three).
-    for tile in "" 128x128x32 128x64x32 64x64x32 128x128x64; do
+    # Every tile of gemm_tile_names (the float16 ones; float32 takes the first three), or the
+    # ones KILN_GPU_OWN_GEMM_CASE_TILES names ("shape": the choice by shape).
+    for tile in ${KILN_GPU_OWN_GEMM_CASE_TILES:-shape 128x128x32 128x64x32 64x64x32 128x128x64}; do
+      [ "$tile" = shape ] && tile=""
       echo "== own GEMM and convolution harness cases (gpu.own.gemm, gpu.own.conv against the" \
         "reference), tile ${tile:-by shape}" | tee -a "$OUT/own_gemm.txt"
       k env KILN_EXPECT_DEVICES=gpu KILN_GPU_GEMM_TILE="$tile" "$root/bin/kiln_unit_tests" \
@@ -116,6 +118,21 @@ run() {
         --gtest_output="xml:$OUT/own_gemm_cases${tile:+_${tile//\//_}}.xml" 2>&1 | tail -n 25 |
         tee -a "$OUT/own_gemm.txt" || status=$?
     done
+  fi
+  if [ "${KILN_GPU_MMA_PEAK:-0}" != 0 ]; then
+    # The ceiling of mma.sync, the own GEMM's instruction (bench/gpu/mma_peak.cu, built here).
+    echo "== mma.sync peak"
+    nvcc -O3 -arch=sm_90 -o "$OUT/mma_peak" "$tree/bench/gpu/mma_peak.cu" &&
+      "$OUT/mma_peak" | tee "$OUT/mma_peak.txt" || status=$?
+    rm -f "$OUT/mma_peak"
+    # Registers, spills and shared memory of each own GEMM kernel for sm_90.
+    if command -v cuobjdump > /dev/null; then
+      cuobjdump --dump-resource-usage "$root/lib/libkiln_gpu_cuda.so" 2>/dev/null |
+        awk '/arch = sm_90/ {on = 1} /arch = sm_80/ {on = 0} on' |
+        grep -A1 "gemm_kernel" | { command -v cu++filt > /dev/null && cu++filt || cat; } \
+        > "$OUT/gemm_resources.txt" || true
+      wc -l "$OUT/gemm_resources.txt"
+    fi
   fi
   if [ "${KILN_GPU_NCU_GEMM:-0}" != 0 ]; then
     # Nsight Compute over the own GEMM's kernels of `kiln devices --gemm` (one timed run per

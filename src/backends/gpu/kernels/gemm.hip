@@ -38,6 +38,12 @@ constexpr TileInfo kTiles[] = {
     {TileId::Small, 64, 64, 0.7, "64x64x32", "64x64x16", 32, 16},
     // NVIDIA float16 on matrix tiles: Big's place (measured 2-13 % faster where Big won).
     {TileId::Deep, 128, 128, 1.08, "128x128x64", nullptr, 64, 0},
+    // Candidates, never chosen by shape (efficiency 0): forced by name to be measured.
+    {TileId::Wide, 128, 128, 0.0, "w128x128x32", nullptr, 32, 0},
+    {TileId::WideDeep, 128, 128, 0.0, "w128x128x64", nullptr, 64, 0},
+    {TileId::Tall, 256, 128, 0.0, "w256x128x32", nullptr, 32, 0},
+    {TileId::Mid2, 128, 64, 0.0, "m128x64x32", nullptr, 32, 0},
+    {TileId::Pair, 128, 64, 0.0, "p128x64x32", nullptr, 32, 0},
 };
 static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK == 16 &&
               gemm_impl::F16Tiles::Deep::BK == 64);
@@ -48,6 +54,11 @@ bool available(const TileInfo& t, FloatType type, bool matrix_tiles) {
   if (t.id == TileId::Mid) return gemm_impl::kMidTile;
   if (t.id == TileId::Big || t.id == TileId::Small) return true;
   return gemm_impl::kNvidiaTiles && type == FloatType::F16 && matrix_tiles;
+}
+
+// Candidates are taken only when forced.
+bool by_shape(const TileInfo& t) {
+  return t.efficiency > 0;
 }
 
 const char* name_of(const TileInfo& t, FloatType type) {
@@ -72,7 +83,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   const TileInfo* best = nullptr;
   double best_cost = 0;
   for (const TileInfo& t : kTiles) {
-    if (!available(t, p.type, p.matrix_tiles)) continue;
+    if (!available(t, p.type, p.matrix_tiles) || !by_shape(t)) continue;
     const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
     const int64_t per_sm = (tiles + sms - 1) / sms;
     const double cost = static_cast<double>(per_sm) * t.bm * t.bn / t.efficiency;

@@ -37,7 +37,10 @@ namespace kiln::backends::gpu::kernels::gemm_impl {
 template <int M, int N, int K, int Threads, int Stages, int MinBlocks, int WarpsM = 2>
 struct BlockTile {
   static constexpr int BM = M, BN = N, BK = K, kThreads = Threads, kStages = Stages;
-  static constexpr int kMinBlocks = MinBlocks, kWarpsM = WarpsM;
+  // At most the block's wavefronts (a 64-thread tile is one wavefront of 64 lanes).
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kWarpsM =
+      WarpsM <= Threads / KILN_WARP_SIZE ? WarpsM : Threads / KILN_WARP_SIZE;
 };
 
 // The tiles launch_gemm chooses from (choose_tile, gemm.hip). Big: 8 NVIDIA warps of 64 x 32;
@@ -48,7 +51,7 @@ struct BlockTile {
 // and a 128 x 256 tile of 64 x 64 warps were slower). AMD takes Big and Small only (fewer
 // kernels to compile for four targets; its LDS holds 64 KiB a workgroup), with two stages: its
 // copies are synchronous, further stages would only cost LDS.
-enum class TileId { Big, Mid, Small, Deep };
+enum class TileId { Big, Mid, Small, Deep, Wide, WideDeep, Tall, Mid2, Pair };
 #if defined(__HIP__)
 constexpr bool kMidTile = false, kNvidiaTiles = false;
 constexpr int kF16Stages = 2, kF16BigStages = 2;
@@ -61,6 +64,12 @@ struct F16Tiles {
   using Mid = BlockTile<128, 64, 32, 128, kF16Stages, 3>;
   using Small = BlockTile<64, 64, 32, 128, kF16Stages, 3>;
   using Deep = BlockTile<128, 128, 64, 256, 3, 2>;
+  // Candidates (NVIDIA, matrix tiles), forced by name until measured: 64 x 64 warp tiles.
+  using Wide = BlockTile<128, 128, 32, 128, 4, 2>;
+  using WideDeep = BlockTile<128, 128, 64, 128, 3, 2>;
+  using Tall = BlockTile<256, 128, 32, 256, 4, 1, 4>;
+  using Mid2 = BlockTile<128, 64, 32, 128, 4, 2>;
+  using Pair = BlockTile<128, 64, 32, 64, 4, 4>;
 };
 struct F32Tiles {
   using Big = BlockTile<128, 128, 16, 256, 2, 1>;
@@ -511,8 +520,15 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
         typename Op::FragB fb[TN];
         KILN_UNROLL
         for (int i = 0; i < TM; ++i) Op::load_a(fa[i], va, wm0 + i * Op::kM, kk, lane);
-        KILN_UNROLL
-        for (int j = 0; j < TN; ++j) Op::load_b(fb[j], vb, wn0 + j * Op::kN, kk, lane);
+        if constexpr (Op::kLoadsBPairs && TN % 2 == 0) {
+          KILN_UNROLL
+          for (int j = 0; j < TN; j += 2) {
+            Op::load_b2(fb[j], fb[j + 1], vb, wn0 + j * Op::kN, kk, lane);
+          }
+        } else {
+          KILN_UNROLL
+          for (int j = 0; j < TN; ++j) Op::load_b(fb[j], vb, wn0 + j * Op::kN, kk, lane);
+        }
         KILN_UNROLL
         for (int i = 0; i < TM; ++i) {
           KILN_UNROLL
@@ -677,8 +693,22 @@ hipError_t launch_op(const GemmArgs& p, TileId tile, SplitK split, hipStream_t s
       }
     }
     if constexpr (kNvidiaTiles && Kind == TileKind::Matrix) {
-      if (tile == TileId::Deep) {
-        return launch_tile<Kind, S, T, typename Tiles::Deep, TA, TB, Conv>(p, vec, split, stream);
+      switch (tile) {
+        case TileId::Deep:
+          return launch_tile<Kind, S, T, typename Tiles::Deep, TA, TB, Conv>(p, vec, split, stream);
+        case TileId::Wide:
+          return launch_tile<Kind, S, T, typename Tiles::Wide, TA, TB, Conv>(p, vec, split, stream);
+        case TileId::WideDeep:
+          return launch_tile<Kind, S, T, typename Tiles::WideDeep, TA, TB, Conv>(p, vec, split,
+                                                                                 stream);
+        case TileId::Tall:
+          return launch_tile<Kind, S, T, typename Tiles::Tall, TA, TB, Conv>(p, vec, split, stream);
+        case TileId::Mid2:
+          return launch_tile<Kind, S, T, typename Tiles::Mid2, TA, TB, Conv>(p, vec, split, stream);
+        case TileId::Pair:
+          return launch_tile<Kind, S, T, typename Tiles::Pair, TA, TB, Conv>(p, vec, split, stream);
+        default:
+          break;
       }
     }
     return tile == TileId::Big

@@ -9,6 +9,9 @@
 //   load_a(fa, view, m0, k0, lane)   fills a lane's FragA from the staged operand (a view:
 //                                    SmemOperand or SwizzledOperand below)
 //   load_b(fb, view, n0, k0, lane)
+//   kLoadsBPairs, load_b2(f0, f1, view, n0, k0, lane)
+//                                    (where kLoadsBPairs) the FragBs of n tiles n0 and n0 + kN
+//                                    in one load
 //   mma(acc, fa, fb)                 acc += A B (every lane of the wavefront calls it)
 //   acc_coord(lane, i, row, col)     where acc[i] of `lane` lies in the kM x kN tile
 //   kAccRowLanes                     lanes that hold one accumulator row: aligned groups of
@@ -252,6 +255,22 @@ struct MmaSm80F16 {
       load_pairs_b<MmaSm80F16>(f, v, n0, k0, lane);
     }
   }
+  // The fragments of two adjacent op tiles along n (n0 and n0 + 8) in one ldmatrix.x4: half the
+  // B loads of a wavefront tile at least 16 wide. Its four matrices are (n tile, k half) in the
+  // order of the registers: f0's two, then f1's.
+  static constexpr bool kLoadsBPairs = true;
+  template <typename View>
+  __device__ static void load_b2(FragB& f0, FragB& f1, const View& v, int n0, int k0, int lane) {
+    const int i = lane / 8, j = lane % 8;
+    const int dn = 8 * (i >> 1), dk = 8 * (i & 1);
+    uint32_t r[4];
+    if constexpr (View::kKContiguous) {
+      ldmatrix_x4<false>(r, v.ptr(n0 + dn + j, k0 + dk));
+    } else {
+      ldmatrix_x4<true>(r, v.ptr(n0 + dn, k0 + dk + j));
+    }
+    f0.r[0] = r[0], f0.r[1] = r[1], f1.r[0] = r[2], f1.r[1] = r[3];
+  }
   __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
 #if defined(KILN_EMU_MMA)
     emulate_mma<MmaSm80F16>(c, a, b);
@@ -275,6 +294,7 @@ struct MmaSm80F16 {
 struct MfmaF16 {
   using In = uint16_t;
   static constexpr int kM = 16, kN = 16, kK = 16, kAcc = 4, kRegsA = 2, kRegsB = 2;
+  static constexpr bool kLoadsBPairs = false;
   static constexpr int kAccRowLanes = 16;  // lanes 16q .. 16q + 15 hold rows 4q .. 4q + 3
   static constexpr int kAccLaneRows = 4;
   __device__ static constexpr int acc_lane_row(int i) { return i; }
@@ -329,6 +349,7 @@ struct FmaTile {
   using In = S;
   static constexpr int kLaneRows = 16 / (KILN_WARP_SIZE / 16);
   static constexpr int kM = 16, kN = 16, kK = 2, kAcc = kLaneRows;
+  static constexpr bool kLoadsBPairs = false;
   static constexpr int kAccRowLanes = 16;
   static constexpr int kAccLaneRows = kLaneRows;
   __device__ static constexpr int acc_lane_row(int i) { return i; }
