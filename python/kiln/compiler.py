@@ -132,7 +132,12 @@ def _calibration(calibration, options):
     options["calibration"] = [_input_set(s, f"calibration set {i}") for i, s in enumerate(sets)]
 
 
-def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_keep_ops=(),
+_PRECISIONS = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp16",
+               "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def compile(model, output=None, *, shapes=None, precision=None, fp16=False, fp16_io=False,
+            fp16_keep_ops=(),
             fp16_range_check=True, optimize=True, prepack=True, target=None, device="cpu",
             verify=True, verify_full=False, allow_drift=False,
             max_rel_l2=None, rtol=None, atol=None, verify_timeout=60.0, calibration=None,
@@ -147,6 +152,9 @@ def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_
     calibration: the precision gate's inputs (and the quantizer's calibration data): a dict of
         input name -> array (one set), an .npz file of them, a list of such sets, or a directory
         of NAME.pb files (the CLI's --calibration-inputs). Inputs a set lacks get random data.
+    precision: "fp32" (default), "fp16" (the same as fp16=True) or "bf16" (`kiln compile
+        --bf16`: bfloat16 compute, refused on CPUs without bfloat16 instructions); fp16_io and
+        fp16_keep_ops apply to either 16-bit precision.
     log: callable(kind, text) for the report lines, traces, notes and warnings (kind is "report",
         "trace", "note" or "warning"); by default they go to Kiln's log, which prints warnings.
     The other keywords are `kiln compile`'s flags (docs/API.md). Raises kiln.InvalidArgument for
@@ -167,7 +175,15 @@ def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_
     options["shapes"] = _shape_specs(shapes)
     if isinstance(fp16_keep_ops, str):
         fp16_keep_ops = [fp16_keep_ops]
-    options.update(fp16=bool(fp16), fp16_io=bool(fp16_io), fp16_keep_ops=list(fp16_keep_ops),
+    if precision is not None:
+        if not isinstance(precision, str) or precision.lower() not in _PRECISIONS:
+            _fail(f"precision takes 'fp32', 'fp16' or 'bf16', got {precision!r}")
+        precision = _PRECISIONS[precision.lower()]
+        if fp16 and precision != "fp16":
+            _fail(f"fp16=True contradicts precision={precision!r}")
+        fp16 = precision == "fp16"
+    bf16 = precision == "bf16"
+    options.update(fp16=bool(fp16), bf16=bf16, fp16_io=bool(fp16_io), fp16_keep_ops=list(fp16_keep_ops),
                    fp16_range_check=bool(fp16_range_check),
                    optimize=bool(optimize), prepack=bool(prepack), verify=bool(verify),
                    verify_full=bool(verify_full), allow_drift=bool(allow_drift),
@@ -177,10 +193,10 @@ def compile(model, output=None, *, shapes=None, fp16=False, fp16_io=False, fp16_
     options["device"] = device
     if verify_full and not verify:
         _fail("verify_full needs the precision gate: drop verify=False")
-    if fp16_io and not fp16:
-        _fail("fp16_io needs fp16=True")
-    if fp16_keep_ops and not fp16:
-        _fail("fp16_keep_ops needs fp16=True")
+    if fp16_io and not (fp16 or bf16):
+        _fail("fp16_io needs fp16=True or precision='bf16'")
+    if fp16_keep_ops and not (fp16 or bf16):
+        _fail("fp16_keep_ops needs fp16=True or precision='bf16'")
     for name, value in (("max_rel_l2", max_rel_l2), ("rtol", rtol), ("atol", atol),
                         ("verify_timeout", verify_timeout)):
         if value is None:

@@ -43,6 +43,8 @@ compiler::CompileOptions options_from_dict(const nb::dict& d) {
   o.dump_after = dict_get<std::string>(d, "dump_after").value_or("");
   o.trace_passes = dict_get<bool>(d, "trace_passes").value_or(false);
   o.fp16.enabled = dict_get<bool>(d, "fp16").value_or(false);
+  o.fp16.bfloat16 = dict_get<bool>(d, "bf16").value_or(false);
+  if (o.fp16.bfloat16) o.fp16.enabled = true;
   o.fp16.io_fp16 = dict_get<bool>(d, "fp16_io").value_or(false);
   o.fp16.range_check = dict_get<bool>(d, "fp16_range_check").value_or(true);
   o.fp16.keep_ops =

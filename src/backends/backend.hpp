@@ -257,6 +257,12 @@ class Backend {
   // The layout this backend's kernels exchange besides row-major (see Layout); row-major: they
   // never exchange another.
   virtual Layout activation_layout() const { return {}; }
+  // Why the backend cannot compute in `type` at its speed (an engine of that precision, such as
+  // `--bf16`, is refused for it); empty when it can.
+  virtual std::string cannot_compute(DataType type) const {
+    (void)type;
+    return {};
+  }
   // What the choices of this backend's kernels depend on besides the arch: the vendor libraries
   // with their versions ("cudnn 9.14.0"). Stamped into engines planned for it; an engine whose
   // tactics were timed with other versions times them again (with a warning).

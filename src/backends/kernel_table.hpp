@@ -122,6 +122,7 @@ struct KernelRegistrar {
 #define KILN_KERNEL_CONCAT_(a, b) a##b
 #define KILN_KERNEL_CONCAT(a, b) KILN_KERNEL_CONCAT_(a, b)
 // KILN_REGISTER_KERNEL({.backend = "cpu", .op_type = "Conv", .name = "onednn.conv", ...});
+// (__COUNTER__, not __LINE__: a macro may register several kernels on one line.)
 #define KILN_REGISTER_KERNEL(...)                                    \
   static const ::kiln::backends::KernelRegistrar KILN_KERNEL_CONCAT( \
-      kiln_kernel_registrar_, __LINE__)(::kiln::backends::KernelDef __VA_ARGS__)
+      kiln_kernel_registrar_, __COUNTER__)(::kiln::backends::KernelDef __VA_ARGS__)

@@ -46,6 +46,18 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
     o.optimize = parse_flag(key, v);
   } else if (k == "allow_drift") {
     o.allow_drift = parse_flag(key, v);
+  } else if (k == "precision") {
+    // The engine's compute precision: what kiln_compile_options_set_fp16 sets, or bfloat16.
+    if (v == "fp32" || v == "float32") {
+      o.fp16.enabled = o.fp16.bfloat16 = false;
+    } else if (v == "fp16" || v == "float16") {
+      o.fp16.enabled = true, o.fp16.bfloat16 = false;
+    } else if (v == "bf16" || v == "bfloat16") {
+      o.fp16.enabled = o.fp16.bfloat16 = true;
+    } else {
+      fail(ErrorCode::InvalidArgument,
+           "kiln_compile_options_set_config: 'precision' takes fp32, fp16 or bf16, got \"{}\"", v);
+    }
   } else if (k == "fp16_io") {
     o.fp16.io_fp16 = parse_flag(key, v);
   } else if (k == "fp16_range_check") {
@@ -88,6 +100,7 @@ void set_config(compiler::CompileOptions& o, const char* key, const std::string&
   } else {
     static const std::vector<std::string> keys = {"optimize",
                                                   "allow_drift",
+                                                  "precision",
                                                   "fp16_io",
                                                   "trace_passes",
                                                   "target",

@@ -90,13 +90,15 @@ int verify(const VerifyOptions& o) {
   so.threads = o.threads;
   so.device = o.device;
   Session session(o.model, so);
-  // A --fp16 engine is held to the float16 limit unless --max-rel-l2 says otherwise.
+  // A --fp16 / --bf16 engine is held to its precision's limit unless --max-rel-l2 says
+  // otherwise.
   const auto& metadata = session.model().metadata;
-  if (auto it = metadata.find(kPrecisionMetadataKey);
-      it != metadata.end() && it->second == "float16") {
-    ToleranceOptions fp16 = o.tolerance;
-    use_fp16_tolerance(fp16);
-    tol = fp16.tolerance();
+  if (auto it = metadata.find(kPrecisionMetadataKey); it != metadata.end()) {
+    if (const double limit = default_max_rel_l2_of_precision(it->second); limit > 0) {
+      ToleranceOptions half = o.tolerance;
+      use_half_tolerance(half, limit);
+      tol = half.tolerance();
+    }
   }
   std::string source = source_model(o, session);
   warn_if_other_model(session, source);

@@ -184,7 +184,7 @@ runtime::DriftTolerance gate_tolerance(const CompileOptions& o) {
     t.max_rel_l2 = *o.max_rel_l2;
     t.scale_by_type = false;
   } else if (o.fp16.enabled) {
-    t.max_rel_l2 = kFp16DefaultMaxRelL2;
+    t.max_rel_l2 = default_half_max_rel_l2(o.fp16);
   }
   KILN_CHECK_ARG(!o.rtol || *o.rtol >= 0, "--rtol {} must be >= 0", *o.rtol);
   KILN_CHECK_ARG(!o.atol || *o.atol >= 0, "--atol {} must be >= 0", *o.atol);
@@ -208,6 +208,20 @@ CompileResult compile_model(const CompileOptions& o) {
   KILN_CHECK_ARG(o.verify || !o.allow_drift,
                  "allow_drift needs the precision gate: it keeps an engine the gate refuses");
   const runtime::DriftTolerance tolerance = gate_tolerance(o);
+  if (o.fp16.enabled && o.fp16.bfloat16) {
+    // Refused before any work where the device would only emulate bfloat16 (a device not
+    // present here is planned at open, and checked there).
+    std::vector<backends::Backend*> devices;
+    try {
+      devices = backends::backends_for(o.device);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Unavailable) throw;
+    }
+    for (const backends::Backend* b : devices) {
+      const std::string why = b->cannot_compute(DataType::BFloat16);
+      KILN_CHECK(why.empty(), ErrorCode::Unsupported, "--bf16 on device '{}': {}", b->name(), why);
+    }
+  }
   const std::string name = o.model_path.empty() ? "the model bytes" : o.model_path;
   std::string bytes = o.model_bytes ? *o.model_bytes : read_model_file(o.model_path);
   KILN_CHECK_ARG(!engine::has_engine_magic(bytes),
@@ -254,6 +268,8 @@ CompileResult compile_model(const CompileOptions& o) {
   t = Clock::now();
   if (o.fp16.enabled) {
     Fp16Options fp16 = o.fp16;
+    // bfloat16 has float32's range: nothing to measure.
+    if (fp16.bfloat16) fp16.range_check = false;
     Fp16RangeReport range;
     if (fp16.range_check) {
       try {

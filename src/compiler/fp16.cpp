@@ -13,6 +13,7 @@ namespace kiln::compiler {
 std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
   passes::Fp16Summary summary;
   passes::ConvertToFloat16 convert;
+  convert.half_type = o.bfloat16 ? DataType::BFloat16 : DataType::Float16;
   convert.keep_io_types = !o.io_fp16;
   convert.keep_ops = std::set<std::string>(o.keep_ops.begin(), o.keep_ops.end());
   convert.keep_values = o.keep_values;
@@ -32,12 +33,13 @@ std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
       .add(passes::EliminateCommonSubexpressions{})
       .add(passes::EliminateDeadCode{});
   pm.run(*model.graph);
-  model.metadata[kPrecisionMetadataKey] = "float16";
+  const char* type = o.bfloat16 ? "bfloat16" : "float16";
+  model.metadata[kPrecisionMetadataKey] = type;
   return fmt::format(
-      "fp16: {} of {} float nodes compute in float16, {} Casts at precision boundaries, {:.1f} MiB "
-      "of float32 weights stored as float16{}{}\n",
-      summary.converted_nodes, summary.float_nodes, summary.casts,
-      static_cast<double>(summary.weight_bytes_converted) / (1 << 20),
+      "{}: {} of {} float nodes compute in {}, {} Casts at precision boundaries, {:.1f} MiB "
+      "of float32 weights stored as {}{}{}\n",
+      o.bfloat16 ? "bf16" : "fp16", summary.converted_nodes, summary.float_nodes, type,
+      summary.casts, static_cast<double>(summary.weight_bytes_converted) / (1 << 20), type,
       summary.clamped.empty()
           ? ""
           : fmt::format(", {} initializers clamped to +-65504", summary.clamped.size()),
@@ -46,15 +48,23 @@ std::string convert_model_to_fp16(ir::Model& model, const Fp16Options& o) {
           : fmt::format(", {} nodes kept float32 for their range", summary.kept_for_range));
 }
 
+double default_max_rel_l2_of_precision(const std::string& precision) {
+  if (precision == "float16") return kFp16DefaultMaxRelL2;
+  if (precision == "bfloat16") return kBf16DefaultMaxRelL2;
+  return 0;
+}
+
 std::string describe_precision(const ir::Graph& g) {
   size_t float_nodes = 0, half_nodes = 0;
+  DataType half_type = DataType::Float16;
   for (const ir::Node* n : g.nodes()) {
     if (n->op_type() == "Cast" && n->domain().empty()) continue;
     bool half = false, any_float = false;
     for (const ir::Value* v : n->outputs()) {
       if (!v || !v->type().is_tensor() || !dtype_is_float(v->type().dtype)) continue;
       any_float = true;
-      half |= v->type().dtype == DataType::Float16;
+      const DataType t = v->type().dtype;
+      if (t == DataType::Float16 || t == DataType::BFloat16) half = true, half_type = t;
     }
     float_nodes += any_float;
     half_nodes += half;
@@ -64,9 +74,10 @@ std::string describe_precision(const ir::Graph& g) {
     if (v->is_constant() && dtype_is_float(v->constant().dtype()))
       weight_bytes[v->constant().dtype()] += v->constant().nbytes();
   }
+  const std::string half_name = half_type == DataType::BFloat16 ? "bfloat16" : "float16";
   std::string kind = half_nodes == 0             ? "float32"
-                     : half_nodes == float_nodes ? "float16"
-                                                 : "mixed float16/float32";
+                     : half_nodes == float_nodes ? half_name
+                                                 : "mixed " + half_name + "/float32";
   std::string weights;
   for (const auto& [dtype, bytes] : weight_bytes) {
     const double b = static_cast<double>(bytes);
@@ -75,8 +86,9 @@ std::string describe_precision(const ir::Graph& g) {
     weights += fmt::format("{}{} {}", weights.empty() ? "" : ", ", size,
                            dtype == DataType::Float32 ? "float32" : dtype_name(dtype));
   }
-  return fmt::format("precision: {} ({} of {} float nodes compute in float16{}{})\n", kind,
-                     half_nodes, float_nodes, weights.empty() ? "" : "; float weights: ", weights);
+  return fmt::format("precision: {} ({} of {} float nodes compute in {}{}{})\n", kind, half_nodes,
+                     float_nodes, half_nodes ? half_name : "float16",
+                     weights.empty() ? "" : "; float weights: ", weights);
 }
 
 }  // namespace kiln::compiler

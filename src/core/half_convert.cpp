@@ -77,11 +77,44 @@ __attribute__((target("avx,f16c"))) void floats_to_halves_f16c(const float* in, 
   floats_to_halves_scalar(in + i, out + i, n - i);
 }
 
+// bfloat16 is float32's upper half: widening is a shift; narrowing adds 0x7fff plus the kept
+// part's lowest bit (round to nearest even) and quiets NaN, as float_to_bfloat16_bits does.
+__attribute__((target("avx512f,avx512bw"))) void bfloat16s_to_floats_avx512(const uint16_t* in,
+                                                                            float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(wide, 16));
+  }
+  clean_upper_state();
+  for (; i < n; ++i) out[i] = bfloat16_bits_to_float(in[i]);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void floats_to_bfloat16s_avx512(const float* in,
+                                                                            uint16_t* out,
+                                                                            size_t n) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_loadu_si512(in + i);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
+    rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+  }
+  clean_upper_state();
+  for (; i < n; ++i) out[i] = float_to_bfloat16_bits(in[i]);
+}
+
 enum class Isa { Scalar, F16c, Avx512 };
 
 Isa detect() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return Isa::Avx512;
   // Every AVX2 CPU has F16C; clang's __builtin_cpu_supports does not know "f16c".
   if (__builtin_cpu_supports("avx2")) return Isa::F16c;
   return Isa::Scalar;
@@ -134,6 +167,20 @@ size_t floats_to_halves_clamped(const float* in, uint16_t* out, size_t n) {
     }
   }
   return clamped;
+}
+
+void bfloat16s_to_floats(const uint16_t* in, float* out, size_t n) {
+#ifdef KILN_HAVE_X86_HALF
+  if (isa() == Isa::Avx512) return bfloat16s_to_floats_avx512(in, out, n);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = bfloat16_bits_to_float(in[i]);
+}
+
+void floats_to_bfloat16s(const float* in, uint16_t* out, size_t n) {
+#ifdef KILN_HAVE_X86_HALF
+  if (isa() == Isa::Avx512) return floats_to_bfloat16s_avx512(in, out, n);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bfloat16_bits(in[i]);
 }
 
 }  // namespace kiln

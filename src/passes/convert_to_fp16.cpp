@@ -97,9 +97,14 @@ TypeInfo with_dtype(const TypeInfo& t, DataType dtype) {
   return out;
 }
 
-Tensor to_half(const Tensor& t, const std::string& name, Fp16Summary* summary) {
-  Tensor out(DataType::Float16, t.dims());
+Tensor to_half(const Tensor& t, DataType half_type, const std::string& name, Fp16Summary* summary) {
+  Tensor out(half_type, t.dims());
   const size_t n = static_cast<size_t>(t.numel());
+  if (half_type == DataType::BFloat16) {
+    // float32's range: nothing to clamp.
+    floats_to_bfloat16s(t.data<float>(), static_cast<uint16_t*>(out.raw_data()), n);
+    return out;
+  }
   size_t clamped =
       floats_to_halves_clamped(t.data<float>(), static_cast<uint16_t*>(out.raw_data()), n);
   if (clamped) {
@@ -119,6 +124,9 @@ bool fp16_convertible(const ir::Node& node) {
 }
 
 bool ConvertToFloat16::apply(ir::Graph& graph) const {
+  KILN_CHECK(half_type == DataType::Float16 || half_type == DataType::BFloat16, ErrorCode::Internal,
+             "convert_to_fp16: target {} is neither float16 nor bfloat16", dtype_name(half_type));
+  const std::string suffix = half_type == DataType::BFloat16 ? "_bf16" : "_fp16";
   KILN_CHECK(!graph.opsets().count("") || graph.opsets().at("") >= 6, ErrorCode::Unsupported,
              "fp16: the model imports ai.onnx opset {}; Cast with an integer 'to' needs 6 or later",
              graph.opsets().at(""));
@@ -235,14 +243,14 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
     bool is_input =
         std::find(graph.inputs().begin(), graph.inputs().end(), v) != graph.inputs().end();
     if (is_input) continue;  // an overridable default: handled like a graph input below
-    Tensor half = to_half(v->constant(), v->name(), &summary);
+    Tensor half = to_half(v->constant(), half_type, v->name(), &summary);
     summary.weight_bytes_converted += v->constant().nbytes();
     if (it->second.full.empty() && !graph.is_output(v)) {
       v->set_constant(std::move(half));
-      v->set_type(with_dtype(v->type(), DataType::Float16));
+      v->set_type(with_dtype(v->type(), half_type));
     } else {
-      ir::Value* h = graph.add_initializer(graph.unique_name(v->name() + "_fp16"), std::move(half));
-      h->set_type(with_dtype(v->type(), DataType::Float16));
+      ir::Value* h = graph.add_initializer(graph.unique_name(v->name() + suffix), std::move(half));
+      h->set_type(with_dtype(v->type(), half_type));
       for (const auto& [n, slot] : it->second.half) n->set_input(slot, h);
     }
     reads.erase(it);
@@ -258,13 +266,13 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
     const bool is_input =
         std::find(graph.inputs().begin(), graph.inputs().end(), v) != graph.inputs().end();
     if (half_values.count(v)) {
-      v->set_type(with_dtype(v->type(), DataType::Float16));
+      v->set_type(with_dtype(v->type(), half_type));
       const bool output_full = output && keep_io_types;
       if (r.full.empty() && !output_full) continue;
       if (output_full) {
         // The graph output keeps its name and float32: the float16 value is renamed.
         std::string name = v->name();
-        graph.rename_value(v, graph.unique_name(name + "_fp16"));
+        graph.rename_value(v, graph.unique_name(name + suffix));
         ir::Value* out = add_cast(v, name, DataType::Float32, r.full);
         replace_output(v, out);
       } else {
@@ -277,10 +285,10 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
       if (output_half) {
         std::string name = v->name();
         graph.rename_value(v, graph.unique_name(name + "_fp32"));
-        ir::Value* out = add_cast(v, name, DataType::Float16, r.half);
+        ir::Value* out = add_cast(v, name, half_type, r.half);
         replace_output(v, out);
       } else {
-        add_cast(v, graph.unique_name(v->name() + "_fp16"), DataType::Float16, r.half);
+        add_cast(v, graph.unique_name(v->name() + suffix), half_type, r.half);
       }
       changed = true;
     }

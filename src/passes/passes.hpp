@@ -160,7 +160,10 @@ struct Fp16Summary {
 // naming the tensor); a Cast is inserted wherever a float32 value meets a float16 reader or the
 // other way round. Graph inputs and outputs keep float32 unless keep_io_types is false. Nodes
 // holding subgraphs, values captured by subgraphs, and subgraph bodies stay float32.
+// half_type BFloat16 converts to bfloat16 the same way (`kiln compile --bf16`): float32's range,
+// so nothing is clamped.
 struct ConvertToFloat16 {
+  DataType half_type = DataType::Float16;
   bool keep_io_types = true;
   std::set<std::string> keep_ops;  // op types to leave float32 even though allowlisted
   // Values (by name) whose float32 magnitudes leave float16's range: a node reading or writing

@@ -11,9 +11,12 @@ namespace {
 // (float16 ones only channels-last: the CPU's blocked kernels are float32).
 bool blockable_type(const ir::Value& v, backends::Layout layout) {
   const TypeInfo& t = v.type();
+  // bfloat16 blocked: `--bf16` engines' convolutions on the CPU (only kernels that compute in
+  // bfloat16 declare blocked layouts for such values).
   const bool dtype_ok =
       t.dtype == DataType::Float32 ||
-      (t.dtype == DataType::Float16 && layout.kind == backends::Layout::Kind::ChannelsLast);
+      (t.dtype == DataType::Float16 && layout.kind == backends::Layout::Kind::ChannelsLast) ||
+      (t.dtype == DataType::BFloat16 && layout.kind == backends::Layout::Kind::ChannelBlocked);
   return t.is_tensor() && dtype_ok && t.shape && t.shape->rank() == 4 &&
          t.shape->dims()[1].is_static();
 }
@@ -98,7 +101,7 @@ std::optional<size_t> max_value_bytes_in(const ir::Value& v, backends::Layout la
   if (c == padded) return plain;
   if (c == 0) return plain;
   // Every other dim is bounded (max_value_bytes said so): scale the bound by the padding.
-  size_t bytes = dtype_size(DataType::Float32);
+  size_t bytes = dtype_size(v.type().dtype);
   for (const Dim& d : v.type().shape->dims()) {
     const int64_t m = &d == &v.type().shape->dims()[1] ? padded : d.max();
     if (__builtin_mul_overflow(bytes, static_cast<size_t>(m), &bytes)) return std::nullopt;

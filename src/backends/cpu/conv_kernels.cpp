@@ -33,11 +33,15 @@ std::vector<int64_t> spatial(const std::vector<int64_t>& dims) {
   return std::vector<int64_t>(dims.begin() + 2, dims.end());
 }
 
+// Float32, or bfloat16 (a `--bf16` engine) on a CPU with bfloat16 instructions: X, W, B and Y
+// all of that type, oneDNN accumulating in float32.
 std::string check_conv(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 3, 5); !why.empty()) return why;
-  if (std::string why = check_f32_input(node, 1, 3, 5); !why.empty()) return why;
-  if (std::string why = check_f32_input(node, 2, 1, 1, true); !why.empty()) return why;
-  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  const std::optional<DataType> type = compute_type(node);
+  if (!type) return check_f32_input(node, 0, 3, 5);
+  if (std::string why = check_float_input(node, 0, *type, 3, 5); !why.empty()) return why;
+  if (std::string why = check_float_input(node, 1, *type, 3, 5); !why.empty()) return why;
+  if (std::string why = check_float_input(node, 2, *type, 1, 1, true); !why.empty()) return why;
+  if (std::string why = check_float_outputs(node, *type); !why.empty()) return why;
   if (node.inputs().size() > 3) return "more than 3 inputs";
   if (node.input(0)->type().shape->rank() != node.input(1)->type().shape->rank()) {
     return "X and W ranks differ";
@@ -98,7 +102,11 @@ class OnednnConv final : public Kernel {
   // convolution applies eltwise post-ops more slowly than that pass (Relu included; measured on
   // ResNet-50 and MobileNetV2).
   explicit OnednnConv(const ir::Node& node)
-      : node_(node), act_(node_activation(node)), after_(act_) {}
+      : node_(node),
+        act_(node_activation(node)),
+        after_(act_),
+        type_(node.input(0)->type().dtype),
+        dt_(dnnl_type(type_)) {}
   std::string_view name() const override { return "onednn.conv"; }
 
   BlockedLayouts blocked_layouts() const override {
@@ -132,7 +140,8 @@ class OnednnConv final : public Kernel {
 
   // The packed weights of the declared shapes, for the engine (compile time).
   std::vector<PackedWeight> pack_weights() override {
-    if (!blocked()) return {};
+    // bfloat16 weights are packed when the engine opens (the engine stores float32 layouts).
+    if (!blocked() || type_ != DataType::Float32) return {};
     // Weights' layout does not depend on the batch: a dynamic one is packed for batch 1, and a
     // run of another batch finds the stored bytes fit its primitive.
     const Entry* e = prepare_declared(/*any_batch=*/true);
@@ -158,7 +167,7 @@ class OnednnConv final : public Kernel {
                in_block_);
     const Entry& e = prepared(x, w, b != nullptr);
     check_bias(node_, b, w.dims[0]);
-    DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    DeviceTensor y = out.allocate(0, type_, e.out_dims);
     KILN_CHECK(y.layout.block == out_block_, ErrorCode::Internal,
                "node {}: output in layout block {}, prepared for {}", node_.label(), y.layout.block,
                out_block_);
@@ -166,7 +175,7 @@ class OnednnConv final : public Kernel {
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
                    dims_to_string(x.dims));
     ThreadLimit limit(e.threads);
-    if (blocked()) {
+    if (e.blocked_way) {
       run_blocked(e, x, w, b, y, stream);
       return;
     }
@@ -177,13 +186,16 @@ class OnednnConv final : public Kernel {
     if (b) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), b->data);
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
     e.prim.execute(dnnl_stream(stream), args);
-    after_.run(static_cast<float*>(y.data), y.numel(), stream);
+    if (type_ == DataType::Float32) after_.run(static_cast<float*>(y.data), y.numel(), stream);
   }
 
  private:
   struct Entry {
     std::vector<int64_t> x_dims, w_dims;
     bool bias = false;
+    // oneDNN's direct kernels on the layouts it picks (blocked activations, or a row-major side
+    // reordered here) rather than the plain way.
+    bool blocked_way = false;
     std::vector<int64_t> out_dims;
     int threads = 1;  // threads_for_work of the convolution, held when creating and running it
     dnnl::convolution_forward::primitive_desc pd;
@@ -221,9 +233,9 @@ class OnednnConv final : public Kernel {
         std::count(w->begin(), w->end(), -1) != 0) {
       return nullptr;
     }
-    DeviceTensor xt{DataType::Float32, *x, nullptr,
+    DeviceTensor xt{type_, *x, nullptr,
                     in_block_ ? Layout::channel_blocked(in_block_) : Layout::row_major()};
-    DeviceTensor wt{DataType::Float32, *w, nullptr};
+    DeviceTensor wt{type_, *w, nullptr};
     return &prepared(xt, wt, node_.input(2) != nullptr);
   }
   static bool pack_at_open() {
@@ -266,12 +278,13 @@ class OnednnConv final : public Kernel {
                        const dnnl::memory::dims& strides, const dnnl::memory::dims& dil,
                        const dnnl::memory::dims& pad_l, const dnnl::memory::dims& pad_r) {
     using tag = dnnl::memory::format_tag;
-    auto any = [](const std::vector<int64_t>& d) {
-      return dnnl::memory::desc(dnnl::memory::dims(d), dnnl::memory::data_type::f32, tag::any);
+    auto any = [&](const std::vector<int64_t>& d) {
+      return dnnl::memory::desc(dnnl::memory::dims(d), dt_, tag::any);
     };
     std::vector<int64_t> wd = e.plain_w_md.dims();
-    dnnl::memory::desc src_md = in_block_ ? blocked_desc(x.dims, in_block_) : any(x.dims);
-    dnnl::memory::desc dst_md = out_block_ ? blocked_desc(e.out_dims, out_block_) : any(e.out_dims);
+    dnnl::memory::desc src_md = in_block_ ? blocked_desc(x.dims, in_block_, dt_) : any(x.dims);
+    dnnl::memory::desc dst_md =
+        out_block_ ? blocked_desc(e.out_dims, out_block_, dt_) : any(e.out_dims);
     dnnl::post_ops ops;
     append_activation(ops, act_);
     dnnl::primitive_attr attr = user_scratchpad();
@@ -288,9 +301,10 @@ class OnednnConv final : public Kernel {
       // Left free, the row-major side can lead oneDNN to its reference kernel (a depthwise
       // convolution writing `any` picks channels-last there): blocked on both sides instead,
       // with the reorder in this kernel.
-      const int b = std::max(in_block_, out_block_);
-      src_md = blocked_desc(x.dims, b);
-      dst_md = blocked_desc(e.out_dims, b);
+      int b = std::max(in_block_, out_block_);
+      if (b == 0) b = cpu_channel_block();  // a bfloat16 one with row-major sides
+      src_md = blocked_desc(x.dims, b, dt_);
+      dst_md = blocked_desc(e.out_dims, b, dt_);
       e.pd = make();
     }
     e.prim = dnnl::convolution_forward(e.pd);
@@ -302,13 +316,13 @@ class OnednnConv final : public Kernel {
       e.src_reorder = dnnl::reorder(dnnl::memory(x_md, engine(), nullptr), e.src_buf);
     }
     const dnnl::memory::desc y_md =
-        out_block_ ? blocked_desc(e.out_dims, out_block_) : plain_desc(e.out_dims);
+        out_block_ ? blocked_desc(e.out_dims, out_block_, dt_) : plain_desc(e.out_dims, dt_);
     if (e.pd.dst_desc() != y_md) {
       e.dst_buf = dnnl::memory(e.pd.dst_desc(), engine());
       e.dst_reorder = dnnl::reorder(e.dst_buf, dnnl::memory(y_md, engine(), nullptr));
     }
     const Tensor* wc = constant_input(node_, 1);
-    if (!wc || wc->dims() != e.w_dims || wc->dtype() != DataType::Float32) {
+    if (!wc || wc->dims() != e.w_dims || wc->dtype() != type_) {
       e.w_buf = dnnl::memory(e.pd.weights_desc(), engine());
     } else if (const dnnl::memory::desc wmd = e.pd.weights_desc();
                stored_w_ && stored_w_->format == layout_key(wmd) &&
@@ -366,8 +380,8 @@ class OnednnConv final : public Kernel {
         wd[0] /= cg.group;
         wd.insert(wd.begin(), cg.group);
       }
-      dnnl::memory::desc bias_md = bias ? plain_desc({w.dims[0]}) : dnnl::memory::desc();
-      e.plain_w_md = plain_desc(wd);
+      dnnl::memory::desc bias_md = bias ? plain_desc({w.dims[0]}, dt_) : dnnl::memory::desc();
+      e.plain_w_md = plain_desc(wd, dt_);
       // Each output element sums (C / group) x kernel products: W's elements per output channel.
       const double outputs = static_cast<double>(shape_numel(cg.out_dims));
       const double w_numel = static_cast<double>(shape_numel(w.dims));
@@ -376,19 +390,30 @@ class OnednnConv final : public Kernel {
           4.0 * (static_cast<double>(shape_numel(x.dims)) + w_numel + outputs));
       ThreadLimit limit(e.threads);
       try {
-        if (blocked()) {
+        // bfloat16 2-D convolutions take the direct kernels whatever the layouts: on plain
+        // NCHW, oneDNN has only its gemm convolution for them (1.5x slower on ResNet-50's 3x3
+        // layers, measured).
+        if (blocked() || (type_ != DataType::Float32 && nsp == 2)) {
           KILN_CHECK(nsp == 2, ErrorCode::Internal, "node {}: a blocked layout for a {}-D conv",
                      node_.label(), nsp);
+          e.blocked_way = true;
           prepare_blocked(e, x, bias_md, strides, dil, pad_l, pad_r);
           cache_.push_back(std::move(e));
           return cache_.back();
         }
+        // Float32: the activation is a pass of its own (see after_); others fuse it.
+        dnnl::primitive_attr attr = user_scratchpad();
+        if (type_ != DataType::Float32) {
+          dnnl::post_ops ops;
+          append_activation(ops, act_);
+          attr.set_post_ops(ops);
+        }
         e.pd = dnnl::convolution_forward::primitive_desc(
-            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                            dnnl::algorithm::convolution_direct, plain_desc(x.dims),
-                                            plain_desc(wd), bias_md, plain_desc(cg.out_dims),
-                                            strides, dil, pad_l, pad_r),
-            user_scratchpad(), engine());
+            dnnl::convolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                plain_desc(x.dims, dt_), plain_desc(wd, dt_), bias_md, plain_desc(cg.out_dims, dt_),
+                strides, dil, pad_l, pad_r),
+            attr, engine());
         e.prim = dnnl::convolution_forward(e.pd);
         make_scratch(e);
         note_implementation(node_, e.pd.impl_info_str());
@@ -404,6 +429,8 @@ class OnednnConv final : public Kernel {
   const ir::Node& node_;
   ops::FusedActivation act_;
   ActivationPass after_;
+  DataType type_;               // float32 or bfloat16 (check_conv)
+  dnnl::memory::data_type dt_;  // the same for oneDNN
   int in_block_ = 0, out_block_ = 0;
   std::vector<Entry> cache_;              // one entry per input shape seen (a few at most)
   std::optional<PackedWeight> stored_w_;  // the engine's packed W, when it stores one
@@ -412,6 +439,8 @@ class OnednnConv final : public Kernel {
 // Depthwise: group == C == M, 2-D. W is (C, 1, kh, kw).
 std::string check_depthwise(const ir::Node& node) {
   if (std::string why = check_conv(node); !why.empty()) return why;
+  // Kiln's own loop is float32 (bfloat16 ones go to oneDNN).
+  if (node.input(0)->type().dtype != DataType::Float32) return "not float32";
   auto x = declared_dims(node, 0), w = declared_dims(node, 1);
   if (x->size() != 4) return "not a 2-D convolution";
   int64_t group = ops::AttrReader(node).attr_int("group", 1);

@@ -88,6 +88,14 @@ Layout CpuBackend::activation_layout() const {
   return off || block <= 0 ? Layout::row_major() : Layout::channel_blocked(block);
 }
 
+std::string CpuBackend::cannot_compute(DataType type) const {
+  if (type == DataType::BFloat16 && !cpu::cpu_has_bf16()) {
+    return "this CPU has no bfloat16 instructions (AVX512_BF16 or AMX): oneDNN would emulate "
+           "them, slower than float32";
+  }
+  return {};
+}
+
 int cpu_threads() {
 #ifdef _OPENMP
   return omp_get_max_threads();

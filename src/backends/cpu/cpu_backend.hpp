@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
                                         std::string_view kernel_name) override;
   void set_threads(int threads) override;
   Layout activation_layout() const override;
+  std::string cannot_compute(DataType type) const override;
 
   // The process-wide instance (the CPU has no per-session state worth duplicating).
   static CpuBackend& instance();

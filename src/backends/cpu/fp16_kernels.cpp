@@ -1,6 +1,8 @@
-// Float16 nodes on the CPU: computed in float32, stored in float16. This CPU has no float16
-// arithmetic worth using (no AVX512-FP16) and Debian's oneDNN 2.6 has no f16 convolution or
-// matmul for it, so each float16 node runs the float32 kernel of a float32 twin of itself:
+// Float16 nodes on the CPU (and the bfloat16 nodes of `--bf16` engines that have no bfloat16
+// kernel: convolutions and matrix products do, in conv_kernels.cpp / matmul_kernels.cpp):
+// computed in float32, stored in 16 bits. This CPU has no float16 arithmetic worth using (no
+// AVX512-FP16) and Debian's oneDNN 2.6 has no f16 convolution or matmul for it, so each such
+// node runs the float32 kernel of a float32 twin of itself:
 // activations are widened into scratch buffers with the F16C / AVX-512 conversion instructions
 // on the way in and rounded once on the way out; constant inputs (weights) are widened once at
 // open. Ops without a fast float32 kernel run their reference kernel in float32 the same way,
@@ -19,37 +21,44 @@
 namespace kiln::backends::cpu {
 namespace {
 
+// The kernel's name for each 16-bit type it stores (the Cast kernel below keeps the first).
 constexpr const char* kName = "cpu.fp16";
+constexpr const char* kBf16Name = "cpu.bf16";
 
-bool is_half(const ir::Value* v) {
-  return v && v->type().is_tensor() && v->type().dtype == DataType::Float16;
+const char* name_for(DataType half) {
+  return half == DataType::BFloat16 ? kBf16Name : kName;
 }
 
-Tensor widen(const Tensor& t) {
-  Tensor out(DataType::Float32, t.dims());
-  halves_to_floats(static_cast<const uint16_t*>(t.raw_data()), out.data<float>(),
-                   static_cast<size_t>(t.numel()));
-  return out;
+bool is_half(const ir::Value* v, DataType half) {
+  return v && v->type().is_tensor() && v->type().dtype == half;
 }
 
 // Conversions of large tensors are split over the threads (memory bound, but one core does not
 // saturate the bandwidth).
-void to_floats(const void* in, float* out, int64_t n) {
+void to_floats(const void* in, float* out, int64_t n, DataType half) {
   constexpr int64_t kChunk = 1 << 16;
   const auto* h = static_cast<const uint16_t*>(in);
+  const auto convert = half == DataType::BFloat16 ? bfloat16s_to_floats : halves_to_floats;
 #pragma omp parallel for schedule(static) if (n > kChunk)
   for (int64_t at = 0; at < n; at += kChunk) {
-    halves_to_floats(h + at, out + at, static_cast<size_t>(std::min(kChunk, n - at)));
+    convert(h + at, out + at, static_cast<size_t>(std::min(kChunk, n - at)));
   }
 }
 
-void to_halves(const float* in, void* out, int64_t n) {
+void to_halves(const float* in, void* out, int64_t n, DataType half) {
   constexpr int64_t kChunk = 1 << 16;
   auto* h = static_cast<uint16_t*>(out);
+  const auto convert = half == DataType::BFloat16 ? floats_to_bfloat16s : floats_to_halves;
 #pragma omp parallel for schedule(static) if (n > kChunk)
   for (int64_t at = 0; at < n; at += kChunk) {
-    floats_to_halves(in + at, h + at, static_cast<size_t>(std::min(kChunk, n - at)));
+    convert(in + at, h + at, static_cast<size_t>(std::min(kChunk, n - at)));
   }
+}
+
+Tensor widen(const Tensor& t) {
+  Tensor out(DataType::Float32, t.dims());
+  to_floats(t.raw_data(), out.data<float>(), t.numel(), t.dtype());
+  return out;
 }
 
 // The node with every float16 value float32: same op, attributes and opset; constant inputs
@@ -61,12 +70,12 @@ struct Twin {
   std::vector<const Tensor*> constants;  // per input slot, the twin's float32 constant
 };
 
-Twin make_twin(const ir::Node& node) {
+Twin make_twin(const ir::Node& node, DataType half) {
   Twin t;
   t.graph = std::make_unique<ir::Graph>("fp16_twin");
   if (node.owner()) t.graph->opsets() = node.owner()->opsets();
-  auto widened = [](TypeInfo type) {
-    if (type.is_tensor() && type.dtype == DataType::Float16) type.dtype = DataType::Float32;
+  auto widened = [half](TypeInfo type) {
+    if (type.is_tensor() && type.dtype == half) type.dtype = DataType::Float32;
     return type;
   };
   std::vector<ir::Value*> ins, outs;
@@ -79,8 +88,7 @@ Twin make_twin(const ir::Node& node) {
     }
     std::string name = fmt::format("in{}", i);
     if (const Tensor* c = constant_input(node, i)) {
-      ir::Value* w =
-          t.graph->add_initializer(name, c->dtype() == DataType::Float16 ? widen(*c) : *c);
+      ir::Value* w = t.graph->add_initializer(name, c->dtype() == half ? widen(*c) : *c);
       ins.push_back(w);
       t.constants.push_back(&w->constant());
     } else {
@@ -101,12 +109,12 @@ Twin make_twin(const ir::Node& node) {
   return t;
 }
 
-bool has_half_value(const ir::Node& node) {
+bool has_half_value(const ir::Node& node, DataType half) {
   for (const ir::Value* v : node.inputs()) {
-    if (is_half(v)) return true;
+    if (is_half(v, half)) return true;
   }
   for (const ir::Value* v : node.outputs()) {
-    if (is_half(v)) return true;
+    if (is_half(v, half)) return true;
   }
   return false;
 }
@@ -114,17 +122,35 @@ bool has_half_value(const ir::Node& node) {
 // The float32 kernel that will do the work for `twin`, or "" for its reference kernel.
 std::string inner_kernel(const ir::Node& twin) {
   Support s = KernelTable::instance().select(CpuBackend::instance(), twin);
-  return s.ok() && s.kernel != kName ? s.kernel : "";
+  return s.ok() && s.kernel != kName && s.kernel != kBf16Name ? s.kernel : "";
 }
 
-std::string check_fp16(const ir::Node& node) {
-  if (!has_half_value(node)) return "no float16 values";
+// The 16-bit type a node stores (float16 takes precedence: a node mixing both is not one the
+// passes make, and float16's twin leaves a bfloat16 value as it is).
+DataType half_of(const ir::Node& node) {
+  return has_half_value(node, DataType::Float16) ? DataType::Float16 : DataType::BFloat16;
+}
+
+std::string check_half(const ir::Node& node, DataType half) {
+  if (!has_half_value(node, half)) {
+    return half == DataType::BFloat16 ? "no bfloat16 values" : "no float16 values";
+  }
+  if (half == DataType::BFloat16 && has_half_value(node, DataType::Float16)) {
+    return "float16 and bfloat16 values";
+  }
   for (const ir::Value* v : node.inputs()) {
     if (v && !v->type().is_tensor()) return "a non-tensor input";
   }
   if (!ops::OpRegistry::instance().find(node.domain(), node.op_type(), node.opset()))
     return "no reference kernel";
   return "";
+}
+
+std::string check_fp16(const ir::Node& node) {
+  return check_half(node, DataType::Float16);
+}
+std::string check_bf16(const ir::Node& node) {
+  return check_half(node, DataType::BFloat16);
 }
 
 // Grow-only float32 buffers, per thread (runs of one session are serialized, sessions may run
@@ -166,8 +192,13 @@ Scratch& scratch() {
 // and the real output for the others.
 class WideningOutputs final : public KernelOutputs {
  public:
-  WideningOutputs(KernelOutputs& real, const std::vector<bool>& half, size_t first_slot)
-      : real_(real), half_(half), first_slot_(first_slot), pending_(half.size()) {}
+  WideningOutputs(KernelOutputs& real, const std::vector<bool>& half, DataType half_type,
+                  size_t first_slot)
+      : real_(real),
+        half_(half),
+        half_type_(half_type),
+        first_slot_(first_slot),
+        pending_(half.size()) {}
 
   DeviceTensor allocate(size_t index, DataType dtype, std::vector<int64_t> dims) override {
     if (index >= half_.size() || !half_[index] || dtype != DataType::Float32)
@@ -182,22 +213,23 @@ class WideningOutputs final : public KernelOutputs {
   void finish() {
     for (size_t k = 0; k < pending_.size(); ++k) {
       if (!pending_[k].defined()) continue;
-      DeviceTensor y = real_.allocate(k, DataType::Float16, pending_[k].dims);
-      to_halves(static_cast<const float*>(pending_[k].data), y.data, y.numel());
+      DeviceTensor y = real_.allocate(k, half_type_, pending_[k].dims);
+      to_halves(static_cast<const float*>(pending_[k].data), y.data, y.numel(), half_type_);
     }
   }
 
  private:
   KernelOutputs& real_;
   const std::vector<bool>& half_;
+  DataType half_type_;
   size_t first_slot_;
   std::vector<DeviceTensor> pending_;
 };
 
 class Fp16Kernel final : public Kernel {
  public:
-  explicit Fp16Kernel(const ir::Node& node) : twin_(make_twin(node)) {
-    for (const ir::Value* v : node.outputs()) half_out_.push_back(is_half(v));
+  explicit Fp16Kernel(const ir::Node& node) : half_(half_of(node)), twin_(make_twin(node, half_)) {
+    for (const ir::Value* v : node.outputs()) half_out_.push_back(is_half(v, half_));
     std::string inner = inner_kernel(*twin_.node);
     if (!inner.empty()) {
       try {
@@ -210,24 +242,24 @@ class Fp16Kernel final : public Kernel {
       def_ = &ops::OpRegistry::instance().get(node.domain(), node.op_type(), node.opset());
     }
   }
-  std::string_view name() const override { return kName; }
+  std::string_view name() const override { return name_for(half_); }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     std::vector<DeviceTensor> wide(in.begin(), in.end());
     for (size_t i = 0; i < wide.size(); ++i) {
-      if (in[i].dtype != DataType::Float16) continue;
+      if (in[i].dtype != half_) continue;
       wide[i].dtype = DataType::Float32;
       const Tensor* c = i < twin_.constants.size() ? twin_.constants[i] : nullptr;
       if (c && c->dims() == in[i].dims) {
         wide[i].data = const_cast<void*>(c->raw_data());
       } else {
         float* buf = scratch().get(i, in[i].numel());
-        to_floats(in[i].data, buf, in[i].numel());
+        to_floats(in[i].data, buf, in[i].numel(), half_);
         wide[i].data = buf;
       }
     }
     if (inner_) {
-      WideningOutputs outputs(out, half_out_, wide.size());
+      WideningOutputs outputs(out, half_out_, half_, wide.size());
       inner_->run(wide, outputs, stream);
       outputs.finish();
       return;
@@ -251,8 +283,8 @@ class Fp16Kernel final : public Kernel {
       if (!twin_.node->output(k) || !results[k].is_tensor()) continue;
       const Tensor& t = results[k].tensor();
       if (half_out_[k] && t.dtype() == DataType::Float32) {
-        DeviceTensor y = out.allocate(k, DataType::Float16, t.dims());
-        to_halves(t.data<float>(), y.data, y.numel());
+        DeviceTensor y = out.allocate(k, half_, t.dims());
+        to_halves(t.data<float>(), y.data, y.numel(), half_);
       } else {
         DeviceTensor y = out.allocate(k, t.dtype(), t.dims());
         if (t.nbytes()) std::memcpy(y.data, t.raw_data(), t.nbytes());
@@ -260,6 +292,7 @@ class Fp16Kernel final : public Kernel {
     }
   }
 
+  DataType half_;  // the 16-bit type this node stores
   Twin twin_;
   std::vector<bool> half_out_;
   std::unique_ptr<Kernel> inner_;
@@ -277,10 +310,9 @@ std::string check_cast(const ir::Node& node) {
   const ir::Value* y = node.output(0);
   if (!x || !y || !x->type().is_tensor() || !y->type().is_tensor()) return "not a tensor Cast";
   const DataType from = x->type().dtype, to = y->type().dtype;
-  if ((from == DataType::Float32 && to == DataType::Float16) ||
-      (from == DataType::Float16 && to == DataType::Float32))
-    return "";
-  return "not a float32 <-> float16 Cast";
+  const auto half = [](DataType t) { return t == DataType::Float16 || t == DataType::BFloat16; };
+  if ((from == DataType::Float32 && half(to)) || (half(from) && to == DataType::Float32)) return "";
+  return "not a float32 <-> float16 / bfloat16 Cast";
 }
 
 class CastKernel final : public Kernel {
@@ -292,10 +324,10 @@ class CastKernel final : public Kernel {
     DeviceTensor y = out.allocate(0, to_, x.dims);
     if (x.dtype == to_) {
       if (y.data != x.data) std::memcpy(y.data, x.data, x.nbytes());
-    } else if (to_ == DataType::Float16) {
-      to_halves(static_cast<const float*>(x.data), y.data, x.numel());
+    } else if (to_ != DataType::Float32) {
+      to_halves(static_cast<const float*>(x.data), y.data, x.numel(), to_);
     } else {
-      to_floats(x.data, static_cast<float*>(y.data), x.numel());
+      to_floats(x.data, static_cast<float*>(y.data), x.numel(), x.dtype);
     }
   }
 
@@ -321,14 +353,23 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
 // float16 data directly: it does no arithmetic, so widening would only cost time. This is a
 // choice of the CPU backend, not a fact about the ops: which ops may be float16 at all is their
 // `fp16` trait (ops/op_traits.hpp); this list is the subset the CPU computes in float32.
-#define KILN_CPU_FP16(DOMAIN, OP)            \
-  KILN_REGISTER_KERNEL({.backend = "cpu",    \
-                        .domain = DOMAIN,    \
-                        .op_type = OP,       \
-                        .name = kName,       \
-                        .check = check_fp16, \
+// Each op twice: for float16 nodes, and for bfloat16 ones below the kernels that compute in
+// bfloat16 (priority -1: oneDNN's bfloat16 convolution and matmul come first).
+#define KILN_CPU_FP16(DOMAIN, OP)                \
+  KILN_REGISTER_KERNEL({.backend = "cpu",        \
+                        .domain = DOMAIN,        \
+                        .op_type = OP,           \
+                        .name = kName,           \
+                        .check = check_fp16,     \
+                        .create = create_fp16}); \
+  KILN_REGISTER_KERNEL({.backend = "cpu",        \
+                        .domain = DOMAIN,        \
+                        .op_type = OP,           \
+                        .name = kBf16Name,       \
+                        .priority = -1,          \
+                        .check = check_bf16,     \
                         .create = create_fp16})
-// Element-wise ops: every float16 input is widened into scratch and the result rounded into the
+// Element-wise ops: every 16-bit input is widened into scratch and the result rounded into the
 // output only after the float32 kernel ran, so output 0 may take those inputs' memory.
 #define KILN_CPU_FP16_IN_PLACE(OP, ...)                 \
   KILN_REGISTER_KERNEL({.backend = "cpu",               \
@@ -336,6 +377,13 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                         .name = kName,                  \
                         .in_place_inputs = __VA_ARGS__, \
                         .check = check_fp16,            \
+                        .create = create_fp16});        \
+  KILN_REGISTER_KERNEL({.backend = "cpu",               \
+                        .op_type = OP,                  \
+                        .name = kBf16Name,              \
+                        .priority = -1,                 \
+                        .in_place_inputs = __VA_ARGS__, \
+                        .check = check_bf16,            \
                         .create = create_fp16})
 KILN_CPU_FP16("", "Conv");
 KILN_CPU_FP16("ai.kiln", "FusedConv");

@@ -1,8 +1,11 @@
 // Matrix products on the CPU through oneDNN's matmul: MatMul (batched, numpy batch broadcast,
 // 1-D operands), Gemm (transposes as strides, alpha as an output scale, beta * C as a broadcast
 // binary post-op) and their ai.kiln fused forms (bias and activation as post-ops). Weights are
-// read in place in their plain layout.
+// read in place in their plain layout. Float32, or bfloat16 (`--bf16` engines) on a CPU with
+// bfloat16 instructions: every operand of that type, oneDNN accumulating in float32.
 #include <algorithm>
+
+#include "core/half_convert.hpp"
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/vector_math.hpp"
@@ -24,14 +27,31 @@ std::string check_activation(const ir::Node& node) {
   return "";
 }
 
+// An output computed without a product (an empty reduction): float32 values written in the
+// output's type.
+void write_floats(const std::vector<float>& v, const DeviceTensor& y) {
+  if (y.dtype == DataType::BFloat16) {
+    floats_to_bfloat16s(v.data(), static_cast<uint16_t*>(y.data), v.size());
+  } else {
+    std::copy(v.begin(), v.end(), static_cast<float*>(y.data));
+  }
+}
+
+float float_at(const void* data, DataType type, int64_t i) {
+  return type == DataType::BFloat16 ? bfloat16_bits_to_float(static_cast<const uint16_t*>(data)[i])
+                                    : static_cast<const float*>(data)[i];
+}
+
 // ---- MatMul / FusedMatMul ----
 
 std::string check_matmul(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 1, 6); !why.empty()) return why;
-  if (std::string why = check_f32_input(node, 1, 1, 6); !why.empty()) return why;
-  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  const std::optional<DataType> type = compute_type(node);
+  if (!type) return check_f32_input(node, 0, 1, 6);
+  if (std::string why = check_float_input(node, 0, *type, 1, 6); !why.empty()) return why;
+  if (std::string why = check_float_input(node, 1, *type, 1, 6); !why.empty()) return why;
+  if (std::string why = check_float_outputs(node, *type); !why.empty()) return why;
   if (node.domain() == ops::kKilnDomain) {
-    if (std::string why = check_f32_input(node, 2, 1, 1, true); !why.empty()) return why;
+    if (std::string why = check_float_input(node, 2, *type, 1, 1, true); !why.empty()) return why;
     if (node.inputs().size() > 3) return "more than 3 inputs";
   } else if (node.inputs().size() != 2) {
     return "MatMul takes 2 inputs";
@@ -41,7 +61,11 @@ std::string check_matmul(const ir::Node& node) {
 
 class OnednnMatMul final : public Kernel {
  public:
-  explicit OnednnMatMul(const ir::Node& node) : node_(node), act_(node_activation(node)) {
+  explicit OnednnMatMul(const ir::Node& node)
+      : node_(node),
+        act_(node_activation(node)),
+        type_(node.input(0)->type().dtype),
+        dt_(dnnl_type(type_)) {
     auto a = declared_dims(node, 0), b = declared_dims(node, 1);
     if (a && b && std::count(a->begin(), a->end(), -1) == 0 &&
         std::count(b->begin(), b->end(), -1) == 0) {
@@ -60,14 +84,15 @@ class OnednnMatMul final : public Kernel {
                      "node {}: bias must have {} elements (the last dim of the product), got {}",
                      node_.label(), e.n, dims_to_string(bias->dims));
     }
-    DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    DeviceTensor y = out.allocate(0, type_, e.out_dims);
     if (y.numel() == 0) return;
-    auto* py = static_cast<float*>(y.data);
     if (e.k == 0) {  // an empty sum: the bias (or zero), activated
+      std::vector<float> v(static_cast<size_t>(y.numel()));
       for (int64_t i = 0; i < y.numel(); ++i) {
-        py[i] = bias ? static_cast<const float*>(bias->data)[i % e.n] : 0.f;
+        v[i] = bias ? float_at(bias->data, type_, i % e.n) : 0.f;
       }
-      apply_activation(act_, py, y.numel());
+      apply_activation(act_, v.data(), y.numel());
+      write_floats(v, y);
       return;
     }
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
@@ -152,8 +177,9 @@ class OnednnMatMul final : public Kernel {
       ThreadLimit limit(e.threads);
       try {
         e.pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(plain_desc(a), plain_desc(b),
-                               bias ? plain_desc(bias_dims) : memory::desc(), plain_desc(c)),
+            dnnl::matmul::desc(plain_desc(a, dt_), plain_desc(b, dt_),
+                               bias ? plain_desc(bias_dims, dt_) : memory::desc(),
+                               plain_desc(c, dt_)),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
         e.scratch = memory(e.pd.scratchpad_desc(), engine());
@@ -169,33 +195,46 @@ class OnednnMatMul final : public Kernel {
 
   const ir::Node& node_;
   ops::FusedActivation act_;
+  DataType type_;               // float32 or bfloat16 (check_matmul)
+  dnnl::memory::data_type dt_;  // the same for oneDNN
   std::vector<Entry> cache_;
 };
 
 // ---- Gemm / FusedGemm ----
 
 std::string check_gemm(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 2, 2); !why.empty()) return why;
-  if (std::string why = check_f32_input(node, 1, 2, 2); !why.empty()) return why;
-  if (std::string why = check_f32_input(node, 2, 0, 2, true); !why.empty()) return why;
-  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  const std::optional<DataType> type = compute_type(node);
+  if (!type) return check_f32_input(node, 0, 2, 2);
+  if (std::string why = check_float_input(node, 0, *type, 2, 2); !why.empty()) return why;
+  if (std::string why = check_float_input(node, 1, *type, 2, 2); !why.empty()) return why;
+  if (std::string why = check_float_input(node, 2, *type, 0, 2, true); !why.empty()) return why;
+  if (std::string why = check_float_outputs(node, *type); !why.empty()) return why;
   if (node.inputs().size() > 3) return "more than 3 inputs";
   ops::AttrReader attrs(node);
-  if (node.input(2) && attrs.attr_float("beta", 1.f) != 1.f && !constant_input(node, 2)) {
+  const float beta = attrs.attr_float("beta", 1.f);
+  if (node.input(2) && beta != 1.f && !constant_input(node, 2)) {
     return "beta != 1 with a C that is not constant";
+  }
+  // beta is folded into a float32 copy of C; a bfloat16 C is taken as it is.
+  if (node.input(2) && beta != 1.f && beta != 0.f && *type != DataType::Float32) {
+    return "beta other than 0 or 1 with a bfloat16 C";
   }
   return check_activation(node);
 }
 
 class OnednnGemm final : public Kernel {
  public:
-  explicit OnednnGemm(const ir::Node& node) : node_(node), act_(node_activation(node)) {
+  explicit OnednnGemm(const ir::Node& node)
+      : node_(node),
+        act_(node_activation(node)),
+        type_(node.input(0)->type().dtype),
+        dt_(dnnl_type(type_)) {
     ops::AttrReader attrs(node);
     alpha_ = attrs.attr_float("alpha", 1.f);
     beta_ = attrs.attr_float("beta", 1.f);
     trans_a_ = attrs.attr_int("transA", 0) != 0;
     trans_b_ = attrs.attr_int("transB", 0) != 0;
-    if (const Tensor* c = constant_input(node, 2); c && beta_ != 1.f) {
+    if (const Tensor* c = constant_input(node, 2); c && beta_ != 1.f && beta_ != 0.f) {
       // beta folded into a private copy of the constant C once, not per run.
       KILN_CHECK_ARG(c->dtype() == DataType::Float32, "node {}: C must be float32", node.label());
       scaled_c_.assign(c->data<float>(), c->data<float>() + c->numel());
@@ -216,26 +255,27 @@ class OnednnGemm final : public Kernel {
     // beta == 0 drops C entirely, as 0 * C would for finite values.
     if (beta_ == 0.f) c = nullptr;
     const Entry& e = prepared(a.dims, b.dims, c ? &c->dims : nullptr);
-    DeviceTensor y = out.allocate(0, DataType::Float32, {e.m, e.n});
+    DeviceTensor y = out.allocate(0, type_, {e.m, e.n});
     if (y.numel() == 0) return;
     const void* c_data = c ? (scaled_c_.empty() ? c->data : scaled_c_.data()) : nullptr;
     if (e.k == 0) {
-      auto* py = static_cast<float*>(y.data);
-      const auto* pc = static_cast<const float*>(c_data);
+      std::vector<float> v(static_cast<size_t>(y.numel()));
+      const DataType c_type = scaled_c_.empty() ? type_ : DataType::Float32;
       for (int64_t i = 0; i < e.m; ++i) {
         for (int64_t j = 0; j < e.n; ++j) {
-          py[i * e.n + j] =
-              pc ? pc[(e.c_dims[0] == 1 ? 0 : i) * e.c_dims[1] + (e.c_dims[1] == 1 ? 0 : j)] : 0;
+          const int64_t at = (e.c_dims[0] == 1 ? 0 : i) * e.c_dims[1] + (e.c_dims[1] == 1 ? 0 : j);
+          v[i * e.n + j] = c_data ? float_at(c_data, c_type, at) : 0.f;
         }
       }
-      apply_activation(act_, py, y.numel());
+      apply_activation(act_, v.data(), y.numel());
+      write_floats(v, y);
       return;
     }
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
                                             {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), b.data)},
                                             {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (c) {
-      memory::desc c_md = plain_desc(e.c_dims);
+      memory::desc c_md = plain_desc(e.c_dims, scaled_c_.empty() ? dt_ : memory::data_type::f32);
       args[e.c_as_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] =
           wrap(c_md, c_data);
     }
@@ -292,15 +332,17 @@ class OnednnGemm final : public Kernel {
     }
     check_output_fits(node_, {e.m, e.n});
     if (e.m > 0 && e.n > 0 && e.k > 0) {
-      memory::desc a_md({e.m, e.k}, memory::data_type::f32,
-                        trans_a_ ? memory::dims{1, e.m} : memory::dims{e.k, 1});
-      memory::desc b_md({e.k, e.n}, memory::data_type::f32,
-                        trans_b_ ? memory::dims{1, e.k} : memory::dims{e.n, 1});
+      memory::desc a_md({e.m, e.k}, dt_, trans_a_ ? memory::dims{1, e.m} : memory::dims{e.k, 1});
+      memory::desc b_md({e.k, e.n}, dt_, trans_b_ ? memory::dims{1, e.k} : memory::dims{e.n, 1});
+      // C as oneDNN reads it: the float32 copy with beta folded in, or the input's own type.
+      const memory::data_type c_dt = scaled_c_.empty() ? dt_ : memory::data_type::f32;
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       if (alpha_ != 1.f) attr.set_output_scales(0, {alpha_});
       dnnl::post_ops post;
-      if (c && !e.c_as_bias) post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims));
+      if (c && !e.c_as_bias) {
+        post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims, c_dt));
+      }
       append_activation(post, act_);
       attr.set_post_ops(post);
       const double mn = static_cast<double>(e.m) * static_cast<double>(e.n);
@@ -309,8 +351,9 @@ class OnednnGemm final : public Kernel {
       ThreadLimit limit(e.threads);
       try {
         e.pd = dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(a_md, b_md, e.c_as_bias ? plain_desc(e.c_dims) : memory::desc(),
-                               plain_desc({e.m, e.n})),
+            dnnl::matmul::desc(a_md, b_md,
+                               e.c_as_bias ? plain_desc(e.c_dims, c_dt) : memory::desc(),
+                               plain_desc({e.m, e.n}, dt_)),
             attr, engine());
         e.prim = dnnl::matmul(e.pd);
         e.scratch = memory(e.pd.scratchpad_desc(), engine());
@@ -326,6 +369,8 @@ class OnednnGemm final : public Kernel {
 
   const ir::Node& node_;
   ops::FusedActivation act_;
+  DataType type_;               // float32 or bfloat16 (check_gemm)
+  dnnl::memory::data_type dt_;  // the same for oneDNN
   float alpha_ = 1, beta_ = 1;
   bool trans_a_ = false, trans_b_ = false;
   std::vector<float> scaled_c_;

@@ -32,23 +32,45 @@ dnnl::stream& dnnl_stream(Stream& stream) {
   return s->dnnl();
 }
 
-dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims) {
+dnnl::memory::data_type dnnl_type(DataType type) {
+  switch (type) {
+    case DataType::Float32:
+      return dnnl::memory::data_type::f32;
+    case DataType::BFloat16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      fail(ErrorCode::Internal, "no oneDNN CPU data type for {}", dtype_name(type));
+  }
+}
+
+bool cpu_has_bf16() {
+  static const bool has = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return has;
+}
+
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims, dnnl::memory::data_type type) {
   static const tag kTags[] = {tag::a,    tag::a,     tag::ab,    tag::abc,
                               tag::abcd, tag::abcde, tag::abcdef};
   KILN_CHECK(dims.size() <= 6, ErrorCode::Internal, "plain_desc: rank {} over 6", dims.size());
   dnnl::memory::dims d = dims.empty() ? dnnl::memory::dims{1} : dnnl::memory::dims(dims);
-  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, kTags[dims.size()]);
+  return dnnl::memory::desc(d, type, kTags[dims.size()]);
 }
 
-dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block) {
+dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block,
+                                dnnl::memory::data_type type) {
   KILN_CHECK(dims.size() == 4 && (block == 8 || block == 16), ErrorCode::Internal,
              "blocked_desc: dims {} with block {}", dims_to_string(dims), block);
-  return dnnl::memory::desc(dnnl::memory::dims(dims), dnnl::memory::data_type::f32,
+  return dnnl::memory::desc(dnnl::memory::dims(dims), type,
                             block == 16 ? tag::nChw16c : tag::nChw8c);
 }
 
 dnnl::memory::desc tensor_desc(const DeviceTensor& t) {
-  return t.layout.is_row_major() ? plain_desc(t.dims) : blocked_desc(t.dims, t.layout.block);
+  const dnnl::memory::data_type type = dnnl_type(t.dtype);
+  return t.layout.is_row_major() ? plain_desc(t.dims, type)
+                                 : blocked_desc(t.dims, t.layout.block, type);
 }
 
 dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& owner) {
@@ -262,13 +284,36 @@ void note_implementation(const ir::Node& node, const char* impl) {
   }
 }
 
+namespace {
+std::string_view float_name(DataType type) {
+  return type == DataType::Float32 ? "float32" : dtype_name(type);
+}
+}  // namespace
+
 std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, size_t max_rank,
                             bool optional) {
+  return check_float_input(node, i, DataType::Float32, min_rank, max_rank, optional);
+}
+
+std::string check_f32_outputs(const ir::Node& node) {
+  return check_float_outputs(node, DataType::Float32);
+}
+
+std::optional<DataType> compute_type(const ir::Node& node) {
+  const ir::Value* x = node.input(0);
+  if (!x || !x->type().is_tensor()) return std::nullopt;
+  const DataType t = x->type().dtype;
+  if (t == DataType::Float32 || (t == DataType::BFloat16 && cpu_has_bf16())) return t;
+  return std::nullopt;
+}
+
+std::string check_float_input(const ir::Node& node, size_t i, DataType type, size_t min_rank,
+                              size_t max_rank, bool optional) {
   const ir::Value* v = node.input(i);
   if (!v) return optional ? "" : fmt::format("input {} is missing", i);
   const TypeInfo& t = v->type();
-  if (!t.is_tensor() || t.dtype != DataType::Float32) {
-    return fmt::format("input {} is not a float32 tensor", i);
+  if (!t.is_tensor() || t.dtype != type) {
+    return fmt::format("input {} is not a {} tensor", i, float_name(type));
   }
   if (!t.shape) return fmt::format("input {} has unknown rank", i);
   if (t.shape->rank() < min_rank || t.shape->rank() > max_rank) {
@@ -278,12 +323,12 @@ std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, siz
   return "";
 }
 
-std::string check_f32_outputs(const ir::Node& node) {
+std::string check_float_outputs(const ir::Node& node, DataType type) {
   for (size_t i = 0; i < node.outputs().size(); ++i) {
     const ir::Value* v = node.output(i);
     if (!v) continue;
-    if (!v->type().is_tensor() || v->type().dtype != DataType::Float32) {
-      return fmt::format("output {} is not a float32 tensor", i);
+    if (!v->type().is_tensor() || v->type().dtype != type) {
+      return fmt::format("output {} is not a {} tensor", i, float_name(type));
     }
   }
   return "";

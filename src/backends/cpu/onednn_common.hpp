@@ -31,12 +31,19 @@ class CpuStream final : public Stream {
 
 dnnl::stream& dnnl_stream(Stream& stream);
 
-// Row-major f32 descriptor of `dims` (a scalar is one element).
-dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims);
-// Channel-blocked f32 descriptor (nChw16c / nChw8c) of 4-D `dims`; see DeviceTensor::block.
-dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block);
-// The descriptor of `t` in its layout (plain or blocked).
+// oneDNN's data type for the float types its CPU kernels compute in here (float32, bfloat16).
+dnnl::memory::data_type dnnl_type(DataType type);
+// Row-major descriptor of `dims` (a scalar is one element).
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims,
+                              dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// Channel-blocked descriptor (nChw16c / nChw8c) of 4-D `dims`; see DeviceTensor::block.
+dnnl::memory::desc blocked_desc(const std::vector<int64_t>& dims, int block,
+                                dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// The descriptor of `t` in its layout (plain or blocked) and element type.
 dnnl::memory::desc tensor_desc(const DeviceTensor& t);
+// Whether oneDNN runs bfloat16 convolutions and matrix products on this CPU's own bfloat16
+// instructions (AVX512_BF16 or AMX), rather than emulating them: where `--bf16` engines run.
+bool cpu_has_bf16();
 // A description of `md`'s layout that is equal for two descriptors exactly when they lay out the
 // same bytes the same way (data type, dims, padding, strides, inner blocks): how a kernel checks
 // that weights packed at compile time fit the primitive it builds at open. "" for layouts it
@@ -89,6 +96,13 @@ std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, siz
                             bool optional = false);
 // Every output is a float32 tensor.
 std::string check_f32_outputs(const ir::Node& node);
+// The same for the element type `type`.
+std::string check_float_input(const ir::Node& node, size_t i, DataType type, size_t min_rank,
+                              size_t max_rank, bool optional = false);
+std::string check_float_outputs(const ir::Node& node, DataType type);
+// The float type a convolution or matrix product computes in: input 0's when it is float32, or
+// bfloat16 on a CPU with bfloat16 instructions; nullopt otherwise.
+std::optional<DataType> compute_type(const ir::Node& node);
 // The constant data of input i, when it is an initializer or the output of a Constant node
 // (its `value` attribute).
 const Tensor* constant_input(const ir::Node& node, size_t i);
