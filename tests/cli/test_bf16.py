@@ -70,6 +70,9 @@ def test_bf16_cnn_runs_bf16_kernels_within_the_limit(kiln, tmp_path):
     kernels = kernels_of(kiln, tmp_path / "m_bf16.kiln", tmp_path, {"image": x})
     compute = [k for op, k in kernels.values() if op in ("Conv", "FusedConv", "Gemm", "FusedGemm")]
     assert compute and all(k in ("onednn.conv", "onednn.gemm") for k in compute), kernels
+    # The residual Add and the Relus on the bfloat16 element-wise kernels, not the widening twin.
+    joins = [k for op, k in kernels.values() if op in ("Add", "Relu")]
+    assert joins and all(k == "cpu.bf16_eltwise" for k in joins), kernels
 
 
 @needs_bf16
