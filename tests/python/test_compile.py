@@ -73,6 +73,9 @@ CASES = {
     "no-verify": (["--no-verify"], {"verify": False}),
     "range-verify-full": (["--shape-range", "image:1..4x3x8x8", "--verify-full"],
                           {"shapes": {"image": "1..4x3x8x8"}, "verify_full": True}),
+    # bfloat16 (skipped on a CPU without bfloat16 instructions, where --bf16 is refused).
+    "range-bf16": (["--shape-range", "image:1..16x3x8x8", "--bf16"],
+                   {"shapes": {"image": [(1, 16), 3, 8, 8]}, "precision": "bf16"}),
     # A device this machine may lack: a warning, the plan left to the engine's first open there.
     "device-gpu": (["--device", "gpu", "--no-verify"], {"device": "gpu", "verify": False}),
 }
@@ -90,6 +93,8 @@ def c_compile(lib, model, output, cli_flags):
                 assert lib.kiln_compile_options_add_shape(opts, flags.pop(0).encode()) == 0
             elif flag == "--fp16":
                 assert lib.kiln_compile_options_set_fp16(opts, 1) == 0
+            elif flag == "--bf16":
+                assert lib.kiln_compile_options_set_config(opts, b"precision", b"bf16") == 0
             elif flag == "--no-prepack":
                 assert lib.kiln_compile_options_set_prepack(opts, 0) == 0
             elif flag == "--no-verify":
@@ -109,6 +114,8 @@ def c_compile(lib, model, output, cli_flags):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_python_c_and_cli_write_the_same_engine(case, demo, kiln_cli, libkiln, tmp_path):
     flags, keywords = CASES[case]
+    if "--bf16" in flags and " avx512_bf16" not in open("/proc/cpuinfo").read():
+        pytest.skip("this CPU has no bfloat16 instructions: --bf16 is refused")
     cli_engine, py_engine, c_engine = (str(tmp_path / f"{n}.kiln") for n in ("cli", "py", "c"))
     r = subprocess.run([kiln_cli, "compile", demo, "-o", cli_engine, *flags],
                        capture_output=True, text=True)
@@ -312,3 +319,10 @@ def test_npz_errors_name_the_file_and_array(demo, libkiln, tmp_path):
     status, message = c_compile_npz(libkiln, demo, out, [tmp_path / "none.npz"])
     assert status == 2 and "none.npz" in message
     assert not os.path.exists(out)
+
+
+def test_precision_keyword_is_checked(demo, tmp_path):
+    with pytest.raises(kiln.InvalidArgument, match="precision takes"):
+        kiln.compile(demo, tmp_path / "a.kiln", precision="int3")
+    with pytest.raises(kiln.InvalidArgument, match="contradicts"):
+        kiln.compile(demo, tmp_path / "b.kiln", fp16=True, precision="bf16")
