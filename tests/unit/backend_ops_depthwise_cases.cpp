@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend_ops_case.hpp"
+#include "backends/cpu/onednn_common.hpp"
 
 namespace kiln::backend_ops {
 namespace {
@@ -46,7 +47,9 @@ void add(std::vector<Case>& out, Case c, bool with_bf16 = false) {
     Case b = c;
     b.name += "_bf16";
     b.dtype = DataType::BFloat16;
-    b.kernel = kRef;
+    // oneDNN's bfloat16 convolution where the CPU has the instructions, else (and for what the
+    // CPU runs on its reference kernel in float32: the residual) the widening twin.
+    b.kernel = c.kernel != kRef && backends::cpu::cpu_has_bf16() ? "onednn.conv" : "cpu.bf16";
     out.push_back(std::move(b));
   }
   out.push_back(std::move(c));

@@ -23,12 +23,12 @@ void both(std::vector<Case>& out, Case c, const char* cpu16) {
   out.push_back(std::move(h));
 }
 
-// A bfloat16 twin of `c` (the CPU runs its reference kernel): bf16 is only loads and stores
-// around the float32 math, so a few cases per family check it.
+// A bfloat16 twin of `c` (the CPU runs its float32 kernel between widened operands, cpu.bf16):
+// bf16 is only loads and stores around the float32 math, so a few cases per family check it.
 void bf16(std::vector<Case>& out, Case c) {
   c.name += "_bf16";
   c.dtype = DataType::BFloat16;
-  c.kernel = kRef;
+  c.kernel = "cpu.bf16";
   out.push_back(std::move(c));
 }
 
@@ -76,7 +76,7 @@ void bf16_cases(std::vector<Case>& c) {
                .op = "Cast",
                .inputs = {typed({3, 5, 7}, DataType::Float32)},
                .attrs = {i("to", 16)},
-               .kernel = kRef,
+               .kernel = "cpu.fp16",  // the CPU's float32 <-> 16-bit Cast
                .gpu = "gpu.cast"});
   c.push_back({.name = "gpu_cast_bf16_to_f16",
                .op = "Cast",
