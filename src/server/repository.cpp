@@ -334,14 +334,14 @@ void ModelRepository::poll() {
 }
 
 void ModelRepository::load(const std::string& name, const std::optional<std::string>& config_json) {
-  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unsupported,
+  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unavailable,
              "explicit model load / unload is not allowed if polling is enabled");
   std::lock_guard load_lock(load_mutex_);
   load_locked(name, config_json);
 }
 
 void ModelRepository::unload(const std::string& name) {
-  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unsupported,
+  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unavailable,
              "explicit model load / unload is not allowed if polling is enabled");
   check_model_name(name);
   std::lock_guard load_lock(load_mutex_);
@@ -515,13 +515,13 @@ void ModelRepository::load_locked(const std::string& name,
 std::shared_ptr<ModelVersion> ModelRepository::get(std::string_view name, int64_t version) const {
   std::lock_guard lock(map_mutex_);
   auto it = models_.find(name);
-  KILN_CHECK_ARG(it != models_.end() && !it->second->versions.empty(),
-                 "Request for unknown model: '{}' is not found", name);
+  KILN_CHECK(it != models_.end() && !it->second->versions.empty(), ErrorCode::NotFound,
+             "Request for unknown model: '{}' is not found", name);
   const auto& versions = it->second->versions;
   if (version < 0) return versions.rbegin()->second;
   auto v = versions.find(version);
-  KILN_CHECK_ARG(v != versions.end(), "Request for unknown model: '{}' version {} is not found",
-                 name, version);
+  KILN_CHECK(v != versions.end(), ErrorCode::NotFound,
+             "Request for unknown model: '{}' version {} is not found", name, version);
   return v->second;
 }
 

@@ -9,7 +9,7 @@ namespace kiln::server {
 
 DataType wire_datatype(std::string_view name, const std::string& input) {
   std::optional<DataType> dt = datatype_from_name(name);
-  KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input, name);
+  KILN_CHECK_ARG(dt.has_value(), "invalid datatype for input {}", input);
   return *dt;
 }
 
