@@ -259,7 +259,8 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
     if (stopping_ || (max_size > 0 && queues_[level].size() >= max_size)) {
       const bool stopping = stopping_;
       lock.unlock();
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Rejected);
       p->done(Status(ErrorCode::Unavailable,
                      stopping ? fmt::format("model '{}' is unloading", options_.model_name)
                               : std::string("Exceeds maximum queue size")),
@@ -313,7 +314,9 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
     if (!expired.empty()) {
       lock.unlock();
       for (auto& p : expired) {
-        statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+        statistics_.record_failure(
+            ns_between(p->request->received, Clock::now()),
+            p->request->is_cancelled() ? FailureReason::Canceled : FailureReason::Rejected);
         statistics_.add_pending(-1);
         p->done(p->request->is_cancelled()
                     ? Status(ErrorCode::Unavailable, "Request was cancelled by the client")
@@ -472,7 +475,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
     statistics_.record_execution(static_cast<uint64_t>(batch.rows), input_ns, infer_ns, output_ns);
   } catch (const Error& e) {
     for (auto& p : batch.items) {
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Backend);
       statistics_.add_pending(-1);
       p->done(Status(e), nullptr);
       p.reset();
@@ -480,7 +484,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
     return;
   } catch (const std::exception& e) {
     for (auto& p : batch.items) {
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Backend);
       statistics_.add_pending(-1);
       p->done(Status(ErrorCode::Internal, e.what()), nullptr);
       p.reset();

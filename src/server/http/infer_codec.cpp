@@ -488,7 +488,8 @@ struct PendingInput {
 
 std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
                                                    std::optional<size_t> header_length,
-                                                   const CodecLimits& limits) {
+                                                   const CodecLimits& limits,
+                                                   std::string_view model) {
   const size_t json_size = header_length.value_or(body.size());
   KILN_CHECK_ARG(json_size <= body.size(),
                  "Inference-Header-Content-Length {} is larger than the body ({} bytes)", json_size,
@@ -524,6 +525,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
 
   // The checks, all before any tensor is allocated.
   auto request = std::make_unique<InferRequest>();
+  request->model_name = model;
   KILN_CHECK_ARG(raw.id_kind == Kind::Absent || raw.id_kind == Kind::String,
                  "'id' must be a string");
   request->id = std::move(raw.id);
@@ -607,7 +609,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     input.data = pending[i].json ? decode_json_data(json, pending[i].data_key_end, input.datatype,
                                                     input.shape, input.name, reader, memory)
                                  : decode_raw_tensor(pending[i].binary, input.datatype, input.shape,
-                                                     input.name);
+                                                     input.name, *request);
   }
   return request;
 }

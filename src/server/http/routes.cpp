@@ -213,8 +213,11 @@ std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
       w.Key("version");
       put(w, e.version);
     }
-    w.Key("state");
-    put(w, model_state_name(e.state));
+    // Triton leaves the state out for a model never loaded.
+    if (e.state != ModelState::NotLoaded) {
+      w.Key("state");
+      put(w, model_state_name(e.state));
+    }
     // Triton leaves the reason out when there is none (a ready version).
     if (!e.reason.empty()) {
       w.Key("reason");
@@ -325,7 +328,7 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
              "unsupported Content-Encoding '{}'",
              std::string_view(enc->value().data(), enc->value().size()));
   std::unique_ptr<InferRequest> infer =
-      decode_infer_request(request.body(), header_length, options.codec);
+      decode_infer_request(request.body(), header_length, options.codec, model);
   infer->model_name = model;
   infer->model_version = version;
   OutputEncoding encoding = output_encoding_of(*infer);
@@ -430,7 +433,7 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
           parse_body_object(request.body());
           core.repository().unload(s[3]);
         }
-        reply(plain_response(200));
+        reply(json_response({}, 200));  // tritonserver: empty, labelled JSON
       };
     } else if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {
       if (!method_ok(get)) return;
