@@ -101,7 +101,8 @@ CASES = {
         "3 BYTES elements"),
     "negative dim": (lambda: request(shape=(1, -4), raw=[fp32_raw()] * 2), "non-negative"),
     "overflowing shape": (lambda: request(shape=(1 << 40, 1 << 40), raw=[b"", b""]), "overflows"),
-    "huge claimed tensor": (lambda: request(shape=(1 << 30, 4), raw=[fp32_raw()] * 2), "needs"),
+    "huge claimed tensor": (lambda: request(shape=(1 << 30, 4), raw=[fp32_raw()] * 2),
+                            "Expected 17179869184, got 16"),
     "no model name": (lambda: request(model="", raw=[fp32_raw()] * 2), "names no model"),
     "too many outputs": (lambda: (lambda r: ([r.outputs.add(name=f"O{i}") for i in range(2000)], r)[1])(
         request(raw=[fp32_raw()] * 2)), "at most"),

@@ -178,4 +178,4 @@ def test_unknown_model_and_version(server):
     code, body, _ = server.request("POST", "/v2/models/simple/versions/3/infer",
                                    json.dumps(good_body()))
     assert code == 404 and "version 3" in json.loads(body)["error"]
-    assert server.request("GET", "/v2/models/..%2F..%2Fetc/config")[0] == 400
+    assert server.request("GET", "/v2/models/..%2F..%2Fetc/config")[0] == 404  # no such model
