@@ -15,6 +15,7 @@ from conftest import ROOT, free_port
 
 INSTALL_SCRIPT = os.path.join(ROOT, "scripts", "install_triton.sh")
 DEFAULT_HOME = os.path.expanduser("~/.cache/kiln/pytriton-0.7.0")
+_install_failure = None  # one failed install per session: every module skips with its reason
 
 
 def _home():
@@ -23,6 +24,9 @@ def _home():
     home = os.environ.get("KILN_TRITON_HOME", DEFAULT_HOME)
     if os.path.exists(os.path.join(home, "pytriton", "tritonserver", "bin", "tritonserver")):
         return home
+    global _install_failure
+    if _install_failure:
+        pytest.skip(_install_failure)
     if os.environ.get("KILN_TRITON_INSTALL", "1") == "0":
         pytest.skip(f"Triton differential tests: no tritonserver under {home} and "
                     "KILN_TRITON_INSTALL=0 (run scripts/install_triton.sh)")
@@ -30,8 +34,9 @@ def _home():
         subprocess.run([INSTALL_SCRIPT, home], check=True, capture_output=True, timeout=900)
     except (OSError, subprocess.SubprocessError) as e:
         err = getattr(e, "stderr", b"") or b""
-        pytest.skip(f"Triton differential tests: cannot install nvidia-pytriton 0.7.0 "
-                    f"({e}; {err.decode(errors='replace')[-400:]})")
+        _install_failure = (f"Triton differential tests: cannot install nvidia-pytriton 0.7.0 "
+                            f"({e}; {err.decode(errors='replace')[-400:]})")
+        pytest.skip(_install_failure)
     return home
 
 
