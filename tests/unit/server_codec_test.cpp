@@ -64,7 +64,8 @@ TEST(ServerCodec, RejectsBadRequests) {
     expect_error([&] { decode_infer_request(body, std::nullopt); }, ErrorCode::Internal, needle);
   };
   unparsed("{", "failed to parse");
-  unparsed("{\"inputs\": 3}", "Unable to parse 'inputs': attempt to access JSON non-array as array");
+  unparsed("{\"inputs\": 3}",
+           "Unable to parse 'inputs': attempt to access JSON non-array as array");
   unparsed(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"data":[1]}]})",
            "Shape does not match true shape of 'data' field (input 'a': 'data' has 1 elements");
   unparsed(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1,2]}]})",
