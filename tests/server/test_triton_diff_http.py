@@ -1,6 +1,9 @@
 """Differential tests, HTTP: the same requests to Kiln and the real Triton 2.51 (same models),
 compared on status, content type and body (error texts normalized only where they name the server).
 Skipped with the reason when tritonserver cannot be installed or started (tests/server/triton.py)."""
+import json
+import struct
+
 import pytest
 
 from triton_pair import errors_of, fp32_request, http_answer, pair, same  # noqa: F401
@@ -187,3 +190,23 @@ def test_repository_index(pair, body):
     t = http_answer(pair.triton, "POST", "/v2/repository/index", body)
     same(f"repository index {body}", k, t)
 
+
+
+def _binary(sizes, data):
+    header = json.dumps({"inputs": [
+        {"name": f"INPUT{i}", "shape": [1, 4], "datatype": "FP32",
+         "parameters": {"binary_data_size": n}} for i, n in enumerate(sizes)],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}).encode()
+    return header + data, {"Inference-Header-Content-Length": str(len(header))}
+
+
+@pytest.mark.parametrize("check,sizes,floats", [
+    ("binary inputs", (16, 16), 8),
+    ("binary size below shape", (12, 16), 7),
+    ("binary data beyond the sizes", (16, 16), 9),
+])
+def test_binary_tensor_extension(pair, check, sizes, floats):
+    body, headers = _binary(sizes, struct.pack(f"{floats}f", *range(floats)))
+    k, t = errors_of(http_answer(pair.kiln, "POST", "/v2/models/add_sub/infer", body, headers),
+                     http_answer(pair.triton, "POST", "/v2/models/add_sub/infer", body, headers))
+    same(check, k, t)

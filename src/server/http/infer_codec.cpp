@@ -581,9 +581,11 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     pending.push_back(p);
     request->inputs.push_back(std::move(input));
   }
+  // tritonserver's words, then how many bytes.
   KILN_CHECK_ARG(binary_used == binary.size(),
-                 "{} bytes of binary data follow the JSON header but the inputs use {}",
-                 binary.size(), binary_used);
+                 "unexpected additional input data for model '{}' ({} bytes of binary data follow "
+                 "the JSON header but the inputs use {})",
+                 request->model_name, binary.size(), binary_used);
   if (raw.outputs_kind != Kind::Absent) {
     KILN_CHECK_ARG(raw.outputs_kind == Kind::Array, "'outputs' must be an array");
     KILN_CHECK_ARG(raw.output_count <= limits.max_outputs,
