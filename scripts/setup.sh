@@ -64,3 +64,8 @@ if ((need_pip)); then
   $PY -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>/dev/null ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"
 fi
+
+# The real Triton Inference Server for the differential tests (tests/server/test_triton_diff_*):
+# optional, so a machine without PyPI still sets up; the tests skip, saying why, without it.
+"$(dirname "$0")/install_triton.sh" >/dev/null ||
+  echo "setup: nvidia-pytriton 0.7.0 not installed; the Triton differential tests will skip"

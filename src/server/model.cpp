@@ -123,6 +123,11 @@ ModelVersion::ModelVersion(ModelLoadSpec spec)
     if (config_.backend().empty()) config_.set_backend(probe.backend());
   }
   validate_config(config_);
+  // Triton's normalization reports pinned input and output memory on unless the config says
+  // otherwise; Kiln's CPU path has nothing to pin, but the config reads the same.
+  inference::ModelOptimizationPolicy* opt = config_.mutable_optimization();
+  if (!opt->has_input_pinned_memory()) opt->mutable_input_pinned_memory()->set_enable(true);
+  if (!opt->has_output_pinned_memory()) opt->mutable_output_pinned_memory()->set_enable(true);
   for (size_t i = 1; i < instances.size(); ++i) {
     sessions.push_back(std::make_unique<Session>(
         spec.model_path, session_options(config_, *instances[i].first, instances[i].second)));

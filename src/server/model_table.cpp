@@ -22,7 +22,9 @@ std::string model_table(const std::vector<RepositoryIndexEntry>& index) {
   using Row = std::array<std::string, 3>;
   std::vector<Row> rows{{"Model", "Version", "Status"}};
   for (const RepositoryIndexEntry& e : index) {
-    std::string status(model_state_name(e.state));
+    // A model never loaded has no state in the index; the table says it is not served.
+    std::string status(
+        model_state_name(e.state == ModelState::NotLoaded ? ModelState::Unavailable : e.state));
     if (!e.reason.empty()) status += ": " + one_line(e.reason);
     rows.push_back({e.name, e.version.empty() ? "-" : e.version, status});
   }

@@ -135,6 +135,8 @@ std::string_view model_state_name(ModelState state) {
       return "UNLOADING";
     case ModelState::Unavailable:
       return "UNAVAILABLE";
+    case ModelState::NotLoaded:
+      return "";
   }
   return "UNAVAILABLE";
 }
@@ -334,14 +336,14 @@ void ModelRepository::poll() {
 }
 
 void ModelRepository::load(const std::string& name, const std::optional<std::string>& config_json) {
-  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unsupported,
+  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unavailable,
              "explicit model load / unload is not allowed if polling is enabled");
   std::lock_guard load_lock(load_mutex_);
   load_locked(name, config_json);
 }
 
 void ModelRepository::unload(const std::string& name) {
-  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unsupported,
+  KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unavailable,
              "explicit model load / unload is not allowed if polling is enabled");
   check_model_name(name);
   std::lock_guard load_lock(load_mutex_);
@@ -373,8 +375,9 @@ void ModelRepository::load_locked(const std::string& name,
   try {
     check_model_name(name);
     std::optional<std::string> dir_opt = find_model_dir(name);
-    KILN_CHECK_ARG(dir_opt.has_value(), "failed to load '{}', failed to poll from model repository",
-                   name);
+    // Internal (500 / INTERNAL) is tritonserver's status for a model the repository lacks.
+    KILN_CHECK(dir_opt.has_value(), ErrorCode::Internal,
+               "failed to load '{}', failed to poll from model repository", name);
     const fs::path dir = *dir_opt;
     const std::string stamp = fingerprint(dir);
     fs::path root;
@@ -500,14 +503,23 @@ void ModelRepository::load_locked(const std::string& name,
         return classify_load_failure(fmt::format("model '{}'", name));
       }
     }();
+    std::optional<fs::path> dir;
+    try {
+      check_model_name(name);
+      dir = find_model_dir(name);
+    } catch (const Error&) {
+    }
+    fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
     std::lock_guard lock(map_mutex_);
+    // A name the repository does not hold leaves no entry (Triton's index lists none), so load
+    // requests for made-up names cannot grow the index.
+    if (!dir && !models_.count(name)) throw e;
     std::shared_ptr<Entry>& slot = models_[name];
     if (!slot) slot = std::make_shared<Entry>();
     if (slot->versions.empty()) slot->state = ModelState::Unavailable;
     slot->reason = e.message();
     // Poll retries a failed model only once its files change.
-    if (auto dir = find_model_dir(name)) slot->fingerprint = fingerprint(*dir);
-    fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
+    if (dir) slot->fingerprint = fingerprint(*dir);
     throw e;
   }
 }
@@ -515,13 +527,16 @@ void ModelRepository::load_locked(const std::string& name,
 std::shared_ptr<ModelVersion> ModelRepository::get(std::string_view name, int64_t version) const {
   std::lock_guard lock(map_mutex_);
   auto it = models_.find(name);
-  KILN_CHECK_ARG(it != models_.end() && !it->second->versions.empty(),
-                 "Request for unknown model: '{}' is not found", name);
+  KILN_CHECK(it != models_.end(), ErrorCode::NotFound,
+             "Request for unknown model: '{}' is not found", name);
+  // Known (unloaded, or its load failed) but serving nothing: Triton's other words.
+  KILN_CHECK(!it->second->versions.empty(), ErrorCode::NotFound,
+             "Request for unknown model: '{}' has no available versions", name);
   const auto& versions = it->second->versions;
   if (version < 0) return versions.rbegin()->second;
   auto v = versions.find(version);
-  KILN_CHECK_ARG(v != versions.end(), "Request for unknown model: '{}' version {} is not found",
-                 name, version);
+  KILN_CHECK(v != versions.end(), ErrorCode::NotFound,
+             "Request for unknown model: '{}' version {} is not found", name, version);
   return v->second;
 }
 
@@ -573,7 +588,7 @@ std::vector<RepositoryIndexEntry> ModelRepository::index(bool ready_only) const 
   }
   if (!ready_only) {
     for (const std::string& name : list_models()) {
-      if (!listed.count(name)) out.push_back({name, "", ModelState::Unavailable, ""});
+      if (!listed.count(name)) out.push_back({name, "", ModelState::NotLoaded, ""});
     }
   }
   std::stable_sort(

@@ -43,8 +43,9 @@ struct RepositoryOptions {
 };
 
 // States as the repository index reports them.
-enum class ModelState { Loading, Ready, Unloading, Unavailable };
-std::string_view model_state_name(ModelState state);  // "LOADING", "READY", ...
+// NotLoaded: in the repository but never loaded; Triton's index gives such a model no state.
+enum class ModelState { Loading, Ready, Unloading, Unavailable, NotLoaded };
+std::string_view model_state_name(ModelState state);  // "LOADING", "READY", ...; "" NotLoaded
 
 struct RepositoryIndexEntry {
   std::string name;

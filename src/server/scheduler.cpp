@@ -6,9 +6,18 @@
 
 #include "runtime/run_control.hpp"
 #include "server/batching.hpp"
+#include "server/request_errors.hpp"
 
 namespace kiln::server {
 namespace {
+
+// What tritonserver adds to a shape mismatch of a batching model (a missing batch dim is the
+// usual cause).
+constexpr const char* kBatchDimNote =
+    ". NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
+    "be prepended to each input shape. If you want to specify the full shape including the batch "
+    "dim in your input dims config, try setting max_batch_size to zero. See the model "
+    "configuration docs for more info on max_batch_size.";
 
 uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
   return b > a ? static_cast<uint64_t>(
@@ -144,6 +153,8 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
   try {
     p->by_spec.assign(options_.inputs.size(), nullptr);
     const std::string& model = options_.model_name;
+    check_input_count(*request, options_.inputs, model);
+    const std::string rid = request_id_prefix(*request);
     int64_t batch = -1;
     for (const InferInput& in : request->inputs) {
       size_t index = options_.inputs.size();
@@ -155,8 +166,8 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
       KILN_CHECK_ARG(p->by_spec[index] == nullptr, "input '{}' appears more than once", in.name);
       const TensorSpec& spec = options_.inputs[index];
       KILN_CHECK_ARG(in.datatype == spec.dtype,
-                     "inference input '{}' data-type is '{}', but model '{}' expects '{}'", in.name,
-                     datatype_name(in.datatype), model, datatype_name(spec.dtype));
+                     "{}inference input '{}' data-type is '{}', but model '{}' expects '{}'", rid,
+                     in.name, datatype_name(in.datatype), model, datatype_name(spec.dtype));
       KILN_CHECK(in.data.defined() && in.data.dims() == in.shape && in.data.dtype() == in.datatype,
                  ErrorCode::Internal, "input '{}' data does not match its shape", in.name);
       std::vector<int64_t> dims = in.shape;
@@ -165,7 +176,7 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
                        model);
         const int64_t b = dims.front();
         KILN_CHECK_ARG(b >= 1 && b <= options_.max_batch_size,
-                       "inference request batch-size must be <= {} for '{}'",
+                       "{}inference request batch-size must be <= {} for '{}'", rid,
                        options_.max_batch_size, model);
         KILN_CHECK_ARG(batch < 0 || batch == b,
                        "input '{}' batch size {} differs from the other inputs' {}", in.name, b,
@@ -177,7 +188,8 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
       for (size_t i = 0; match && i < dims.size(); ++i) {
         match = spec.dims[i] == -1 || spec.dims[i] == dims[i];
       }
-      KILN_CHECK_ARG(match, "unexpected shape for input '{}' for model '{}'. Expected {}, got {}",
+      KILN_CHECK_ARG(match,
+                     "{}unexpected shape for input '{}' for model '{}'. Expected {}, got {}{}", rid,
                      in.name, model,
                      shape_string(options_.max_batch_size > 0
                                       ? [&] {
@@ -186,17 +198,14 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
                                           return d;
                                         }()
                                       : spec.dims),
-                     shape_string(in.shape));
+                     shape_string(in.shape),
+                     options_.max_batch_size > 0 ? kBatchDimNote : "");
       p->by_spec[index] = &in;
     }
-    size_t required = 0;
     for (size_t i = 0; i < options_.inputs.size(); ++i) {
-      if (!options_.inputs[i].optional) ++required;
-    }
-    for (size_t i = 0; i < options_.inputs.size(); ++i) {
-      KILN_CHECK_ARG(p->by_spec[i] != nullptr || options_.inputs[i].optional,
-                     "expected {} inputs but got {} inputs for model '{}'", required,
-                     request->inputs.size(), model);
+      if (p->by_spec[i] == nullptr && !options_.inputs[i].optional) {
+        input_count_error(*request, options_.inputs, model);
+      }
     }
     p->batch = batch > 0 ? batch : 1;
     if (request->outputs.empty()) {
@@ -237,7 +246,7 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
         runtime::shorter_timeout(request->timeout_us, options_.request_timeout_us);
     if (run_timeout > 0) p->run_deadline = runtime::deadline_after(request->received, run_timeout);
   } catch (const Error& e) {
-    statistics_.record_failure(ns_between(request->received, Clock::now()));
+    // A request refused here never reached the model: Triton counts it in no statistic.
     done(Status(e), nullptr);
     return;
   }
@@ -250,7 +259,8 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
     if (stopping_ || (max_size > 0 && queues_[level].size() >= max_size)) {
       const bool stopping = stopping_;
       lock.unlock();
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Rejected);
       p->done(Status(ErrorCode::Unavailable,
                      stopping ? fmt::format("model '{}' is unloading", options_.model_name)
                               : std::string("Exceeds maximum queue size")),
@@ -304,7 +314,9 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
     if (!expired.empty()) {
       lock.unlock();
       for (auto& p : expired) {
-        statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+        statistics_.record_failure(
+            ns_between(p->request->received, Clock::now()),
+            p->request->is_cancelled() ? FailureReason::Canceled : FailureReason::Rejected);
         statistics_.add_pending(-1);
         p->done(p->request->is_cancelled()
                     ? Status(ErrorCode::Unavailable, "Request was cancelled by the client")
@@ -463,7 +475,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
     statistics_.record_execution(static_cast<uint64_t>(batch.rows), input_ns, infer_ns, output_ns);
   } catch (const Error& e) {
     for (auto& p : batch.items) {
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Backend);
       statistics_.add_pending(-1);
       p->done(Status(e), nullptr);
       p.reset();
@@ -471,7 +484,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
     return;
   } catch (const std::exception& e) {
     for (auto& p : batch.items) {
-      statistics_.record_failure(ns_between(p->request->received, Clock::now()));
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Backend);
       statistics_.add_pending(-1);
       p->done(Status(ErrorCode::Internal, e.what()), nullptr);
       p.reset();

@@ -27,8 +27,12 @@ ServerMetadata InferenceServer::metadata() const {
   ServerMetadata m;
   m.name = options_.server_id;
   m.version = KILN_VERSION;
-  m.extensions = {"binary_tensor_data",  "model_repository", "model_repository(unload_dependents)",
-                  "model_configuration", "schedule_policy",  "statistics"};
+  // tritonserver 2.51's list and order, less what Kiln does not serve (classification,
+  // sequence, system_shared_memory, cuda_shared_memory, trace, logging; docs/SERVER.md).
+  m.extensions = {"model_repository",   "model_repository(unload_dependents)",
+                  "schedule_policy",    "model_configuration",
+                  "binary_tensor_data", "parameters",
+                  "statistics"};
   return m;
 }
 
@@ -36,7 +40,12 @@ ModelMetadata InferenceServer::model_metadata(std::string_view name, int64_t ver
   std::shared_ptr<ModelVersion> v = repository_->get(name, version);
   ModelMetadata m;
   m.name = v->name();
-  for (int64_t n : repository_->versions(name)) m.versions.push_back(std::to_string(n));
+  // As Triton: the metadata of one version lists that version, of the model all served ones.
+  if (version >= 0) {
+    m.versions.push_back(std::to_string(v->version()));
+  } else {
+    for (int64_t n : repository_->versions(name)) m.versions.push_back(std::to_string(n));
+  }
   m.platform = v->platform();
   m.inputs = v->input_metadata();
   m.outputs = v->output_metadata();
@@ -87,13 +96,20 @@ std::vector<ModelStatisticsEntry> InferenceServer::statistics(std::string_view n
                                                               int64_t version) const {
   std::vector<ModelStatisticsEntry> out;
   if (!name.empty()) {
-    // Unknown names are an error, as Triton reports them.
+    // Unknown names are an error (400, not the 404 of the other model APIs), in Triton's words.
+    KILN_CHECK_ARG(!repository_->versions(name).empty(), "requested model '{}' is not available",
+                   name);
     if (version >= 0) {
-      std::shared_ptr<ModelVersion> v = repository_->get(name, version);
+      std::shared_ptr<ModelVersion> v;
+      try {
+        v = repository_->get(name, version);
+      } catch (const Error&) {
+        fail(ErrorCode::InvalidArgument, "requested model version is not available for model '{}'",
+             name);
+      }
       out.push_back({v->name(), v->version(), v->statistics().snapshot()});
       return out;
     }
-    repository_->get(name, -1);
   }
   for (const std::shared_ptr<ModelVersion>& v : repository_->all_versions()) {
     if (!name.empty() && v->name() != name) continue;

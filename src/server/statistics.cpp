@@ -35,9 +35,10 @@ void ModelStatistics::record_success(uint64_t batch_size, uint64_t request_ns, u
   stats_.last_inference_ms = now_ms();
 }
 
-void ModelStatistics::record_failure(uint64_t request_ns) {
+void ModelStatistics::record_failure(uint64_t request_ns, FailureReason reason) {
   std::lock_guard lock(mutex_);
   add(stats_.inference.fail, request_ns);
+  stats_.failures[static_cast<size_t>(reason)] += 1;
   stats_.last_inference_ms = now_ms();
 }
 

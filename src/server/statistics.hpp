@@ -6,6 +6,7 @@
 // compute_infer, compute_output (a request in a batch is charged the whole batch's compute time,
 // as Triton does). Per execution: execution_count and, keyed by batch size, batch_stats.
 // inference_count sums the batch size of every successful request.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,12 @@ struct InferStatistics {
   DurationStat cache_hit, cache_miss;  // no response cache: always zero
 };
 
+// Why a request failed, as the `reason` label of tritonserver's nv_inference_request_failure:
+// refused by the scheduler (queue full, queue timeout), cancelled, failed in the model, other.
+enum class FailureReason : uint8_t { Other, Backend, Canceled, Rejected };
+inline constexpr std::array<const char*, 4> kFailureReasonNames = {"OTHER", "BACKEND", "CANCELED",
+                                                                   "REJECTED"};
+
 struct BatchStatistics {
   uint64_t batch_size = 0;
   DurationStat compute_input, compute_infer, compute_output;
@@ -37,6 +44,7 @@ struct StatisticsSnapshot {
   uint64_t inference_count = 0;
   uint64_t execution_count = 0;
   InferStatistics inference;
+  std::array<uint64_t, 4> failures{};           // inference.fail.count by FailureReason
   std::map<uint64_t, BatchStatistics> batches;  // by batch size
   int64_t pending = 0;                          // queued or executing requests now
 };
@@ -51,7 +59,7 @@ class ModelStatistics {
   void record_success(uint64_t batch_size, uint64_t request_ns, uint64_t queue_ns,
                       uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
   // One failed request (refused, timed out or failed in execution).
-  void record_failure(uint64_t request_ns);
+  void record_failure(uint64_t request_ns, FailureReason reason);
   // One model execution of `batch_size` (summed over the requests merged into it).
   void record_execution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,
                         uint64_t output_ns);

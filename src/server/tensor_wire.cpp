@@ -4,12 +4,13 @@
 
 #include "core/shape.hpp"
 #include "server/infer_types.hpp"
+#include "server/request_errors.hpp"
 
 namespace kiln::server {
 
 DataType wire_datatype(std::string_view name, const std::string& input) {
   std::optional<DataType> dt = datatype_from_name(name);
-  KILN_CHECK_ARG(dt.has_value(), "input '{}': invalid datatype '{}'", input, name);
+  KILN_CHECK_ARG(dt.has_value(), "invalid datatype for input {}", input);
   return *dt;
 }
 
@@ -24,7 +25,7 @@ void check_wire_shape(const std::vector<int64_t>& shape, size_t max_rank,
 }
 
 Tensor decode_raw_tensor(std::string_view bytes, DataType dtype, const std::vector<int64_t>& shape,
-                         const std::string& input) {
+                         const std::string& input, const InferRequest& request) {
   const int64_t numel = shape_numel(shape);
   if (dtype == DataType::String) {
     // Count the elements before allocating: a tiny body cannot claim a huge tensor.
@@ -60,8 +61,8 @@ Tensor decode_raw_tensor(std::string_view bytes, DataType dtype, const std::vect
   const uint64_t count = static_cast<uint64_t>(numel);
   const uint64_t needed = count <= UINT64_MAX / elem ? count * elem : UINT64_MAX;
   KILN_CHECK_ARG(needed == bytes.size(),
-                 "input '{}': binary data is {} bytes but shape {} of {} needs {}", input,
-                 bytes.size(), dims_to_string(shape), datatype_name(dtype), needed);
+                 "{}input byte size mismatch for input '{}' for model '{}'. Expected {}, got {}",
+                 request_id_prefix(request), input, request.model_name, needed, bytes.size());
   Tensor t(dtype, shape);
   if (dtype == DataType::Bool) {
     bool* out = t.data<bool>();

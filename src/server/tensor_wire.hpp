@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "server/infer_types.hpp"
 
 namespace kiln::server {
 
@@ -20,9 +21,10 @@ void check_wire_shape(const std::vector<int64_t>& shape, size_t max_rank, const 
 
 // A tensor of `dtype` and `shape` from its raw bytes. Untrusted input: the byte count must match
 // the shape exactly (BYTES elements are counted before anything is allocated); InvalidArgument
-// naming `input` otherwise.
+// naming `input` otherwise (a fixed-size byte count in tritonserver's words, which name the
+// model and the id of `request`).
 Tensor decode_raw_tensor(std::string_view bytes, DataType dtype, const std::vector<int64_t>& shape,
-                         const std::string& input);
+                         const std::string& input, const InferRequest& request);
 
 // Bytes the raw form of `t` takes.
 size_t raw_tensor_size(const Tensor& t);

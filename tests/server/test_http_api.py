@@ -264,4 +264,4 @@ def test_unknown_routes(server):
     assert server.request("GET", "/v1/models")[0] == 404
     assert server.request("DELETE", "/v2/health/live")[0] == 405
     assert server.request("GET", "/v2/models/simple/infer")[0] == 405
-    assert server.request("GET", "/v2/models/simple/versions/x")[0] == 400
+    assert server.request("GET", "/v2/models/simple/versions/x")[0] == 404  # no route, as Triton

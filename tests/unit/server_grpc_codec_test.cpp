@@ -101,14 +101,14 @@ TEST(ServerGrpcCodec, RejectsMalformedRequests) {
   bad([](ModelInferRequest& m) { m.mutable_raw_input_contents()->RemoveLast(); },
       "raw_input_contents has 1 entries for 2 inputs");
   bad([](ModelInferRequest& m) { m.set_raw_input_contents(0, raw<float>({1})); },
-      "binary data is 4 bytes but shape [2] of FP32 needs 8");
+      "input byte size mismatch for input 'a' for model 'm'. Expected 8, got 4");
   bad([](ModelInferRequest& m) { m.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); },
       "both contents and raw_input_contents");
   bad([](ModelInferRequest& m) { m.mutable_inputs(1)->set_datatype("FLOAT32"); },
-      "invalid datatype 'FLOAT32'");
+      "invalid datatype for input b");
   bad([](ModelInferRequest& m) { m.mutable_inputs(0)->set_shape(0, -2); }, "non-negative");
   bad([](ModelInferRequest& m) { m.mutable_inputs(0)->add_shape(int64_t{1} << 62); }, "overflows");
-  bad([](ModelInferRequest& m) { m.set_model_version("v1"); }, "invalid model version 'v1'");
+  bad([](ModelInferRequest& m) { m.set_model_version("v1"); }, "version string 'v1'");
   bad([](ModelInferRequest& m) { m.mutable_inputs(1)->set_name(""); }, "needs a name");
   bad([](ModelInferRequest& m) { (*m.mutable_parameters())["priority"].set_int64_param(-1); },
       "'priority' must not be negative");

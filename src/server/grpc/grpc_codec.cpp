@@ -186,8 +186,11 @@ int64_t parse_model_version(const std::string& text) {
   if (text.empty()) return -1;
   int64_t v = -1;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  // tritonserver's words (its parser is std::stol).
   KILN_CHECK_ARG(ec == std::errc() && p == text.data() + text.size() && v >= 0,
-                 "invalid model version '{}'", text);
+                 "failed to get model version from specified version string '{}' (details: "
+                 "stol), version should be an integral value > 0",
+                 text);
   return v;
 }
 
@@ -225,8 +228,8 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
         KILN_CHECK_ARG(sizes[f] == 0,
                        "input '{}' has both contents and raw_input_contents: give one", input.name);
       }
-      input.data =
-          decode_raw_tensor(message.raw_input_contents(i), input.datatype, input.shape, input.name);
+      input.data = decode_raw_tensor(message.raw_input_contents(i), input.datatype, input.shape,
+                                     input.name, *request);
     } else {
       input.data = decode_contents(in.contents(), input.datatype, input.shape, input.name);
     }

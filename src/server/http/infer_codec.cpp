@@ -314,20 +314,35 @@ class RequestScanner : public rj::BaseReaderHandler<rj::UTF8<>, RequestScanner> 
 };
 
 // The message for a "data" element of the wrong JSON kind for an input of C++ element type T.
+// Internal (500), as tritonserver answers every 'data' it cannot parse; its words first, then
+// which input and why.
 template <typename T>
 [[noreturn]] void wrong_kind(DataType dtype, const std::string& input) {
+  constexpr ErrorCode kCode = ErrorCode::Internal;
   if constexpr (std::is_same_v<T, bool>) {
-    fail(ErrorCode::InvalidArgument, "input '{}': BOOL data must be true or false", input);
+    fail(kCode,
+         "Unable to parse 'data': attempt to access JSON non-boolean as boolean (input "
+         "'{}': BOOL data must be true or false)",
+         input);
   } else if constexpr (std::is_same_v<T, std::string>) {
-    fail(ErrorCode::InvalidArgument, "input '{}': BYTES data must be strings", input);
+    fail(kCode,
+         "Unable to parse JSON bytes array: attempt to access JSON non-string as string (input "
+         "'{}': BYTES data must be strings)",
+         input);
   } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    fail(ErrorCode::InvalidArgument, "input '{}': {} data must be numbers", input,
-         datatype_name(dtype));
+    fail(kCode,
+         "Unable to parse 'data': attempt to access JSON non-number as double (input "
+         "'{}': {} data must be numbers)",
+         input, datatype_name(dtype));
   } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    fail(ErrorCode::InvalidArgument, "input '{}': data value is not a {}-bit signed integer", input,
-         8 * sizeof(T));
+    fail(kCode,
+         "Unable to parse 'data': attempt to access JSON non-signed-integer as "
+         "signed-integer (input '{}': data value is not a {}-bit signed integer)",
+         input, 8 * sizeof(T));
   } else if constexpr (std::is_integral_v<T>) {
-    fail(ErrorCode::InvalidArgument, "input '{}': data value is not a {}-bit unsigned integer",
+    fail(kCode,
+         "Unable to parse 'data': attempt to access JSON non-unsigned-integer as "
+         "unsigned-integer (input '{}': data value is not a {}-bit unsigned integer)",
          input, 8 * sizeof(T));
   } else {
     fail(ErrorCode::InvalidArgument, "input '{}': {} cannot be sent as JSON", input,
@@ -428,6 +443,17 @@ Tensor decode_json_data(std::string_view json, size_t key_end, DataType dtype,
   return t;
 }
 
+// A member the request must hold as `want` ("string", "array"): missing or of another kind is
+// Internal (500) in tritonserver's words, as it answers every JSON it cannot read.
+void check_member(Kind kind, Kind want, std::string_view member, std::string_view want_name) {
+  KILN_CHECK(kind != Kind::Absent, ErrorCode::Internal,
+             "Unable to parse '{}': attempt to access non-existing object member '{}'", member,
+             member);
+  KILN_CHECK(kind == want, ErrorCode::Internal,
+             "Unable to parse '{}': attempt to access JSON non-{} as {}", member, want_name,
+             want_name);
+}
+
 Parameters decode_parameters(RawParameters& p, std::string_view where, const CodecLimits& limits) {
   KILN_CHECK_ARG(p.kind == Kind::Object, "{}: 'parameters' must be a JSON object", where);
   KILN_CHECK_ARG(p.count <= limits.max_parameters, "{}: more than {} parameters", where,
@@ -441,7 +467,7 @@ Parameters decode_parameters(RawParameters& p, std::string_view where, const Cod
 
 std::vector<int64_t> decode_shape(RawInput& in, const std::string& input,
                                   const CodecLimits& limits) {
-  KILN_CHECK_ARG(in.shape_kind != Kind::Absent, "input '{}': 'shape' is missing", input);
+  check_member(in.shape_kind, Kind::Array, "shape", "array");
   KILN_CHECK_ARG(in.shape_kind == Kind::Array, "input '{}': 'shape' must be an array of integers",
                  input);
   KILN_CHECK_ARG(in.rank <= limits.max_rank, "input '{}': rank {} is more than {}", input, in.rank,
@@ -462,7 +488,8 @@ struct PendingInput {
 
 std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
                                                    std::optional<size_t> header_length,
-                                                   const CodecLimits& limits) {
+                                                   const CodecLimits& limits,
+                                                   std::string_view model) {
   const size_t json_size = header_length.value_or(body.size());
   KILN_CHECK_ARG(json_size <= body.size(),
                  "Inference-Header-Content-Length {} is larger than the body ({} bytes)", json_size,
@@ -485,15 +512,20 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     RequestScanner::Stream stream(ms);
     RequestScanner scanner(raw, limits, memory, stream);
     const rj::ParseResult ok = reader.Parse<kParseFlags>(stream, scanner);
-    KILN_CHECK_ARG(!ok.IsError(), "failed to parse the request JSON buffer: {} at {}",
-                   rj::GetParseError_En(ok.Code()), ok.Offset());
+    // Internal (500): tritonserver's status for a body that does not parse.
+    KILN_CHECK(!ok.IsError(), ErrorCode::Internal,
+               "failed to parse the request JSON buffer: {} at {}", rj::GetParseError_En(ok.Code()),
+               ok.Offset());
   }
-  KILN_CHECK_ARG(raw.object, "the inference request must be a JSON object");
+  KILN_CHECK(raw.object && raw.inputs_kind != Kind::Absent, ErrorCode::Internal,
+             "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'{}",
+             raw.object ? "" : " (the inference request must be a JSON object)");
   std::string_view binary = body.substr(json_size);
   size_t binary_used = 0;
 
   // The checks, all before any tensor is allocated.
   auto request = std::make_unique<InferRequest>();
+  request->model_name = model;
   KILN_CHECK_ARG(raw.id_kind == Kind::Absent || raw.id_kind == Kind::String,
                  "'id' must be a string");
   request->id = std::move(raw.id);
@@ -502,19 +534,18 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     read_scheduling_parameters(*request);
     parameter_bool(request->parameters, "binary_data_output");
   }
-  KILN_CHECK_ARG(raw.inputs_kind == Kind::Array, "'inputs' must be an array");
+  check_member(raw.inputs_kind, Kind::Array, "inputs", "array");
   KILN_CHECK_ARG(raw.input_count <= limits.max_inputs, "request has {} inputs; at most {}",
                  raw.input_count, limits.max_inputs);
   std::vector<PendingInput> pending;
   for (RawInput& in : raw.inputs) {
     KILN_CHECK_ARG(in.object, "each input must be a JSON object");
     InferInput input;
-    KILN_CHECK_ARG(
-        in.name_kind == Kind::String && !in.name.empty() && in.name.size() <= limits.max_name_bytes,
-        "each input needs a 'name' string");
+    check_member(in.name_kind, Kind::String, "name", "string");
+    KILN_CHECK_ARG(!in.name.empty() && in.name.size() <= limits.max_name_bytes,
+                   "each input needs a 'name' string of 1 to {} bytes", limits.max_name_bytes);
     input.name = std::move(in.name);
-    KILN_CHECK_ARG(in.datatype_kind == Kind::String, "input '{}': 'datatype' must be a string",
-                   input.name);
+    check_member(in.datatype_kind, Kind::String, "datatype", "string");
     input.datatype = wire_datatype(in.datatype, input.name);
     input.shape = decode_shape(in, input.name, limits);
     check_wire_shape(input.shape, limits.max_rank, input.name);
@@ -539,21 +570,22 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
                      "input '{}': {} data must be sent with the binary tensor data extension",
                      input.name, datatype_name(input.datatype));
       const auto numel = static_cast<uint64_t>(shape_numel(input.shape));
-      KILN_CHECK_ARG(in.data_count <= numel,
-                     "input '{}': 'data' has more elements ({}) than shape {} holds ({})",
-                     input.name, in.data_count, dims_to_string(input.shape), numel);
-      KILN_CHECK_ARG(in.data_count == numel,
-                     "input '{}': 'data' has {} elements but shape {} needs {}", input.name,
-                     in.data_count, dims_to_string(input.shape), numel);
+      // Internal (500) and these words, as tritonserver; then which input and how many.
+      KILN_CHECK(in.data_count == numel, ErrorCode::Internal,
+                 "Unable to parse 'data': Shape does not match true shape of 'data' field (input "
+                 "'{}': 'data' has {} elements, shape {} holds {})",
+                 input.name, in.data_count, dims_to_string(input.shape), numel);
       p.json = true;
       p.data_key_end = in.data_key_end;
     }
     pending.push_back(p);
     request->inputs.push_back(std::move(input));
   }
+  // tritonserver's words, then how many bytes.
   KILN_CHECK_ARG(binary_used == binary.size(),
-                 "{} bytes of binary data follow the JSON header but the inputs use {}",
-                 binary.size(), binary_used);
+                 "unexpected additional input data for model '{}' ({} bytes of binary data follow "
+                 "the JSON header but the inputs use {})",
+                 request->model_name, binary.size(), binary_used);
   if (raw.outputs_kind != Kind::Absent) {
     KILN_CHECK_ARG(raw.outputs_kind == Kind::Array, "'outputs' must be an array");
     KILN_CHECK_ARG(raw.output_count <= limits.max_outputs,
@@ -579,7 +611,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     input.data = pending[i].json ? decode_json_data(json, pending[i].data_key_end, input.datatype,
                                                     input.shape, input.name, reader, memory)
                                  : decode_raw_tensor(pending[i].binary, input.datatype, input.shape,
-                                                     input.name);
+                                                     input.name, *request);
   }
   return request;
 }

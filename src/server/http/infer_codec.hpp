@@ -33,9 +33,12 @@ struct CodecLimits {
 
 // Decodes a request body. `header_length` is the Inference-Header-Content-Length value (nullopt:
 // the whole body is JSON). Throws InvalidArgument (400) naming the offending field.
+// `model` (the URL's) only names the model in error messages; the caller sets the request's
+// model and version.
 std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
                                                    std::optional<size_t> header_length,
-                                                   const CodecLimits& limits = {});
+                                                   const CodecLimits& limits = {},
+                                                   std::string_view model = {});
 
 struct EncodedResponse {
   std::string body;

@@ -112,9 +112,16 @@ std::string render_metrics(const InferenceServer& core) {
   family({"nv_inference_request_success", "counter",
           "Number of successful inference requests, all batch sizes"},
          [](const StatisticsSnapshot& s) { return s.inference.success.count; });
-  family({"nv_inference_request_failure", "counter",
-          "Number of failed inference requests, all batch sizes"},
-         [](const StatisticsSnapshot& s) { return s.inference.fail.count; });
+  // One series per reason, labels in tritonserver's (sorted) order.
+  header(out, {"nv_inference_request_failure", "counter",
+               "Number of failed inference requests, all batch sizes"});
+  for (const ModelStatisticsEntry& e : entries) {
+    for (size_t r = 0; r < kFailureReasonNames.size(); ++r) {
+      out += fmt::format(
+          "nv_inference_request_failure{{model=\"{}\",reason=\"{}\",version=\"{}\"}} {}\n",
+          escape_label(e.name), kFailureReasonNames[r], e.version, e.stats.failures[r]);
+    }
+  }
   family({"nv_inference_count", "counter",
           "Number of inferences performed (does not include cached requests)"},
          [](const StatisticsSnapshot& s) { return s.inference_count; });

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <charconv>
 
+#include <rapidjson/error/en.h>
+
 #include "server/http/metrics.hpp"
 #include "server/json_memory.hpp"
 
@@ -24,9 +26,17 @@ Response json_response(std::string body, unsigned status = 200) {
   return res;
 }
 
-Response empty_response(unsigned status) {
+// Health answers and the router's own refusals carry text/plain, whatever the body, as
+// tritonserver's (clients read the status; the JSON error body is the same either way).
+Response plain_response(unsigned status, std::string body = {}) {
   Response res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::content_type, "text/plain");
+  res.body() = std::move(body);
   return res;
+}
+
+Response plain_error(unsigned status, std::string_view message) {
+  return plain_response(status, error_json(message));
 }
 
 std::optional<std::string> percent_decode(std::string_view s) {
@@ -65,11 +75,11 @@ std::optional<std::vector<std::string>> split_path(std::string_view target) {
   return segments;
 }
 
-int64_t parse_version(const std::string& text) {
+// A version segment that is not a number matches no route (404), as in tritonserver.
+std::optional<int64_t> parse_version(const std::string& text) {
   int64_t v = -1;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  KILN_CHECK_ARG(ec == std::errc() && p == text.data() + text.size() && v >= 0,
-                 "invalid model version '{}'", text);
+  if (ec != std::errc() || p != text.data() + text.size() || v < 0) return std::nullopt;
   return v;
 }
 
@@ -203,18 +213,24 @@ std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
       w.Key("version");
       put(w, e.version);
     }
-    w.Key("state");
-    put(w, model_state_name(e.state));
-    w.Key("reason");
-    put(w, e.reason);
+    // Triton leaves the state out for a model never loaded.
+    if (e.state != ModelState::NotLoaded) {
+      w.Key("state");
+      put(w, model_state_name(e.state));
+    }
+    // Triton leaves the reason out when there is none (a ready version).
+    if (!e.reason.empty()) {
+      w.Key("reason");
+      put(w, e.reason);
+    }
     w.EndObject();
   }
   w.EndArray();
   return b.GetString();
 }
 
-// An optional JSON object body (empty means {}); InvalidArgument when it is not one.
-JsonDocument parse_body_object(const std::string& body) {
+// An optional JSON body (empty means {}), any JSON value; Internal (500) when it does not parse.
+JsonDocument parse_body_json(const std::string& body) {
   JsonDocument d;
   if (body.empty()) {
     d.SetObject();
@@ -224,7 +240,17 @@ JsonDocument parse_body_object(const std::string& body) {
                  "the request JSON is nested deeper than 64 levels");
   JsonMemoryScope memory(16 * body.size() + (size_t{1} << 20), "parsing the request JSON");
   d.Parse<rj::kParseIterativeFlag>(body.data(), body.size());
-  KILN_CHECK_ARG(!d.HasParseError() && d.IsObject(), "failed to parse the request JSON buffer");
+  // Internal (500) is tritonserver's status for a body that does not parse; its text too.
+  KILN_CHECK(!d.HasParseError(), ErrorCode::Internal,
+             "failed to parse the request JSON buffer: {} at {}",
+             rj::GetParseError_En(d.GetParseError()), d.GetErrorOffset());
+  return d;
+}
+
+// An optional JSON object body; InvalidArgument when it parses but is not an object.
+JsonDocument parse_body_object(const std::string& body) {
+  JsonDocument d = parse_body_json(body);
+  KILN_CHECK_ARG(d.IsObject(), "the request JSON must be an object");
   return d;
 }
 
@@ -302,7 +328,7 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
              "unsupported Content-Encoding '{}'",
              std::string_view(enc->value().data(), enc->value().size()));
   std::unique_ptr<InferRequest> infer =
-      decode_infer_request(request.body(), header_length, options.codec);
+      decode_infer_request(request.body(), header_length, options.codec, model);
   infer->model_name = model;
   infer->model_version = version;
   OutputEncoding encoding = output_encoding_of(*infer);
@@ -312,7 +338,10 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
   core.infer_async(std::move(infer), [reply = std::move(reply), encoding = std::move(encoding)](
                                          Status status, std::unique_ptr<InferResponse> response) {
     if (!status) {
-      reply(error_response(http_status(status.code()), status.message()));
+      // tritonserver answers an unknown model's infer text/plain, every other refusal JSON.
+      const unsigned code = http_status(status.code());
+      reply(status.code() == ErrorCode::NotFound ? plain_error(code, status.message())
+                                                 : error_response(code, status.message()));
       return;
     }
     try {
@@ -348,7 +377,7 @@ Response error_response(unsigned status, std::string_view message, unsigned vers
 void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply) {
   auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
   if (!segments || segments->empty() || (*segments)[0] != "v2") {
-    reply(error_response(404, "Not Found"));
+    reply(plain_error(404, "Not Found"));
     return;
   }
   const std::vector<std::string>& s = *segments;
@@ -356,13 +385,18 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
   const bool post = request.method() == bhttp::verb::post;
   const char* category = nullptr;
   std::function<void()> action;
-  auto method_ok = [&](bool ok) {
-    if (!ok) reply(error_response(405, "Method Not Allowed"));
+  // tritonserver labels the 405 of server metadata and the repository index JSON, the others
+  // text/plain.
+  auto method_ok = [&](bool ok, bool json = false) {
+    if (!ok) {
+      reply(json ? error_response(405, "Method Not Allowed")
+                 : plain_error(405, "Method Not Allowed"));
+    }
     return ok;
   };
   try {
     if (s.size() == 1) {
-      if (!method_ok(get)) return;
+      if (!method_ok(get, true)) return;
       category = "metadata";
       action = [&] { reply(json_response(server_metadata_json(core.metadata()))); };
     } else if (s[1] == "health" && s.size() == 3 && (s[2] == "live" || s[2] == "ready")) {
@@ -370,17 +404,20 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
       category = "health";
       action = [&] {
         const bool ok = s[2] == "live" ? core.live() : core.ready();
-        reply(empty_response(ok ? 200 : 400));
+        reply(plain_response(ok ? 200 : 400));
       };
     } else if (s[1] == "repository" && s.size() == 3 && s[2] == "index") {
-      if (!method_ok(post)) return;
+      if (!method_ok(post, true)) return;
       category = "model-repository";
       action = [&] {
-        JsonDocument d = parse_body_object(request.body());
+        // As tritonserver: a body that parses but is no object is no filter, and a `ready` that
+        // is not a bool is Internal in its words.
+        JsonDocument d = parse_body_json(request.body());
         bool ready = false;
-        auto it = d.FindMember("ready");
-        if (it != d.MemberEnd()) {
-          KILN_CHECK_ARG(it->value.IsBool(), "'ready' must be a bool");
+        auto it = d.IsObject() ? d.FindMember("ready") : d.MemberEnd();
+        if (d.IsObject() && it != d.MemberEnd()) {
+          KILN_CHECK(it->value.IsBool(), ErrorCode::Internal,
+                     "attempt to access JSON non-boolean as boolean");
           ready = it->value.GetBool();
         }
         reply(json_response(index_json(core.repository().index(ready))));
@@ -396,7 +433,7 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
           parse_body_object(request.body());
           core.repository().unload(s[3]);
         }
-        reply(empty_response(200));
+        reply(json_response({}, 200));  // tritonserver: empty, labelled JSON
       };
     } else if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {
       if (!method_ok(get)) return;
@@ -407,12 +444,17 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
       int64_t version = -1;
       size_t next = 3;
       if (s.size() >= 5 && s[3] == "versions") {
-        version = parse_version(s[4]);
+        std::optional<int64_t> v = parse_version(s[4]);
+        if (!v) {
+          reply(plain_error(404, "Not Found"));
+          return;
+        }
+        version = *v;
         next = 5;
       }
       const std::string op = next < s.size() ? s[next] : "";
       if (next + 1 < s.size()) {
-        reply(error_response(404, "Not Found"));
+        reply(plain_error(404, "Not Found"));
         return;
       }
       if (op.empty()) {
@@ -425,7 +467,8 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
         if (!method_ok(get)) return;
         category = "health";
         action = [&, version] {
-          reply(empty_response(core.model_ready(model, version) ? 200 : 400));
+          reply(core.model_ready(model, version) ? plain_response(200)
+                                                 : plain_error(400, "Model version not ready"));
         };
       } else if (op == "config") {
         if (!method_ok(get)) return;
@@ -445,11 +488,11 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
         category = "inference";
         action = [&, version] { handle_infer(core, options, request, model, version, reply); };
       } else {
-        reply(error_response(404, "Not Found"));
+        reply(plain_error(404, "Not Found"));
         return;
       }
     } else {
-      reply(error_response(404, "Not Found"));
+      reply(plain_error(404, "Not Found"));
       return;
     }
     Response refusal;
@@ -487,23 +530,22 @@ bool bearer_matches(std::string_view authorization, std::string_view token) {
 
 void route_metrics(InferenceServer& core, const HttpOptions& options, Request& request,
                    Reply reply) {
-  auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
-  if (!segments || segments->size() != 1 || (*segments)[0] != "metrics") {
-    reply(error_response(404, "Not Found"));
-    return;
-  }
+  // As tritonserver's metrics port: any method but GET is 405, and a GET of any other path is
+  // 200 with an empty body (Prometheus scrapes only /metrics).
   if (request.method() != bhttp::verb::get) {
-    reply(error_response(405, "Method Not Allowed"));
+    reply(plain_error(405, "Method Not Allowed"));
     return;
   }
+  auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
+  const bool metrics = segments && segments->size() == 1 && (*segments)[0] == "metrics";
   Response refusal;
   if (options.metrics_auth && !bearer_authorized(options, request, refusal)) {
     reply(std::move(refusal));
     return;
   }
   Response res{bhttp::status::ok, 11};
-  res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-  res.body() = render_metrics(core);
+  res.set(bhttp::field::content_type, "text/plain; charset=utf-8");
+  if (metrics) res.body() = render_metrics(core);
   reply(std::move(res));
 }
 
