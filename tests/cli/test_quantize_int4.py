@@ -218,12 +218,18 @@ def test_quantize_int4_leaves_what_it_cannot_fold_and_refuses_bad_options(kiln, 
     assert r.returncode != 0 and "--block-size" in r.stderr
     r = kiln("quantize", m, "-o", tmp_path / "o.onnx", "--int4", "--int4-method", "awq")
     assert r.returncode != 0 and "--int4-method" in r.stderr
-    # --exclude-node keeps a node float32.
+    # --exclude-node keeps a node float32; fc1's bias Add is folded into its MatMulNBits.
     r = kiln("quantize", m, "-o", tmp_path / "o.onnx", "--int4", "--exclude-node", "fc2",
              "--min-cosine", "0.95")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert [n.op_type for n in onnx.load(str(tmp_path / "o.onnx")).graph.node] == \
-        ["MatMulNBits", "Add", "Relu", "MatMul"]
+    q = onnx.load(str(tmp_path / "o.onnx"))
+    assert [n.op_type for n in q.graph.node] == ["MatMulNBits", "Relu", "MatMul"]
+    assert len(q.graph.node[0].input) == 6 and q.graph.node[0].output == ["hb"]
+    assert "b1" not in {i.name for i in q.graph.initializer}
+    x = np.random.default_rng(2).standard_normal((2, 5, 96)).astype(np.float32)
+    want = ort.InferenceSession(str(m)).run(None, {"x": x})[0]
+    assert cosine(ort.InferenceSession(str(tmp_path / "o.onnx")).run(None, {"x": x})[0],
+                  want) > 0.95
 
 
 @pytest.mark.parametrize("flag", ["--int4", "--block-size", "--symmetric", "--int4-method"])

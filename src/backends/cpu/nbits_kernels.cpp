@@ -1,14 +1,14 @@
 // com.microsoft MatMulNBits on the CPU (INT4 weight-only: what `kiln quantize --int4` and
 // onnxruntime's MatMulNBitsQuantizer write). The weight stays packed in memory (4 bits a value
-// plus a scale and zero point a block); each run dequantizes it a panel of columns at a time
-// into a float buffer that stays in cache and multiplies the activation by that panel with
-// oneDNN's float GEMM. The dequantization costs K * N per run against the product's 2 M K N,
-// so the kernel runs at the float GEMM's speed for the row counts of a transformer layer while
-// reading 1/7 of the float weight's bytes.
-#include <omp.h>
-
+// plus a scale and zero point a block); each run dequantizes it into one float buffer per
+// thread, shared by every such kernel, and multiplies by it with oneDNN's float matmul (the
+// primitive the float MatMul uses, bias as its post-op). The dequantization costs K N per run
+// against the product's 2 rows K N, so for a transformer layer's row counts the kernel runs at
+// the float product's speed while the model keeps 1/7 of the float weight bytes. (Dequantizing
+// panels of columns into a cache-sized buffer with one sgemm each was tried first: 20 % slower
+// than the float MatMul on MiniLM, as oneDNN's sgemm is slower than its matmul primitive.)
 #include <algorithm>
-#include <atomic>
+#include <unordered_map>
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/work_threads.hpp"
@@ -23,9 +23,6 @@
 
 namespace kiln::backends::cpu {
 namespace {
-
-// Floats of one dequantized panel: 256 KiB, well inside L2, so the GEMM reads it from cache.
-constexpr int64_t kPanelFloats = 64 * 1024;
 
 // Column `codes` (blocks * blob bytes) of the weight into dst[0, k): (code - zero_point) * scale,
 // the reference's arithmetic.
@@ -73,6 +70,14 @@ std::string check_matmul_nbits(const ir::Node& node) {
   return "";
 }
 
+// The dequantized weight of the kernel running on this thread: one buffer shared by every
+// MatMulNBits kernel of the thread, so a model's float weights never exist all at once (the
+// largest one does, while its product runs).
+std::vector<float>& dequantized_scratch() {
+  thread_local std::vector<float> buffer;
+  return buffer;
+}
+
 class NBitsMatMul final : public Kernel {
  public:
   explicit NBitsMatMul(const ir::Node& node)
@@ -83,15 +88,15 @@ class NBitsMatMul final : public Kernel {
   }
   std::string_view name() const override { return "cpu.matmul_nbits"; }
 
-  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& a = in[0];
     const int64_t k = layout_.k, n = layout_.n;
     KILN_CHECK_ARG(!a.dims.empty() && a.dims.back() == k,
                    "node {}: MatMulNBits: A is {}; its last dim must be K={}", node_.label(),
                    dims_to_string(a.dims), k);
-    const int64_t blob_bytes = n * layout_.blocks * layout_.blob;
-    KILN_CHECK(in[1].numel() == blob_bytes, ErrorCode::Internal,
-               "node {}: B is not the constant of {} bytes", node_.label(), blob_bytes);
+    const int64_t per_column = layout_.blocks * layout_.blob;
+    KILN_CHECK(in[1].numel() == n * per_column, ErrorCode::Internal,
+               "node {}: B is not the constant of {} bytes", node_.label(), n * per_column);
     const DeviceTensor* bias = in.size() > 5 && in[5].defined() ? &in[5] : nullptr;
     if (bias) {
       KILN_CHECK_ARG(bias->numel() == n, "node {}: bias must have N={} values, got {}",
@@ -103,55 +108,80 @@ class NBitsMatMul final : public Kernel {
     DeviceTensor y = out.allocate(0, DataType::Float32, out_dims);
     if (y.numel() == 0) return;
     const int64_t rows = a.numel() / k;
-    const auto* pa = static_cast<const float*>(a.data);
+    const Entry& e = prepared(rows, bias != nullptr);
+    // The whole weight as float [N][K] (column n's K values contiguous, as B holds them), then
+    // the float product: dequantizing costs K N against the product's 2 rows K N.
+    std::vector<float>& w = dequantized_scratch();
+    if (w.size() < static_cast<size_t>(n * k)) w.resize(static_cast<size_t>(n * k));
     const auto* codes = static_cast<const uint8_t*>(in[1].data);
-    auto* py = static_cast<float*>(y.data);
-    const double rk = static_cast<double>(rows) * static_cast<double>(k);
-    const int threads =
-        threads_for_work(2.0 * rk * static_cast<double>(n),
-                         static_cast<double>(blob_bytes) + 4.0 * (rk + double(rows) * n));
-    // Panels of whole 16-column groups, at most kPanelFloats, and at least one per thread.
-    int64_t width = std::max<int64_t>(16, kPanelFloats / k / 16 * 16);
-    if (threads > 1) width = std::min(width, ((n + threads - 1) / threads + 15) / 16 * 16);
-    width = std::min(width, n);
-    const int64_t panels = (n + width - 1) / width;
-    const int team = static_cast<int>(std::min<int64_t>(threads, panels));
-    scratch_.resize(static_cast<size_t>(team * width * k));
-    const int64_t per_column = layout_.blocks * layout_.blob;
-    std::atomic<bool> failed{false};
-    ThreadLimit limit(team);
-    // Each panel is one single-threaded GEMM (inside the region oneDNN runs sequentially).
-#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
-    for (int64_t p = 0; p < panels; ++p) {
-      float* buf = scratch_.data() + static_cast<int64_t>(omp_get_thread_num()) * width * k;
-      const int64_t c0 = p * width, cols = std::min(width, n - c0);
-      for (int64_t c = 0; c < cols; ++c) {
-        const size_t first = static_cast<size_t>((c0 + c) * layout_.blocks);
-        dequantize_column(codes + (c0 + c) * per_column, params_.scale.data() + first,
+    {
+      ThreadLimit limit(e.threads);
+#pragma omp parallel for schedule(static) if (e.threads > 1)
+      for (int64_t c = 0; c < n; ++c) {
+        const size_t first = static_cast<size_t>(c * layout_.blocks);
+        dequantize_column(codes + c * per_column, params_.scale.data() + first,
                           params_.zero_point.data() + first, layout_.blocks, layout_.block_size, k,
-                          buf + c * k);
-      }
-      // Y[:, c0:c0+cols] = A [rows, k] x panel^T (the panel holds its columns as rows of k).
-      const dnnl_status_t st =
-          dnnl_sgemm('N', 'T', rows, cols, k, 1.0f, pa, k, buf, k, 0.0f, py + c0, n);
-      if (st != dnnl_success) failed = true;
-    }
-    KILN_CHECK(!failed, ErrorCode::Internal, "node {}: oneDNN's sgemm failed", node_.label());
-    if (bias) {
-      const auto* pb = static_cast<const float*>(bias->data);
-      for (int64_t r = 0; r < rows; ++r) {
-        float* yr = py + r * n;
-#pragma omp simd
-        for (int64_t c = 0; c < n; ++c) yr[c] += pb[c];
+                          w.data() + c * k);
       }
     }
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+        {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), w.data())},
+        {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
+        {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
+    ThreadLimit limit(e.threads);
+    e.prim.execute(dnnl_stream(stream), args);
   }
 
  private:
+  struct Entry {
+    int64_t rows = 0;
+    bool bias = false;
+    int threads = 1;
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+    mutable dnnl::memory scratch;
+  };
+
+  const Entry& prepared(int64_t rows, bool bias) {
+    for (const Entry& e : cache_) {
+      if (e.rows == rows && e.bias == bias) return e;
+    }
+    using dnnl::memory;
+    const int64_t k = layout_.k, n = layout_.n;
+    Entry e;
+    e.rows = rows;
+    e.bias = bias;
+    e.threads = threads_for_work(2.0 * double(rows) * double(k) * double(n),
+                                 4.0 * double(rows * k + k * n + rows * n));
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    ThreadLimit limit(e.threads);
+    try {
+      // Weights [K, N] read transposed ("ba"): the [N][K] buffer the dequantization fills.
+      e.pd = dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(plain_desc({rows, k}),
+                             memory::desc({k, n}, memory::data_type::f32, memory::format_tag::ba),
+                             bias ? plain_desc({1, n}) : memory::desc(), plain_desc({rows, n})),
+          attr, engine());
+      e.prim = dnnl::matmul(e.pd);
+      e.scratch = memory(e.pd.scratchpad_desc(), engine());
+      note_implementation(node_, e.pd.impl_info_str());
+    } catch (const dnnl::error& err) {
+      fail(ErrorCode::Unsupported, "node {}: oneDNN has no matmul for {} rows x [{}, {}]: {}",
+           node_.label(), rows, k, n, err.what());
+    }
+    // A few row counts at most in practice (batch x sequence); bound the cache anyway.
+    if (cache_.size() >= 16) cache_.erase(cache_.begin());
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
   const ir::Node& node_;
   ops::NBitsLayout layout_;
   ops::NBitsBlockParams params_;
-  std::vector<float> scratch_;  // one dequantized panel per thread
+  std::vector<Entry> cache_;
 };
 
 }  // namespace
