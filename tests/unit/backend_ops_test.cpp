@@ -393,8 +393,7 @@ std::vector<Case> cases() {
        .kernel = "onednn.matmul_integer"});
   // com.microsoft MatMulNBits (kiln quantize --int4, onnxruntime's MatMulNBitsQuantizer): 4-bit
   // codes over every byte value, float scales, packed or float zero points, none (8), a bias; K
-  // not a multiple of the block (a padded last block), and K large enough for several
-  // dequantized panels with a short last one.
+  // not a multiple of the block (a padded last block, at block sizes 32 and 128).
   auto nbits = [](const char* name, std::vector<int64_t> a, int64_t k, int64_t n, int64_t block,
                   const char* zp, bool bias) {
     const int64_t blocks = (k + block - 1) / block;
@@ -427,7 +426,7 @@ std::vector<Case> cases() {
   c.push_back(nbits("matmul_nbits_3d_padded_block", {2, 3, 100}, 100, 24, 32, "packed", false));
   c.push_back(nbits("matmul_nbits_symmetric_bias", {5, 64}, 64, 17, 16, "", true));
   c.push_back(nbits("matmul_nbits_float_zero_points", {4, 96}, 96, 9, 64, "float", true));
-  c.push_back(nbits("matmul_nbits_panels", {3, 2048}, 2048, 80, 128, "packed", false));
+  c.push_back(nbits("matmul_nbits_block128_padded", {3, 260}, 260, 40, 128, "packed", false));
   for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }
