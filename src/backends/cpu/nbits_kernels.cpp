@@ -15,36 +15,52 @@
 #include "backends/kernel_table.hpp"
 #include "ops/matmul_nbits_layout.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KILN_NBITS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KILN_NBITS_CLONES
-#endif
-
 namespace kiln::backends::cpu {
 namespace {
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_NBITS_AVX2 1
+// 32 codes (16 bytes, the lower nibble first) to (code - z) * s: the nibbles split with a mask
+// and a shift, interleaved back into order, widened to int32 eight at a time. GCC does not
+// vectorize the scalar loop's interleaved stores well (2.3x slower on MiniLM's weights).
+__attribute__((target("avx2"))) void dequantize_32(const uint8_t* b, float z, float s, float* d) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  const __m128i mask = _mm_set1_epi8(15);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  const __m128i first = _mm_unpacklo_epi8(lo, hi), second = _mm_unpackhi_epi8(lo, hi);
+  const __m256 vz = _mm256_set1_ps(z), vs = _mm256_set1_ps(s);
+  const __m128i parts[4] = {first, _mm_srli_si128(first, 8), second, _mm_srli_si128(second, 8)};
+  for (int p = 0; p < 4; ++p) {
+    const __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[p]));
+    _mm256_storeu_ps(d + 8 * p, _mm256_mul_ps(_mm256_sub_ps(codes, vz), vs));
+  }
+}
+#endif
+
 // Column `codes` (blocks * blob bytes) of the weight into dst[0, k): (code - zero_point) * scale,
-// the reference's arithmetic.
-KILN_NBITS_CLONES
+// the reference's arithmetic (the same two roundings, so both give the same floats).
 void dequantize_column(const uint8_t* codes, const float* scale, const float* zero_point,
                        int64_t blocks, int64_t block_size, int64_t k, float* dst) {
   const int64_t blob = block_size / 2;
+#ifdef KILN_NBITS_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  [[maybe_unused]] constexpr bool avx2 = false;
+#endif
   for (int64_t j = 0; j < blocks; ++j) {
     const uint8_t* b = codes + j * blob;
     float* d = dst + j * block_size;
     const float s = scale[j], z = zero_point[j];
     const int64_t len = std::min(block_size, k - j * block_size);
-    if (len == block_size) {
-      for (int64_t r = 0; r < blob; ++r) {
-        d[2 * r] = (static_cast<float>(b[r] & 15) - z) * s;
-        d[2 * r + 1] = (static_cast<float>(b[r] >> 4) - z) * s;
-      }
-    } else {
-      for (int64_t r = 0; r < len; ++r) {
-        d[r] = (static_cast<float>(ops::nbits_code(b, r)) - z) * s;
-      }
+    int64_t r = 0;
+#ifdef KILN_NBITS_AVX2
+    if (avx2) {
+      for (; r + 32 <= len; r += 32) dequantize_32(b + r / 2, z, s, d + r);
     }
+#endif
+    for (; r < len; ++r) d[r] = (static_cast<float>(ops::nbits_code(b, r)) - z) * s;
   }
 }
 
