@@ -144,6 +144,9 @@ def main():
     except ImportError as e:
         Quantizer = None
         print(f"onnxruntime's MatMulNBitsQuantizer is not usable: {e}", flush=True)
+    for logger in ("onnxruntime.quantization.matmul_nbits_quantizer",
+                   "onnxruntime.quantization.matmul_4bits_quantizer"):
+        logging.getLogger(logger).setLevel(logging.WARNING)
     import onnx
     for name, block, symmetric in ORT_VARIANTS if Quantizer and not a.speed_only else []:
         out = os.path.join(a.work, file_name("ort", name))
