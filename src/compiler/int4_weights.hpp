@@ -13,8 +13,11 @@
 // error is spread over the columns not yet quantized, weighted by the inverse of the layer's
 // input Gram matrix H = X^T X (the calibration activations), which minimizes the error of the
 // layer's output on those inputs rather than of the weight itself. Block scales are taken from
-// the updated weights when a block starts. Memory: H and its factors, 3 K x K doubles, plus the
-// weight as doubles.
+// the updated weights when a block starts. The Gram matrix comes from the float model's
+// activations (every layer's at once, not layer after layer through the quantized ones), and
+// columns go in their order (no act-order, which MatMulNBits would need g_idx for). Memory while
+// one weight is quantized: 5 K x K doubles (H's copy, its Cholesky factor, the inverse factor,
+// H^-1, its factor) besides the Gram matrix, plus the weight as doubles.
 #include <cstdint>
 #include <string>
 #include <vector>
