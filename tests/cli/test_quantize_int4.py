@@ -236,3 +236,44 @@ def test_quantize_int4_leaves_what_it_cannot_fold_and_refuses_bad_options(kiln, 
 def test_quantize_int4_help_lists_its_flags(kiln, flag):
     r = kiln("quantize", "--help")
     assert r.returncode == 0 and flag in r.stdout
+
+
+def nbits_model(path, k=40, n=6, block=16, bits=4, b_shape=None, scales=None, g_idx=False):
+    blocks = (k + block - 1) // block
+    b_shape = b_shape or [n, blocks, block * bits // 8]
+    inits = [numpy_helper.from_array(np.full(b_shape, 0x88, np.uint8), "b"),
+             numpy_helper.from_array(np.ones(scales or n * blocks, np.float32), "s")]
+    inputs = ["x", "b", "s"]
+    if g_idx:
+        inits.append(numpy_helper.from_array(np.zeros(k, np.int32), "g"))
+        inputs += ["", "g"]
+    node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n,
+                            bits=bits, block_size=block)
+    g = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [3, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, n])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                  helper.make_opsetid("com.microsoft", 1)]),
+              str(path))
+    return path
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({}, None),
+    ({"bits": 8}, "MatMulNBits with bits=8 is not implemented"),
+    ({"block": 24}, "block_size 24 must be a power of two"),
+    ({"b_shape": [6, 3, 4]}, "B is uint8[6,3,4]; K=40 N=6 block_size=16 bits=4 need uint8[6, 3, 8]"),
+    ({"scales": 5}, "scales is float[5]; need 18 float values"),
+    ({"g_idx": True}, "g_idx"),
+    ({"k": 1 << 40, "b_shape": [6, 3, 8], "scales": 18},
+     "attribute K 1099511627776 must be in [1, 2^31)"),
+])
+def test_quantize_int4_malformed_matmulnbits_models_are_clear_errors(kiln, tmp_path, kwargs,
+                                                                     message):
+    model = nbits_model(tmp_path / "m.onnx", **kwargs)
+    r = kiln("run", model)
+    if message is None:
+        assert r.returncode == 0, r.stdout + r.stderr
+        return
+    assert r.returncode == 1, r.stdout + r.stderr  # an error, not a crash
+    assert message in r.stderr, r.stderr
