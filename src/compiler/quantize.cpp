@@ -376,9 +376,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                              (o.block_size & (o.block_size - 1)) == 0),
                  "quantize: --block-size {} must be 16, 32, 64, 128 or 256", o.block_size);
   KILN_CHECK_ARG(o.gptq_damp > 0 && o.gptq_damp <= 1,
-                 "quantize: the GPTQ damping {} must be in "
-                 "(0, 1]",
-                 o.gptq_damp);
+                 "quantize: the GPTQ damping {} must be in (0, 1]", o.gptq_damp);
   const std::shared_ptr<ir::Graph> float_graph = onnx_io::import_model_file(o.model_path).graph;
   const auto opset = float_graph->opsets().find("");
   // MatMulNBits is a com.microsoft op: INT4 needs no per-axis DequantizeLinear.
@@ -587,7 +585,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
             : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
                                                     ? fmt::format("percentile {}", o.percentile)
                                                     : std::string("minmax"));
-    if (!o.int4)
+    if (!o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
           "int8 weights: {:.2f} -> {:.2f} MiB), {} {} input set{}\n",
@@ -596,6 +594,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
           static_cast<double>(r.float_weight_bytes) / (1 << 20),
           static_cast<double>(r.int8_weight_bytes) / (1 << 20), how, r.calibration_sets,
           r.calibration_sets == 1 ? "" : "s"));
+    }
 
     // The gate: both models on the calibration sets, set by set.
     std::map<std::string, Cosine> node_cos;
