@@ -3,10 +3,14 @@
 // K (layout: matmul_nbits_layout.hpp). A has any rank >= 1; its last dim is K and Y's is N.
 // The reference dequantizes the whole weight (each value (code - zero_point) * scale in float,
 // as onnxruntime's kernels round it) and accumulates the product in double, rounding once.
+// ai.kiln FusedMatMulNBits: the same inputs and attributes, then the activation of
+// ops/fused_activation.hpp (`activation`, `activation_params`); written by
+// passes/fuse_bias_activation where an activation reads a MatMulNBits' output alone.
 #include "ops/control_real_io.hpp"
 #include "ops/matmul_nbits_layout.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
+#include "ops/wrapped_kernel.hpp"
 
 namespace kiln::ops {
 namespace {
@@ -20,7 +24,7 @@ void check_slots(const AttrReader& node, size_t inputs) {
              inputs);
 }
 
-void matmul_nbits(KernelContext& ctx) {
+Tensor product(KernelContext& ctx) {
   check_slots(ctx, ctx.input_count());
   const NBitsLayout l = nbits_layout(ctx);
   const Tensor& a = ctx.input(0);
@@ -68,7 +72,16 @@ void matmul_nbits(KernelContext& ctx) {
       for (int64_t c = 0; c < n; ++c) yr[c] += x * wr[c];
     }
   }
-  ctx.set_output(0, ctl::from_doubles(a.dtype(), out_dims, y, "MatMulNBits"));
+  return ctl::from_doubles(a.dtype(), out_dims, y, "MatMulNBits");
+}
+
+void matmul_nbits(KernelContext& ctx) {
+  ctx.set_output(0, product(ctx));
+}
+
+void fused_matmul_nbits(KernelContext& ctx) {
+  const FusedActivation act = FusedActivation::from_node(ctx);
+  ctx.set_output(0, apply_activation(product(ctx), act));
 }
 
 void infer_matmul_nbits(InferContext& ctx) {
@@ -103,6 +116,10 @@ void infer_matmul_nbits(InferContext& ctx) {
 KILN_REGISTER_OP({.domain = kMicrosoftDomain,
                   .op_type = "MatMulNBits",
                   .kernel = matmul_nbits,
+                  .infer = infer_matmul_nbits});
+KILN_REGISTER_OP({.domain = kKilnDomain,
+                  .op_type = "FusedMatMulNBits",
+                  .kernel = fused_matmul_nbits,
                   .infer = infer_matmul_nbits});
 
 }  // namespace

@@ -179,6 +179,10 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   if (is_op(&n, "MatMul")) {
     return fuse_matmul_bias(rw, n) || fuse_activation(rw, n, "FusedMatMul");
   }
+  // INT4 MatMulNBits (its bias is an input of its own): the activation after it.
+  if (n.domain() == "com.microsoft" && n.op_type() == "MatMulNBits") {
+    return fuse_activation(rw, n, "FusedMatMulNBits");
+  }
   if (n.domain() == ops::kKilnDomain && has_no_activation(n) &&
       (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm" || n.op_type() == "FusedMatMul")) {
     return fuse_activation(rw, n, n.op_type().c_str());

@@ -427,6 +427,15 @@ std::vector<Case> cases() {
   c.push_back(nbits("matmul_nbits_symmetric_bias", {5, 64}, 64, 17, 16, "", true));
   c.push_back(nbits("matmul_nbits_float_zero_points", {4, 96}, 96, 9, 64, "float", true));
   c.push_back(nbits("matmul_nbits_block128_padded", {3, 260}, 260, 40, 128, "packed", false));
+  // ai.kiln FusedMatMulNBits (passes/fuse_bias_activation): the activation as a post-op.
+  for (const char* a : {"Gelu", "Relu"}) {
+    Case f = nbits("", {2, 4, 64}, 64, 24, 32, "packed", true);
+    f.name = std::string("fused_matmul_nbits_") + a;
+    f.op = "FusedMatMulNBits";
+    f.domain = "ai.kiln";
+    f.attrs.push_back(s("activation", a));
+    c.push_back(std::move(f));
+  }
   for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }

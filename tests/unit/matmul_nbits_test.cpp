@@ -193,6 +193,26 @@ TEST(MatMulNBits, MalformedAttributesAndOperandsAreClearErrors) {
       ErrorCode::InvalidArgument, "attribute K is required");
 }
 
+TEST(MatMulNBits, AnActivationAfterItIsFusedAndKeepsTheResults) {
+  const NBitsCase c(64, 8, 32, true, 4);
+  auto build_graph = [&] {
+    GraphBuilder g(17);
+    g.graph->opsets()["com.microsoft"] = 1;
+    ir::Value* a = g.input("a", {Dim::symbol("batch"), 64});
+    ir::Value* y = g.node("MatMulNBits",
+                          {a, u8(g, {8, 2, 16}, c.b), g.constant({16}, c.scales), u8(g, {8}, c.zp)},
+                          attrs(64, 8, 32), 1, "com.microsoft")[0];
+    g.output(g.op("Relu", {y}));
+    return g.graph;
+  };
+  std::shared_ptr<ir::Graph> fused = testing::expect_rewrite_keeps_results(
+      build_graph, passes::FuseBiasActivation{}, {{"batch", 3}});
+  const auto ops = testing::ops_of(*fused);
+  EXPECT_EQ(ops.count("ai.kiln.FusedMatMulNBits"), 1u);
+  EXPECT_EQ(ops.count("Relu"), 0u);
+  EXPECT_EQ(ops.count("com.microsoft.MatMulNBits"), 0u);
+}
+
 std::vector<float> random_weight(int64_t k, int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.f, 1.f);

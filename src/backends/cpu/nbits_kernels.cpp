@@ -2,7 +2,8 @@
 // onnxruntime's MatMulNBitsQuantizer write). The weight stays packed in memory (4 bits a value
 // plus a scale and zero point a block); each run dequantizes it into one float buffer per
 // thread, shared by every such kernel, and multiplies by it with oneDNN's float matmul (the
-// primitive the float MatMul uses, bias as its post-op). The dequantization costs K N per run
+// primitive the float MatMul uses, bias as its post-op; ai.kiln FusedMatMulNBits adds its
+// activation as a post-op, as FusedMatMul does). The dequantization costs K N per run
 // against the product's 2 rows K N, so for a transformer layer's row counts the kernel runs at
 // the float product's speed while the model keeps 1/7 of the float weight bytes. (Dequantizing
 // panels of columns into a cache-sized buffer with one sgemm each was tried first: 20 % slower
@@ -66,6 +67,12 @@ void dequantize_column(const uint8_t* codes, const float* scale, const float* ze
 
 std::string check_matmul_nbits(const ir::Node& node) {
   if (std::string why = check_f32_input(node, 0, 1, 8); !why.empty()) return why;
+  try {
+    dnnl::post_ops probe;
+    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
+  } catch (const Error& e) {
+    return e.message();
+  }
   if (std::string why = check_f32_outputs(node); !why.empty()) return why;
   if (node.inputs().size() < 3 || node.inputs().size() > 6) return "MatMulNBits takes 3-6 inputs";
   const Tensor* b = constant_input(node, 1);
@@ -97,7 +104,9 @@ std::vector<float>& dequantized_scratch() {
 class NBitsMatMul final : public Kernel {
  public:
   explicit NBitsMatMul(const ir::Node& node)
-      : node_(node), layout_(ops::nbits_layout(ops::AttrReader(node))) {
+      : node_(node),
+        layout_(ops::nbits_layout(ops::AttrReader(node))),
+        act_(node_activation(node)) {
     const bool has_zp = node.inputs().size() > 3 && node.input(3);
     params_ = ops::nbits_block_params(layout_, *constant_input(node, 2),
                                       has_zp ? constant_input(node, 3) : nullptr);
@@ -173,6 +182,9 @@ class NBitsMatMul final : public Kernel {
                                  4.0 * double(rows * k + k * n + rows * n));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::post_ops post;
+    append_activation(post, act_);  // FusedMatMulNBits: its activation (checked at selection)
+    attr.set_post_ops(post);
     ThreadLimit limit(e.threads);
     try {
       // Weights [K, N] read transposed ("ba"): the [N][K] buffer the dequantization fills.
@@ -196,6 +208,7 @@ class NBitsMatMul final : public Kernel {
 
   const ir::Node& node_;
   ops::NBitsLayout layout_;
+  ops::FusedActivation act_;  // None for MatMulNBits
   ops::NBitsBlockParams params_;
   std::vector<Entry> cache_;
 };
@@ -205,6 +218,14 @@ class NBitsMatMul final : public Kernel {
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .domain = ops::kMicrosoftDomain,
                       .op_type = "MatMulNBits",
+                      .name = "cpu.matmul_nbits",
+                      .check = check_matmul_nbits,
+                      .create = [](const ir::Node& node) -> std::unique_ptr<Kernel> {
+                        return std::make_unique<NBitsMatMul>(node);
+                      }});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = ops::kKilnDomain,
+                      .op_type = "FusedMatMulNBits",
                       .name = "cpu.matmul_nbits",
                       .check = check_matmul_nbits,
                       .create = [](const ir::Node& node) -> std::unique_ptr<Kernel> {
