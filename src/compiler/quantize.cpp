@@ -522,18 +522,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       if (t.node->inputs().size() > 2 && t.node->input(2) && t.node->input(2)->is_constant()) {
         float_weights.insert(t.node->input(2));  // a Gemm's C, read as the bias from now on
       }
-      const std::string own_output = t.node->output(0)->name();
       const Int4Rewrite w =
           rewrite_int4(g, t.node, {o.block_size, o.symmetric},
                        gram == grams.end() ? nullptr : &gram->second.second, o.gptq_damp);
       r.float_weight_bytes += w.float_bytes;
       r.int4_weight_bytes += w.int4_bytes;
-      if (w.folded_bias) float_weights.insert(w.folded_bias);
-      if (w.output != own_output) {
-        // Its bias Add folded in: the gate compares that Add's output with the float model's.
-        node_of_output.erase(own_output);
-        node_of_output[w.output] = t.display;
-      }
       if (gram != grams.end() && w.rtn_reason.empty()) ++r.gptq_weights;
       if (!w.rtn_reason.empty() && attempt == 0) {
         say(fmt::format("quantize: {}: GPTQ fell back to RTN: {}\n", t.display, w.rtn_reason));

@@ -31,33 +31,6 @@ bool c_is_bias(const Tensor& c, int64_t n) {
   return c.numel() == n && !d.empty() && d.back() == n && d.size() <= 2;
 }
 
-// The Add that only adds a constant vector of N to `y` (a MatMul's bias, as exporters write
-// it), when `y` has no other reader: it becomes MatMulNBits' bias, so the product and the bias
-// run as one kernel (and one primitive) in Kiln and in onnxruntime. nullptr otherwise.
-ir::Node* bias_add_after(const ir::Graph& g, const ir::Value* y, int64_t n, size_t& slot) {
-  if (g.is_output(y)) return nullptr;
-  const auto uses = g.compute_uses();
-  const auto it = uses.find(y);
-  if (it == uses.end() || it->second.size() != 1) return nullptr;
-  ir::Node* add = it->second[0];
-  if (add->op_type() != "Add" || !add->domain().empty() || add->inputs().size() != 2) {
-    return nullptr;
-  }
-  slot = add->input(0) == y ? 1 : 0;
-  const ir::Value* b = add->input(slot);
-  if (!b || b == y || !b->is_constant() || b->constant().dtype() != DataType::Float32) {
-    return nullptr;
-  }
-  // Every dim before the last 1, and no more dims than y has: y's shape is the sum's.
-  const std::vector<int64_t>& d = b->constant().dims();
-  const auto& ys = y->type().shape;
-  if (d.empty() || d.back() != n || !ys || d.size() > ys->rank()) return nullptr;
-  for (size_t i = 0; i + 1 < d.size(); ++i) {
-    if (d[i] != 1) return nullptr;
-  }
-  return add;
-}
-
 Tensor scaled_copy(const Tensor& t, float factor) {
   Tensor out(DataType::Float32, t.dims());
   const float* s = t.data<float>();
@@ -144,17 +117,6 @@ Int4Rewrite rewrite_int4(ir::Graph& g, ir::Node* n, const Int4Params& p,
   } else if (c) {
     add_after = c;  // beta is 1 here (int4_refusal)
   }
-  // A MatMul's bias Add folded into the op (its output keeps the Add's name from then on).
-  size_t bias_slot = 0;
-  ir::Node* bias_add = gemm ? nullptr : bias_add_after(g, n->output(0), cols, bias_slot);
-  if (bias_add) {
-    const Tensor& bt = bias_add->input(bias_slot)->constant();
-    Tensor bias(DataType::Float32, {cols});
-    std::copy(bt.data<float>(), bt.data<float>() + cols, bias.data<float>());
-    inputs.resize(5, nullptr);
-    inputs.push_back(g.add_initializer(g.unique_name(base + "_bias"), std::move(bias)));
-  }
-
   ir::Value* old = n->output(0);
   const std::string name = old->name();
   ir::Value* y = g.add_value(g.unique_name(name + "_int4"), old->type());
@@ -171,16 +133,9 @@ Int4Rewrite rewrite_int4(ir::Graph& g, ir::Node* n, const Int4Params& p,
         ->set_opset(g.opsets().at(""));
     y = sum;
   }
-  // The result (the node's output, or the folded Add's) is read from y from now on; removing
-  // the nodes removes their outputs.
-  ir::Value* result = bias_add ? bias_add->output(0) : old;
-  const std::string result_name = result->name();
-  if (bias_add) out.folded_bias = bias_add->input(bias_slot);
-  g.replace_uses(result, y);
-  if (bias_add) g.remove_node(bias_add);
+  g.replace_uses(old, y);
   g.remove_node(n);
-  if (y->name() != result_name) g.rename_value(y, result_name);
-  out.output = result_name;
+  if (y->name() != name) g.rename_value(y, name);
   g.opsets()[ops::kMicrosoftDomain] = kMicrosoftOpset;
   return out;
 }

@@ -24,14 +24,11 @@ struct Int4Rewrite {
   size_t float_bytes = 0;  // the float32 weight's
   size_t int4_bytes = 0;   // codes, scales and zero points
   std::string rtn_reason;  // with a Gram matrix: why GPTQ fell back to RTN ("" when it ran)
-  // The value now holding the node's result: its own output, or that of the bias Add folded
-  // into it (a MatMul followed only by an Add of a constant vector of N).
-  std::string output;
-  ir::Value* folded_bias = nullptr;  // that Add's constant, maybe unread now
 };
 
 // Replaces `n` by MatMulNBits (plus the Add of a Gemm's C where needed); the node's output keeps
-// its name. A MatMul's bias Add after it is folded in (as the op's bias input). `gram` (K x K,
+// its name. A MatMul's bias Add after it stays, as onnxruntime's quantizer leaves it (Kiln's
+// fuse_bias_activation pass folds it into the op's bias when it compiles the model). `gram` (K x K,
 // add_to_gram's) selects GPTQ with `damp`; nullptr: RTN.
 Int4Rewrite rewrite_int4(ir::Graph& g, ir::Node* n, const Int4Params& p,
                          const std::vector<double>* gram, double damp);
