@@ -316,7 +316,8 @@ KILN_API KilnStatus kiln_compile_result_stats(const KilnCompileResult* result,
 
 /* ---- Quantizer ---- */
 
-/* `kiln quantize` (docs/QUANTIZATION.md): static INT8 into a QDQ ONNX model, or dynamic INT8. */
+/* `kiln quantize` (docs/QUANTIZATION.md): static INT8 into a QDQ ONNX model, dynamic INT8, or
+ * INT4 weight-only (MatMulNBits). */
 typedef struct KilnQuantizeOptions KilnQuantizeOptions;
 typedef struct KilnQuantizeResult KilnQuantizeResult;
 
@@ -325,7 +326,8 @@ KILN_API void kiln_quantize_options_destroy(KilnQuantizeOptions* options);
 /* `kiln quantize`'s flags as key/value strings: "method" ("minmax" or "percentile"),
  * "per_channel", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
  * "threads", "seed", "fallback_nodes" (numbers); "calibration_dir"; "calibration_npz" (one
- * input set per file),
+ * input set per file); INT4: "int4", "symmetric" ("0"/"1"), "block_size" (16-256),
+ * "int4_method" ("rtn" or "gptq"), "gptq_damp";
  * "exclude_node" and "op_type" add one each time (the first "op_type" replaces the default
  * Conv, MatMul, Gemm). An unknown key is KILN_INVALID_ARGUMENT naming the closest one. */
 KILN_API KilnStatus kiln_quantize_options_set_config(KilnQuantizeOptions* options, const char* key,

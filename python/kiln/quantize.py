@@ -1,4 +1,5 @@
-"""``kiln.quantize``: static INT8 into a QDQ ONNX model, as ``kiln quantize`` does.
+"""``kiln.quantize``: static INT8 into a QDQ ONNX model, as ``kiln quantize`` does (or dynamic
+INT8, or INT4 weight-only as com.microsoft MatMulNBits with ``int4=True``).
 
     import kiln
     r = kiln.quantize("model.onnx", "model.int8.onnx", calibration=[{"image": x0}, {"image": x1}],
@@ -37,11 +38,14 @@ class QuantizeResult:
     kept_float: list  # nodes the fallback kept float32, in the order it did
     float_weight_bytes: int
     int8_weight_bytes: int
+    int4_weight_bytes: int  # int4=True: packed codes, scales and zero points
+    gptq_weights: int  # int4_method="gptq": weights GPTQ quantized (the others RTN)
     report: str
 
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
-             per_channel=True, dynamic=False, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
+             per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
+             int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
              min_cosine=0.99, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
              threads=0, log=None):
     """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
@@ -51,6 +55,10 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         measurements only).
     method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
     dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
+    int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
+        MatMulNBits (onnxruntime runs it too), blocks of `block_size` (16-256) values along K,
+        asymmetric unless `symmetric`; int4_method "rtn" (round to nearest) or "gptq" (the
+        calibration sets' activations weigh the rounding; `gptq_damp` its damping).
     min_cosine / min_top1: the gate (docs/QUANTIZATION.md); while it refuses, the node whose
     output drifts most is kept float32 and the model quantized again, up to fallback_nodes times.
     Raises kiln.InvalidArgument when the quantized model still misses it (nothing is written)
@@ -68,6 +76,13 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     if min_top1 is not None and (isinstance(min_top1, bool) or
                                  not isinstance(min_top1, (int, float)) or not 0 <= min_top1 <= 1):
         _fail(f"min_top1 must be a number in [0, 1], got {min_top1!r}")
+    if block_size not in (16, 32, 64, 128, 256) or isinstance(block_size, bool):
+        _fail(f"block_size must be 16, 32, 64, 128 or 256, got {block_size!r}")
+    if int4_method not in ("rtn", "gptq"):
+        _fail(f"int4_method is 'rtn' or 'gptq', got {int4_method!r}")
+    if isinstance(gptq_damp, bool) or not isinstance(gptq_damp, (int, float)) or \
+            not 0 < gptq_damp <= 1:
+        _fail(f"gptq_damp must be a number in (0, 1], got {gptq_damp!r}")
     if isinstance(op_types, str):
         op_types = [op_types]
     if isinstance(exclude_nodes, str):
@@ -79,7 +94,9 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         raise TypeError(f"log is a callable(kind, text), got {type(log).__name__}")
     options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
                "percentile": float(percentile), "per_channel": bool(per_channel),
-               "dynamic": bool(dynamic),
+               "dynamic": bool(dynamic), "int4": bool(int4), "block_size": int(block_size),
+               "symmetric": bool(symmetric), "int4_method": int4_method,
+               "gptq_damp": float(gptq_damp),
                "op_types": [str(o) for o in op_types],
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),

@@ -28,6 +28,13 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.percentile = dict_get<double>(d, "percentile").value_or(99.999);
   o.per_channel = dict_get<bool>(d, "per_channel").value_or(true);
   o.dynamic = dict_get<bool>(d, "dynamic").value_or(false);
+  o.int4 = dict_get<bool>(d, "int4").value_or(false);
+  o.block_size = dict_get<int64_t>(d, "block_size").value_or(32);
+  o.symmetric = dict_get<bool>(d, "symmetric").value_or(false);
+  o.int4_method = dict_get<std::string>(d, "int4_method").value_or("rtn") == "gptq"
+                      ? compiler::Int4Method::Gptq
+                      : compiler::Int4Method::Rtn;
+  o.gptq_damp = dict_get<double>(d, "gptq_damp").value_or(0.01);
   if (auto ops = dict_get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
   o.exclude_nodes =
       dict_get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
@@ -61,6 +68,8 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   d["kept_float"] = r.kept_float;
   d["float_weight_bytes"] = r.float_weight_bytes;
   d["int8_weight_bytes"] = r.int8_weight_bytes;
+  d["int4_weight_bytes"] = r.int4_weight_bytes;
+  d["gptq_weights"] = r.gptq_weights;
   return d;
 }
 

@@ -43,6 +43,21 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     o.per_channel = parse_flag(key, v);
   } else if (k == "dynamic") {
     o.dynamic = parse_flag(key, v);
+  } else if (k == "int4") {
+    o.int4 = parse_flag(key, v);
+  } else if (k == "symmetric") {
+    o.symmetric = parse_flag(key, v);
+  } else if (k == "block_size") {
+    const double b = parse_number(key, v);
+    KILN_CHECK_ARG(b == 16 || b == 32 || b == 64 || b == 128 || b == 256,
+                   "{}: 'block_size' takes 16, 32, 64, 128 or 256, got \"{}\"", kSetConfig, v);
+    o.block_size = static_cast<int64_t>(b);
+  } else if (k == "int4_method") {
+    KILN_CHECK_ARG(v == "rtn" || v == "gptq",
+                   "{}: 'int4_method' takes \"rtn\" or \"gptq\", got \"{}\"", kSetConfig, v);
+    o.int4_method = v == "gptq" ? compiler::Int4Method::Gptq : compiler::Int4Method::Rtn;
+  } else if (k == "gptq_damp") {
+    o.gptq_damp = parse_number(key, v);
   } else if (k == "allow_drift") {
     o.allow_drift = parse_flag(key, v);
   } else if (k == "percentile") {
@@ -80,9 +95,10 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     o.op_types.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "method",          "per_channel",  "dynamic", "allow_drift",   "percentile",
-        "min_cosine",      "min_top1",     "threads", "seed",          "calibration_dir",
-        "calibration_npz", "exclude_node", "op_type", "fallback_nodes"};
+        "method",          "per_channel",  "dynamic",     "allow_drift",    "percentile",
+        "min_cosine",      "min_top1",     "threads",     "seed",           "calibration_dir",
+        "calibration_npz", "exclude_node", "op_type",     "fallback_nodes", "int4",
+        "symmetric",       "block_size",   "int4_method", "gptq_damp"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

@@ -1,6 +1,6 @@
 // `kiln quantize`: the flags of the compiler library's quantize_model (compiler/quantize.hpp):
-// an ONNX model in, a QDQ INT8 ONNX model out, calibrated on the given inputs and kept only when
-// it passes the task metric.
+// an ONNX model in, a QDQ INT8 (or, --dynamic, MatMulInteger; --int4, MatMulNBits) ONNX model
+// out, calibrated on the given inputs and kept only when it passes the task metric.
 #include <iostream>
 #include <memory>
 
@@ -20,6 +20,12 @@ struct QuantizeFlags {
   double percentile = 99.999;
   bool per_tensor = false;
   bool dynamic = false;
+  bool int4 = false;
+  int64_t block_size = 32;
+  bool symmetric = false;
+  std::string int4_method = "rtn";
+  double gptq_damp = 0.01;
+  size_t gptq_memory_mib = 1024;
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
   int fallback_nodes = 4;
@@ -45,6 +51,12 @@ int quantize(const QuantizeFlags& f) {
   o.percentile = f.percentile;
   o.per_channel = !f.per_tensor;
   o.dynamic = f.dynamic;
+  o.int4 = f.int4;
+  o.block_size = f.block_size;
+  o.symmetric = f.symmetric;
+  o.int4_method = f.int4_method == "gptq" ? compiler::Int4Method::Gptq : compiler::Int4Method::Rtn;
+  o.gptq_damp = f.gptq_damp;
+  o.gptq_memory = f.gptq_memory_mib << 20;
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
   o.fallback_nodes = f.fallback_nodes;
@@ -65,8 +77,9 @@ Command add_quantize_command(CLI::App& app) {
   auto o = std::make_shared<QuantizeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Quantize an ONNX model to INT8 (QDQ ONNX: int8 weights per channel, uint8 activations), "
-      "calibrated on real inputs and checked on a task metric (docs/QUANTIZATION.md)");
+      "Quantize an ONNX model to INT8 (QDQ ONNX: int8 weights per channel, uint8 activations) or "
+      "INT4 weight-only (--int4: MatMulNBits), calibrated on real inputs and checked on a task "
+      "metric (docs/QUANTIZATION.md)");
   cmd->add_option("model", o->model, "ONNX model file (float32)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -89,6 +102,31 @@ Command add_quantize_command(CLI::App& app) {
   cmd->add_flag("--dynamic", o->dynamic,
                 "Dynamic INT8: MatMul and Gemm as MatMulInteger on activations quantized at run "
                 "time (no calibration ranges; the input sets feed the gate)");
+  cmd->add_flag("--int4", o->int4,
+                "INT4 weight-only: MatMul and Gemm with a constant 2-D weight as com.microsoft "
+                "MatMulNBits (4-bit blocks along K; onnxruntime runs it too); activations stay "
+                "float32");
+  cmd->add_option("--block-size", o->block_size, "With --int4: weights a block (one scale each)")
+      ->check(CLI::IsMember({16, 32, 64, 128, 256}))
+      ->capture_default_str();
+  cmd->add_flag("--symmetric", o->symmetric,
+                "With --int4: symmetric blocks (zero point 8; default asymmetric, a 4-bit zero "
+                "point a block)");
+  cmd->add_option("--int4-method", o->int4_method,
+                  "With --int4: rtn (round to nearest) or gptq (spreads each column's rounding "
+                  "error by the calibration activations' Gram matrix)")
+      ->check(CLI::IsMember({"rtn", "gptq"}))
+      ->capture_default_str();
+  cmd->add_option("--gptq-damp", o->gptq_damp,
+                  "With --int4-method gptq: damping added to the Gram matrix, times its mean "
+                  "diagonal")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--gptq-memory-mib", o->gptq_memory_mib,
+                  "With --int4-method gptq: MiB the Gram matrices (K x K doubles each) may take; "
+                  "layers past it get RTN")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30))
+      ->capture_default_str();
   cmd->add_option("--ops", o->ops, "Op types to quantize (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();

@@ -28,6 +28,8 @@
 namespace kiln::compiler {
 
 enum class CalibrationMethod { MinMax, Percentile };
+// INT4 weight-only: round to nearest, or GPTQ on the calibration sets' activations.
+enum class Int4Method { Rtn, Gptq };
 
 struct QuantizeOptions {
   std::string model_path;   // ONNX model (float32)
@@ -41,6 +43,19 @@ struct QuantizeOptions {
   // sets only feed the gate) and the int8 weight, scaled back to float32 (onnxruntime's
   // quantize_dynamic form).
   bool dynamic = false;
+  // INT4 weight-only instead (compiler/quantize_int4.hpp): MatMul and Gemm with a constant 2-D
+  // weight as com.microsoft MatMulNBits (onnxruntime's contrib op), the weight in blocks of
+  // `block_size` values along K, 4 bits each with a float scale a block and (asymmetric) a 4-bit
+  // zero point; activations stay float. Conv is left alone. The input sets feed the gate (and
+  // GPTQ's Gram matrices).
+  bool int4 = false;
+  int64_t block_size = 32;  // a power of two in [16, 256]
+  bool symmetric = false;   // default asymmetric, as onnxruntime's MatMulNBitsQuantizer
+  Int4Method int4_method = Int4Method::Rtn;
+  double gptq_damp = 0.01;  // times H's mean diagonal, added to it
+  // Bytes the Gram matrices (K x K doubles, one per distinct activation) may take; layers past
+  // it are quantized with RTN, and the report says which.
+  size_t gptq_memory = size_t{1} << 30;
   std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude_nodes;  // node names (or "Conv #2": the third) left float32
   // When the gate refuses, keep the node whose output drifts most float32 and try again, up to
@@ -70,9 +85,11 @@ struct QuantizeResult {
   std::vector<OutputScore> outputs;
   std::vector<std::pair<std::string, double>> worst_nodes;  // node name, output cosine
   bool pass = true;
-  std::string failure;  // why the gate refused
+  std::string failure;                  // why the gate refused
   std::vector<std::string> kept_float;  // nodes the fallback kept float32, in the order it did
   size_t float_weight_bytes = 0, int8_weight_bytes = 0;
+  size_t int4_weight_bytes = 0;  // --int4: packed codes, scales and zero points
+  size_t gptq_weights = 0;       // --int4 GPTQ: weights GPTQ quantized (the others RTN)
 };
 
 // Throws kiln::Error (InvalidArgument) for a model it cannot quantize (opset below 13, nothing

@@ -107,6 +107,32 @@ bool fold_gemm_bias(Rewriter& rw, ir::Node& gemm) {
   return true;
 }
 
+// com.microsoft MatMulNBits -> Add(constant along the last dim): the constant becomes its bias
+// input (onnxruntime's quantizer and `kiln quantize --int4` leave the Add, as exporters write it).
+bool fold_nbits_bias(Rewriter& rw, ir::Node& mm) {
+  ir::Value* y = mm.output(0);
+  ir::Value* bias = nullptr;
+  ir::Node* add = mm.input(5) ? nullptr : constant_add(rw, y, &bias);
+  const std::optional<size_t> ry = rank_of(y);
+  const ir::Attribute* na = mm.attribute("N");
+  if (!add || !ry || !na || !std::holds_alternative<int64_t>(na->storage())) return false;
+  const int64_t n = std::get<int64_t>(na->storage());
+  std::optional<std::vector<int64_t>> bd = aligned_dims(bias->constant(), *ry);
+  if (!bd || (bd->back() != 1 && bd->back() != n)) return false;
+  for (size_t i = 0; i + 1 < bd->size(); ++i) {
+    if ((*bd)[i] != 1) return false;
+  }
+  Tensor vec(bias->constant().dtype(), {n});
+  for (int64_t j = 0; j < n; ++j) {
+    set_element(vec, j, element(bias->constant(), bd->back() == 1 ? 0 : j));
+  }
+  mm.set_input(5, rw.new_constant(bias->name() + "_vector", std::move(vec)));
+  rw.touch(mm);
+  y->set_type(add->output(0)->type());
+  rw.replace(add->output(0), y, {add});
+  return true;
+}
+
 // Replaces `node` (and the nodes of `dead` after it) by one ai.kiln `fused_op` node with
 // `inputs`, node's attributes and `act`, whose result replaces `result`.
 void emit_fused(Rewriter& rw, ir::Node& node, const char* fused_op, std::vector<ir::Value*> inputs,
@@ -178,6 +204,10 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   if (is_op(&n, "Gemm")) return fold_gemm_bias(rw, n) || fuse_activation(rw, n, "FusedGemm");
   if (is_op(&n, "MatMul")) {
     return fuse_matmul_bias(rw, n) || fuse_activation(rw, n, "FusedMatMul");
+  }
+  // INT4 MatMulNBits: the bias Add joins its bias input, the activation after it fuses.
+  if (n.domain() == "com.microsoft" && n.op_type() == "MatMulNBits") {
+    return fold_nbits_bias(rw, n) || fuse_activation(rw, n, "FusedMatMulNBits");
   }
   if (n.domain() == ops::kKilnDomain && has_no_activation(n) &&
       (n.op_type() == "FusedConv" || n.op_type() == "FusedGemm" || n.op_type() == "FusedMatMul")) {

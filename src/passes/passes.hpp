@@ -60,8 +60,9 @@ struct FuseGemmBatchNorm {
 // Fuses Conv / Gemm / MatMul with the bias added after them and the activation that follows
 // (Relu, Clip, Sigmoid, SiLU / Swish, HardSwish, HardSigmoid, LeakyRelu, Tanh, Gelu): a constant
 // per-channel Add joins Conv's B or Gemm's C; an activation makes the node an ai.kiln FusedConv /
-// FusedGemm; MatMul -> Add(constant bias of the last dim) [-> activation] becomes FusedMatMul.
-// Only values read once and not graph outputs are fused away.
+// FusedGemm; MatMul -> Add(constant bias of the last dim) [-> activation] becomes FusedMatMul;
+// com.microsoft MatMulNBits -> Add(constant bias) joins its bias input, an activation after it
+// makes it FusedMatMulNBits. Only values read once and not graph outputs are fused away.
 struct FuseBiasActivation {
   std::string_view name() const { return "fuse_bias_activation"; }
   bool apply(ir::Graph& graph) const;

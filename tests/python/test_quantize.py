@@ -103,3 +103,79 @@ def test_quantize_gate_and_option_errors(demo, tmp_path):
         kiln.quantize(demo, tmp_path / "q.onnx", min_top1=2)
     with pytest.raises(TypeError, match="model is a path"):
         kiln.quantize(b"bytes", tmp_path / "q.onnx")
+
+
+def transformer(tmp_path):
+    import make_transformer_model
+    path = tmp_path / "enc.onnx"
+    make_transformer_model.build(str(path), layers=1, hidden=64, heads=4)
+    return path
+
+
+def test_quantize_int4_matches_the_cli_and_the_c_abi(tmp_path):
+    """int4=True (MatMulNBits): the same file from Python, the CLI and the C ABI; sizes and the
+    GPTQ count come back as data."""
+    model = transformer(tmp_path)
+    rng = np.random.default_rng(2)
+    sets = [{"x": rng.standard_normal((2, 8, 64)).astype(np.float32),
+             "mask": np.zeros((2, 1, 1, 8), np.float32)} for _ in range(2)]
+    r = kiln.quantize(model, tmp_path / "py.onnx", calibration=sets, int4=True, block_size=64,
+                      symmetric=True, int4_method="gptq", min_cosine=0.5)
+    assert r.passed and r.quantized_nodes == 6 and r.weights == 6 and r.gptq_weights == 6
+    assert r.activations == 0 and r.int8_weight_bytes == 0
+    # Half a byte a weight plus a float scale per 64 (symmetric: no zero points), against 4.
+    assert r.int4_weight_bytes * 64 == r.float_weight_bytes * 9
+    assert "block 64, symmetric, GPTQ (6 of them)" in r.report
+    q = onnx.load(str(tmp_path / "py.onnx"))
+    assert sum(n.op_type == "MatMulNBits" for n in q.graph.node) == 6
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        pytest.skip("KILN_CLI (the kiln command) is not set")
+    npz = []
+    for i, s in enumerate(sets):
+        npz.append(tmp_path / f"c{i}.npz")
+        np.savez(npz[-1], **s)
+    args = [cli, "quantize", str(model), "-o", str(tmp_path / "cli.onnx"), "--int4",
+            "--block-size", "64", "--symmetric", "--int4-method", "gptq", "--min-cosine", "0.5"]
+    for p in npz:
+        args += ["--calibration-npz", str(p)]
+    subprocess.run(args, check=True, capture_output=True)
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    lib_path = os.environ.get("KILN_LIBRARY") or os.path.join(os.path.dirname(cli), "capi",
+                                                              "libkiln.so")
+    if not os.path.exists(lib_path):
+        return
+    lib = ctypes.CDLL(lib_path)
+    p = ctypes.c_void_p
+    lib.kiln_quantize_options_create.argtypes = [ctypes.POINTER(p)]
+    lib.kiln_quantize_options_set_config.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.kiln_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, p, ctypes.POINTER(p)]
+    lib.kiln_quantize_result_destroy.argtypes = [p]
+    lib.kiln_quantize_options_destroy.argtypes = [p]
+    lib.kiln_last_error_message.restype = ctypes.c_char_p
+    opts = p()
+    assert lib.kiln_quantize_options_create(ctypes.byref(opts)) == 0
+    for key, value in [("int4", "1"), ("block_size", "64"), ("symmetric", "1"),
+                       ("int4_method", "gptq"), ("min_cosine", "0.5")] + \
+            [("calibration_npz", str(n)) for n in npz]:
+        assert lib.kiln_quantize_options_set_config(opts, key.encode(), value.encode()) == 0
+    assert lib.kiln_quantize_options_set_config(opts, b"block_size", b"48") != 0
+    assert b"'block_size' takes 16, 32, 64, 128 or 256" in lib.kiln_last_error_message()
+    result = p()
+    assert lib.kiln_quantize(str(model).encode(), str(tmp_path / "c.onnx").encode(), opts,
+                             ctypes.byref(result)) == 0, lib.kiln_last_error_message()
+    lib.kiln_quantize_result_destroy(result)
+    lib.kiln_quantize_options_destroy(opts)
+    assert (tmp_path / "c.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_quantize_int4_option_errors(tmp_path):
+    model = transformer(tmp_path)
+    with pytest.raises(kiln.InvalidArgument, match="block_size must be 16, 32, 64, 128 or 256"):
+        kiln.quantize(model, tmp_path / "q.onnx", int4=True, block_size=48)
+    with pytest.raises(kiln.InvalidArgument, match="int4_method is 'rtn' or 'gptq'"):
+        kiln.quantize(model, tmp_path / "q.onnx", int4=True, int4_method="awq")
+    with pytest.raises(kiln.InvalidArgument, match="gptq_damp must be a number in"):
+        kiln.quantize(model, tmp_path / "q.onnx", int4=True, gptq_damp=0)
+    with pytest.raises(kiln.InvalidArgument, match="--int4 .* and --dynamic are two modes"):
+        kiln.quantize(model, tmp_path / "q.onnx", int4=True, dynamic=True)

@@ -391,6 +391,51 @@ std::vector<Case> cases() {
        .op = "MatMulInteger",
        .inputs = {typed({7, 24}, DataType::UInt8), ints_in({24, 9}, weight, DataType::Int8)},
        .kernel = "onednn.matmul_integer"});
+  // com.microsoft MatMulNBits (kiln quantize --int4, onnxruntime's MatMulNBitsQuantizer): 4-bit
+  // codes over every byte value, float scales, packed or float zero points, none (8), a bias; K
+  // not a multiple of the block (a padded last block, at block sizes 32 and 128).
+  auto nbits = [](const char* name, std::vector<int64_t> a, int64_t k, int64_t n, int64_t block,
+                  const char* zp, bool bias) {
+    const int64_t blocks = (k + block - 1) / block;
+    std::vector<int64_t> codes(static_cast<size_t>(n * blocks * block / 2));
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<int64_t>(i * 73 % 256);
+    std::vector<In> in = {x(std::move(a)), ints_in({n, blocks, block / 2}, codes, DataType::UInt8),
+                          w({n * blocks})};
+    const std::string z = zp;
+    if (z == "packed") {
+      std::vector<int64_t> zps(static_cast<size_t>(n * ((blocks + 1) / 2)));
+      for (size_t i = 0; i < zps.size(); ++i) zps[i] = static_cast<int64_t>(i * 29 % 256);
+      in.push_back(ints_in({static_cast<int64_t>(zps.size())}, zps, DataType::UInt8));
+    } else if (z == "float") {
+      in.push_back(w({n * blocks}));
+    } else if (bias) {
+      in.push_back(none());
+    }
+    if (bias) {
+      in.push_back(none());  // g_idx
+      in.push_back(w({n}));
+    }
+    return Case{.name = name,
+                .op = "MatMulNBits",
+                .inputs = std::move(in),
+                .attrs = {i("K", k), i("N", n), i("bits", 4), i("block_size", block)},
+                .kernel = "cpu.matmul_nbits",
+                .domain = "com.microsoft",
+                .opset = 1};
+  };
+  c.push_back(nbits("matmul_nbits_3d_padded_block", {2, 3, 100}, 100, 24, 32, "packed", false));
+  c.push_back(nbits("matmul_nbits_symmetric_bias", {5, 64}, 64, 17, 16, "", true));
+  c.push_back(nbits("matmul_nbits_float_zero_points", {4, 96}, 96, 9, 64, "float", true));
+  c.push_back(nbits("matmul_nbits_block128_padded", {3, 260}, 260, 40, 128, "packed", false));
+  // ai.kiln FusedMatMulNBits (passes/fuse_bias_activation): the activation as a post-op.
+  for (const char* a : {"Gelu", "Relu"}) {
+    Case f = nbits("", {2, 4, 64}, 64, 24, 32, "packed", true);
+    f.name = std::string("fused_matmul_nbits_") + a;
+    f.op = "FusedMatMulNBits";
+    f.domain = "ai.kiln";
+    f.attrs.push_back(s("activation", a));
+    c.push_back(std::move(f));
+  }
   for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }
