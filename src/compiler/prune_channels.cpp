@@ -163,10 +163,19 @@ class GroupWalker {
       if (int_attr(r, "axis", 1) != 1) {
         return refuse(fmt::format("{} does not flatten at axis 1", describe_node(r)));
       }
-      const auto dims = static_dims(v);
-      if (!dims) return refuse(fmt::format("{} reads a value of unknown shape", describe_node(r)));
+      // The batch may be symbolic; the dims after the channels must be known.
+      const TypeInfo& t = v->type();
+      if (!t.is_tensor() || !t.shape) {
+        return refuse(fmt::format("{} reads a value of unknown shape", describe_node(r)));
+      }
       int64_t spatial = 1;
-      for (size_t d = 2; d < dims->size(); ++d) spatial *= (*dims)[d];
+      const auto& dims = t.shape->dims();
+      for (size_t d = 2; d < dims.size(); ++d) {
+        if (!dims[d].is_static()) {
+          return refuse(fmt::format("{} reads a value of unknown spatial size", describe_node(r)));
+        }
+        spatial *= dims[d].value();
+      }
       return follow(0, block * spatial);
     }
     if (op == "Reshape" && first) {
