@@ -16,7 +16,7 @@ from .compiler import _calibration, _fail
 from .quantize import OutputScore
 
 _METHODS = ("channels", "magnitude", "2:4")
-_CRITERIA = ("l1", "l2", "bn-gamma")
+_CRITERIA = ("l1", "l2", "bn-gamma", "contribution")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _number(name, value, low, high, high_open=False):
 
 
 def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False, criterion="l1",
-          channel_multiple=1, layer_ratios=None, op_types=("Conv", "MatMul", "Gemm"),
+          channel_multiple=1, bias_compensation=True, layer_ratios=None, op_types=("Conv", "MatMul", "Gemm"),
           exclude_nodes=(), search=False, search_steps=4, calibration=None, min_cosine=0.99,
           min_top1=None, allow_drift=False, seed=0, threads=0, log=None):
     """Prunes an ONNX model (a path) and writes the result to `output`.
@@ -70,7 +70,11 @@ def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False
         smallest weights zeroed; per layer, or over every layer with global_threshold) or "2:4".
     ratio: the share of each layer's output channels (channels, < 1) or weights removed;
         layer_ratios: {layer: ratio} for single layers. With search, the largest ratio tried.
-    criterion: channels ranked by their filter's "l1" or "l2" norm, or "bn-gamma".
+    criterion: channels ranked by their filter's "l1" or "l2" norm, "bn-gamma", or
+        "contribution" (the channel's standard deviation on the input sets times its readers'
+        weight norm).
+    bias_compensation: the removed channels' mean contribution (on the input sets) goes into
+        their readers' biases.
     calibration: the gate's input sets, as kiln.quantize's.
     Raises kiln.InvalidArgument when the pruned model misses the gate (nothing is written) unless
     allow_drift.
@@ -101,6 +105,7 @@ def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False
     options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
                "ratio": float(ratio), "global": bool(global_threshold), "criterion": criterion,
                "channel_multiple": channel_multiple,
+               "bias_compensation": bool(bias_compensation),
                "layer_ratios": {str(k): float(v) for k, v in layer_ratios.items()},
                "op_types": [str(o) for o in op_types],
                "exclude_nodes": [str(n) for n in exclude_nodes], "search": bool(search),

@@ -31,8 +31,11 @@ compiler::PruneOptions options_from_dict(const nb::dict& d) {
   const std::string criterion = dict_get<std::string>(d, "criterion").value_or("l1");
   o.criterion = criterion == "l2"         ? compiler::ChannelCriterion::L2
                 : criterion == "bn-gamma" ? compiler::ChannelCriterion::BatchNormGamma
-                                          : compiler::ChannelCriterion::L1;
+
+                : criterion == "contribution" ? compiler::ChannelCriterion::Contribution
+                                              : compiler::ChannelCriterion::L1;
   o.channel_multiple = dict_get<int64_t>(d, "channel_multiple").value_or(1);
+  o.bias_compensation = dict_get<bool>(d, "bias_compensation").value_or(true);
   o.layer_ratios =
       dict_get<std::map<std::string, double>>(d, "layer_ratios").value_or(o.layer_ratios);
   if (auto ops = dict_get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;

@@ -44,12 +44,14 @@ void set_config(KilnPruneOptions& p, const char* key, const std::string& v) {
                : v == "2:4"     ? compiler::PruneMethod::TwoFour
                                 : compiler::PruneMethod::Channels;
   } else if (k == "criterion") {
-    KILN_CHECK_ARG(v == "l1" || v == "l2" || v == "bn-gamma",
-                   "{}: 'criterion' takes \"l1\", \"l2\" or \"bn-gamma\", got \"{}\"", kSetConfig,
-                   v);
-    o.criterion = v == "l2"         ? compiler::ChannelCriterion::L2
-                  : v == "bn-gamma" ? compiler::ChannelCriterion::BatchNormGamma
-                                    : compiler::ChannelCriterion::L1;
+    KILN_CHECK_ARG(v == "l1" || v == "l2" || v == "bn-gamma" || v == "contribution",
+                   "{}: 'criterion' takes \"l1\", \"l2\", \"bn-gamma\" or \"contribution\", "
+                   "got \"{}\"",
+                   kSetConfig, v);
+    o.criterion = v == "l2"             ? compiler::ChannelCriterion::L2
+                  : v == "bn-gamma"     ? compiler::ChannelCriterion::BatchNormGamma
+                  : v == "contribution" ? compiler::ChannelCriterion::Contribution
+                                        : compiler::ChannelCriterion::L1;
   } else if (k == "ratio") {
     o.ratio = parse_number(key, v);
   } else if (k == "layer_ratio") {  // NAME=RATIO
@@ -59,6 +61,8 @@ void set_config(KilnPruneOptions& p, const char* key, const std::string& v) {
     o.layer_ratios[v.substr(0, eq)] = parse_number(key, v.substr(eq + 1));
   } else if (k == "global") {
     o.global = parse_config_flag(kSetConfig, key, v);
+  } else if (k == "bias_compensation") {
+    o.bias_compensation = parse_config_flag(kSetConfig, key, v);
   } else if (k == "search") {
     o.search = parse_config_flag(kSetConfig, key, v);
   } else if (k == "allow_drift") {
@@ -89,10 +93,12 @@ void set_config(KilnPruneOptions& p, const char* key, const std::string& v) {
     o.op_types.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "method",       "criterion",   "ratio",        "layer_ratio",      "global",
-        "search",       "allow_drift", "search_steps", "channel_multiple", "min_cosine",
-        "min_top1",     "threads",     "seed",         "calibration_dir",  "calibration_npz",
-        "exclude_node", "op_type"};
+        "method",       "criterion",       "ratio",
+        "layer_ratio",  "global",          "search",
+        "allow_drift",  "search_steps",    "channel_multiple",
+        "min_cosine",   "min_top1",        "threads",
+        "seed",         "calibration_dir", "calibration_npz",
+        "exclude_node", "op_type",         "bias_compensation"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

@@ -19,6 +19,7 @@ struct PruneFlags {
   bool global = false;
   std::string criterion = "l1";
   int64_t channel_multiple = 1;
+  bool no_bias_compensation = false;
   std::vector<std::string> layer_ratios;
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
@@ -59,10 +60,12 @@ int prune(const PruneFlags& f) {
                                      : compiler::PruneMethod::Channels;
   o.ratio = f.ratio;
   o.global = f.global;
-  o.criterion = f.criterion == "l2"         ? compiler::ChannelCriterion::L2
-                : f.criterion == "bn-gamma" ? compiler::ChannelCriterion::BatchNormGamma
-                                            : compiler::ChannelCriterion::L1;
+  o.criterion = f.criterion == "l2"             ? compiler::ChannelCriterion::L2
+                : f.criterion == "bn-gamma"     ? compiler::ChannelCriterion::BatchNormGamma
+                : f.criterion == "contribution" ? compiler::ChannelCriterion::Contribution
+                                                : compiler::ChannelCriterion::L1;
   o.channel_multiple = f.channel_multiple;
+  o.bias_compensation = !f.no_bias_compensation;
   for (const std::string& s : f.layer_ratios) o.layer_ratios.insert(parse_layer_ratio(s));
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
@@ -107,15 +110,21 @@ Command add_prune_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--global", o->global,
                 "magnitude: one threshold over every layer's weights instead of each layer's own");
-  cmd->add_option("--criterion", o->criterion,
-                  "channels: rank output channels by their filter's l1 or l2 norm, or by the "
-                  "|gamma| of the BatchNormalization after them (bn-gamma)")
-      ->check(CLI::IsMember({"l1", "l2", "bn-gamma"}))
+  cmd->add_option(
+         "--criterion", o->criterion,
+         "channels: rank output channels by their filter's l1 or l2 norm, or by the "
+         "|gamma| of the BatchNormalization after them (bn-gamma), or by their contribution: "
+         "the channel's standard deviation on the input sets times its readers' weight "
+         "norm (contribution)")
+      ->check(CLI::IsMember({"l1", "l2", "bn-gamma", "contribution"}))
       ->capture_default_str();
   cmd->add_option("--channel-multiple", o->channel_multiple,
                   "channels: round each layer's kept channel count up to a multiple of this")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  cmd->add_flag("--no-bias-compensation", o->no_bias_compensation,
+                "channels: do not fold the removed channels' mean contribution (measured on the "
+                "input sets) into their readers' biases");
   cmd->add_option("--layer-ratio", o->layer_ratios,
                   "NAME=RATIO: this layer's own ratio (repeatable)");
   cmd->add_option("--ops", o->ops, "Op types to prune (comma-separated)")

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <span>
 
+#include "backends/backend_registry.hpp"
 #include "core/error.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/run_control.hpp"
 
 namespace kiln::compiler {
 namespace {
@@ -28,10 +30,42 @@ struct Cosine {
   }
 };
 
-std::set<std::string> output_names(const ir::Graph& g) {
-  std::set<std::string> names;
-  for (const ir::Value* v : g.outputs()) names.insert(v->name());
-  return names;
+// Runs `graph` on every set with one executor, its own outputs only (a search scores many
+// candidates: keeping every intermediate value, as observe_float_values does, would cost more
+// than the run).
+void run_outputs(const std::shared_ptr<ir::Graph>& graph, const std::vector<runtime::Feeds>& sets,
+                 const ObserveOptions& o, const ValueObserver& observe) {
+  runtime::ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.backends = backends::backends_for("cpu");
+  runtime::Executor executor(graph, eo);
+  const std::vector<ir::Value*>& outputs = graph->outputs();
+  for (size_t s = 0; s < sets.size(); ++s) {
+    std::vector<RtValue> in_order;
+    for (const ir::Value* v : graph->inputs()) {
+      auto it = sets[s].find(v->name());
+      in_order.push_back(it == sets[s].end() ? RtValue() : it->second);
+    }
+    runtime::RunControl control;
+    if (o.timeout_seconds > 0) {
+      control.deadline = runtime::deadline_after(runtime::RunClock::now(),
+                                                 static_cast<uint64_t>(o.timeout_seconds * 1e6));
+    }
+    std::vector<RtValue> outs = executor.run(in_order, &control);
+    for (size_t i = 0; i < outputs.size() && i < outs.size(); ++i) {
+      if (outs[i].is_tensor() && outs[i].tensor().dtype() == DataType::Float32) {
+        observe(*outputs[i], outs[i].tensor(), s);
+      }
+    }
+  }
+}
+
+// Every set through `graph`: its outputs only, or every float value when `all_values`.
+void run_sets(const std::shared_ptr<ir::Graph>& graph, const std::vector<runtime::Feeds>& sets,
+              const ObserveOptions& o, bool all_values, const ValueObserver& observe) {
+  if (!all_values) return run_outputs(graph, sets, o, observe);
+  const std::string skipped = observe_float_values(graph, sets, o, observe);
+  KILN_CHECK_ARG(skipped.empty(), "the model cannot run for the gate: {}", skipped);
 }
 
 }  // namespace
@@ -39,15 +73,10 @@ std::set<std::string> output_names(const ir::Graph& g) {
 FloatReference::FloatReference(std::shared_ptr<ir::Graph> float_graph,
                                std::vector<runtime::Feeds> sets, ObserveOptions options)
     : float_graph_(std::move(float_graph)), sets_(std::move(sets)), options_(options) {
-  const std::set<std::string> outputs = output_names(*float_graph_);
   outputs_.resize(sets_.size());
-  for (size_t s = 0; s < sets_.size(); ++s) {
-    const std::string skipped = observe_float_values(
-        float_graph_, {sets_[s]}, options_, [&](const ir::Value& v, const Tensor& data, size_t) {
-          if (outputs.count(v.name())) outputs_[s][v.name()] = data.clone();
-        });
-    KILN_CHECK_ARG(skipped.empty(), "the float model cannot run for the gate: {}", skipped);
-  }
+  run_outputs(float_graph_, sets_, options_, [&](const ir::Value& v, const Tensor& data, size_t s) {
+    outputs_[s][v.name()] = data.clone();
+  });
 }
 
 Agreement FloatReference::score(const std::shared_ptr<ir::Graph>& candidate,
@@ -55,37 +84,35 @@ Agreement FloatReference::score(const std::shared_ptr<ir::Graph>& candidate,
                                 const AgreementThresholds& th) const {
   std::map<std::string, Cosine> node_cos, out_cos;
   std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
-  for (size_t s = 0; s < sets_.size(); ++s) {
-    std::map<std::string, Tensor> reference = outputs_[s];
-    if (!watched.empty()) {
-      observe_float_values(float_graph_, {sets_[s]}, options_,
-                           [&](const ir::Value& v, const Tensor& data, size_t) {
-                             if (watched.count(v.name())) reference[v.name()] = data.clone();
-                           });
-    }
-    const std::string skipped = observe_float_values(
-        candidate, {sets_[s]}, options_, [&](const ir::Value& v, const Tensor& data, size_t) {
-          auto ref = reference.find(v.name());
-          if (ref == reference.end()) return;
-          std::span<const float> a = ref->second.values<float>();
-          std::span<const float> b = data.values<float>();
-          if (a.size() != b.size()) return;  // a pruned value: other channels, not comparable
-          if (auto w = watched.find(v.name()); w != watched.end()) node_cos[w->second].add(a, b);
-          if (!outputs_[s].count(v.name())) return;
-          out_cos[v.name()].add(a, b);
-          const std::vector<int64_t>& d = data.dims();
-          if (d.size() == 2 && d[1] > 1) {
-            auto& [agree, rows] = top1[v.name()];
-            for (int64_t row = 0; row < d[0]; ++row) {
-              const float* x = a.data() + row * d[1];
-              const float* y = b.data() + row * d[1];
-              agree += std::max_element(x, x + d[1]) - x == std::max_element(y, y + d[1]) - y;
-              ++rows;
-            }
-          }
-        });
-    KILN_CHECK_ARG(skipped.empty(), "the changed model cannot run for the gate: {}", skipped);
+  // The float model's watched values, every set's (they are few: the pruned layers' readers).
+  std::vector<std::map<std::string, Tensor>> reference = outputs_;
+  if (!watched.empty()) {
+    run_sets(float_graph_, sets_, options_, true,
+             [&](const ir::Value& v, const Tensor& data, size_t s) {
+               if (watched.count(v.name())) reference[s][v.name()] = data.clone();
+             });
   }
+  run_sets(candidate, sets_, options_, !watched.empty(),
+           [&](const ir::Value& v, const Tensor& data, size_t s) {
+             auto ref = reference[s].find(v.name());
+             if (ref == reference[s].end()) return;
+             std::span<const float> a = ref->second.values<float>();
+             std::span<const float> b = data.values<float>();
+             if (a.size() != b.size()) return;  // a pruned value: other channels, not comparable
+             if (auto w = watched.find(v.name()); w != watched.end()) node_cos[w->second].add(a, b);
+             if (!outputs_[s].count(v.name())) return;
+             out_cos[v.name()].add(a, b);
+             const std::vector<int64_t>& d = data.dims();
+             if (d.size() == 2 && d[1] > 1) {
+               auto& [agree, rows] = top1[v.name()];
+               for (int64_t row = 0; row < d[0]; ++row) {
+                 const float* x = a.data() + row * d[1];
+                 const float* y = b.data() + row * d[1];
+                 agree += std::max_element(x, x + d[1]) - x == std::max_element(y, y + d[1]) - y;
+                 ++rows;
+               }
+             }
+           });
   Agreement r;
   for (const ir::Value* v : float_graph_->outputs()) {
     auto c = out_cos.find(v->name());

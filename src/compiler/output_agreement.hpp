@@ -36,8 +36,8 @@ class FloatReference {
 
   // Scores `candidate` (same inputs and outputs). `watched` maps value names the candidate shares
   // with the float model (a changed node's output) to the name to report them by; values whose
-  // element counts differ are skipped. With watched values the float model runs again, set by
-  // set, so that only one set's values are held at a time.
+  // element counts differ are skipped. With watched values the float model runs again, keeping
+  // those values of every set (a few layers' outputs).
   Agreement score(const std::shared_ptr<ir::Graph>& candidate,
                   const std::map<std::string, std::string>& watched,
                   const AgreementThresholds& thresholds) const;

@@ -41,6 +41,8 @@ const char* criterion_name(ChannelCriterion c) {
       return "l2";
     case ChannelCriterion::BatchNormGamma:
       return "bn-gamma";
+    case ChannelCriterion::Contribution:
+      return "contribution";
   }
   return "?";
 }
@@ -78,9 +80,66 @@ struct Candidate {
   std::vector<std::string> notes;
 };
 
+// The per-channel mean and standard deviation of every float value that a Conv or Gemm reads as
+// its input, over the sets.
+std::pair<ChannelMeans, ChannelMeans> reader_input_stats(const std::shared_ptr<ir::Graph>& g,
+                                                         const std::vector<runtime::Feeds>& sets,
+                                                         const ObserveOptions& obs) {
+  std::set<std::string> wanted;
+  for (const ir::Node* n : g->nodes()) {
+    if ((n->op_type() == "Conv" || n->op_type() == "Gemm") && n->input(0)) {
+      wanted.insert(n->input(0)->name());
+    }
+  }
+  struct Sums {
+    std::vector<double> sum, sum2;
+    double count = 0;
+  };
+  std::map<std::string, Sums> sums;
+  auto add = [&](const std::string& name, const Tensor& t) {
+    if (!wanted.count(name) || t.rank() < 2) return;
+    const int64_t c = t.dim(1);
+    int64_t inner = 1;
+    for (size_t d = 2; d < t.rank(); ++d) inner *= t.dim(d);
+    Sums& s = sums[name];
+    s.sum.resize(static_cast<size_t>(c), 0.0);
+    s.sum2.resize(static_cast<size_t>(c), 0.0);
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      s.sum[(i / inner) % c] += v[i];
+      s.sum2[(i / inner) % c] += double(v[i]) * v[i];
+    }
+    s.count += static_cast<double>(t.numel() / c);
+  };
+  for (const runtime::Feeds& set : sets) {
+    for (const auto& [name, value] : set) {
+      if (value.is_tensor() && value.tensor().dtype() == DataType::Float32)
+        add(name, value.tensor());
+    }
+  }
+  const std::string skipped = observe_float_values(
+      g, sets, obs, [&](const ir::Value& v, const Tensor& t, size_t) { add(v.name(), t); });
+  KILN_CHECK_ARG(skipped.empty(), "prune: the channel statistics cannot be measured: {}", skipped);
+  ChannelMeans means, stds;
+  for (auto& [name, s] : sums) {
+    const double n = std::max(s.count, 1.0);
+    std::vector<double>& m = means[name];
+    std::vector<double>& sd = stds[name];
+    for (size_t c = 0; c < s.sum.size(); ++c) {
+      m.push_back(s.sum[c] / n);
+      sd.push_back(std::sqrt(std::max(s.sum2[c] / n - m.back() * m.back(), 0.0)));
+    }
+  }
+  return {means, stds};
+}
+
 class Pruner {
  public:
   explicit Pruner(const PruneOptions& o) : o_(o) {}
+  void set_stats(ChannelMeans means, ChannelMeans stds) {
+    means_ = std::move(means);
+    stds_ = std::move(stds);
+  }
 
   // The model pruned at `fallback` for every layer, but for those in `ratios`.
   Candidate make(double fallback, const std::map<std::string, double>& ratios) const {
@@ -106,6 +165,17 @@ class Pruner {
   template <typename RatioOf>
   void prune_channels(Candidate& c, const WeightLayers& layers, const RatioOf& ratio_of) const {
     ir::Graph& g = *c.model.graph;
+    if (!means_.empty()) {
+      // A reader without a bias gets a zero one, so that it can take the removed channels'
+      // contribution (and so that any later cut of its own channels cuts the bias too).
+      for (const WeightLayer& w : layers.layers) {
+        if (w.node->input(2) || w.node->op_type() == "MatMul") continue;
+        const int64_t outputs = w.weight->constant().dims()[w.output_axis];
+        Tensor zeros(DataType::Float32, {outputs});
+        std::fill_n(zeros.data<float>(), outputs, 0.f);
+        w.node->set_input(2, g.add_initializer(g.unique_name(w.weight->name() + "_bias"), zeros));
+      }
+    }
     ChannelGroups groups = find_channel_groups(g, layers);
     c.left_alone.insert(c.left_alone.end(), groups.left_alone.begin(), groups.left_alone.end());
     if (o_.criterion == ChannelCriterion::BatchNormGamma) {
@@ -127,7 +197,7 @@ class Pruner {
             fmt::format("{}: no BatchNormalization follows it; its channels ranked by L1",
                         gr.producer.display));
       }
-      keeps.push_back(channels_to_keep(channel_importance(gr, criterion),
+      keeps.push_back(channels_to_keep(channel_importance(gr, criterion, &stds_),
                                        ratio_of(gr.producer.display), o_.channel_multiple));
     }
     for (size_t i = 0; i < groups.groups.size(); ++i) {
@@ -139,7 +209,7 @@ class Pruner {
       l.parameters_before = gr.producer.weight->constant().numel();
       l.channels_before = gr.channels;
       l.channels_after = static_cast<int64_t>(keeps[i].size());
-      remove_channels(g, gr, keeps[i]);
+      remove_channels(g, gr, keeps[i], means_.empty() ? nullptr : &means_);
       for (const ir::Node* consumer : gr.consumers) {
         if (consumer->output(0)) c.watched[consumer->output(0)->name()] = l.name;
       }
@@ -204,6 +274,8 @@ class Pruner {
   }
 
   const PruneOptions& o_;
+  ChannelMeans means_;  // empty: no bias compensation
+  ChannelMeans stds_;
 };
 
 void check_options(const PruneOptions& o) {
@@ -263,6 +335,15 @@ PruneResult prune_model(const PruneOptions& o) {
   r.before = stats_of(*original.graph);
   r.before.file_bytes = fs::file_size(o.model_path);
 
+  ObserveOptions obs;
+  obs.threads = o.threads;
+  obs.timeout_seconds = o.run_timeout_seconds;
+  std::vector<runtime::Feeds> sets = input_sets_for(*original.graph, o.calibration);
+  if (o.method == PruneMethod::Channels &&
+      (o.bias_compensation || o.criterion == ChannelCriterion::Contribution)) {
+    auto [means, stds] = reader_input_stats(original.graph, sets, obs);
+    pruner.set_stats(o.bias_compensation ? std::move(means) : ChannelMeans{}, std::move(stds));
+  }
   // What can be pruned, and the per-layer ratios checked against it.
   Candidate probe = pruner.make(0, {});
   std::vector<std::string> names;
@@ -283,11 +364,7 @@ PruneResult prune_model(const PruneOptions& o) {
                                           : fmt::format(" ({}: {})", probe.left_alone.front().first,
                                                         probe.left_alone.front().second));
 
-  ObserveOptions obs;
-  obs.threads = o.threads;
-  obs.timeout_seconds = o.run_timeout_seconds;
-  const FloatReference reference(original.graph, input_sets_for(*original.graph, o.calibration),
-                                 obs);
+  const FloatReference reference(original.graph, std::move(sets), obs);
   r.input_sets = reference.sets();
   const AgreementThresholds thresholds{o.min_cosine, o.min_top1};
 
@@ -340,7 +417,8 @@ PruneResult prune_model(const PruneOptions& o) {
   const std::string how =
       o.method == PruneMethod::Channels
           ? fmt::format(
-                "channels ({}{})", criterion_name(o.criterion),
+                "channels ({}{}{})", criterion_name(o.criterion),
+                o.bias_compensation ? ", bias compensation" : "",
                 o.channel_multiple > 1 ? fmt::format(", multiple of {}", o.channel_multiple) : "")
       : o.method == PruneMethod::TwoFour
           ? std::string("2:4")

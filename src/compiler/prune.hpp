@@ -42,6 +42,9 @@ struct PruneOptions {
   bool global = false;  // magnitude: one threshold over every layer instead of per layer
   ChannelCriterion criterion = ChannelCriterion::L1;
   int64_t channel_multiple = 1;  // kept channel counts rounded up to a multiple of this
+  // channels: each reader's bias takes the removed channels' mean contribution, measured on the
+  // input sets (prune_channels.hpp); readers without a bias get one.
+  bool bias_compensation = true;
   std::map<std::string, double> layer_ratios;  // per-layer ratio, by display name
   std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude_nodes;

@@ -235,6 +235,7 @@ class GroupWalker {
     if (group == 1 && wd[1] == c) {
       add_slice(w, 1, 1);
       group_.consumers.push_back(&r);
+      group_.consumer_blocks.push_back(1);
       return nullptr;
     }
     if (group == c && wd[0] == c && wd[1] == 1) {  // depthwise: its channels are the group's
@@ -279,6 +280,7 @@ class GroupWalker {
     }
     add_slice(w, axis, block);
     group_.consumers.push_back(&r);
+    group_.consumer_blocks.push_back(block);
     return nullptr;
   }
 
@@ -366,9 +368,42 @@ ChannelGroups find_channel_groups(const ir::Graph& g, const WeightLayers& layers
   return out;
 }
 
-std::vector<double> channel_importance(const ChannelGroup& group, ChannelCriterion criterion) {
+std::vector<double> channel_importance(const ChannelGroup& group, ChannelCriterion criterion,
+                                       const ChannelMeans* stds) {
   const int64_t c = group.channels;
   std::vector<double> score(static_cast<size_t>(c), 0.0);
+  if (criterion == ChannelCriterion::Contribution) {
+    for (size_t i = 0; i < group.consumers.size(); ++i) {
+      const ir::Node& reader = *group.consumers[i];
+      const auto sd = stds ? stds->find(reader.input(0)->name()) : ChannelMeans::const_iterator{};
+      const int64_t block = group.consumer_blocks[i];
+      KILN_CHECK_ARG(stds && sd != stds->end() && sd->second.size() == size_t(c * block),
+                     "prune: no channel statistics of '{}' (read by {}) to rank {} by "
+                     "contribution",
+                     reader.input(0)->name(), describe_node(reader), group.producer.display);
+      const Tensor& w = reader.input(1)->constant();
+      const std::vector<int64_t>& d = w.dims();
+      const float* v = w.data<float>();
+      const int64_t features = c * block;
+      // Squared weight norm per input feature (Conv: per input channel over outputs and taps).
+      std::vector<double> norm2(static_cast<size_t>(features), 0.0);
+      if (reader.op_type() == "Conv") {
+        int64_t kernel = 1;
+        for (size_t k = 2; k < d.size(); ++k) kernel *= d[k];
+        for (int64_t i2 = 0; i2 < w.numel(); ++i2) {
+          norm2[(i2 / kernel) % features] += double(v[i2]) * v[i2];
+        }
+      } else {
+        const bool trans_b = reader.op_type() == "Gemm" && int_attr(reader, "transB", 0) != 0;
+        for (int64_t i2 = 0; i2 < w.numel(); ++i2) {
+          norm2[trans_b ? i2 % features : i2 / d[1]] += double(v[i2]) * v[i2];
+        }
+      }
+      for (int64_t f = 0; f < features; ++f)
+        score[f / block] += sd->second[f] * std::sqrt(norm2[f]);
+    }
+    return score;
+  }
   if (criterion == ChannelCriterion::BatchNormGamma) {
     KILN_CHECK_ARG(group.batch_norm_scale,
                    "prune: {} has no BatchNormalization after it to rank its channels by gamma "
@@ -436,7 +471,67 @@ Tensor take_channels(const Tensor& t, int64_t axis, const std::vector<int64_t>& 
   return out;
 }
 
-void remove_channels(ir::Graph&, const ChannelGroup& group, const std::vector<int64_t>& keep) {
+namespace {
+
+// Adds to `consumer`'s bias what its removed input channels gave on average (see the header).
+void compensate(const ir::Node& consumer, int64_t block, const std::vector<int64_t>& keep,
+                int64_t channels, const std::vector<double>& mean) {
+  const bool gemm = consumer.op_type() == "Gemm";
+  ir::Value* bias = consumer.input(2);
+  const Tensor& w = consumer.input(1)->constant();
+  if (consumer.op_type() == "MatMul" || !bias || !bias->is_constant() ||
+      mean.size() != static_cast<size_t>(channels * block)) {
+    return;
+  }
+  const std::vector<int64_t>& d = w.dims();
+  const bool trans_b = gemm && int_attr(consumer, "transB", 0) != 0;
+  const int64_t outputs = gemm ? (trans_b ? d[0] : d[1]) : d[0];
+  if (bias->constant().numel() != outputs) return;
+  std::vector<bool> kept(static_cast<size_t>(channels), false);
+  for (int64_t k : keep) kept[k] = true;
+  std::vector<double> delta(static_cast<size_t>(outputs), 0.0);
+  const float* v = w.data<float>();
+  if (!gemm) {  // Conv [O, C, k...]
+    int64_t kernel = 1;
+    for (size_t i = 2; i < d.size(); ++i) kernel *= d[i];
+    for (int64_t o = 0; o < outputs; ++o) {
+      for (int64_t c = 0; c < channels; ++c) {
+        if (kept[c]) continue;
+        double sum = 0;
+        for (int64_t k = 0; k < kernel; ++k) sum += v[(o * channels + c) * kernel + k];
+        delta[o] += sum * mean[c];
+      }
+    }
+  } else {
+    const int64_t features = channels * block;
+    for (int64_t o = 0; o < outputs; ++o) {
+      for (int64_t f = 0; f < features; ++f) {
+        if (kept[f / block]) continue;
+        delta[o] += mean[f] * (trans_b ? v[o * features + f] : v[f * outputs + o]);
+      }
+    }
+    const ir::Attribute* alpha = consumer.attribute("alpha");
+    const ir::Attribute* beta = consumer.attribute("beta");
+    const double scale =
+        (alpha ? alpha->get<float>("alpha") : 1.f) / (beta ? beta->get<float>("beta") : 1.f);
+    for (double& x : delta) x *= scale;
+  }
+  Tensor b = bias->constant().clone();
+  for (int64_t o = 0; o < outputs; ++o) b.data<float>()[o] += static_cast<float>(delta[o]);
+  bias->set_constant(std::move(b));
+}
+
+}  // namespace
+
+void remove_channels(ir::Graph&, const ChannelGroup& group, const std::vector<int64_t>& keep,
+                     const ChannelMeans* means) {
+  for (size_t i = 0; means && i < group.consumers.size(); ++i) {
+    const ir::Node& consumer = *group.consumers[i];
+    auto m = means->find(consumer.input(0)->name());
+    if (m != means->end()) {
+      compensate(consumer, group.consumer_blocks[i], keep, group.channels, m->second);
+    }
+  }
   for (const ChannelSlice& s : group.slices) {
     Tensor cut = take_channels(s.constant->constant(), s.axis, keep, s.block);
     TypeInfo type = s.constant->type();

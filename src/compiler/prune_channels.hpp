@@ -13,6 +13,7 @@
 // output) is left alone, and the reason is reported: pruning it would need the same channels
 // pruned on every branch joined there.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +23,10 @@
 
 namespace kiln::compiler {
 
-enum class ChannelCriterion { L1, L2, BatchNormGamma };
+// Contribution: what removing the channel changes in its readers once its mean is compensated,
+// the channel's standard deviation on the input sets times the L2 norm of the readers' weights
+// over it (data-driven; the norms of a filter alone say little after BatchNormalization folding).
+enum class ChannelCriterion { L1, L2, BatchNormGamma, Contribution };
 
 // A constant indexed by the group's channels: cut along `axis`, in blocks of `block` entries per
 // channel (a Flatten before a Gemm turns each channel into H * W features).
@@ -38,6 +42,7 @@ struct ChannelGroup {
   std::vector<ChannelSlice> slices;             // the producer's own weight and bias first
   std::vector<ir::Node*> depthwise;             // Convs whose `group` follows the channel count
   std::vector<ir::Node*> consumers;             // their outputs keep their shapes
+  std::vector<int64_t> consumer_blocks;         // entries per channel in each consumer's input
   const ir::Value* batch_norm_scale = nullptr;  // the first BatchNormalization's gamma, if any
 };
 
@@ -48,19 +53,30 @@ struct ChannelGroups {
 
 ChannelGroups find_channel_groups(const ir::Graph& graph, const WeightLayers& layers);
 
+// A statistic (mean, standard deviation) of each channel (axis 1) of values, by value name, over
+// the calibration sets.
+using ChannelMeans = std::map<std::string, std::vector<double>>;
+
 // Importance of each output channel of the group's producer (higher is kept): the L1 or L2 norm
 // of its filter, or |gamma| of the BatchNormalization that follows (InvalidArgument naming the
-// layer when none does).
-std::vector<double> channel_importance(const ChannelGroup& group, ChannelCriterion criterion);
+// layer when none does), or the contribution (`stds`: of the readers' inputs; InvalidArgument
+// when missing).
+std::vector<double> channel_importance(const ChannelGroup& group, ChannelCriterion criterion,
+                                       const ChannelMeans* stds = nullptr);
 
 // The channels to keep at `ratio` removed (ascending): the most important, at least one, their
 // count rounded up to a multiple of `multiple` (at most every channel).
 std::vector<int64_t> channels_to_keep(const std::vector<double>& importance, double ratio,
                                       int64_t multiple);
 
-// Cuts every slice of the group to `keep` and sets the depthwise Convs' group counts. The
-// caller re-infers the value shapes afterwards.
-void remove_channels(ir::Graph& graph, const ChannelGroup& group, const std::vector<int64_t>& keep);
+// Cuts every slice of the group to `keep` and sets the depthwise Convs' group counts. With
+// `means` of the consumers' inputs, each consumer's bias first takes what the removed channels
+// gave it on average (sum of its weights over a removed channel times the channel's mean): exact
+// for a channel that is constant (a filter near zero with a large folded-BatchNormalization bias
+// is one), and the expected value otherwise (Conv borders aside). Consumers without a bias input
+// (or with a scalar Gemm C) are not compensated. The caller re-infers the value shapes afterwards.
+void remove_channels(ir::Graph& graph, const ChannelGroup& group, const std::vector<int64_t>& keep,
+                     const ChannelMeans* means = nullptr);
 
 // `t` with only the `keep` channels (blocks of `block` entries) of `axis`.
 Tensor take_channels(const Tensor& t, int64_t axis, const std::vector<int64_t>& keep,

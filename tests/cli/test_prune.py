@@ -30,7 +30,7 @@ def test_prune_channels_writes_a_smaller_model_equal_to_the_zeroed_original(kiln
     model = residual_cnn(tmp_path / "cnn.onnx")
     out = tmp_path / "cnn.pruned.onnx"
     r = kiln("prune", model, "-o", out, "--method", "channels", "--ratio", "0.5",
-             "--min-cosine", "0", *gate_sets(tmp_path))
+             "--no-bias-compensation", "--min-cosine", "0", *gate_sets(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "prune:   conv1 (Conv): channels 8 -> 4" in r.stdout
     # conv2 and conv3 meet at the residual Add; fc's features are the graph output.
@@ -69,11 +69,31 @@ def test_prune_channels_writes_a_smaller_model_equal_to_the_zeroed_original(kiln
     assert kiln("bench", out, "--iterations", "2", "--warmup", "1").returncode == 0
 
 
+def test_prune_bias_compensation_and_contribution_keep_closer_to_the_float_model(kiln, tmp_path):
+    model = residual_cnn(tmp_path / "cnn.onnx")
+    x = np.random.default_rng(9).standard_normal((32, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(model)).run(None, {"image": x})[0]
+
+    def cosine_of(*flags):
+        out = tmp_path / f"c{len(flags)}.onnx"
+        r = kiln("prune", model, "-o", out, "--ratio", "0.5", "--min-cosine", "0", *flags,
+                 *gate_sets(tmp_path, count=8))
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = ort.InferenceSession(str(out)).run(None, {"image": x})[0]
+        return float((got * want).sum() / np.sqrt((got * got).sum() * (want * want).sum()))
+
+    plain = cosine_of("--no-bias-compensation")
+    compensated = cosine_of()
+    contribution = cosine_of("--criterion", "contribution")
+    assert compensated > plain and contribution >= compensated - 1e-3, (plain, compensated,
+                                                                         contribution)
+
+
 def test_prune_gate_refuses_and_names_the_layer(kiln, tmp_path):
     model = residual_cnn(tmp_path / "cnn.onnx")
     out = tmp_path / "refused.onnx"
     r = kiln("prune", model, "-o", out, "--ratio", "0.75", "--min-cosine", "0.99999",
-             *gate_sets(tmp_path))
+             "--no-bias-compensation", *gate_sets(tmp_path))
     assert r.returncode == 1
     assert "not written" in r.stderr and "conv1" in r.stderr
     assert not out.exists()

@@ -149,6 +149,53 @@ TEST(PruneChannels, RemovedChannelsGiveTheModelWithTheirReadersZeroed) {
   }
 }
 
+TEST(PruneChannels, BiasCompensationMakesRemovingAConstantChannelExact) {
+  // Channel 1 of the first Conv has a zero filter and bias 3: after Relu it is 3 everywhere, which
+  // the second Conv's bias can take over exactly.
+  auto build = [](GraphBuilder& b) {
+    ir::Value* x = b.input("x", {1, 2, 4, 4});
+    ir::Value* h = b.op("Conv", {x, b.constant({2, 2, 1, 1}, {0.5f, -1.f, 0.f, 0.f}),
+                                 b.constant({2}, {0.1f, 3.f})});
+    h = b.op("Relu", {h});
+    ir::Value* y = b.op("Conv", {h, b.constant({3, 2, 1, 1}, {1, 2, -1, 0.5f, 0.25f, 4}),
+                                 b.constant({3}, {0, 1, 2})});
+    b.output(y);
+    return h;
+  };
+  GraphBuilder original, pruned;
+  build(original);
+  ir::Value* relu = build(pruned);
+  const auto groups = compiler::find_channel_groups(
+      *pruned.graph, compiler::find_weight_layers(*pruned.graph, {"Conv"}, {}));
+  ASSERT_EQ(groups.groups.size(), 1u);
+  const compiler::ChannelMeans means = {{relu->name(), {0.3, 3.0}}};
+  compiler::remove_channels(*pruned.graph, groups.groups[0], {0}, &means);
+  for (ir::Node* n : pruned.graph->nodes()) onnx_io::infer_node(*n, {});
+  const auto feeds = testing::random_feeds(*original.graph, 3);
+  testing::expect_same_values(testing::run_graph(pruned.graph, feeds),
+                              testing::run_graph(original.graph, feeds), 1e-5, 1e-5);
+}
+
+TEST(PruneChannels, ContributionRanksByDeviationTimesReaderWeight) {
+  ChainModel m;
+  const auto groups = compiler::find_channel_groups(
+      *m.b.graph, compiler::find_weight_layers(*m.b.graph, {"Conv", "Gemm"}, {}));
+  ASSERT_EQ(groups.groups.size(), 2u);
+  const compiler::ChannelGroup& last = groups.groups[1];  // read by the Gemm through Flatten
+  const std::vector<double> sd = {1, 0, 2, 0.5, 3};
+  const compiler::ChannelMeans stds = {{last.consumers[0]->input(0)->name(), sd}};
+  const auto score = compiler::channel_importance(last, ChannelCriterion::Contribution, &stds);
+  const Tensor& w = m.w4->constant();  // [3, 5], transB
+  for (int64_t c = 0; c < 5; ++c) {
+    double n2 = 0;
+    for (int64_t o = 0; o < 3; ++o)
+      n2 += double(w.data<float>()[o * 5 + c]) * w.data<float>()[o * 5 + c];
+    EXPECT_NEAR(score[c], sd[c] * std::sqrt(n2), 1e-9);
+  }
+  expect_error([&] { compiler::channel_importance(last, ChannelCriterion::Contribution); },
+               ErrorCode::InvalidArgument, "no channel statistics");
+}
+
 TEST(PruneChannels, KeepsTheMostImportantChannelsInOrder) {
   EXPECT_EQ(compiler::channels_to_keep({0.1, 5, 0.2, 3, 4}, 0.4, 1),
             (std::vector<int64_t>{1, 3, 4}));
@@ -241,6 +288,7 @@ TEST_F(PruneModelTest, TheGateRefusesAModelThatMissesItAndNamesTheLayers) {
   o.output_path = (dir / "chain2.pruned.onnx").string();
   o.ratio = 0.8;
   o.min_cosine = 0.9999;
+  o.bias_compensation = false;
   std::filesystem::remove(o.output_path);
   expect_error([&] { compiler::prune_model(o); }, ErrorCode::InvalidArgument, "not written");
   EXPECT_FALSE(std::filesystem::exists(o.output_path));
