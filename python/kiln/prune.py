@@ -31,6 +31,7 @@ class ModelStats:
 class LayerPrune:
     name: str
     op_type: str
+    joined: list  # channels: the layers pruned with it, whose channels meet its at residual Adds
     ratio: float
     parameters_before: int
     parameters_after: int
@@ -61,7 +62,8 @@ def _number(name, value, low, high, high_open=False):
 
 
 def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False, criterion="l1",
-          channel_multiple=1, bias_compensation=True, layer_ratios=None, op_types=("Conv", "MatMul", "Gemm"),
+          channel_multiple=1, bias_compensation=True, residual_groups=True,
+          layer_ratios=None, op_types=("Conv", "MatMul", "Gemm"),
           exclude_nodes=(), search=False, search_steps=4, calibration=None, min_cosine=0.99,
           min_top1=None, allow_drift=False, seed=0, threads=0, log=None):
     """Prunes an ONNX model (a path) and writes the result to `output`.
@@ -75,6 +77,8 @@ def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False
         weight norm).
     bias_compensation: the removed channels' mean contribution (on the input sets) goes into
         their readers' biases.
+    residual_groups: layers whose channels meet at residual Adds are pruned together (False:
+        left alone).
     calibration: the gate's input sets, as kiln.quantize's.
     Raises kiln.InvalidArgument when the pruned model misses the gate (nothing is written) unless
     allow_drift.
@@ -106,6 +110,7 @@ def prune(model, output, *, method="channels", ratio=0.5, global_threshold=False
                "ratio": float(ratio), "global": bool(global_threshold), "criterion": criterion,
                "channel_multiple": channel_multiple,
                "bias_compensation": bool(bias_compensation),
+               "residual_groups": bool(residual_groups),
                "layer_ratios": {str(k): float(v) for k, v in layer_ratios.items()},
                "op_types": [str(o) for o in op_types],
                "exclude_nodes": [str(n) for n in exclude_nodes], "search": bool(search),

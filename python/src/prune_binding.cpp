@@ -36,6 +36,7 @@ compiler::PruneOptions options_from_dict(const nb::dict& d) {
                                               : compiler::ChannelCriterion::L1;
   o.channel_multiple = dict_get<int64_t>(d, "channel_multiple").value_or(1);
   o.bias_compensation = dict_get<bool>(d, "bias_compensation").value_or(true);
+  o.residual_groups = dict_get<bool>(d, "residual_groups").value_or(true);
   o.layer_ratios =
       dict_get<std::map<std::string, double>>(d, "layer_ratios").value_or(o.layer_ratios);
   if (auto ops = dict_get<std::vector<std::string>>(d, "op_types")) o.op_types = *ops;
@@ -69,6 +70,7 @@ nb::dict result_to_dict(const compiler::PruneResult& r) {
     nb::dict e;
     e["name"] = l.name;
     e["op_type"] = l.op_type;
+    e["joined"] = l.joined;
     e["ratio"] = l.ratio;
     e["parameters_before"] = l.parameters_before;
     e["parameters_after"] = l.parameters_after;

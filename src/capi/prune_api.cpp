@@ -63,6 +63,8 @@ void set_config(KilnPruneOptions& p, const char* key, const std::string& v) {
     o.global = parse_config_flag(kSetConfig, key, v);
   } else if (k == "bias_compensation") {
     o.bias_compensation = parse_config_flag(kSetConfig, key, v);
+  } else if (k == "residual_groups") {
+    o.residual_groups = parse_config_flag(kSetConfig, key, v);
   } else if (k == "search") {
     o.search = parse_config_flag(kSetConfig, key, v);
   } else if (k == "allow_drift") {
@@ -93,12 +95,13 @@ void set_config(KilnPruneOptions& p, const char* key, const std::string& v) {
     o.op_types.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "method",       "criterion",       "ratio",
-        "layer_ratio",  "global",          "search",
-        "allow_drift",  "search_steps",    "channel_multiple",
-        "min_cosine",   "min_top1",        "threads",
-        "seed",         "calibration_dir", "calibration_npz",
-        "exclude_node", "op_type",         "bias_compensation"};
+        "method",         "criterion",       "ratio",
+        "layer_ratio",    "global",          "search",
+        "allow_drift",    "search_steps",    "channel_multiple",
+        "min_cosine",     "min_top1",        "threads",
+        "seed",           "calibration_dir", "calibration_npz",
+        "exclude_node",   "op_type",         "bias_compensation",
+        "residual_groups"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

@@ -20,6 +20,7 @@ struct PruneFlags {
   std::string criterion = "l1";
   int64_t channel_multiple = 1;
   bool no_bias_compensation = false;
+  bool no_residual_groups = false;
   std::vector<std::string> layer_ratios;
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
@@ -66,6 +67,7 @@ int prune(const PruneFlags& f) {
                                                 : compiler::ChannelCriterion::L1;
   o.channel_multiple = f.channel_multiple;
   o.bias_compensation = !f.no_bias_compensation;
+  o.residual_groups = !f.no_residual_groups;
   for (const std::string& s : f.layer_ratios) o.layer_ratios.insert(parse_layer_ratio(s));
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
@@ -125,6 +127,9 @@ Command add_prune_command(CLI::App& app) {
   cmd->add_flag("--no-bias-compensation", o->no_bias_compensation,
                 "channels: do not fold the removed channels' mean contribution (measured on the "
                 "input sets) into their readers' biases");
+  cmd->add_flag("--no-residual-groups", o->no_residual_groups,
+                "channels: leave layers whose channels meet at residual Adds alone (default: "
+                "prune the same channels on every joined branch)");
   cmd->add_option("--layer-ratio", o->layer_ratios,
                   "NAME=RATIO: this layer's own ratio (repeatable)");
   cmd->add_option("--ops", o->ops, "Op types to prune (comma-separated)")

@@ -176,7 +176,7 @@ class Pruner {
         w.node->set_input(2, g.add_initializer(g.unique_name(w.weight->name() + "_bias"), zeros));
       }
     }
-    ChannelGroups groups = find_channel_groups(g, layers);
+    ChannelGroups groups = find_channel_groups(g, layers, o_.residual_groups);
     c.left_alone.insert(c.left_alone.end(), groups.left_alone.begin(), groups.left_alone.end());
     if (o_.criterion == ChannelCriterion::BatchNormGamma) {
       const bool any = std::any_of(groups.groups.begin(), groups.groups.end(),
@@ -189,6 +189,7 @@ class Pruner {
     }
     // Every choice is made on the unpruned weights, then every cut applied.
     std::vector<std::vector<int64_t>> keeps;
+    std::vector<int64_t> parameters_before;  // of each producer, before any cut
     for (const ChannelGroup& gr : groups.groups) {
       ChannelCriterion criterion = o_.criterion;
       if (criterion == ChannelCriterion::BatchNormGamma && !gr.batch_norm_scale) {
@@ -197,6 +198,7 @@ class Pruner {
             fmt::format("{}: no BatchNormalization follows it; its channels ranked by L1",
                         gr.producer.display));
       }
+      parameters_before.push_back(gr.producer.weight->constant().numel());
       keeps.push_back(channels_to_keep(channel_importance(gr, criterion, &stds_),
                                        ratio_of(gr.producer.display), o_.channel_multiple));
     }
@@ -206,9 +208,10 @@ class Pruner {
       l.name = gr.producer.display;
       l.op_type = gr.producer.node->op_type();
       l.ratio = ratio_of(l.name);
-      l.parameters_before = gr.producer.weight->constant().numel();
+      l.parameters_before = parameters_before[i];
       l.channels_before = gr.channels;
       l.channels_after = static_cast<int64_t>(keeps[i].size());
+      for (const WeightLayer& j : gr.joined) l.joined.push_back(j.display);
       remove_channels(g, gr, keeps[i], means_.empty() ? nullptr : &means_);
       for (const ir::Node* consumer : gr.consumers) {
         if (consumer->output(0)) c.watched[consumer->output(0)->name()] = l.name;
@@ -430,9 +433,11 @@ PruneResult prune_model(const PruneOptions& o) {
                   r.layers.size(), r.layers.size() == 1 ? "" : "s", r.left_alone.size()));
   for (const LayerPrune& l : r.layers) {
     if (o.method == PruneMethod::Channels) {
-      say(fmt::format("prune:   {} ({}): channels {} -> {}, weights {} -> {}", l.name, l.op_type,
-                      l.channels_before, l.channels_after, l.parameters_before,
-                      l.parameters_after));
+      say(fmt::format("prune:   {} ({}): channels {} -> {}, weights {} -> {}{}", l.name, l.op_type,
+                      l.channels_before, l.channels_after, l.parameters_before, l.parameters_after,
+                      l.joined.empty() ? std::string()
+                                       : fmt::format(" (with {}: joined by residual Adds)",
+                                                     fmt::join(l.joined, ", "))));
     } else {
       say(fmt::format("prune:   {} ({}): sparsity {:.1f}% of {} weights", l.name, l.op_type,
                       100.0 * static_cast<double>(l.zeros) /

@@ -45,6 +45,9 @@ struct PruneOptions {
   // channels: each reader's bias takes the removed channels' mean contribution, measured on the
   // input sets (prune_channels.hpp); readers without a bias get one.
   bool bias_compensation = true;
+  // channels: layers whose channels meet at residual Adds are pruned together (the same
+  // channels on every branch); off: they are left alone.
+  bool residual_groups = true;
   std::map<std::string, double> layer_ratios;  // per-layer ratio, by display name
   std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude_nodes;
@@ -62,7 +65,8 @@ struct PruneOptions {
 struct LayerPrune {
   std::string name;
   std::string op_type;
-  double ratio = 0;  // as asked
+  std::vector<std::string> joined;  // channels: layers pruned with it (residual branches)
+  double ratio = 0;                 // as asked
   int64_t parameters_before = 0, parameters_after = 0;
   int64_t zeros = 0;                                // in its weight, after
   int64_t channels_before = 0, channels_after = 0;  // channels method

@@ -77,9 +77,13 @@ class GroupWalker {
               ChannelGroup& group)
       : g_(g), uses_(uses), group_(group) {}
 
-  std::string walk(ir::Value* start) {
-    block_of_[start] = 1;
-    std::vector<ir::Value*> work{start};
+  // The channels of every value in `starts` (the outputs of producers pruned together).
+  std::string walk(const std::vector<ir::Value*>& starts) {
+    std::vector<ir::Value*> work;
+    for (ir::Value* start : starts) {
+      block_of_[start] = 1;
+      work.push_back(start);
+    }
     while (!work.empty() && why_.empty()) {
       ir::Value* v = work.back();
       work.pop_back();
@@ -100,9 +104,10 @@ class GroupWalker {
     for (const ir::Node* b : binaries_) {
       for (const ir::Value* u : b->inputs()) {
         if (u && !u->is_constant() && !block_of_.count(u)) {
+          join_input_ = u;
           return fmt::format(
-              "its channels are joined by {} with a branch that is not this layer's (a residual "
-              "connection): the same channels would have to go on every joined branch",
+              "its channels are joined by {} with a branch (a residual connection) that no "
+              "prunable layer produces, so the same channels cannot go on every joined branch",
               describe_node(*b));
         }
       }
@@ -110,6 +115,9 @@ class GroupWalker {
     if (group_.consumers.empty()) return "its channels reach no Conv, Gemm or MatMul";
     return "";
   }
+
+  // After a walk that failed at a join: the joined branch's value.
+  const ir::Value* join_input() const { return join_input_; }
 
  private:
   // One reader `r` of the group's value `v`: records what it needs cut and returns its output
@@ -319,51 +327,106 @@ class GroupWalker {
   std::set<const ir::Node*> visited_;
   std::vector<const ir::Node*> binaries_;
   std::string why_;
+  const ir::Value* join_input_ = nullptr;
 };
 
 }  // namespace
 
-ChannelGroups find_channel_groups(const ir::Graph& g, const WeightLayers& layers) {
+namespace {
+
+// Why `layer` cannot produce a channel group, or "".
+std::string producer_problem(const WeightLayer& layer) {
+  const ir::Node& n = *layer.node;
+  if (n.op_type() == "Conv" && int_attr(n, "group", 1) != 1) {
+    return "a grouped or depthwise Conv: its channels follow its input's";
+  }
+  if (n.op_type() != "Conv" && rank_of(n.input(0)) != 2) {
+    return "its activation is not 2-D (only [N, features] are pruned)";
+  }
+  return "";
+}
+
+// The producer's own weight and bias as slices of `group`, or why not.
+std::string add_producer_slices(const WeightLayer& layer, int64_t channels,
+                                const std::map<const ir::Value*, std::vector<ir::Node*>>& uses,
+                                ChannelGroup& group) {
+  const auto weight_uses = uses.find(layer.weight);
+  if (weight_uses != uses.end() && weight_uses->second.size() > 1) {
+    return fmt::format("its weight '{}' is shared with other nodes", layer.weight->name());
+  }
+  group.slices.push_back({layer.weight, layer.output_axis, 1});
+  if (ir::Value* b = layer.node->input(2)) {
+    if (!b->is_constant()) return fmt::format("its bias '{}' is computed", b->name());
+    if (b->constant().numel() == channels) {
+      group.slices.push_back({b, static_cast<int64_t>(b->constant().rank()) - 1, 1});
+    } else if (b->constant().numel() != 1) {
+      return fmt::format("its bias {} is not per channel", b->constant().describe());
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+ChannelGroups find_channel_groups(const ir::Graph& g, const WeightLayers& layers,
+                                  bool join_residuals) {
   const auto uses = g.compute_uses();
+  std::map<const ir::Node*, const WeightLayer*> layer_of;
+  for (const WeightLayer& l : layers.layers) layer_of[l.node] = &l;
+  std::set<const ir::Node*> grouped;
   ChannelGroups out;
   for (const WeightLayer& layer : layers.layers) {
-    ir::Node& n = *layer.node;
-    ChannelGroup group;
-    group.producer = layer;
-    group.channels = layer.weight->constant().dims()[layer.output_axis];
-    if (n.op_type() == "Conv" && int_attr(n, "group", 1) != 1) {
-      out.left_alone.emplace_back(layer.display,
-                                  "a grouped or depthwise Conv: its channels follow its input's");
-      continue;
-    }
-    if (n.op_type() != "Conv" && rank_of(n.input(0)) != 2) {
-      out.left_alone.emplace_back(layer.display,
-                                  "its activation is not 2-D (only [N, features] are pruned)");
-      continue;
-    }
-    GroupWalker walker(g, uses, group);
-    // The producer's own weight and bias.
-    std::string why;
-    const auto weight_uses = uses.find(layer.weight);
-    if (weight_uses != uses.end() && weight_uses->second.size() > 1) {
-      why = fmt::format("its weight '{}' is shared with other nodes", layer.weight->name());
-    }
-    group.slices.push_back({layer.weight, layer.output_axis, 1});
-    if (ir::Value* b = n.input(2); b && why.empty()) {
-      if (!b->is_constant()) {
-        why = fmt::format("its bias '{}' is computed", b->name());
-      } else if (b->constant().numel() == group.channels) {
-        group.slices.push_back({b, static_cast<int64_t>(b->constant().rank()) - 1, 1});
-      } else if (b->constant().numel() != 1) {
-        why = fmt::format("its bias {} is not per channel", b->constant().describe());
-      }
-    }
-    if (why.empty()) why = walker.walk(n.output(0));
-    if (!why.empty()) {
+    if (grouped.count(layer.node)) continue;
+    if (std::string why = producer_problem(layer); !why.empty()) {
       out.left_alone.emplace_back(layer.display, why);
       continue;
     }
-    out.groups.push_back(std::move(group));
+    const int64_t channels = layer.weight->constant().dims()[layer.output_axis];
+    // Producers whose channels meet at an Add (residual branches) are pruned together, with one
+    // set of channels: the walk restarts with the joined branch's producer added, until every
+    // join is among them or a branch has no prunable producer.
+    std::vector<const WeightLayer*> members = {&layer};
+    for (;;) {
+      ChannelGroup group;
+      group.producer = layer;
+      group.channels = channels;
+      std::string why;
+      for (const WeightLayer* m : members) {
+        if (why.empty()) why = add_producer_slices(*m, channels, uses, group);
+      }
+      GroupWalker walker(g, uses, group);
+      if (why.empty()) {
+        std::vector<ir::Value*> starts;
+        for (const WeightLayer* m : members) starts.push_back(m->node->output(0));
+        why = walker.walk(starts);
+      }
+      if (why.empty()) {
+        for (size_t i = 1; i < members.size(); ++i) group.joined.push_back(*members[i]);
+        for (const WeightLayer* m : members) grouped.insert(m->node);
+        out.groups.push_back(std::move(group));
+        break;
+      }
+      const ir::Value* joined = walker.join_input();
+      const ir::Node* partner = joined ? joined->producer() : nullptr;
+      auto it = partner ? layer_of.find(partner) : layer_of.end();
+      const bool can_join =
+          join_residuals && it != layer_of.end() && !grouped.count(partner) &&
+          std::find(members.begin(), members.end(), it->second) == members.end() &&
+          producer_problem(*it->second).empty() &&
+          it->second->weight->constant().dims()[it->second->output_axis] == channels;
+      if (!can_join) {
+        if (members.size() > 1) {
+          std::string names;
+          for (size_t i = 1; i < members.size(); ++i) {
+            names += (i > 1 ? ", " : "") + members[i]->display;
+          }
+          why += fmt::format(" (tried together with {})", names);
+        }
+        out.left_alone.emplace_back(layer.display, why);
+        break;
+      }
+      members.push_back(it->second);
+    }
   }
   return out;
 }
@@ -413,15 +476,19 @@ std::vector<double> channel_importance(const ChannelGroup& group, ChannelCriteri
     for (int64_t i = 0; i < c; ++i) score[i] = std::fabs(gamma.double_at(i));
     return score;
   }
-  const Tensor& w = group.producer.weight->constant();
-  const std::vector<int64_t>& dims = w.dims();
-  const int64_t axis = group.producer.output_axis;
-  int64_t inner = 1;
-  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
-  const float* v = w.data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const double x = v[i];
-    score[(i / inner) % c] += criterion == ChannelCriterion::L1 ? std::fabs(x) : x * x;
+  std::vector<const WeightLayer*> producers = {&group.producer};
+  for (const WeightLayer& j : group.joined) producers.push_back(&j);
+  for (const WeightLayer* p : producers) {  // joined producers: their norms add up
+    const Tensor& w = p->weight->constant();
+    const std::vector<int64_t>& dims = w.dims();
+    const int64_t axis = p->output_axis;
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+    const float* v = w.data<float>();
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double x = v[i];
+      score[(i / inner) % c] += criterion == ChannelCriterion::L1 ? std::fabs(x) : x * x;
+    }
   }
   if (criterion == ChannelCriterion::L2) {
     for (double& s : score) s = std::sqrt(s);

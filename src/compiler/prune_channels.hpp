@@ -8,10 +8,12 @@
 // pooling, Flatten, Add / Mul / Sub / Div with a scalar or per-channel constant or with another
 // value of the same group, depthwise Conv whose group count follows the channels) until every
 // path ends in a consumer that sums over the channels: a Conv with group 1 (its input channels
-// cut), a Gemm or MatMul (its input features cut). A group whose channels reach anything else
-// (an Add or Concat joining another branch, as residual connections do; a Reshape; a graph
-// output) is left alone, and the reason is reported: pruning it would need the same channels
-// pruned on every branch joined there.
+// cut), a Gemm or MatMul (its input features cut). Where the channels meet another branch at an
+// Add (a residual connection), the layer producing that branch joins the group and the same
+// channels go on both (a whole stage of residual blocks becomes one group); a branch that no
+// prunable layer produces (a graph input, a depthwise Conv's output) leaves the group alone. A
+// group whose channels reach anything else (a Concat, a Reshape that does not flatten, a graph
+// output) is left alone too, and the reason is reported.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -38,6 +40,9 @@ struct ChannelSlice {
 
 struct ChannelGroup {
   WeightLayer producer;
+  // Producers whose channels meet the producer's at an Add (residual branches): the same
+  // channels go on all of them.
+  std::vector<WeightLayer> joined;
   int64_t channels = 0;
   std::vector<ChannelSlice> slices;             // the producer's own weight and bias first
   std::vector<ir::Node*> depthwise;             // Convs whose `group` follows the channel count
@@ -51,7 +56,9 @@ struct ChannelGroups {
   std::vector<std::pair<std::string, std::string>> left_alone;  // layer, why
 };
 
-ChannelGroups find_channel_groups(const ir::Graph& graph, const WeightLayers& layers);
+// `join_residuals` off: a group that meets another branch at an Add is left alone instead.
+ChannelGroups find_channel_groups(const ir::Graph& graph, const WeightLayers& layers,
+                                  bool join_residuals = true);
 
 // A statistic (mean, standard deviation) of each channel (axis 1) of values, by value name, over
 // the calibration sets.

@@ -30,7 +30,8 @@ def test_prune_channels_writes_a_smaller_model_equal_to_the_zeroed_original(kiln
     model = residual_cnn(tmp_path / "cnn.onnx")
     out = tmp_path / "cnn.pruned.onnx"
     r = kiln("prune", model, "-o", out, "--method", "channels", "--ratio", "0.5",
-             "--no-bias-compensation", "--min-cosine", "0", *gate_sets(tmp_path))
+             "--no-bias-compensation", "--no-residual-groups", "--min-cosine", "0",
+             *gate_sets(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "prune:   conv1 (Conv): channels 8 -> 4" in r.stdout
     # conv2 and conv3 meet at the residual Add; fc's features are the graph output.
@@ -69,6 +70,44 @@ def test_prune_channels_writes_a_smaller_model_equal_to_the_zeroed_original(kiln
     assert kiln("bench", out, "--iterations", "2", "--warmup", "1").returncode == 0
 
 
+def test_prune_channels_joins_residual_branches_with_the_same_channels(kiln, tmp_path):
+    model = residual_cnn(tmp_path / "cnn.onnx")
+    out = tmp_path / "joined.onnx"
+    r = kiln("prune", model, "-o", out, "--ratio", "0.5", "--no-bias-compensation",
+             "--min-cosine", "0", *gate_sets(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("prune:   conv2 (Conv): channels 16 -> 8, weights 128 -> 32 (with conv3: joined by "
+            "residual Adds)") in r.stdout, r.stdout
+    w, w0 = weights(out), weights(model)
+    assert w["w2"].shape == (8, 4, 1, 1) and w["w3"].shape == (8, 8, 3, 3)
+    assert w["wf"].shape == (10, 8)
+    # One set of channels on both branches: conv2's and conv3's output channels kept alike, by
+    # their filters' L1 norms added up.
+    l1 = np.abs(w0["w2"]).sum(axis=(1, 2, 3)) + np.abs(w0["w3"]).sum(axis=(1, 2, 3))
+    keep = sorted(np.argsort(-l1, kind="stable")[:8])
+    assert np.array_equal(w["wf"], w0["wf"][:, keep])
+    # Equal to the original with the removed channels' readers (conv3's inputs, fc's features)
+    # zeroed, conv1's removed channels as well (conv2's inputs).
+    keep1 = sorted(np.argsort(-np.abs(w0["w1"]).sum(axis=(1, 2, 3)), kind="stable")[:4])
+    zeroed = onnx.load(str(model))
+    drop = [c for c in range(16) if c not in keep]
+    for init in zeroed.graph.initializer:
+        a = numpy_helper.to_array(init).copy()
+        if init.name == "w3":
+            a[:, drop] = 0
+        elif init.name == "wf":
+            a[:, drop] = 0
+        elif init.name == "w2":
+            a[:, [c for c in range(8) if c not in keep1]] = 0
+        else:
+            continue
+        init.CopyFrom(numpy_helper.from_array(a, init.name))
+    x = np.random.default_rng(9).standard_normal((8, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(zeroed.SerializeToString()).run(None, {"image": x})[0]
+    got = ort.InferenceSession(str(out)).run(None, {"image": x})[0]
+    assert np.abs(got - want).max() <= 1e-4 * (np.abs(want).max() + 1)
+
+
 def test_prune_bias_compensation_and_contribution_keep_closer_to_the_float_model(kiln, tmp_path):
     model = residual_cnn(tmp_path / "cnn.onnx")
     x = np.random.default_rng(9).standard_normal((32, 3, 16, 16)).astype(np.float32)
@@ -76,7 +115,8 @@ def test_prune_bias_compensation_and_contribution_keep_closer_to_the_float_model
 
     def cosine_of(*flags):
         out = tmp_path / f"c{len(flags)}.onnx"
-        r = kiln("prune", model, "-o", out, "--ratio", "0.5", "--min-cosine", "0", *flags,
+        r = kiln("prune", model, "-o", out, "--ratio", "0.5", "--min-cosine", "0",
+                 "--no-residual-groups", *flags,
                  *gate_sets(tmp_path, count=8))
         assert r.returncode == 0, r.stdout + r.stderr
         got = ort.InferenceSession(str(out)).run(None, {"image": x})[0]
@@ -95,7 +135,8 @@ def test_prune_gate_refuses_and_names_the_layer(kiln, tmp_path):
     r = kiln("prune", model, "-o", out, "--ratio", "0.75", "--min-cosine", "0.99999",
              "--no-bias-compensation", *gate_sets(tmp_path))
     assert r.returncode == 1
-    assert "not written" in r.stderr and "conv1" in r.stderr
+    assert "not written" in r.stderr
+    assert re.search(r"prune gate: pruned layers whose outputs .*drift most: conv\d", r.stdout)
     assert not out.exists()
     # --allow-drift writes it, with a warning.
     r = kiln("prune", model, "-o", out, "--ratio", "0.75", "--min-cosine", "0.99999",
@@ -158,7 +199,7 @@ def test_prune_bad_input_gets_a_clear_error(kiln, tmp_path):
     assert r.returncode == 1 and "ratio 1 must be in [0, 1)" in r.stderr
     r = kiln("prune", model, "-o", out, "--layer-ratio", "conv9=0.5")
     assert r.returncode == 1 and "'conv9', not a prunable layer; did you mean 'conv1'" in r.stderr
-    r = kiln("prune", model, "-o", out, "--layer-ratio", "conv2=0.5")
+    r = kiln("prune", model, "-o", out, "--layer-ratio", "conv2=0.5", "--no-residual-groups")
     assert r.returncode == 1 and "'conv2', which cannot be pruned" in r.stderr
     r = kiln("prune", model, "-o", out, "--layer-ratio", "conv1")
     assert r.returncode == 2 and "NAME=RATIO" in r.stderr

@@ -29,11 +29,11 @@ def test_prune_matches_the_cli_and_the_c_abi(tmp_path):
     r = kiln.prune(model, tmp_path / "py.onnx", method="channels", ratio=0.5, calibration=sets(),
                    min_cosine=0.0, log=lambda kind, text: lines.append(text))
     assert r.passed and r.input_sets == 3
-    [conv1] = r.layers
+    conv1, conv2 = r.layers
     assert (conv1.name, conv1.channels_before, conv1.channels_after) == ("conv1", 8, 4)
     assert conv1.parameters_after == conv1.parameters_before // 2
+    assert (conv2.name, conv2.joined, conv2.channels_after) == ("conv2", ["conv3"], 8)
     assert dict(r.left_alone)["fc"] == "its channels reach the graph output 'logits'"
-    assert "residual" in dict(r.left_alone)["conv2"]
     assert r.after.parameters < r.before.parameters and r.after.flops < r.before.flops
     assert 0 < r.after.file_bytes < r.before.file_bytes
     assert r.outputs[0].name == "logits" and r.outputs[0].top1 is not None
@@ -56,6 +56,10 @@ def test_prune_matches_the_cli_and_the_c_abi(tmp_path):
 
     lib_path = os.environ.get("KILN_LIBRARY") or os.path.join(os.path.dirname(cli), "capi",
                                                               "libkiln.so")
+    r2 = kiln.prune(model, tmp_path / "alone.onnx", ratio=0.5, calibration=sets(),
+                    min_cosine=0.0, residual_groups=False)
+    assert [layer.name for layer in r2.layers] == ["conv1"]
+    assert "residual" in dict(r2.left_alone)["conv2"]
     if not os.path.exists(lib_path):
         pytest.skip(f"no {lib_path}")
     lib = ctypes.CDLL(lib_path)
@@ -86,7 +90,7 @@ def test_prune_matches_the_cli_and_the_c_abi(tmp_path):
     passed, failure, layers = ctypes.c_int(), ctypes.c_char_p(), ctypes.c_size_t()
     assert lib.kiln_prune_result_gate(result, ctypes.byref(passed), ctypes.byref(failure),
                                       ctypes.byref(layers)) == 0
-    assert passed.value == 1 and layers.value == 1
+    assert passed.value == 1 and layers.value == len(r.layers) == 2
     pb, pa, fb, fa = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_double(), ctypes.c_double()
     assert lib.kiln_prune_result_sizes(result, ctypes.byref(pb), ctypes.byref(pa), ctypes.byref(fb),
                                        ctypes.byref(fa)) == 0

@@ -238,6 +238,30 @@ TEST(PruneChannels, AResidualAddLeavesTheLayerAloneAndSaysWhy) {
       << groups.left_alone[0].second;
 }
 
+TEST(PruneChannels, BranchesJoinedByAnAddArePrunedTogether) {
+  // a = Conv(x), b = Conv(Relu(a)) -> Add(a, b) -> Conv: a's and b's producers share channels.
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {1, 3, 5, 5});
+  ir::Value* a = b.op("Conv", {x, b.random({4, 3, 1, 1}), b.random({4})});
+  ir::Value* c = b.op("Conv", {b.op("Relu", {a}), b.random({4, 4, 1, 1}), b.random({4})});
+  ir::Value* sum = b.op("Add", {a, c});
+  b.output(b.op("Conv", {sum, b.random({2, 4, 1, 1})}));
+  const auto layers = compiler::find_weight_layers(*b.graph, {"Conv"}, {});
+  auto groups = compiler::find_channel_groups(*b.graph, layers);
+  ASSERT_EQ(groups.groups.size(), 1u);
+  ASSERT_EQ(groups.groups[0].joined.size(), 1u);
+  EXPECT_EQ(groups.groups[0].joined[0].node, c->producer());
+  EXPECT_EQ(groups.groups[0].consumers.size(), 2u);  // the second Conv and the last
+  EXPECT_TRUE(compiler::find_channel_groups(*b.graph, layers, false).groups.empty());
+  compiler::remove_channels(*b.graph, groups.groups[0], {1, 3});
+  for (ir::Node* n : b.graph->nodes()) onnx_io::infer_node(*n, {});
+  ir::validate_graph(*b.graph);
+  EXPECT_EQ(c->producer()->input(1)->constant().dims(), (std::vector<int64_t>{2, 2, 1, 1}));
+  const auto feeds = testing::random_feeds(*b.graph, 1);
+  EXPECT_EQ(testing::run_graph(b.graph, feeds)[0].tensor().dims(),
+            (std::vector<int64_t>{1, 2, 5, 5}));
+}
+
 TEST(PruneTargets, AComputedWeightIsSkippedWithItsName) {
   GraphBuilder b;
   ir::Value* x = b.input("x", {2, 3});
@@ -271,6 +295,7 @@ TEST_F(PruneModelTest, ChannelPruningWritesASmallerModelThatPassesAtRatioZeroAnd
   o.output_path = (dir / "chain.pruned.onnx").string();
   o.ratio = 0.5;
   o.allow_drift = true;
+  o.residual_groups = false;
   const compiler::PruneResult r = compiler::prune_model(o);
   ASSERT_EQ(r.layers.size(), 2u);
   EXPECT_EQ(r.layers[0].channels_after, 3);
