@@ -7,8 +7,8 @@ Every `kiln prune` configuration (channel pruning at several ratios, its per-lay
 magnitude per layer and global, 2:4) runs its gate on the calibration crops; every written model
 is then scored on held-out crops by its top-1 agreement with the float model (all crops, and the
 confident ones: float top-1 probability >= 0.5) and the mean cosine of its logits, in onnxruntime.
-The dense models (the original and the channel-pruned ones) are then timed at 1 thread: `kiln
-bench` (median) and onnxruntime (median of --runs runs). No fine-tuning: the numbers are what
+The dense models' speed is measured by bench/quantize/prune_speed.py (the models interleaved
+round by round, `kiln bench` and onnxruntime at 1 thread). No fine-tuning: the numbers are what
 pruning alone does (distillation, issue 12 item 5, is what recovers accuracy).
 
     python3 bench/quantize/prune_efficientnet_lite0.py --kiln build/src/kiln --work build/prune \\
@@ -42,22 +42,27 @@ torch.onnx.export(m, torch.zeros(1, 3, 224, 224), sys.argv[2], input_names=['ima
                   output_names=['logits'], opset_version=13)
 """
 
+M8 = ["--channel-multiple", "8"]  # kept channel counts the vector kernels' block size
 CONFIGS = [
-    ("channels l1 0.10, no bias compensation",
-     ["--method", "channels", "--ratio", "0.1", "--no-bias-compensation"]),
-    ("channels l1 0.10", ["--method", "channels", "--ratio", "0.1"]),
-    ("channels l1 0.25", ["--method", "channels", "--ratio", "0.25"]),
-    ("channels contribution 0.05", ["--method", "channels", "--ratio", "0.05",
-                                    "--criterion", "contribution"]),
-    ("channels contribution 0.10", ["--method", "channels", "--ratio", "0.1",
-                                    "--criterion", "contribution"]),
-    ("channels contribution 0.25", ["--method", "channels", "--ratio", "0.25",
-                                    "--criterion", "contribution"]),
-    ("channels contribution 0.50", ["--method", "channels", "--ratio", "0.5",
-                                    "--criterion", "contribution"]),
-    ("channels contribution search <= 0.5 (cos 0.97, top-1 0.9)",
+    ("channels 0.00 (the folded model: the speed baseline)", ["--method", "channels", "--ratio", "0"]),
+    ("channels l1 0.10, no bias compensation, residual layers alone",
+     ["--method", "channels", "--ratio", "0.1", "--no-bias-compensation", "--no-residual-groups"]),
+    ("channels l1 0.10, residual layers alone",
+     ["--method", "channels", "--ratio", "0.1", "--no-residual-groups"]),
+    ("channels contribution 0.10, residual layers alone",
+     ["--method", "channels", "--ratio", "0.1", "--criterion", "contribution",
+      "--no-residual-groups"]),
+    ("channels contribution 0.05 x8", ["--method", "channels", "--ratio", "0.05",
+                                       "--criterion", "contribution", *M8]),
+    ("channels contribution 0.10 x8", ["--method", "channels", "--ratio", "0.1",
+                                       "--criterion", "contribution", *M8]),
+    ("channels contribution 0.25 x8", ["--method", "channels", "--ratio", "0.25",
+                                       "--criterion", "contribution", *M8]),
+    ("channels contribution 0.50 x8", ["--method", "channels", "--ratio", "0.5",
+                                       "--criterion", "contribution", *M8]),
+    ("channels contribution search <= 0.5 x8 (cos 0.97, top-1 0.9)",
      ["--method", "channels", "--ratio", "0.5", "--criterion", "contribution", "--search",
-      "--min-cosine", "0.97", "--min-top1", "0.9"], 8),
+      "--min-cosine", "0.97", "--min-top1", "0.9", *M8], 8),
     ("magnitude per layer 0.10", ["--method", "magnitude", "--ratio", "0.1"]),
     ("magnitude per layer 0.25", ["--method", "magnitude", "--ratio", "0.25"]),
     ("magnitude per layer 0.50", ["--method", "magnitude", "--ratio", "0.5"]),
@@ -90,7 +95,6 @@ def main():
     ap.add_argument("--packages", required=True)
     ap.add_argument("--calibration", type=int, default=32)
     ap.add_argument("--eval", type=int, default=200)
-    ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--only", default="", help="run the configurations whose name has this")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -128,27 +132,8 @@ def main():
     confident = softmax(want).max(1) >= 0.5
     results = {"model": "EfficientNet-Lite0 (ImageNet weights), batch 1",
                "calibration_crops": len(cal), "eval_crops": len(held),
-               "confident_crops": int(confident.sum()), "rows": [], "speed": []}
+               "confident_crops": int(confident.sum()), "rows": []}
 
-    def kiln_median_ms(path):
-        r = subprocess.run([a.kiln, "bench", path, "--threads", "1", "--json", "--duration", "5"],
-                           capture_output=True, text=True, check=True)
-        j = json.loads(r.stdout)
-        return float(j.get("median_ms", j.get("latency_ms", {}).get("median", float("nan"))))
-
-    def ort_median_ms(path):
-        s = session(path)
-        x = held[:1]
-        for _ in range(3):
-            s.run(None, {"image": x})
-        times = []
-        for _ in range(a.runs):
-            t0 = time.perf_counter()
-            s.run(None, {"image": x})
-            times.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(times))
-
-    dense = [("original", model, "")]
     for name, flags, *sets in CONFIGS:
         if a.only and a.only not in name:
             continue
@@ -181,14 +166,6 @@ def main():
                "searched": [ln for ln in r.stdout.splitlines() if ln.startswith("prune search")]}
         results["rows"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "searched"}), flush=True)
-        if (name.startswith("channels contribution") or name == "channels l1 0.25" or
-                name == "magnitude per layer 0.50"):
-            dense.append((name, out, ""))
-    for name, path, _ in dense:
-        row = {"model": name, "kiln_median_ms": kiln_median_ms(path),
-               "onnxruntime_median_ms": ort_median_ms(path)}
-        results["speed"].append(row)
-        print(json.dumps(row), flush=True)
     if a.out:
         json.dump(results, open(a.out, "w"), indent=1)
 
