@@ -262,6 +262,49 @@ TEST(PruneChannels, BranchesJoinedByAnAddArePrunedTogether) {
             (std::vector<int64_t>{1, 2, 5, 5}));
 }
 
+TEST(PruneChannels, MatMulFeaturesFollowIntoTheNextMatMul) {
+  // x [2, 6] -> MatMul [6, 5] -> Add per-feature bias -> Relu -> MatMul [5, 3] -> y
+  auto build = [](GraphBuilder& b, ir::Value** w2) {
+    ir::Value* x = b.input("x", {2, 6});
+    ir::Value* h = b.op("MatMul", {x, b.random({6, 5})});
+    h = b.op("Relu", {b.op("Add", {h, b.random({5})})});
+    *w2 = b.random({5, 3});
+    b.output(b.op("MatMul", {h, *w2}));
+  };
+  GraphBuilder pruned, zeroed;
+  ir::Value *w2p, *w2z;
+  build(pruned, &w2p);
+  build(zeroed, &w2z);
+  const auto groups = compiler::find_channel_groups(
+      *pruned.graph, compiler::find_weight_layers(*pruned.graph, {"MatMul"}, {}));
+  ASSERT_EQ(groups.groups.size(), 1u);
+  compiler::remove_channels(*pruned.graph, groups.groups[0], {0, 3});
+  for (ir::Node* n : pruned.graph->nodes()) onnx_io::infer_node(*n, {});
+  EXPECT_EQ(w2p->constant().dims(), (std::vector<int64_t>{2, 3}));
+  Tensor w = w2z->constant().clone();
+  for (int64_t r : {1, 2, 4}) {
+    for (int64_t c = 0; c < 3; ++c) w.data<float>()[r * 3 + c] = 0;
+  }
+  w2z->set_constant(w);
+  const auto feeds = testing::random_feeds(*zeroed.graph, 4);
+  testing::expect_same_values(testing::run_graph(pruned.graph, feeds),
+                              testing::run_graph(zeroed.graph, feeds), 1e-5, 1e-5);
+}
+
+TEST(PruneChannels, AConcatLeavesTheLayerAloneAndSaysWhy) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {1, 3, 4, 4});
+  ir::Value* a = b.op("Conv", {x, b.random({4, 3, 1, 1})});
+  ir::Value* cat = b.op("Concat", {a, x}, {{"axis", ir::Attribute(int64_t{1})}});
+  b.output(b.op("Conv", {cat, b.random({2, 7, 1, 1})}));
+  const auto groups =
+      compiler::find_channel_groups(*b.graph, compiler::find_weight_layers(*b.graph, {"Conv"}, {}));
+  EXPECT_TRUE(groups.groups.empty());
+  ASSERT_FALSE(groups.left_alone.empty());
+  EXPECT_NE(groups.left_alone[0].second.find("Concat"), std::string::npos)
+      << groups.left_alone[0].second;
+}
+
 TEST(PruneTargets, AComputedWeightIsSkippedWithItsName) {
   GraphBuilder b;
   ir::Value* x = b.input("x", {2, 3});
