@@ -347,6 +347,40 @@ KILN_API KilnStatus kiln_quantize_result_report(const KilnQuantizeResult* result
 KILN_API KilnStatus kiln_quantize_result_gate(const KilnQuantizeResult* result, int* passed,
                                               const char** failure, size_t* quantized_nodes);
 
+/* ---- Pruner ---- */
+
+/* `kiln prune` (docs/PRUNING.md): magnitude or 2:4 masks, or whole output channels removed. */
+typedef struct KilnPruneOptions KilnPruneOptions;
+typedef struct KilnPruneResult KilnPruneResult;
+
+KILN_API KilnStatus kiln_prune_options_create(KilnPruneOptions** out);
+KILN_API void kiln_prune_options_destroy(KilnPruneOptions* options);
+/* `kiln prune`'s flags as key/value strings: "method" ("channels", "magnitude", "2:4"),
+ * "criterion" ("l1", "l2", "bn-gamma", "contribution"); "global", "search", "allow_drift",
+ * "bias_compensation", "residual_groups" ("0"/"1"); "ratio", "search_steps",
+ * "channel_multiple", "min_cosine", "min_top1", "threads", "seed" (numbers); "layer_ratio"
+ * ("NAME=RATIO"), "calibration_npz", "exclude_node" and "op_type" add one each time (the first
+ * "op_type" replaces the default Conv, MatMul, Gemm); "calibration_dir". An unknown key is
+ * KILN_INVALID_ARGUMENT naming the closest one. */
+KILN_API KilnStatus kiln_prune_options_set_config(KilnPruneOptions* options, const char* key,
+                                                  const char* value);
+/* Prunes the ONNX model at `model_path` into `output_path` as `kiln prune` does. `options` may be
+ * NULL. A model that misses the gate is not written (KILN_INVALID_ARGUMENT) unless
+ * "allow_drift". `result` may be NULL; otherwise the caller destroys what is written there. */
+KILN_API KilnStatus kiln_prune(const char* model_path, const char* output_path,
+                               const KilnPruneOptions* options, KilnPruneResult** result);
+KILN_API void kiln_prune_result_destroy(KilnPruneResult* result);
+/* The report, the lines `kiln prune` prints. */
+KILN_API KilnStatus kiln_prune_result_report(const KilnPruneResult* result, const char** text);
+/* Whether the gate passed, why not ("" when it did), and how many layers were pruned. Any out
+ * may be NULL. */
+KILN_API KilnStatus kiln_prune_result_gate(const KilnPruneResult* result, int* passed,
+                                           const char** failure, size_t* pruned_layers);
+/* Parameters (float initializer entries) and dense FLOPs before and after. Any out may be NULL. */
+KILN_API KilnStatus kiln_prune_result_sizes(const KilnPruneResult* result,
+                                            int64_t* parameters_before, int64_t* parameters_after,
+                                            double* flops_before, double* flops_after);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

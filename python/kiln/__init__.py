@@ -35,6 +35,7 @@ from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln'
 )
 from .compiler import CompileResult, FallbackNode, GateReport, compile  # noqa: F401, E402
 from .quantize import OutputScore, QuantizeResult, quantize  # noqa: F401, E402
+from .prune import PruneResult, prune  # noqa: F401, E402
 from .session import (  # noqa: F401, E402
     ExecutionMode,
     Fail,
@@ -57,6 +58,8 @@ from .session import (  # noqa: F401, E402
 __all__ = [
     "compile",
     "quantize",
+    "prune",
+    "PruneResult",
     "QuantizeResult",
     "OutputScore",
     "CompileResult",

@@ -34,5 +34,7 @@ std::vector<runtime::Feeds> calibration_sets(const nanobind::dict& options);
 void bind_compile(nanobind::module_& m);
 // kiln._kiln._quantize (quantize_binding.cpp).
 void bind_quantize(nanobind::module_& m);
+// kiln._kiln._prune (prune_binding.cpp).
+void bind_prune(nanobind::module_& m);
 
 }  // namespace kiln::python

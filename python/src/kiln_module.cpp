@@ -366,6 +366,7 @@ NB_MODULE(_kiln, m) {
 
   bind_compile(m);
   bind_quantize(m);
+  bind_prune(m);
 
   // The CLI's "did you mean" (core/closest_name.hpp), for SessionOptions' attribute names.
   m.def(

@@ -32,5 +32,6 @@ Command add_inspect_command(CLI::App& app);
 Command add_compile_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 Command add_quantize_command(CLI::App& app);
+Command add_prune_command(CLI::App& app);
 
 }  // namespace kiln::cli

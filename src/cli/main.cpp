@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {
       add_compile_command(app), add_run_command(app),      add_verify_command(app),
       add_bench_command(app),   add_profile_command(app),  add_inspect_command(app),
-      add_devices_command(app), add_quantize_command(app),
+      add_devices_command(app), add_quantize_command(app), add_prune_command(app),
   };
   // Listed in the help and known to the command check; the words after it never reach CLI11
   // (above), kiln-serve parses them.
