@@ -6,7 +6,7 @@ FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine fuzz-http fuzz-grpc format clean python test-python test-pip
+	fuzz-engine fuzz-http fuzz-grpc format clean python test-python test-pip test-deploy
 
 all: build
 
@@ -49,8 +49,13 @@ conformance-update: build
 test-models: build
 	python3 -m pytest -q tests/models --build-dir $(BUILD)
 
-test: unit conformance conformance-engine test-models test-server test-python test-pip
+test: unit conformance conformance-engine test-models test-server test-python test-pip test-deploy
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
+
+# deploy/ (Helm chart, KServe runtime, Prometheus adapter rule) rendered and validated offline
+# against the Kubernetes schemas; needs no build and no cluster (docs/DEPLOY.md).
+test-deploy: setup
+	python3 -m pytest -q tests/deploy
 
 # The inference server end to end, through the real tritonclient (docs/SERVER.md).
 test-server: build
