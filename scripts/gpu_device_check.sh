@@ -91,7 +91,8 @@ run() {
   # the two results; the block tile each shape took, from KILN_GPU_TRACE), then the harness
   # cases that run the own GEMM on the GPU, with the tile chosen by shape and with each tile
   # forced (KILN_GPU_GEMM_TILE). KILN_GPU_OWN_GEMM_TILES="128x128 128x64 64x64" also times
-  # every shape with each tile forced (to check the choice). Runs in quick mode too;
+  # every shape with each tile forced (to check the choice; "mma": by shape without the sm_90
+  # warpgroup tiles). Runs in quick mode too;
   # KILN_GPU_OWN_GEMM=0 skips it.
   if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ]; then
     echo "== own GEMM vs cuBLASLt"
@@ -101,9 +102,14 @@ run() {
     echo "-- tiles chosen (M N K: tile)" | tee -a "$OUT/own_gemm.txt"
     grep "^kiln gpu: gpu.own.gemm" "$OUT/own_gemm_run.txt" | sed 's/^kiln gpu: gpu.own.gemm gemm: //' |
       tee -a "$OUT/own_gemm.txt"
+    # "mma": the choice by shape without the warpgroup tiles (KILN_GPU_WGMMA=0), as before them.
     for tile in ${KILN_GPU_OWN_GEMM_TILES:-}; do
-      echo "== own GEMM vs cuBLASLt, tile $tile forced" | tee -a "$OUT/own_gemm.txt"
-      k env KILN_GPU_GEMM_TILE="$tile" "$root/bin/kiln" devices --gemm --repeats 10 2>&1 |
+      local wgmma=1
+      [ "$tile" = mma ] && tile="" && wgmma=0
+      echo "== own GEMM vs cuBLASLt, tile ${tile:-by shape} forced, wgmma $wgmma" |
+        tee -a "$OUT/own_gemm.txt"
+      k env KILN_GPU_GEMM_TILE="$tile" KILN_GPU_WGMMA="$wgmma" "$root/bin/kiln" devices --gemm \
+        --repeats 10 2>&1 |
         grep -E "^ +(resnet50|bert-base|geomean|own GEMM)|own/lib" | tee -a "$OUT/own_gemm.txt" ||
         status=$?
     done
@@ -457,6 +463,20 @@ for n in ('input_ids', 'attention_mask'):
       > "$OUT/ncu_bert.csv" 2> "$OUT/ncu_bert.err" || status=$?
     tail -n 5 "$OUT/ncu_bert.err"
     wc -l "$OUT/ncu_bert.csv"
+    if [ "${KILN_GPU_NCU_ATTENTION:-0}" != 0 ]; then
+      # The attention kernel alone in detail: where its time goes (throughputs, occupancy,
+      # warp stalls, memory traffic), two launches.
+      k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section InstructionStats \
+        -k 'regex:attention' --launch-count 2 \
+        "$root/bin/kiln" run "$mdir/bert_ncu.kiln" --device gpu \
+        --input "input_ids=$mdir/input_ids_ncu.pb" --input "attention_mask=$mdir/attention_mask_ncu.pb" \
+        > "$OUT/ncu_attention.csv" 2> "$OUT/ncu_attention.err" || status=$?
+      tail -n 3 "$OUT/ncu_attention.err"
+      grep -E '"(Duration|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|Block Limit [A-Za-z ]+|Warp Cycles Per Issued Instruction|Issue Slots Busy|Executed Ipc Active)"' \
+        "$OUT/ncu_attention.csv" | awk -F'","' '{print $(NF-2) " = " $NF}' | head -40
+    fi
   fi
   if [ "${KILN_GPU_BERT:-1}" != 0 ]; then
     echo "== BERT-base: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"

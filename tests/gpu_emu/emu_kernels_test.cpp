@@ -586,6 +586,9 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
                   "tiles key mask", true, true);
   check_attention({1, 3, 17, 128}, {1, 1, 9, 128}, {1, 1, 9, 128}, {17, 9}, "tiles full mask", true,
                   true);
+  // Head 128 takes 32-key tiles: three of them, the last partial, through both stages.
+  check_attention({1, 2, 70, 128}, {1, 2, 75, 128}, {1, 2, 75, 128}, {1, 1, 1, 75},
+                  "tiles head 128, several key tiles", true, true);
 }
 
 // bsnh: [.., S, N, H] operands read in place and the output written the same way, on both

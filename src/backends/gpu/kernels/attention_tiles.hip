@@ -43,25 +43,33 @@ struct PaddedOperand {
   }
 };
 
-constexpr int kKeys = 64;     // keys per staged tile
 constexpr int kMaxWaves = 4;  // wavefronts per block
 // Elements after each staged row (16 bytes): the rows a tile op's lanes (or one ldmatrix) read at
 // the same column fall on different banks, and every row starts 16 bytes aligned.
 constexpr int kPad = 8;
-constexpr int kPStride = kKeys + kPad;
+// Keys per staged tile: two tiles of K and V (one being multiplied, the next one in flight) and
+// the wavefronts' P stay under 48 KiB (a block's static limit, and within AMD's 64 KiB LDS).
+template <int D>
+constexpr int kKeysFor = D <= 64 ? 64 : 32;
 
-size_t shared_bytes(int d, int dv, int waves) {
-  return sizeof(uint16_t) *
-         (static_cast<size_t>(kKeys) * (d + kPad) + static_cast<size_t>(kKeys) * (dv + kPad) +
-          static_cast<size_t>(waves) * Op::kM * kPStride);
+// The block's shared memory: two stages of K [keys][D + kPad] then V [keys][DV + kPad], then each
+// wavefront's P [kM][keys + kPad] (where the op cannot feed its accumulators to the next product).
+template <int D, int DV>
+constexpr size_t shared_bytes(int waves) {
+  constexpr int keys = kKeysFor<D>;
+  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) +
+                             static_cast<size_t>(waves) * Op::kM * (keys + kPad));
 }
+static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
+              shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
 
 // Rows row0 .. row0 + rows of a float16 matrix of Cols columns whose rows lie src_row elements
 // apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`
-// are zeros (a zero V row times a zero probability must stay 0, never NaN).
+// are zeros (a zero V row times a zero probability must stay 0, never NaN). `commit`: close the
+// group of copies issued since the last commit.
 template <int Cols>
 __device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_row, int64_t row0,
-                                  int64_t valid, int rows) {
+                                  int64_t valid, int rows, bool commit) {
   constexpr int kChunks = Cols / 8;
   for (int i = static_cast<int>(threadIdx.x); i < rows * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = (i - r * kChunks) * 8;
@@ -72,7 +80,7 @@ __device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_
       copy_16(to, Bytes16{});
     }
   }
-  copy_async_commit();
+  if (commit) copy_async_commit();
 }
 
 // The reduction of v over the lanes that hold the same accumulator row.
@@ -92,21 +100,35 @@ constexpr bool kTilesHere = !is_fma_tile<MatrixTileF16>;
 constexpr bool kTilesHere = true;
 #endif
 
+// P's A fragment of k-step st from the score accumulators (where the op has acc_to_a; a
+// template, so that the call is checked only for such ops).
+template <typename O, int Tiles>
+__device__ inline void p_fragment(typename O::FragA& f, const float (&acc)[Tiles][O::kAcc],
+                                  int st) {
+  if constexpr (acc_feeds_a<O>) O::acc_to_a(f, acc, st);
+}
+
 template <int D, int DV>
 __device__ inline void attention_tiles(const AttentionArgs& a) {
+  constexpr int kKeys = kKeysFor<D>;
+  constexpr int kPStride = kKeys + kPad;
   static_assert(D % Op::kK == 0 && DV % Op::kN == 0 && kKeys % Op::kN == 0 && kKeys % Op::kK == 0 &&
                 D % 8 == 0 && DV % 8 == 0);
   constexpr int kQSteps = D / Op::kK;      // k-steps of Q K^T
   constexpr int kSTiles = kKeys / Op::kN;  // score tiles of a key tile
   constexpr int kOTiles = DV / Op::kN;     // output tiles
   constexpr int kPSteps = kKeys / Op::kK;  // k-steps of P V
+  constexpr int kKElems = kKeys * (D + kPad), kVElems = kKeys * (DV + kPad);
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kStageElems = kKElems + kVElems;
   KILN_DYNAMIC_SHARED(uint16_t, smem);
-  uint16_t* ks = smem;                     // [kKeys][D + kPad]; Q's rows before the key loop
-  uint16_t* vs = ks + kKeys * (D + kPad);  // [kKeys][DV + kPad]
+  // Stage s: K then V at smem + s kStageElems. Q's rows go to the second stage first (the
+  // first key tile's copies into the first stage are then already in flight).
+  static_assert(kMaxWaves * Op::kM * (D + kPad) <= kStageElems);
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
   const int wave = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int waves = static_cast<int>(blockDim.x) / KILN_WARP_SIZE;
-  uint16_t* ps = vs + kKeys * (DV + kPad) + wave * Op::kM * kPStride;  // [kM][kPStride]
+  uint16_t* ps = smem + 2 * kStageElems + wave * Op::kM * kPStride;  // [kM][kPStride]
   const __half* q = static_cast<const __half*>(a.q);
   const __half* k = static_cast<const __half*>(a.k);
   const __half* v = static_cast<const __half*>(a.v);
@@ -114,6 +136,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   __half* out = static_cast<__half*>(a.out);
   const int block_rows = waves * Op::kM;
   const int64_t tiles = (a.sq + block_rows - 1) / block_rows;
+  const int64_t key_tiles = (a.sk + kKeys - 1) / kKeys;
 
   for (int64_t task = blockIdx.x; task < a.batches * tiles; task += gridDim.x) {
     const int64_t b = task / tiles;
@@ -124,17 +147,31 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     const __half* km = k + m[1];
     const __half* vm = v + m[2];
     const __half* mm = mask ? mask + m[3] : nullptr;
+    // Key tile t's copies into stage t % 2 (one commit).
+    auto stage_keys = [&](int64_t t) {
+      const int64_t k0 = t * kKeys;
+      uint16_t* stage = smem + (t % 2) * kStageElems;
+      stage_rows<D>(stage, km, a.k_row, k0, a.sk - k0, kKeys, false);
+      stage_rows<DV>(stage + kKElems, vm, a.v_row, k0, a.sk - k0, kKeys, true);
+    };
 
-    __syncthreads();  // the previous task's readers of ks and vs are done
-    stage_rows<D>(ks, qm, a.q_row, q0, a.sq - q0, block_rows);
-    copy_async_wait<0>();
+    __syncthreads();  // the previous task's readers of every stage are done
+    stage_rows<D>(smem + kStageElems, qm, a.q_row, q0, a.sq - q0, block_rows, true);
+    if (key_tiles > 0) {
+      stage_keys(0);
+      copy_async_wait<1>();  // Q landed; the first key tile may still be in flight
+    } else {
+      copy_async_wait<0>();
+    }
     __syncthreads();
     typename Op::FragA qf[kQSteps];
-    const PaddedOperand<uint16_t, true> q_view{ks + wave * Op::kM * (D + kPad), D + kPad};
+    const PaddedOperand<uint16_t, true> q_view{smem + kStageElems + wave * Op::kM * (D + kPad),
+                                               D + kPad};
     KILN_UNROLL
     for (int s = 0; s < kQSteps; ++s) Op::load_a(qf[s], q_view, 0, s * Op::kK, lane);
 
-    // Softmax state per row of the lane (Op::acc_lane_row), the output per accumulator.
+    // Softmax state per row of the lane (Op::acc_lane_row), the output per accumulator. `top`
+    // is the running maximum in log2 units (scores times log2 e), so exp2 serves.
     constexpr int kRows = Op::kAccLaneRows;
     float top[kRows], total[kRows], o[kOTiles][Op::kAcc];
     KILN_UNROLL
@@ -149,12 +186,20 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     }
 
     KILN_NO_UNROLL
-    for (int64_t k0 = 0; k0 < a.sk; k0 += kKeys) {
-      __syncthreads();  // Q's fragments, or the previous tile, are read
-      stage_rows<D>(ks, km, a.k_row, k0, a.sk - k0, kKeys);
-      stage_rows<DV>(vs, vm, a.v_row, k0, a.sk - k0, kKeys);
-      copy_async_wait<0>();
+    for (int64_t t = 0; t < key_tiles; ++t) {
+      const int64_t k0 = t * kKeys;
+      // Every wavefront done with tile t - 1 (and Q's fragments), whose stage the copies of
+      // tile t + 1 refill.
       __syncthreads();
+      if (t + 1 < key_tiles) {
+        stage_keys(t + 1);
+        copy_async_wait<1>();
+      } else {
+        copy_async_wait<0>();
+      }
+      __syncthreads();  // tile t visible to every thread
+      const uint16_t* ks = smem + (t % 2) * kStageElems;
+      const uint16_t* vs = ks + kKElems;
 
       float s[kSTiles][Op::kAcc];
       const PaddedOperand<uint16_t, true> k_view{ks, D + kPad};
@@ -169,7 +214,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
           Op::mma(s[j], qf[st], kb);
         }
       }
-      // Scale, mask; keys past sk score -inf.
+      // Scale, mask, into log2 units; keys past sk score -inf.
       KILN_UNROLL
       for (int j = 0; j < kSTiles; ++j) {
         KILN_UNROLL
@@ -185,7 +230,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
             row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
             x += to_float(mm[(a.msq == 1 ? 0 : row) * a.msk + (a.msk == 1 ? 0 : key)]);
           }
-          s[j][i] = x;
+          s[j][i] = x * kLog2e;
         }
       }
       // Online softmax, per row. A fully masked prefix (-inf so far) contributes nothing and
@@ -204,7 +249,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       KILN_UNROLL
       for (int r = 0; r < kRows; ++r) {
         new_top[r] = fmaxf(top[r], row_reduce(new_top[r], MaxOp{}));
-        rescale[r] = new_top[r] == -INFINITY ? 1.f : expf(top[r] - new_top[r]);
+        rescale[r] = new_top[r] == -INFINITY ? 1.f : exp2f(top[r] - new_top[r]);
         sum[r] = 0.f;
       }
       KILN_UNROLL
@@ -212,7 +257,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
         KILN_UNROLL
         for (int i = 0; i < Op::kAcc; ++i) {
           const int r = Op::acc_lane_row(i);
-          s[j][i] = new_top[r] == -INFINITY ? 0.f : expf(s[j][i] - new_top[r]);
+          s[j][i] = new_top[r] == -INFINITY ? 0.f : exp2f(s[j][i] - new_top[r]);
           sum[r] += s[j][i];
         }
       }
@@ -226,29 +271,44 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
         KILN_UNROLL
         for (int t = 0; t < kOTiles; ++t) o[t][i] *= rescale[Op::acc_lane_row(i)];
       }
-      // P as float16 into the wavefront's slice, then O += P V.
-      __half* ph = reinterpret_cast<__half*>(ps);
-      KILN_UNROLL
-      for (int j = 0; j < kSTiles; ++j) {
-        KILN_UNROLL
-        for (int i = 0; i < Op::kAcc; ++i) {
-          int r, c;
-          Op::acc_coord(lane, i, r, c);
-          ph[r * kPStride + j * Op::kN + c] = from_float<__half>(s[j][i]);
-        }
-      }
-      __syncthreads();  // every lane's P is in shared memory (the loop is uniform: all reach it)
-      const PaddedOperand<uint16_t, true> p_view{ps, kPStride};
+      // O += P V, P rounded to float16: straight from the accumulators where the op's layouts
+      // allow (NVIDIA), else through the wavefront's slice of shared memory.
       const PaddedOperand<uint16_t, false> v_view{vs, DV + kPad};
-      KILN_UNROLL
-      for (int st = 0; st < kPSteps; ++st) {
-        typename Op::FragA pa;
-        Op::load_a(pa, p_view, 0, st * Op::kK, lane);
+      if constexpr (acc_feeds_a<Op>) {
         KILN_UNROLL
-        for (int t = 0; t < kOTiles; ++t) {
-          typename Op::FragB vb;
-          Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
-          Op::mma(o[t], pa, vb);
+        for (int st = 0; st < kPSteps; ++st) {
+          typename Op::FragA pa;
+          p_fragment<Op>(pa, s, st);
+          KILN_UNROLL
+          for (int t = 0; t < kOTiles; ++t) {
+            typename Op::FragB vb;
+            Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
+            Op::mma(o[t], pa, vb);
+          }
+        }
+      } else {
+        __half* ph = reinterpret_cast<__half*>(ps);
+        KILN_UNROLL
+        for (int j = 0; j < kSTiles; ++j) {
+          KILN_UNROLL
+          for (int i = 0; i < Op::kAcc; ++i) {
+            int r, c;
+            Op::acc_coord(lane, i, r, c);
+            ph[r * kPStride + j * Op::kN + c] = from_float<__half>(s[j][i]);
+          }
+        }
+        __syncthreads();  // every lane's P is in shared memory (the loop is uniform: all reach it)
+        const PaddedOperand<uint16_t, true> p_view{ps, kPStride};
+        KILN_UNROLL
+        for (int st = 0; st < kPSteps; ++st) {
+          typename Op::FragA pa;
+          Op::load_a(pa, p_view, 0, st * Op::kK, lane);
+          KILN_UNROLL
+          for (int t = 0; t < kOTiles; ++t) {
+            typename Op::FragB vb;
+            Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
+            Op::mma(o[t], pa, vb);
+          }
         }
       }
     }
@@ -294,8 +354,8 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   const int64_t tasks = tasks_for(waves);
   const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
   auto* kernel = &attention_tiles_kernel<D, D>;
-  hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), shared_bytes(D, D, waves), stream,
-                     a);
+  const size_t bytes = shared_bytes<D, D>(waves);
+  hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), bytes, stream, a);
   return hipGetLastError();
 }
 

@@ -17,8 +17,10 @@ using gemm_impl::TileId;
 // Every NVIDIA arch the library is built for (sm_80+) has mma.sync: no FMA tiles for fp16 there.
 #if defined(__CUDACC__)
 constexpr bool kF16FmaTiles = false;
+constexpr bool kWarpgroupTiles = true;
 #else
 constexpr bool kF16FmaTiles = true;
+constexpr bool kWarpgroupTiles = false;
 #endif
 
 struct TileInfo {
@@ -44,16 +46,39 @@ constexpr TileInfo kTiles[] = {
     {TileId::Tall, 256, 128, 0.0, "w256x128x32", nullptr, 32, 0},
     {TileId::Mid2, 128, 64, 0.0, "m128x64x32", nullptr, 32, 0},
     {TileId::Pair, 128, 64, 0.0, "p128x64x32", nullptr, 32, 0},
+    // NVIDIA sm_90 float16 on wgmma (gemm_f16_wgmma.cu), where it can take the product.
+    {TileId::Warpgroup256, 128, 256, 2.4, "g128x256x64", nullptr, 64, 0},
+    {TileId::Warpgroup128, 128, 128, 2.2, "g128x128x64", nullptr, 64, 0},
+    {TileId::Warpgroup64, 128, 64, 1.8, "g128x64x64", nullptr, 64, 0},
 };
 static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK == 16 &&
               gemm_impl::F16Tiles::Deep::BK == 64);
 
-// Whether this build's launch_gemm can take tile `t` for `p` (the NVIDIA float16 tile needs
-// matrix tiles).
-bool available(const TileInfo& t, FloatType type, bool matrix_tiles) {
+bool is_warpgroup(TileId id) {
+  return id == TileId::Warpgroup64 || id == TileId::Warpgroup128 || id == TileId::Warpgroup256;
+}
+
+// What a product offers the tiles: its type, the device's matrix instructions, and whether the
+// warpgroup tiles can take it.
+struct TileNeeds {
+  FloatType type;
+  bool matrix_tiles;
+  bool wgmma;
+};
+
+TileNeeds needs_of(const GemmArgs& p) {
+  const bool f16_matrix = p.type == FloatType::F16 && p.matrix_tiles;
+  return {p.type, p.matrix_tiles,
+          kWarpgroupTiles && f16_matrix && p.wgmma && !p.trans_a && gemm_impl::operands_aligned(p)};
+}
+
+// Whether this build's launch_gemm can take tile `t` for a product (the NVIDIA float16 tiles
+// need matrix tiles, the warpgroup ones wgmma and aligned rows).
+bool available(const TileInfo& t, const TileNeeds& need) {
   if (t.id == TileId::Mid) return gemm_impl::kMidTile;
   if (t.id == TileId::Big || t.id == TileId::Small) return true;
-  return gemm_impl::kNvidiaTiles && type == FloatType::F16 && matrix_tiles;
+  if (is_warpgroup(t.id)) return need.wgmma;
+  return gemm_impl::kNvidiaTiles && need.type == FloatType::F16 && need.matrix_tiles;
 }
 
 // Candidates are taken only when forced.
@@ -71,9 +96,10 @@ const char* name_of(const TileInfo& t, FloatType type) {
 // tile; one whose big tiles would leave most multiprocessors idle, or whose N is 64, a smaller
 // one. KILN_GPU_GEMM_TILE (GemmArgs::tile) overrides it.
 const TileInfo& choose_tile(const GemmArgs& p) {
+  const TileNeeds need = needs_of(p);
   if (p.tile && *p.tile) {
     for (const TileInfo& t : kTiles) {
-      if (available(t, p.type, p.matrix_tiles) &&
+      if (available(t, need) &&
           std::strncmp(name_of(t, p.type), p.tile, std::strlen(p.tile)) == 0) {
         return t;
       }
@@ -83,7 +109,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   const TileInfo* best = nullptr;
   double best_cost = 0;
   for (const TileInfo& t : kTiles) {
-    if (!available(t, p.type, p.matrix_tiles) || !by_shape(t)) continue;
+    if (!available(t, need) || !by_shape(t)) continue;
     const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
     const int64_t per_sm = (tiles + sms - 1) / sms;
     const double cost = static_cast<double>(per_sm) * t.bm * t.bn / t.efficiency;
@@ -173,7 +199,7 @@ const char* gemm_tile_names(FloatType type) {
       [] {
         std::string all;
         for (const TileInfo& t : kTiles) {
-          if (available(t, FloatType::F32, false))
+          if (available(t, {FloatType::F32, false, false}))
             all += std::string(all.empty() ? "" : " ") + t.f32_name;
         }
         return all;
@@ -181,7 +207,7 @@ const char* gemm_tile_names(FloatType type) {
       [] {
         std::string all;
         for (const TileInfo& t : kTiles) {
-          if (available(t, FloatType::F16, true))
+          if (available(t, {FloatType::F16, true, kWarpgroupTiles}))
             all += std::string(all.empty() ? "" : " ") + t.f16_name;
         }
         return all;
@@ -226,7 +252,9 @@ hipError_t launch_gemm(const GemmArgs& p, hipStream_t stream) {
       status = gemm_impl::launch_f32(p, tile, split, stream);
       break;
     case FloatType::F16:
-      if (p.matrix_tiles) {
+      if (is_warpgroup(tile)) {
+        if constexpr (kWarpgroupTiles) status = gemm_impl::launch_f16_wgmma(p, tile, split, stream);
+      } else if (p.matrix_tiles) {
         status = gemm_impl::launch_f16_matrix(p, tile, split, stream);
       } else if constexpr (kF16FmaTiles) {
         status = gemm_impl::launch_f16_fma(p, tile, split, stream);

@@ -62,6 +62,9 @@ struct GemmArgs {
   // Matrix instructions for 16-bit inputs (mma.sync on NVIDIA sm_80+, MFMA on CDNA); false:
   // FMA tiles (RDNA 2). float32 always takes FMA tiles.
   bool matrix_tiles = true;
+  // Hopper's warpgroup tiles (wgmma, NVIDIA sm_90; the library carries them as sm_90a code):
+  // float16 products whose A is not transposed and whose rows are 16-byte aligned take them.
+  bool wgmma = false;
   int multiprocessors = 1;  // of the device: the block tile is chosen by the waves it makes
   // A block tile to take instead of the choice by shape (KILN_GPU_GEMM_TILE): a name of
   // gemm_tile_names() or its start ("128x64"); null, empty or unknown: by shape.

@@ -51,7 +51,21 @@ struct BlockTile {
 // and a 128 x 256 tile of 64 x 64 warps were slower). AMD takes Big and Small only (fewer
 // kernels to compile for four targets; its LDS holds 64 KiB a workgroup), with two stages: its
 // copies are synchronous, further stages would only cost LDS.
-enum class TileId { Big, Mid, Small, Deep, Wide, WideDeep, Tall, Mid2, Pair };
+// Warpgroup64/128/256: NVIDIA sm_90's 128 x N tiles on wgmma (gemm_f16_wgmma.cu).
+enum class TileId {
+  Big,
+  Mid,
+  Small,
+  Deep,
+  Wide,
+  WideDeep,
+  Tall,
+  Mid2,
+  Pair,
+  Warpgroup64,
+  Warpgroup128,
+  Warpgroup256
+};
 #if defined(__HIP__)
 constexpr bool kMidTile = false, kNvidiaTiles = false;
 constexpr int kF16Stages = 2, kF16BigStages = 2;
@@ -360,6 +374,98 @@ __device__ inline void stage_elements(S* smem, const S* p, int64_t ld, int64_t r
   return apply_activation(activation, v, alpha, beta);
 }
 
+// The copy-out of an output tile, one chunk of kChunk consecutive outputs of a row at a time
+// (16 bytes of T), from float32 values with alpha applied: adds the bias and beta C, applies
+// the activation and rounds once to T; or, for a part of a split reduction, writes the float32
+// partials (the rest of the epilogue comes with their sum). What stays the same over the launch
+// (pointers of the batch entry, which reads are 16-byte chunks) is set up once.
+template <typename T>
+struct TileOutput {
+  static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));
+  static_assert(kChunk % 4 == 0);
+  const T* c;
+  const T* bias;
+  T* y;
+  float* partial;
+  // Y's rows are 16-byte aligned (n a multiple of the chunk, every batch entry too). Relu stays
+  // inline; other activations are called out of line. A bias, and a full C whose rows are
+  // 16-byte aligned (a convolution's residual), are read 16 bytes a chunk.
+  bool y_vec, relu, other_act, bias_vec, c_vec;
+
+  // Batch entry z; zz the block's z (batch entry and part of a split reduction).
+  __device__ void init(const GemmArgs& p, int64_t z, int64_t zz, const SplitK& split) {
+    c = p.c ? static_cast<const T*>(p.c) + z * p.c_batch_stride : nullptr;
+    bias = static_cast<const T*>(p.bias);
+    y = static_cast<T*>(p.y) + z * p.m * p.n;
+    partial = split.count > 1 ? p.partials + zz * p.m * p.n : nullptr;
+    y_vec = p.n % kChunk == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+    relu = p.activation == GemmActivation::Relu;
+    other_act = !relu && p.activation != GemmActivation::None;
+    bias_vec = bias && p.n % kChunk == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+    c_vec = c && p.c_col_stride == 1 && p.c_row_stride % kChunk == 0 &&
+            p.c_batch_stride % kChunk == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
+  }
+
+  // Outputs (row, col..col + kChunk - 1), those inside Y; `v` may be changed.
+  __device__ void store(const GemmArgs& p, int64_t row, int64_t col, float (&v)[kChunk]) const {
+    if (partial) {
+      float* dst = partial + row * p.n + col;
+      KILN_UNROLL
+      for (int e = 0; e < kChunk; e += 4) {
+        if (p.n % 4 == 0 && col + e + 4 <= p.n) {
+          copy_16(dst + e, &v[e]);
+        } else {
+          for (int f = e; f < e + 4 && col + f < p.n; ++f) dst[f] = v[f];
+        }
+      }
+      return;
+    }
+    struct alignas(16) Chunk {
+      T v[kChunk];
+    };
+    const bool whole = col + kChunk <= p.n;
+    if (bias) {
+      if (bias_vec && whole) {
+        Chunk b;
+        copy_16(&b, bias + col);
+        KILN_UNROLL
+        for (int e = 0; e < kChunk; ++e) v[e] += to_float(b.v[e]);
+      } else {
+        for (int e = 0; e < kChunk && col + e < p.n; ++e) v[e] += to_float(bias[col + e]);
+      }
+    }
+    if (c) {
+      if (c_vec && whole) {
+        Chunk in;
+        copy_16(&in, c + row * p.c_row_stride + col);
+        KILN_UNROLL
+        for (int e = 0; e < kChunk; ++e) v[e] += p.beta * to_float(in.v[e]);
+      } else {
+        for (int e = 0; e < kChunk && col + e < p.n; ++e) {
+          v[e] += p.beta * to_float(c[row * p.c_row_stride + (col + e) * p.c_col_stride]);
+        }
+      }
+    }
+    if (relu) {
+      KILN_UNROLL
+      for (int e = 0; e < kChunk; ++e) v[e] = point::relu(v[e]);
+    } else if (other_act) {
+      for (int e = 0; e < kChunk && col + e < p.n; ++e) {
+        v[e] = activate_out_of_line(v[e], p.activation, p.act_alpha, p.act_beta);
+      }
+    }
+    Chunk out;
+    KILN_UNROLL
+    for (int e = 0; e < kChunk; ++e) out.v[e] = from_float<T>(v[e]);
+    T* dst = y + row * p.n + col;
+    if (y_vec && whole) {
+      copy_16(dst, &out);
+    } else {
+      for (int e = 0; e < kChunk && col + e < p.n; ++e) dst[e] = out.v[e];
+    }
+  }
+};
+
 // How many passes the epilogue's float32 staging of a BM x BN tile takes through `bytes` of
 // shared memory: each pass holds TM / passes of every wavefront's TM rows of op tiles.
 KILN_HOST_DEVICE constexpr int epilogue_passes(int tm, int bm, int stride, size_t bytes) {
@@ -402,7 +508,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   constexpr int kPassRowsPerWarp = WM / kPasses;  // rows of one wavefront row in one pass
   constexpr int kPassTiles = TM / kPasses;        // op tiles along M of a wavefront per pass
   constexpr int kPassRows = BM / kPasses;
-  constexpr int kOutChunk = 16 / static_cast<int>(sizeof(T));
+  constexpr int kOutChunk = TileOutput<T>::kChunk;
   constexpr int kOutChunksPerRow = BN / kOutChunk;
   static_assert(BN % kOutChunk == 0 && kOutChunk % 4 == 0);
   unsigned char* smem_bytes;
@@ -426,9 +532,8 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   const int part = static_cast<int>(zz % split.count);
   const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
   const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
-  const T* c = p.c ? static_cast<const T*>(p.c) + z * p.c_batch_stride : nullptr;
-  const T* bias = static_cast<const T*>(p.bias);
-  T* y = static_cast<T*>(p.y) + z * p.m * p.n;
+  TileOutput<T> out;
+  out.init(p, z, zz, split);
   const int64_t lda = TA ? p.m : p.k, ldb = TB ? p.k : p.n;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t m_tiles = (p.m + BM - 1) / BM;
@@ -437,23 +542,9 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   const int steps = split.count == 1 || all_steps - first_step < split.steps
                         ? all_steps - first_step
                         : split.steps;
-  // Split: this part's float32 partial products, batch entry and part zz, m x n.
-  float* const partial = split.count > 1 ? p.partials + zz * p.m * p.n : nullptr;
   // Storage extents of A and B (rows, columns).
   const int64_t a_rows = TA ? p.k : p.m, a_cols = TA ? p.m : p.k;
   const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
-  // Y's rows are 16-byte aligned (n a multiple of the chunk, every batch entry too).
-  const bool y_vec = p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
-  // Neither C, a bias nor an activation: the copy-out is a conversion. Relu stays inline;
-  // other activations are called out of line. A bias, and a full C whose rows are 16-byte
-  // aligned (a convolution's residual), are read 16 bytes a chunk.
-  const bool plain = !c && !bias && p.activation == GemmActivation::None;
-  const bool relu = p.activation == GemmActivation::Relu;
-  const bool other_act = !plain && !relu && p.activation != GemmActivation::None;
-  const bool bias_vec = bias && p.n % kOutChunk == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
-  const bool c_vec = c && p.c_col_stride == 1 && p.c_row_stride % kOutChunk == 0 &&
-                     p.c_batch_stride % kOutChunk == 0 &&
-                     reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
     const int64_t m0 = mt * BM;
@@ -572,65 +663,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
         for (int e = 0; e < kOutChunk; e += 4) {
           copy_16(&v[e], staged_acc + sr * kAccStride + cc + e);
         }
-        if (partial) {
-          // A part of a split reduction: the sum and the rest of the epilogue come later.
-          float* dst = partial + row * p.n + col;
-          KILN_UNROLL
-          for (int e = 0; e < kOutChunk; e += 4) {
-            if (p.n % 4 == 0 && col + e + 4 <= p.n) {
-              copy_16(dst + e, &v[e]);
-            } else {
-              for (int f = e; f < e + 4 && col + f < p.n; ++f) dst[f] = v[f];
-            }
-          }
-          continue;
-        }
-        const bool whole = col + kOutChunk <= p.n;
-        if (bias) {
-          if (bias_vec && whole) {
-            struct alignas(16) Chunk {
-              T v[kOutChunk];
-            } b;
-            copy_16(&b, bias + col);
-            KILN_UNROLL
-            for (int e = 0; e < kOutChunk; ++e) v[e] += to_float(b.v[e]);
-          } else {
-            for (int e = 0; e < kOutChunk && col + e < p.n; ++e) v[e] += to_float(bias[col + e]);
-          }
-        }
-        if (c) {
-          if (c_vec && whole) {
-            struct alignas(16) Chunk {
-              T v[kOutChunk];
-            } cc_in;
-            copy_16(&cc_in, c + row * p.c_row_stride + col);
-            KILN_UNROLL
-            for (int e = 0; e < kOutChunk; ++e) v[e] += p.beta * to_float(cc_in.v[e]);
-          } else {
-            for (int e = 0; e < kOutChunk && col + e < p.n; ++e) {
-              v[e] += p.beta * to_float(c[row * p.c_row_stride + (col + e) * p.c_col_stride]);
-            }
-          }
-        }
-        if (relu) {
-          KILN_UNROLL
-          for (int e = 0; e < kOutChunk; ++e) v[e] = point::relu(v[e]);
-        } else if (other_act) {
-          for (int e = 0; e < kOutChunk && col + e < p.n; ++e) {
-            v[e] = activate_out_of_line(v[e], p.activation, p.act_alpha, p.act_beta);
-          }
-        }
-        struct alignas(16) Out {
-          T v[kOutChunk];
-        } out;
-        KILN_UNROLL
-        for (int e = 0; e < kOutChunk; ++e) out.v[e] = from_float<T>(v[e]);
-        T* dst = y + row * p.n + col;
-        if (y_vec && col + kOutChunk <= p.n) {
-          copy_16(dst, &out);
-        } else {
-          for (int e = 0; e < kOutChunk && col + e < p.n; ++e) dst[e] = out.v[e];
-        }
+        out.store(p, row, col, v);
       }
     }
     // The last slice read out before the next tile's copies land in the same memory.
@@ -677,15 +710,20 @@ inline bool aligned(const void* ptr, int64_t ld, int64_t batch_stride, int64_t b
          (batch == 1 || batch_stride % elems == 0);
 }
 
+// Whether every row of A and B (a convolution's input: every pixel's channels) starts 16-byte
+// aligned, so that the stages take 16-byte copies.
+inline bool operands_aligned(const GemmArgs& p) {
+  const int vec = p.type == FloatType::F32 ? 4 : 8;
+  return p.conv_a ? aligned(p.a, p.conv.c, 0, 1, vec) && aligned(p.b, p.k, 0, 1, vec)
+                  : aligned(p.a, p.trans_a ? p.m : p.k, p.stride_a, p.batch, vec) &&
+                        aligned(p.b, p.trans_b ? p.k : p.n, p.stride_b, p.batch, vec);
+}
+
 // One tile op's kernels for `tile` (Tiles: F16Tiles or F32Tiles), by transposes and alignment,
 // or a convolution's.
 template <TileKind Kind, typename S, typename T, typename Tiles>
 hipError_t launch_op(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(S));
-  // A convolution's A chunks are 16 bytes of one tap's channels.
-  const bool vec = p.conv_a ? aligned(p.a, p.conv.c, 0, 1, kVec) && aligned(p.b, p.k, 0, 1, kVec)
-                            : aligned(p.a, p.trans_a ? p.m : p.k, p.stride_a, p.batch, kVec) &&
-                                  aligned(p.b, p.trans_b ? p.k : p.n, p.stride_b, p.batch, kVec);
+  const bool vec = operands_aligned(p);
   auto by_tile = [&]<bool TA, bool TB, bool Conv>() {
     if constexpr (kMidTile) {
       if (tile == TileId::Mid) {
@@ -729,5 +767,8 @@ hipError_t launch_op(const GemmArgs& p, TileId tile, SplitK split, hipStream_t s
 hipError_t launch_f32(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
 hipError_t launch_f16_matrix(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
 hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
+// NVIDIA sm_90 only (built for sm_90a; elsewhere the launch fails): A not transposed, every
+// row of A and B 16-byte aligned.
+hipError_t launch_f16_wgmma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
 
 }  // namespace kiln::backends::gpu::kernels::gemm_impl

@@ -271,6 +271,20 @@ struct MmaSm80F16 {
     }
     f0.r[0] = r[0], f0.r[1] = r[1], f1.r[0] = r[2], f1.r[1] = r[3];
   }
+  // A product's accumulators as the A operand of the next one (flash attention's P V), without
+  // shared memory: the A fragment of k-step st holds, register by register, the accumulators
+  // of n tiles 2 st and 2 st + 1 at the same rows and columns (a_coord against acc_coord), each
+  // pair rounded to float16. kAccFeedsA: an op whose layouts line up so.
+  static constexpr bool kAccFeedsA = true;
+  template <int Tiles>
+  __device__ static void acc_to_a(FragA& f, const float (&acc)[Tiles][kAcc], int st) {
+    KILN_UNROLL
+    for (int p = 0; p < kRegsA; ++p) {
+      const float* c = acc[2 * st + (p >> 1)] + 2 * (p & 1);
+      f.r[p] = uint32_t{__half_as_ushort(__float2half(c[0]))} |
+               uint32_t{__half_as_ushort(__float2half(c[1]))} << 16;
+    }
+  }
   __device__ static void mma(float (&c)[kAcc], const FragA& a, const FragB& b) {
 #if defined(KILN_EMU_MMA)
     emulate_mma<MmaSm80F16>(c, a, b);
@@ -385,6 +399,12 @@ struct FmaTile {
       for (int k = 0; k < kK; ++k) c[e] = fmaf(a.v[e][k], b.v[k], c[e]);
     }
   }
+};
+
+// Whether Op::acc_to_a exists (MmaSm80F16 only).
+template <typename Op>
+constexpr bool acc_feeds_a = requires {
+  requires Op::kAccFeedsA;
 };
 
 template <typename Op>

@@ -14,7 +14,6 @@
 #if defined(KILN_GPU_CUDA) && !defined(__HIP__)
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -26,6 +25,7 @@
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
+#include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/dtype.hpp"
@@ -530,12 +530,12 @@ class ConvKernel final : public Kernel {
   }
   void use_tactics(std::string_view text) override {
     std::map<std::vector<int64_t>, Choice> parsed;
-    for (std::string_view entry : split(text, ';')) {
+    for (std::string_view entry : split_text(text, ';')) {
       const size_t eq = entry.find('=');
       if (eq == std::string_view::npos) return;  // not this build's form: time afresh
       std::vector<int64_t> key, choice;
-      if (!parse_ints(entry.substr(0, eq), key) || key.size() != 6 ||
-          !parse_ints(entry.substr(eq + 1), choice) || choice.size() != 3) {
+      if (!parse_int_list(entry.substr(0, eq), key) || key.size() != 6 ||
+          !parse_int_list(entry.substr(eq + 1), choice) || choice.size() != 3) {
         return;
       }
       parsed[key] = {static_cast<int>(choice[0]), choice[1] != 0, choice[2] != 0};
@@ -544,26 +544,6 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  static std::vector<std::string_view> split(std::string_view text, char sep) {
-    std::vector<std::string_view> out;
-    while (!text.empty()) {
-      const size_t at = text.find(sep);
-      out.push_back(text.substr(0, at));
-      if (at == std::string_view::npos) break;
-      text.remove_prefix(at + 1);
-    }
-    return out;
-  }
-  static bool parse_ints(std::string_view text, std::vector<int64_t>& out) {
-    for (std::string_view part : split(text, ',')) {
-      int64_t v = 0;
-      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-      if (ec != std::errc() || end != part.data() + part.size()) return false;
-      out.push_back(v);
-    }
-    return true;
-  }
-
   // The 1x1 product's median time over a few runs on the compute stream, in ms.
   double time_gemm(const void* x, void* y) {
     Stream& stream = backend_.compute_stream();

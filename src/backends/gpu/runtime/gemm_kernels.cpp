@@ -5,13 +5,21 @@
 // full [M, N] matrix with any beta; a fused Relu is the epilogue, another activation an
 // element-wise pass over the result (its point function, as the reference computes it). Which
 // nodes it takes is decided from the declared types and shapes (gemm_node.hpp); the rest go to
-// Kiln's own GEMM
-// (own_gemm_kernels.cpp) or fall back to the CPU with the reason.
+// Kiln's own GEMM (own_gemm_kernels.cpp) or fall back to the CPU with the reason.
+//
+// Tactic: a float16 product is also timed, at its first run with each set of dims, on Kiln's own
+// GEMM (which fuses every activation into its epilogue: no second pass), and runs on whichever
+// was faster; the choices are stored in the engine (tactics()), as the convolutions' are.
 #if defined(KILN_GPU_CUDA) && !defined(__HIP__)
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "backends/gpu/kernels/elementwise.hpp"
@@ -60,19 +68,36 @@ struct Plan {
   }
 };
 
+// Hands the candidates of a timing the output its caller allocated already.
+class SameOutput final : public KernelOutputs {
+ public:
+  explicit SameOutput(const DeviceTensor& y) : y_(y) {}
+  DeviceTensor allocate(size_t, DataType, std::vector<int64_t>) override { return y_; }
+
+ private:
+  DeviceTensor y_;
+};
+
 class GemmKernel final : public Kernel {
  public:
   GemmKernel(GpuBackendImpl& backend, const ir::Node& node, const GemmNode& shape)
-      : shape_(shape),
+      : backend_(backend),
+        shape_(shape),
         post_(gemm_activation_params(shape)),
         dtype_(node.input(0)->type().dtype),
         label_(node.name()),
-        workspace_(backend.allocate(kWorkspaceBytes)) {}
+        workspace_(backend.allocate(kWorkspaceBytes)) {
+    // KILN_GPU_GEMM_TACTICS=0: cuBLASLt always, without timing the own GEMM.
+    const char* tactics = std::getenv("KILN_GPU_GEMM_TACTICS");
+    if (dtype_ == DataType::Float16 && has_matrix_tiles(backend.device_info()) &&
+        !(tactics && std::strcmp(tactics, "0") == 0)) {
+      own_ = make_own_gemm_kernel(backend, node);
+    }
+  }
   ~GemmKernel() override { plan_.reset(cublaslt()); }
   std::string_view name() const override { return kGemmKernel; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
-    const CublasLtApi& lt = cublaslt();
     const DeviceTensor& a = in[0];
     const DeviceTensor& b = in[1];
     KILN_CHECK(a.layout.is_row_major() && b.layout.is_row_major() && a.dtype == dtype_ &&
@@ -81,13 +106,88 @@ class GemmKernel final : public Kernel {
                dtype_name(dtype_));
     // Row-major [M, K] x [K, N] (before transposes), with a batch of `batch` products.
     const GemmDims d = gemm_dims(shape_, a, b, label_);
-    const int64_t m = d.m, n = d.n, k = d.k, batch = d.batch;
-    const std::vector<int64_t>& out_dims = d.out_dims;
-    DeviceTensor y = outputs.allocate(0, dtype_, out_dims);
+    DeviceTensor y = outputs.allocate(0, dtype_, d.out_dims);
     if (y.numel() == 0) return;
+    const std::vector<int64_t> key = {d.m, d.n, d.k, d.batch, d.stride_a, d.stride_b};
+    if (own_) {
+      auto chosen = use_own_.find(key);
+      if (chosen == use_own_.end())
+        chosen = use_own_.emplace(key, own_is_faster(in, y, key, stream)).first;
+      if (chosen->second) {
+        SameOutput same(y);
+        own_->run(in, same, stream);
+        return;
+      }
+    }
+    run_library(in, y, key, stream);
+  }
+
+  // One entry per set of dims timed: "M,N,K,batch,stride_a,stride_b=own" (1: Kiln's own GEMM,
+  // 0: cuBLASLt), joined by ';'.
+  std::string tactics() const override {
+    std::string out;
+    for (const auto& [key, own] : use_own_) {
+      if (!out.empty()) out += ';';
+      out += fmt::format("{}={:d}", fmt::join(key, ","), own);
+    }
+    return out;
+  }
+  void use_tactics(std::string_view text) override {
+    if (!own_) return;
+    std::map<std::vector<int64_t>, bool> parsed;
+    for (std::string_view entry : split_text(text, ';')) {
+      const size_t eq = entry.find('=');
+      std::vector<int64_t> key, choice;
+      if (eq == std::string_view::npos || !parse_int_list(entry.substr(0, eq), key) ||
+          key.size() != 6 || !parse_int_list(entry.substr(eq + 1), choice) || choice.size() != 1) {
+        return;  // not this build's form: time afresh
+      }
+      parsed[key] = choice[0] != 0;
+    }
+    use_own_ = std::move(parsed);
+  }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t{4} << 20;
+
+  // Times both GEMMs on this run's operands (a warm-up, then the median of five runs each,
+  // device events on the stream; the first run with these dims is never recorded into a graph)
+  // and says whether Kiln's own was faster. Both write the same Y.
+  bool own_is_faster(std::span<const DeviceTensor> in, const DeviceTensor& y,
+                     const std::vector<int64_t>& key, Stream& stream) {
+    SameOutput same(y);
+    auto median_ms = [&](auto&& run_once) {
+      run_once();
+      std::vector<double> ms;
+      for (int i = 0; i < 5; ++i) {
+        std::unique_ptr<Event> begin = backend_.create_event(), end = backend_.create_event();
+        begin->record(stream);
+        run_once();
+        end->record(stream);
+        end->synchronize();
+        ms.push_back(end->elapsed_ms(*begin));
+      }
+      std::nth_element(ms.begin(), ms.begin() + 2, ms.end());
+      return ms[2];
+    };
+    const double library = median_ms([&] { run_library(in, y, key, stream); });
+    const double own = median_ms([&] { own_->run(in, same, stream); });
+    if (std::getenv("KILN_GPU_TRACE")) {
+      std::fprintf(stderr, "kiln gpu: gpu.gemm %s [%s]: cuBLASLt %.4f ms, own %.4f ms: %s\n",
+                   label_.c_str(), fmt::format("{}", fmt::join(key, ",")).c_str(), library, own,
+                   own < library ? "own" : "cuBLASLt");
+    }
+    return own < library;
+  }
+
+  void run_library(std::span<const DeviceTensor> in, const DeviceTensor& y,
+                   const std::vector<int64_t>& key, Stream& stream) {
+    const CublasLtApi& lt = cublaslt();
+    const DeviceTensor& a = in[0];
+    const DeviceTensor& b = in[1];
     const void* c = nullptr;
     if (shape_.c != GemmNode::C::None) c = in[2].data;
-    prepare(lt, {m, n, k, batch, d.stride_a, d.stride_b});
+    prepare(lt, key);
     const float alpha = shape_.alpha;
     // The bias epilogue adds C once; a full C is scaled by beta; without C, beta is 0.
     const float beta = shape_.c == GemmNode::C::Full ? shape_.beta : 0.f;
@@ -107,9 +207,6 @@ class GemmKernel final : public Kernel {
                    "gpu.gemm activation");
     }
   }
-
- private:
-  static constexpr size_t kWorkspaceBytes = size_t{4} << 20;
 
   void prepare(const CublasLtApi& lt, std::vector<int64_t> key) {
     if (plan_.desc && plan_.key == key) return;
@@ -175,12 +272,15 @@ class GemmKernel final : public Kernel {
            shape_.activation != kernels::GemmActivation::Relu;
   }
 
+  GpuBackendImpl& backend_;
   GemmNode shape_;
   kernels::UnaryParams post_;  // the activation after the product (has_post())
   DataType dtype_;
   std::string label_;
   DeviceBuffer workspace_;
   Plan plan_;
+  std::unique_ptr<Kernel> own_;  // the tactic's other candidate (float16), else null
+  std::map<std::vector<int64_t>, bool> use_own_;  // by the run's dims: own GEMM faster
 };
 
 std::string check_node(const ir::Node& node) {

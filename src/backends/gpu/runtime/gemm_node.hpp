@@ -4,6 +4,7 @@
 // (GemmDims). Shared by the GEMM kernels: cuBLASLt's (gemm_kernels.cpp) and Kiln's own
 // (own_gemm_kernels.cpp), each of which adds its own limits.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,5 +56,11 @@ struct GemmDims {
 // Throws InvalidArgument (naming `label`) when the operands' dims do not multiply.
 GemmDims gemm_dims(const GemmNode& g, const DeviceTensor& a, const DeviceTensor& b,
                    std::string_view label);
+
+class GpuBackendImpl;
+
+// Kiln's own GEMM (gpu.own.gemm, own_gemm_kernels.cpp) for `node`, which read_gemm_node takes:
+// the library GEMM (gpu.gemm) times it against cuBLASLt as a tactic.
+std::unique_ptr<Kernel> make_own_gemm_kernel(GpuBackendImpl& backend, const ir::Node& node);
 
 }  // namespace kiln::backends::gpu

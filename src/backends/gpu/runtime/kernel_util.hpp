@@ -4,9 +4,12 @@
 // launcher's status.
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/gpu/gpu_backend.hpp"
@@ -25,6 +28,37 @@ inline bool has_matrix_tiles(const GpuDeviceInfo& info) {
   if (info.target.vendor == "cuda") return true;
   const std::string& arch = info.target.arch;
   return arch == "gfx908" || arch == "gfx90a" || arch == "gfx940";
+}
+
+// Hopper's warpgroup matrix instructions (kernels/wgmma_tile.hpp), which the own GEMM's sm_90
+// float16 tiles take: NVIDIA sm_90 (the library carries those kernels as sm_90a code).
+// KILN_GPU_WGMMA=0 keeps the own GEMM on mma.sync there (what the other NVIDIA archs run).
+inline bool has_wgmma(const GpuDeviceInfo& info) {
+  const char* off = std::getenv("KILN_GPU_WGMMA");
+  return info.target.vendor == "cuda" && info.target.arch == "sm_90" &&
+         !(off && std::strcmp(off, "0") == 0);
+}
+
+// The pieces of a kernel's tactic text (Kernel::tactics: "key,..=choice,..;..."): `text` split
+// at `sep`, and a comma-separated list of integers (false when it is not one).
+inline std::vector<std::string_view> split_text(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const size_t at = text.find(sep);
+    out.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) break;
+    text.remove_prefix(at + 1);
+  }
+  return out;
+}
+inline bool parse_int_list(std::string_view text, std::vector<int64_t>& out) {
+  for (std::string_view part : split_text(text, ',')) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || end != part.data() + part.size()) return false;
+    out.push_back(v);
+  }
+  return true;
 }
 
 inline std::optional<kernels::FloatType> float_type(DataType t) {

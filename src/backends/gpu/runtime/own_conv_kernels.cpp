@@ -56,6 +56,7 @@ class OwnConvKernel final : public Kernel {
         shape_(shape),
         label_(node.name()),
         matrix_tiles_(has_matrix_tiles(backend.device_info())),
+        wgmma_(has_wgmma(backend.device_info())),
         multiprocessors_(backend.device_info().multiprocessors),
         io_(backend, kOwnConvKernel, shape.dtype) {
     // Channels padded with zeros to a 16-byte chunk where they are not one (a network's
@@ -193,6 +194,7 @@ class OwnConvKernel final : public Kernel {
     args.activation = shape_.activation;
     args.act_alpha = shape_.act_alpha, args.act_beta = shape_.act_beta;
     args.matrix_tiles = matrix_tiles_;
+    args.wgmma = wgmma_;
     args.multiprocessors = multiprocessors_;
     args.tile = tile_.c_str();
     args.partials = partial_capacity_ > 0 ? static_cast<float*>(partials_.data()) : nullptr;
@@ -204,6 +206,7 @@ class OwnConvKernel final : public Kernel {
   ConvNode shape_;
   std::string label_;
   bool matrix_tiles_;
+  bool wgmma_;
   int multiprocessors_;
   ChannelsLastIo io_;
   int64_t padded_channels_ = 0;  // the input's channels, padded to a 16-byte chunk

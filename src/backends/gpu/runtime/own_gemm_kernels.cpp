@@ -43,6 +43,7 @@ class OwnGemmKernel final : public Kernel {
       : g_(g),
         label_(node.name()),
         matrix_tiles_(has_matrix_tiles(backend.device_info())),
+        wgmma_(has_wgmma(backend.device_info())),
         multiprocessors_(backend.device_info().multiprocessors) {
     // A block tile forced for measurements (kernels::gemm_tile_names lists them); read once.
     if (const char* tile = std::getenv("KILN_GPU_GEMM_TILE")) tile_ = tile;
@@ -111,6 +112,7 @@ class OwnGemmKernel final : public Kernel {
     args.activation = g_.activation;
     args.act_alpha = g_.act_alpha, args.act_beta = g_.act_beta;
     args.matrix_tiles = matrix_tiles_;
+    args.wgmma = wgmma_;
     args.multiprocessors = multiprocessors_;
     args.tile = tile_.c_str();
     args.partials = partial_capacity_ > 0 ? static_cast<float*>(partials_.data()) : nullptr;
@@ -121,6 +123,7 @@ class OwnGemmKernel final : public Kernel {
   GemmNode g_;
   std::string label_;
   bool matrix_tiles_;
+  bool wgmma_;
   int multiprocessors_;
   std::string tile_;
   bool trace_ = false;
@@ -135,9 +138,7 @@ std::string check_node(const ir::Node& node) {
 }
 
 std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
-  GemmNode g;
-  read_gemm_node(node, g);
-  return std::make_unique<OwnGemmKernel>(static_cast<GpuBackendImpl&>(backend), node, g);
+  return make_own_gemm_kernel(static_cast<GpuBackendImpl&>(backend), node);
 }
 
 // Priority -1: after a vendor library's GEMM (gpu.gemm) where there is one, unless the
@@ -170,4 +171,11 @@ KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
                       .create = create});
 
 }  // namespace
+
+std::unique_ptr<Kernel> make_own_gemm_kernel(GpuBackendImpl& backend, const ir::Node& node) {
+  GemmNode g;
+  read_gemm_node(node, g);
+  return std::make_unique<OwnGemmKernel>(backend, node, g);
+}
+
 }  // namespace kiln::backends::gpu

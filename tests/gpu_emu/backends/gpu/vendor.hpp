@@ -145,6 +145,9 @@ inline float __half2float(__half h) {
 inline __half __float2half(float f) {
   return __half{kiln::float_to_half_bits(f)};
 }
+inline uint16_t __half_as_ushort(__half h) {
+  return h.bits;
+}
 inline float __uint_as_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

@@ -1,0 +1,216 @@
+// Kiln's own GEMM in float16 on Hopper's warpgroup matrix instructions (wgmma_tile.hpp): the
+// NVIDIA sm_90 tiles of launch_gemm (gemm.hip), built for sm_90a alone (CMake: its own object
+// library). Everything but the multiply is the portable kernel's (gemm_kernel.hpp): the same
+// staging copies into the same swizzled stages (whose 128-byte rows are exactly wgmma's 128-byte
+// swizzle), the same implicit-GEMM convolution stager, split-K and epilogue (TileOutput).
+//
+// A block of two warpgroups computes a 128 x BN tile, each warpgroup 64 rows with one
+// m64nBNk16 instruction per 16 of the reduction. The reduction runs in steps of 64 through a
+// ring of kStages stages: the copies of step t + kStages - 2 are issued while step t is
+// multiplied, and each warpgroup keeps one step's multiplies in flight while the next is
+// issued (wait for all but one group), so a stage is refilled two steps after it was read,
+// when every warpgroup has passed the barrier that follows its wait. One barrier per step.
+#include "backends/gpu/kernels/gemm_kernel.hpp"
+#include "backends/gpu/kernels/wgmma_tile.hpp"
+
+namespace kiln::backends::gpu::kernels::gemm_impl {
+namespace {
+
+constexpr int kWgBM = 128, kWgBK = 64, kWgThreads = 256;
+
+// B not transposed ([k][n], n contiguous) in 64-column panels, each a SwizzledTile of Rows k
+// rows of 64 columns: wgmma's n-major operand with the 128-byte swizzle.
+template <typename S, int Rows, int Cols>
+struct PanelTile {
+  static constexpr int kRows = Rows, kCols = Cols, kElems = Rows * Cols;
+  static constexpr int kPanelCols = 64;
+  using Panel = SwizzledTile<S, Rows, kPanelCols>;
+  static_assert(Cols % kPanelCols == 0);
+  __device__ static int offset(int row, int col) {
+    return (col / kPanelCols) * Panel::kElems + Panel::offset(row, col % kPanelCols);
+  }
+};
+
+template <int BN, int Stages>
+KILN_HOST_DEVICE constexpr size_t wgmma_smem_bytes() {
+  // The ring, and 1024 bytes to align it: the swizzle is a function of address bits 4-9.
+  return size_t{Stages} * (kWgBM + BN) * kWgBK * sizeof(uint16_t) + 1024;
+}
+
+template <int BN, int Stages, bool TB, bool Conv>
+__global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, SplitK split) {
+#if defined(KILN_WGMMA)
+  using S = uint16_t;
+  using T = __half;
+  constexpr int BM = kWgBM, BK = kWgBK, kThreads = kWgThreads, kStages = Stages;
+  static_assert(kStages >= 3, "a stage is refilled two steps after it is read");
+  using LA = SwizzledTile<S, BM, BK>;
+  using LB = std::conditional_t<TB, SwizzledTile<S, BN, BK>, PanelTile<S, BK, BN>>;
+  constexpr int kStageElems = LA::kElems + LB::kElems;
+  constexpr int kAcc = BN / 2;  // floats a thread holds: 64 x BN over 128 threads
+  constexpr int kAccStride = BN + 8;
+  static_assert(size_t{BM} * kAccStride * sizeof(float) <= wgmma_smem_bytes<BN, Stages>() - 1024,
+                "the epilogue stages the tile through the ring's memory");
+  constexpr int kOutChunk = TileOutput<T>::kChunk;
+  constexpr int kOutChunksPerRow = BN / kOutChunk;
+
+  KILN_DYNAMIC_SHARED(Bytes16, wgmma_smem);
+  unsigned char* const smem_bytes = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(wgmma_smem) + 1023) & ~uintptr_t{1023});
+  S* const stages = reinterpret_cast<S*>(smem_bytes);
+  float* const staged_acc = reinterpret_cast<float*>(smem_bytes);
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t zz = blockIdx.z;
+  const int64_t z = zz / split.count;
+  const int part = static_cast<int>(zz % split.count);
+  const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
+  const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
+  TileOutput<T> out;
+  out.init(p, z, zz, split);
+  const int64_t ldb = TB ? p.k : p.n;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int64_t m_tiles = (p.m + BM - 1) / BM;
+  const int all_steps = static_cast<int>((p.k + BK - 1) / BK);
+  const int first_step = part * split.steps;
+  const int steps = split.count == 1 || all_steps - first_step < split.steps
+                        ? all_steps - first_step
+                        : split.steps;
+  const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
+  // Descriptor strides (bytes): k-major operands have 8-row groups of 128-byte rows; the
+  // n-major B has 64-column panels of BK rows.
+  constexpr uint32_t kGroupBytes = 8 * BK * sizeof(S);
+  constexpr uint32_t kPanelBytes = BK * 64 * sizeof(S);
+
+  for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
+    const int64_t m0 = mt * BM;
+    std::conditional_t<Conv, ConvStager<S, kThreads, LA>, VectorStager<S, kThreads, LA, true>>
+        stage_a;
+    VectorStager<S, kThreads, LB, TB> stage_b;
+    if constexpr (Conv) {
+      stage_a.init(a, p.conv, p.m, p.k, m0, first_step);
+    } else {
+      stage_a.init(a, p.k, p.m, p.k, m0);
+    }
+    stage_b.init(b, ldb, b_rows, b_cols, n0);
+    auto issue = [&](int step) {
+      S* st = stages + (step % kStages) * kStageElems;
+      stage_a.issue(st, first_step + step);
+      stage_b.issue(st + LA::kElems, first_step + step);
+    };
+    float acc[kAcc];
+    KILN_UNROLL
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+    KILN_UNROLL
+    for (int s = 0; s < kStages - 2; ++s) {
+      if (s < steps) issue(s);
+      copy_async_commit();
+    }
+    for (int t = 0; t < steps; ++t) {
+      copy_async_wait<kStages - 3>();
+      wgmma::fence_async_shared();
+      // Step t visible to all; every warpgroup past its wait for step t - 2, whose stage the
+      // next copies refill.
+      __syncthreads();
+      if (t + kStages - 2 < steps) issue(t + kStages - 2);
+      copy_async_commit();
+      const S* st = stages + (t % kStages) * kStageElems;
+      const S* sa = st + warpgroup * 64 * BK;  // this warpgroup's 64 rows: 8 groups
+      const S* sb = st + LA::kElems;
+      wgmma::pin(acc);
+      wgmma::fence();
+      KILN_UNROLL
+      for (int kk = 0; kk < BK; kk += 16) {
+        const uint64_t da = wgmma::descriptor(sa + kk, 16, kGroupBytes);
+        // k-major B: 16 columns further in its rows; n-major: 16 rows further (two groups).
+        const uint64_t db = TB ? wgmma::descriptor(sb + kk, 16, kGroupBytes)
+                               : wgmma::descriptor(sb + kk * 64, kPanelBytes, kGroupBytes);
+        wgmma::mma<BN, TB ? 0 : 1>(acc, da, db);
+      }
+      wgmma::commit();
+      wgmma::wait<1>();
+      wgmma::pin(acc);
+    }
+    wgmma::wait<0>();
+    wgmma::pin(acc);
+    copy_async_wait<0>();
+    // Every warpgroup done with the stages before the accumulators land in their memory.
+    __syncthreads();
+    {
+      const int r = warpgroup * 64 + warp * 16 + lane / 4;
+      const int c = 2 * (lane % 4);
+      KILN_UNROLL
+      for (int j = 0; j < BN / 8; ++j) {
+        float* row0 = staged_acc + r * kAccStride + 8 * j + c;
+        float* row8 = row0 + 8 * kAccStride;
+        row0[0] = p.alpha * acc[4 * j], row0[1] = p.alpha * acc[4 * j + 1];
+        row8[0] = p.alpha * acc[4 * j + 2], row8[1] = p.alpha * acc[4 * j + 3];
+      }
+    }
+    __syncthreads();
+    constexpr int kChunks = BM * kOutChunksPerRow;
+    static_assert(kChunks % kThreads == 0);
+    KILN_UNROLL
+    for (int it = 0; it < kChunks / kThreads; ++it) {
+      const int chunk = static_cast<int>(threadIdx.x) + it * kThreads;
+      const int tr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;
+      const int64_t row = m0 + tr, col = n0 + cc;
+      if (row >= p.m || col >= p.n) continue;
+      float v[kOutChunk];
+      KILN_UNROLL
+      for (int e = 0; e < kOutChunk; e += 4) {
+        copy_16(&v[e], staged_acc + tr * kAccStride + cc + e);
+      }
+      out.store(p, row, col, v);
+    }
+    // The tile read out before the next tile's copies land in the same memory.
+    __syncthreads();
+  }
+#endif
+}
+
+template <int BN, int Stages, bool TB, bool Conv>
+hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
+  const int64_t n_tiles = (p.n + BN - 1) / BN;
+  const int64_t m_tiles = (p.m + kWgBM - 1) / kWgBM;
+  if (n_tiles > INT_MAX || p.batch * split.count > 65535) return hipErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
+                  static_cast<unsigned>(p.batch * split.count));
+  auto* kernel = &wgmma_gemm_kernel<BN, Stages, TB, Conv>;
+  static unsigned long long devices_done = 0;
+  constexpr size_t kBytes = wgmma_smem_bytes<BN, Stages>();
+  const hipError_t allowed =
+      allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kBytes, devices_done);
+  if (allowed != hipSuccess) return allowed;
+  hipLaunchKernelGGL(kernel, grid, dim3(kWgThreads), kBytes, stream, p, split);
+  return hipGetLastError();
+}
+
+template <int BN, int Stages>
+hipError_t launch_wgmma_width(const GemmArgs& p, SplitK split, hipStream_t stream) {
+  if (p.conv_a) return launch_wgmma_tile<BN, Stages, true, true>(p, split, stream);
+  return p.trans_b ? launch_wgmma_tile<BN, Stages, true, false>(p, split, stream)
+                   : launch_wgmma_tile<BN, Stages, false, false>(p, split, stream);
+}
+
+}  // namespace
+
+// The stages of each width fill what one block may take (227 KiB): 8 x 24, 6 x 32, 4 x 48 KiB.
+hipError_t launch_f16_wgmma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
+  if (p.trans_a) return hipErrorInvalidValue;
+  switch (tile) {
+    case TileId::Warpgroup64:
+      return launch_wgmma_width<64, 8>(p, split, stream);
+    case TileId::Warpgroup128:
+      return launch_wgmma_width<128, 6>(p, split, stream);
+    case TileId::Warpgroup256:
+      return launch_wgmma_width<256, 4>(p, split, stream);
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+}  // namespace kiln::backends::gpu::kernels::gemm_impl
