@@ -99,5 +99,7 @@ std::vector<Case> gpu_gemm_cases();
 std::vector<Case> gpu_depthwise_cases();
 // Kiln's own implicit-GEMM convolution (gpu.own.conv, backend_ops_conv_cases.cpp).
 std::vector<Case> gpu_conv_cases();
+// Kiln's own pooling (gpu.own.pool, backend_ops_pool_cases.cpp).
+std::vector<Case> gpu_pool_cases();
 
 }  // namespace kiln::backend_ops

@@ -57,63 +57,9 @@ std::string read_conv_node(const ir::Node& node, ConvNode& out) {
   if (std::string why = read_fused_residual(node, tx.dtype, out.residual); !why.empty()) {
     return why;
   }
-  const std::vector<int64_t> strides = ints_attr(node, "strides", {1, 1});
-  const std::vector<int64_t> dilations = ints_attr(node, "dilations", {1, 1});
-  if (strides.size() != 2 || dilations.size() != 2) {
-    return "strides or dilations do not match a 2-D convolution";
-  }
-  for (int64_t v : {strides[0], strides[1], dilations[0], dilations[1]}) {
-    if (v < 1 || v > (1 << 16)) return "strides and dilations must be positive";
-  }
-  out.stride_h = static_cast<int>(strides[0]);
-  out.stride_w = static_cast<int>(strides[1]);
-  out.dil_h = static_cast<int>(dilations[0]);
-  out.dil_w = static_cast<int>(dilations[1]);
-  const std::string auto_pad = string_attr(node, "auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET") {
-    out.pads = ints_attr(node, "pads", {0, 0, 0, 0});
-    if (out.pads.size() != 4) return "pads do not match a 2-D convolution";
-    for (int64_t p : out.pads) {
-      if (p < 0 || p > (1 << 16)) return "pads must be non-negative";
-    }
-  } else if (auto_pad == "SAME_UPPER") {
-    out.auto_pad = ConvNode::AutoPad::SameUpper;
-  } else if (auto_pad == "SAME_LOWER") {
-    out.auto_pad = ConvNode::AutoPad::SameLower;
-  } else if (auto_pad != "VALID") {
-    return fmt::format("unknown auto_pad '{}'", auto_pad);
-  }
+  if (std::string why = read_window_2d(node, "convolution", out); !why.empty()) return why;
+  if (out.ceil_mode) return "ceil_mode is not a convolution's attribute";
   return "";
-}
-
-namespace {
-
-// Output extent along spatial dim `d` (0: H, 1: W) of an input extent `in`, and the pads there
-// (pads[d] before, pads[d + 2] after), from the attributes or auto_pad SAME.
-int64_t out_extent(const ConvNode& c, int64_t in, int64_t k, int stride, int dil, int d,
-                   int64_t (&pads)[4]) {
-  const int64_t ek = (k - 1) * dil + 1;
-  if (c.auto_pad == ConvNode::AutoPad::None) {
-    pads[d] = c.pads[d];
-    pads[d + 2] = c.pads[d + 2];
-    const int64_t span = in + pads[d] + pads[d + 2] - ek;
-    return span < 0 ? 0 : span / stride + 1;
-  }
-  const int64_t out = (in + stride - 1) / stride;
-  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + ek - in);
-  const int64_t small = total / 2;
-  pads[d] = c.auto_pad == ConvNode::AutoPad::SameUpper ? small : total - small;
-  pads[d + 2] = total - pads[d];
-  return out;
-}
-
-}  // namespace
-
-ConvExtent conv_extent(const ConvNode& c, int64_t h, int64_t w) {
-  ConvExtent e;
-  e.oh = out_extent(c, h, c.kh, c.stride_h, c.dil_h, 0, e.pads);
-  e.ow = out_extent(c, w, c.kw, c.stride_w, c.dil_w, 1, e.pads);
-  return e;
 }
 
 }  // namespace kiln::backends::gpu

@@ -1,27 +1,24 @@
 #pragma once
 // What a 2-D Conv or ai.kiln FusedConv node asks of a GPU convolution, read once from its
 // attributes and declared types (ConvNode), and a run's output extent and pads from its input
-// (conv_extent). Shared by Kiln's own convolutions: the depthwise kernel
-// (depthwise_conv_kernels.cpp) and the implicit-GEMM one (own_conv_kernels.cpp), each of which
-// adds its own limits (groups, channel counts).
+// (conv_extent, the window's geometry in window_2d.hpp). Shared by Kiln's own convolutions: the
+// depthwise kernel (depthwise_conv_kernels.cpp) and the implicit-GEMM one (own_conv_kernels.cpp),
+// each of which adds its own limits (groups, channel counts).
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "backends/gpu/kernels/gemm.hpp"
+#include "backends/gpu/runtime/window_2d.hpp"
 #include "core/dtype.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
 
-struct ConvNode {
+struct ConvNode : Window2d {
   DataType dtype = DataType::Undefined;
   int64_t channels = 0;  // of the input (static)
-  int64_t filters = 0, groups = 1, kh = 0, kw = 0;
-  int stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
-  // Explicit pads (top, left, bottom, right) unless auto_pad asks for SAME (computed per input).
-  std::vector<int64_t> pads = {0, 0, 0, 0};
-  enum class AutoPad { None, SameUpper, SameLower } auto_pad = AutoPad::None;
+  int64_t filters = 0, groups = 1;
   kernels::GemmActivation activation = kernels::GemmActivation::None;
   float act_alpha = 0.f, act_beta = 0.f;
   bool bias = false;
@@ -34,11 +31,10 @@ struct ConvNode {
 // known activation and a residual of the input's type; else why not. Fills `out`.
 std::string read_conv_node(const ir::Node& node, ConvNode& out);
 
-// One run's output extent and pads for an input of h x w.
-struct ConvExtent {
-  int64_t oh = 0, ow = 0;
-  int64_t pads[4] = {0, 0, 0, 0};  // top, left, bottom, right
-};
-ConvExtent conv_extent(const ConvNode& c, int64_t h, int64_t w);
+// One run's output extent and pads for an input of h x w (window_2d.hpp).
+using ConvExtent = WindowExtent;
+inline ConvExtent conv_extent(const ConvNode& c, int64_t h, int64_t w) {
+  return window_extent(c, h, w);
+}
 
 }  // namespace kiln::backends::gpu
