@@ -64,7 +64,9 @@ run() {
   tar -C "$root" -xJf "$carry/bundle.tar.xz"
   # The bundle's libraries for Kiln's programs only: PyTorch below keeps the system's.
   local libs="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  k() { LD_LIBRARY_PATH="$libs" "$@"; }
+  # Each of Kiln's programs under a time limit (KILN_GPU_STEP_TIMEOUT seconds, default 600), so
+  # that a kernel that hangs costs one step, not the whole call.
+  k() { LD_LIBRARY_PATH="$libs" timeout "${KILN_GPU_STEP_TIMEOUT:-600}" "$@"; }
   echo "== machine"
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
