@@ -52,13 +52,22 @@ constexpr int kPad = 8;
 template <int D>
 constexpr int kKeysFor = D <= 64 ? 64 : 32;
 
+// Whether P stays in registers (acc_feeds_a) on every device target of this build: NVIDIA's
+// (sm_80+: mma.sync) and the 32-lane emulation of it; AMD's MFMA hands P over through shared
+// memory. The host pass, whose Op is not the device's, sizes the launch's shared memory by it.
+#if defined(__CUDACC__) || (defined(KILN_EMU_MMA) && KILN_WARP_SIZE == 32)
+constexpr bool kPInRegisters = true;
+#else
+constexpr bool kPInRegisters = false;
+#endif
+
 // The block's shared memory: two stages of K [keys][D + kPad] then V [keys][DV + kPad], then each
-// wavefront's P [kM][keys + kPad] (where the op cannot feed its accumulators to the next product).
+// wavefront's P [kM][keys + kPad] where it does not stay in registers.
 template <int D, int DV>
 constexpr size_t shared_bytes(int waves) {
   constexpr int keys = kKeysFor<D>;
-  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) +
-                             static_cast<size_t>(waves) * Op::kM * (keys + kPad));
+  const size_t p = kPInRegisters ? 0 : static_cast<size_t>(waves) * Op::kM * (keys + kPad);
+  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) + p);
 }
 static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
               shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
@@ -114,6 +123,9 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   constexpr int kPStride = kKeys + kPad;
   static_assert(D % Op::kK == 0 && DV % Op::kN == 0 && kKeys % Op::kN == 0 && kKeys % Op::kK == 0 &&
                 D % 8 == 0 && DV % 8 == 0);
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(KILN_EMU_MMA)
+  static_assert(acc_feeds_a<Op> == kPInRegisters, "the launch sized P's shared memory otherwise");
+#endif
   constexpr int kQSteps = D / Op::kK;      // k-steps of Q K^T
   constexpr int kSTiles = kKeys / Op::kN;  // score tiles of a key tile
   constexpr int kOTiles = DV / Op::kN;     // output tiles
