@@ -34,6 +34,9 @@ fi
 APT_PACKAGES+=(hipcc)
 # tests/models exports torchvision and torch models with Debian's CPU torch (for /usr/bin/python3).
 APT_PACKAGES+=(python3-torch python3-torchvision)
+# kiln.distill runs under that interpreter too (`make test-distill`): its pytest and onnx (to read
+# the ONNX students and the test models); the distillation bench's photographs (skimage's data).
+APT_PACKAGES+=(python3-pytest python3-onnx python3-skimage)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

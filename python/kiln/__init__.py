@@ -1,5 +1,7 @@
 """Kiln: compile and run ONNX models. ``kiln.InferenceSession`` mirrors onnxruntime's;
-``kiln.compile`` is ``kiln compile``, ``kiln.quantize`` is ``kiln quantize``.
+``kiln.compile`` is ``kiln compile``, ``kiln.quantize`` is ``kiln quantize``, ``kiln.prune`` is
+``kiln prune``; ``kiln.distill`` (imported on first use; it needs PyTorch) fine-tunes a PyTorch
+student against a model Kiln runs.
 
     import kiln, numpy as np
     kiln.compile("model.onnx", "model.kiln", shapes={"x": "1..8x3"})
@@ -54,6 +56,17 @@ from .session import (  # noqa: F401, E402
     get_available_providers,
     get_device,
 )
+
+
+def __getattr__(name):
+    # kiln.distill needs PyTorch: imported when first used, so that `import kiln` never imports
+    # torch (and raises its ImportError, naming the package to install, only then).
+    if name == "distill":
+        import importlib
+
+        return importlib.import_module(".distill", __name__)
+    raise AttributeError(f"module 'kiln' has no attribute '{name}'")
+
 
 __all__ = [
     "compile",
