@@ -69,8 +69,9 @@ std::vector<GemmBenchShape> model_gemm_shapes() {
 std::vector<GemmBenchRow> measure_gemms(GpuBackend& gpu, const std::vector<GemmBenchShape>& shapes,
                                         int rounds, int runs) {
   KILN_CHECK_ARG(rounds > 0 && runs > 0, "GEMM benchmark: rounds and runs must be positive");
-  // gpu.gemm must stay cuBLASLt here: its tactic would otherwise run the own GEMM wherever that
-  // was faster, and the comparison would be the own GEMM against the better of the two.
+  // gpu.gemm must stay cuBLASLt here: its tactic (KILN_GPU_GEMM_TACTICS=1) would otherwise run
+  // the own GEMM wherever that was faster, and the comparison would be the own GEMM against the
+  // better of the two.
   setenv("KILN_GPU_GEMM_TACTICS", "0", 1);
   Stream& stream = gpu.compute_stream();
   std::unique_ptr<Event> start = gpu.create_event();

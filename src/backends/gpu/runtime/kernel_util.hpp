@@ -31,12 +31,14 @@ inline bool has_matrix_tiles(const GpuDeviceInfo& info) {
 }
 
 // Hopper's warpgroup matrix instructions (kernels/wgmma_tile.hpp), which the own GEMM's sm_90
-// float16 tiles take: NVIDIA sm_90 (the library carries those kernels as sm_90a code).
-// KILN_GPU_WGMMA=0 keeps the own GEMM on mma.sync there (what the other NVIDIA archs run).
+// float16 tiles take: NVIDIA sm_90 (the library carries those kernels as sm_90a code), asked
+// for with KILN_GPU_WGMMA=1. Opt-in until they have run on a GPU (written and compile-checked
+// on 2026-12-06, when no device could be had); elsewhere and by default the own GEMM takes
+// mma.sync tiles, as on the other NVIDIA archs.
 inline bool has_wgmma(const GpuDeviceInfo& info) {
-  const char* off = std::getenv("KILN_GPU_WGMMA");
-  return info.target.vendor == "cuda" && info.target.arch == "sm_90" &&
-         !(off && std::strcmp(off, "0") == 0);
+  const char* on = std::getenv("KILN_GPU_WGMMA");
+  return info.target.vendor == "cuda" && info.target.arch == "sm_90" && on &&
+         std::strcmp(on, "1") == 0;
 }
 
 // The pieces of a kernel's tactic text (Kernel::tactics: "key,..=choice,..;..."): `text` split
