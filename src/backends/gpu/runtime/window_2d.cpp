@@ -38,6 +38,9 @@ std::string read_window_2d(const ir::Node& node, const char* what, Window2d& out
   } else if (auto_pad != "VALID") {
     return fmt::format("unknown auto_pad '{}'", auto_pad);
   }
+  // ceil_mode rounds only what explicit pads leave (the reference's geometry): VALID and SAME
+  // sizes are their own.
+  if (auto_pad != "NOTSET") out.ceil_mode = false;
   return "";
 }
 
