@@ -363,6 +363,10 @@ void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
       }
     }
     if (response) response->compute = run->compute;
+    // The answer's tensors are the frontend's from here, as any model's answer is: the lease
+    // covered what only the ensemble held.
+    run->slots.clear();
+    run->lease.reset();
   }
   const Clock::time_point end = Clock::now();
   const uint64_t request_ns = ns_between(run->request->received, end);
@@ -378,10 +382,6 @@ void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
   statistics.add_pending(-1);
   InferCallback done = std::move(run->done);
   done(failure ? *failure : Status::ok(), std::move(response));
-  // What the answer does not hold is given back now; the run itself goes with its last owner.
-  std::lock_guard lock(run->mutex);
-  run->slots.clear();
-  run->lease.reset();
 }
 
 }  // namespace kiln::server

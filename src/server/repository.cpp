@@ -442,8 +442,12 @@ void ModelRepository::load_locked(const std::string& name,
     }
     if (config.name().empty()) config.set_name(name);
     ensemble = is_ensemble(config);
-    // Its composing models first: the ensemble's checks need their completed configs.
-    if (ensemble) load_dependencies_locked(name, config);
+    if (ensemble) {
+      // The config on its own first (as Triton, before it looks for the composing models), then
+      // its composing models: the checks against them need their completed configs.
+      plan_ensemble(config);
+      load_dependencies_locked(name, config);
+    }
     // Version folders: numeric names only, as Triton reads them.
     std::vector<int64_t> available;
     std::error_code ec;
