@@ -1,6 +1,7 @@
 #include "server/repository.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -390,6 +391,7 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
     auto it = models_.find(name);
     if (it == models_.end()) return;
     Entry& e = *it->second;
+    e.unloaded_with_step = false;  // unload_dependents_locked sets it for the cascade
     e.last_versions.clear();
     for (const auto& v : e.versions) e.last_versions.push_back(v.first);
     dropped.swap(e.versions);
@@ -407,12 +409,39 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
 
 void ModelRepository::load_locked(const std::string& name,
                                   const std::optional<std::string>& config_json) {
+  std::exception_ptr failure;
+  try {
+    load_one_locked(name, config_json);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Ensembles that come back with a model load once nothing is half loaded any more.
+  if (loading_.empty()) {
+    while (!returning_.empty()) {
+      const std::string model = returning_.front();
+      returning_.erase(returning_.begin());
+      if (attempted_.count(model)) continue;
+      try {
+        load_locked(model, std::nullopt);
+      } catch (const Error&) {
+        // load_locked printed why.
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void ModelRepository::load_one_locked(const std::string& name,
+                                      const std::optional<std::string>& config_json) {
   attempted_.insert(name);
-  loading_.push_back(name);
-  struct Pop {
+  // The ensembles being loaded, outermost first: the cycle check's path.
+  struct Loading {
     std::vector<std::string>& stack;
-    ~Pop() { stack.pop_back(); }
-  } pop{loading_};
+    bool pushed = false;
+    ~Loading() {
+      if (pushed) stack.pop_back();
+    }
+  } loading{loading_};
   bool ensemble = false;
   try {
     check_model_name(name);
@@ -443,6 +472,8 @@ void ModelRepository::load_locked(const std::string& name,
     if (config.name().empty()) config.set_name(name);
     ensemble = is_ensemble(config);
     if (ensemble) {
+      loading_.push_back(name);
+      loading.pushed = true;
       // The config on its own first (as Triton, before it looks for the composing models), then
       // its composing models: the checks against them need their completed configs.
       plan_ensemble(config);
@@ -544,6 +575,7 @@ void ModelRepository::load_locked(const std::string& name,
       slot->fingerprint = stamp;
       slot->composing = ensemble ? ensemble_composing_models(config) : std::vector<std::string>{};
       slot->ensemble_failed = false;
+      slot->unloaded_with_step = false;
     }
     // One line per version, whichever way the load came (startup, poll, the load API), as
     // tritonserver logs it.

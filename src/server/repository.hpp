@@ -117,11 +117,15 @@ class ModelRepository {
     std::vector<int64_t> last_versions;  // for the index after an unload
     std::vector<std::string> composing;  // a served ensemble: the models its steps run
     bool ensemble_failed = false;        // an ensemble whose last load failed (poll retries it)
+    bool unloaded_with_step = false;     // unloaded as a composing model was: back with it
   };
   struct Lookup;
   std::optional<std::string> find_model_dir(const std::string& name) const;
   std::vector<std::string> list_models() const;
+  // Loads one model (an ensemble's composing models inside), then, at the outermost level, the
+  // ensembles its load brings back (returning_).
   void load_locked(const std::string& name, const std::optional<std::string>& config_json);
+  void load_one_locked(const std::string& name, const std::optional<std::string>& config_json);
   void unload_locked(const std::string& name, const std::string& reason);
   void poll_loop();
   std::shared_ptr<ModelVersion> adopt(ModelVersion* version);
@@ -135,7 +139,8 @@ class ModelRepository {
   // Unloads the ensembles serving a step with `name`, and theirs in turn, for `reason`.
   void unload_dependents_locked(const std::string& name, const std::string& reason);
   // Checks the served ensembles using `name` against what it serves now; unloads those that
-  // no longer fit, saying why.
+  // no longer fit, saying why. Then loads again the ensembles that were unloaded because `name`
+  // was (as Triton brings them back).
   void recheck_dependents_locked(const std::string& name);
   // Retries the ensembles whose load failed for a composing model (poll, after loading some).
   void retry_ensembles_locked();
@@ -150,9 +155,11 @@ class ModelRepository {
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> models_;
   bool start_failed_ = false;
   std::shared_ptr<Lookup> lookup_;
-  // Under load_mutex_: the models being loaded, outermost first (an ensemble's composing models
-  // load inside its load), and the models the current operation tried and failed to load.
+  // Under load_mutex_: the ensembles being loaded, outermost first (an ensemble's composing
+  // models load inside its load); the ensembles to load again once those are done (unloaded
+  // with a model that is back); the models the current operation tried and failed to load.
   std::vector<std::string> loading_;
+  std::vector<std::string> returning_;
   std::set<std::string> attempted_, failed_;
 
   std::mutex poll_mutex_;

@@ -26,6 +26,7 @@ void ModelRepository::load_dependencies_locked(const std::string& name, const Mo
   KILN_CHECK_ARG(loading_.size() <= kMaxLoadNesting,
                  "ensemble '{}' nests more than {} ensembles; at most {} levels are allowed",
                  loading_.front(), kMaxLoadNesting, kMaxEnsembleDepth);
+  // (loading_ ends with `name` itself: its own name in a step is a cycle of one.)
   const std::vector<std::string> deps = ensemble_composing_models(config);
   // A cycle through models being loaded now, or through served ensembles (a reload may close
   // one): a request would recurse forever.
@@ -110,7 +111,12 @@ void ModelRepository::unload_dependents_locked(const std::string& name, const st
     }
   }
   // Each unload unloads the ensembles using that ensemble in turn; cycles are refused at load.
-  for (const std::string& user : users) unload_locked(user, reason);
+  for (const std::string& user : users) {
+    unload_locked(user, reason);
+    std::lock_guard lock(map_mutex_);
+    auto it = models_.find(user);
+    if (it != models_.end()) it->second->unloaded_with_step = true;
+  }
 }
 
 void ModelRepository::recheck_dependents_locked(const std::string& name) {
@@ -144,6 +150,31 @@ void ModelRepository::recheck_dependents_locked(const std::string& name) {
       continue;
     }
     recheck_dependents_locked(user);  // its nesting depth may have changed
+  }
+  // The ensembles that went when `name` went come back with it, as in Triton.
+  std::vector<std::string> returning;
+  {
+    std::lock_guard lock(map_mutex_);
+    auto served = [&](const std::string& model) {
+      auto it = models_.find(model);
+      return it != models_.end() && !it->second->versions.empty();
+    };
+    for (const auto& [model, entry] : models_) {
+      if (!entry->unloaded_with_step || !entry->versions.empty() ||
+          !contains(entry->composing, name)) {
+        continue;
+      }
+      if (std::all_of(entry->composing.begin(), entry->composing.end(), served)) {
+        returning.push_back(model);
+      }
+    }
+  }
+  // Loaded by load_locked once the loads under way are done: the ensembles being loaded now
+  // are not cycles of theirs.
+  for (const std::string& model : returning) {
+    if (std::find(returning_.begin(), returning_.end(), model) == returning_.end()) {
+      returning_.push_back(model);
+    }
   }
 }
 

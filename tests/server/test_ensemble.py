@@ -399,7 +399,8 @@ def small_repo(tmp_path):
 
 def test_loading_and_unloading_follow_the_composing_models(serve, small_repo):
     """As tritonserver: loading an ensemble loads what it runs; unloading a model unloads the
-    ensembles using it; reloading one into a shape they no longer fit unloads them, saying why."""
+    ensembles using it, and loading it again brings them back; reloading one into a shape they
+    no longer fit unloads them, saying why."""
     s = serve(small_repo, "--model-control-mode=explicit", "--load-model=ens_outer")
     index = {e["name"]: e for e in http_json(s, "POST", "/v2/repository/index", "{}")[1]}
     for m in ("add_sub", "ens_chain", "ens_outer"):
@@ -412,7 +413,9 @@ def test_loading_and_unloading_follow_the_composing_models(serve, small_repo):
     a, b = rows(1)
     with pytest.raises(InferenceServerException, match="'ens_outer' has no available versions"):
         s.client().infer("ens_outer", fp32_inputs(httpclient, a, b))
-    assert _load(s, "ens_outer") == (200, None)
+    assert _load(s, "add_sub") == (200, None)
+    for m in ("add_sub", "ens_chain", "ens_outer"):
+        assert _index_entry(s, m) == [{"name": m, "version": "1", "state": "READY"}]
     np.testing.assert_array_equal(
         s.client().infer("ens_outer", fp32_inputs(httpclient, a, b)).as_numpy("OUT0"), 2 * a)
     # add_sub reloaded batching only 4: ens_chain (8) no longer fits, nor ens_outer above it.
@@ -480,3 +483,21 @@ output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {4 * factor} ] }} ]
     assert e.value.status() == "StatusCode.UNAVAILABLE" and e.value.message() == message
     # Every lease came back: a request needing most of the budget still fits.
     assert infer(3).as_numpy("BIG").shape == (3, 4 * factor)
+
+
+def test_poll_mode_loads_an_ensemble_once_its_model_arrives(serve, tmp_path):
+    repo = str(tmp_path / "repo")
+    os.makedirs(repo)
+    ensembles.write(repo, ensembles.CHAIN)
+    s = serve(repo, "--model-control-mode=poll", "--repository-poll-secs=1",
+              "--exit-on-error=false")
+    assert _index_entry(s, "ens_chain") == [{"name": "ens_chain"}]
+    models.add_sub(repo, "add_sub", "FP32", config=triton_models.MODELS["add_sub"][0].replace(
+        "name:", 'backend: "onnxruntime"\nname:', 1))
+    deadline = time.time() + 60
+    while _index_entry(s, "ens_chain") != [{"name": "ens_chain", "version": "1", "state": "READY"}]:
+        assert time.time() < deadline, _index_entry(s, "ens_chain")
+        time.sleep(0.1)
+    a, b = rows(1)
+    np.testing.assert_array_equal(
+        s.client().infer("ens_chain", fp32_inputs(httpclient, a, b)).as_numpy("OUT1"), 2 * b)
