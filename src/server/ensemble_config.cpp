@@ -161,6 +161,9 @@ EnsemblePlan plan_ensemble(const ModelConfig& config) {
                  "model_warmup can not be specified for ensemble '{}'", name);
   const auto& steps = config.ensemble_scheduling().step();
   KILN_CHECK_ARG(!steps.empty(), "must specify 'step' for ensemble '{}'", name);
+  KILN_CHECK(!config.ensemble_scheduling().has_max_inflight_requests(), ErrorCode::Unsupported,
+             "ensemble '{}': max_inflight_requests is not supported (a newer Triton's setting)",
+             name);
 
   EnsemblePlan plan;
   std::unordered_map<std::string, size_t> index;

@@ -130,9 +130,11 @@ void write_message(JsonWriter& w, const pb::Message& m) {
       w.EndArray();
       continue;
     }
+    // An unset `optional` scalar is left out too: such a field is one Triton 2.51's schema
+    // lacks (ModelEnsembling.max_inflight_requests), or one completion always sets.
     const bool in_real_oneof = f->real_containing_oneof() != nullptr;
     const bool is_message = f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE;
-    if ((in_real_oneof || is_message) && !r->HasField(m, f)) continue;
+    if ((in_real_oneof || is_message || f->has_presence()) && !r->HasField(m, f)) continue;
     w.Key(f->name().c_str());
     write_scalar(w, m, f, -1);
   }

@@ -362,6 +362,13 @@ def test_a_bad_config_is_refused_at_load_with_its_message(server, case):
     assert f"kiln-serve: failed to load 'ens_bad': {message}" in server.output()
 
 
+def test_a_newer_tritons_inflight_cap_is_refused(server):
+    config = dict(ensembles.CHAIN, name="ens_bad")
+    config["ensemble_scheduling"] = dict(config["ensemble_scheduling"], max_inflight_requests=4)
+    assert _load(server, "ens_bad", config) == (501, {"error": (
+        "ensemble 'ens_bad': max_inflight_requests is not supported (a newer Triton's setting)")})
+
+
 def test_a_bad_config_over_grpc(server):
     config, message = ensembles.bad_configs()["cycle"]
     with server.grpc_client() as c, pytest.raises(InferenceServerException) as e:
