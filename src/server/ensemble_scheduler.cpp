@@ -27,6 +27,22 @@ size_t tensor_bytes(const Tensor& t) {
   return n;
 }
 
+// The failure in flight as a status. The callbacks below run on the composing models' worker
+// threads, where nothing may escape: every failure ends the ensemble request instead.
+Status status_of_exception() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return Status(e);
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::Unavailable, "out of memory while running the ensemble");
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::Internal, e.what());
+  } catch (...) {
+    return Status(ErrorCode::Internal, "unknown failure while running the ensemble");
+  }
+}
+
 bool dims_match(const std::vector<int64_t>& config, const std::vector<int64_t>& dims) {
   if (config.size() != dims.size()) return false;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -206,9 +222,10 @@ void EnsembleScheduler::launch(const std::shared_ptr<Run>& run, size_t s) {
     return;
   }
   std::shared_ptr<ModelVersion> model;
-  auto request = std::make_unique<InferRequest>();
+  std::unique_ptr<InferRequest> request;
   bool batches = false;
   try {
+    request = std::make_unique<InferRequest>();
     model = run->options().resolve(step.model, step.version);
     const ModelConfig& config = model->config();
     batches = config.max_batch_size() > 0;
@@ -238,77 +255,42 @@ void EnsembleScheduler::launch(const std::shared_ptr<Run>& run, size_t s) {
       request->inputs.push_back(std::move(in));
     }
     for (size_t k : run->wanted[s]) request->outputs.push_back({step.outputs[k].model_tensor, {}});
-  } catch (const Error& e) {
-    step_done(run, s, step.model, step.version, false, Status(e), nullptr);
+  } catch (...) {
+    step_done(run, s, step.model, step.version, false, status_of_exception(), nullptr);
     return;
   }
   const int64_t version = model->version();
-  ModelVersion::infer_async(
-      model, std::move(request),
-      [run, s, version, batches](Status status, std::unique_ptr<InferResponse> response) {
-        const std::string& name = run->options().plan.steps[s].model;
-        step_done(run, s, name, version, batches, std::move(status), std::move(response));
-      });
+  try {
+    ModelVersion::infer_async(
+        model, std::move(request),
+        [run, s, version, batches](Status status, std::unique_ptr<InferResponse> response) {
+          const std::string& name = run->options().plan.steps[s].model;
+          step_done(run, s, name, version, batches, std::move(status), std::move(response));
+        });
+  } catch (...) {
+    // Thrown before the scheduler took the request (it calls back once it has).
+    step_done(run, s, step.model, version, batches, status_of_exception(), nullptr);
+  }
 }
 
 void EnsembleScheduler::step_done(const std::shared_ptr<Run>& run, size_t s,
                                   const std::string& model, int64_t version, bool model_batches,
                                   Status status, std::unique_ptr<InferResponse> response) {
-  const EnsembleOptions& options = run->options();
-  const EnsemblePlan::Step& step = options.plan.steps[s];
-  const std::string where =
-      fmt::format("step {}: model '{}'{}", s, model,
-                  version >= 0 ? fmt::format(" version {}", version) : std::string());
   std::vector<size_t> launch_now;
   bool finish_now = false;
   {
     std::lock_guard lock(run->mutex);
     --run->inflight;
-    for (size_t t : run->step_inputs(s)) run->release(t);
-    if (!status.is_ok()) {
-      if (!run->failure) {
-        run->failure = Status(
-            status.code(),
-            fmt::format("in ensemble '{}', {} ({})", options.model_name, status.message(), where));
-      }
-    } else if (response != nullptr && !run->failure) {
-      run->compute.input_ns += response->compute.input_ns;
-      run->compute.infer_ns += response->compute.infer_ns;
-      run->compute.output_ns += response->compute.output_ns;
-      for (size_t k : run->wanted[s]) {
-        const EnsemblePlan::Binding& b = step.outputs[k];
-        InferOutput* out = nullptr;
-        for (InferOutput& o : response->outputs) {
-          if (o.name == b.model_tensor) out = &o;
-        }
-        if (out == nullptr || !out->data.defined()) {
-          run->failure = Status(ErrorCode::Internal,
-                                fmt::format("in ensemble '{}', output '{}' is missing from the "
-                                            "response ({})",
-                                            options.model_name, b.model_tensor, where));
-          break;
-        }
-        Run::Slot& slot = run->slots[b.tensor];
-        const size_t bytes = tensor_bytes(out->data);
-        if (!run->lease.grow(bytes)) {
-          run->failure = Status(
-              ErrorCode::Unavailable,
-              fmt::format("in ensemble '{}', the server's request memory budget ({} bytes) is "
-                          "spent; retry later ({} returned {} bytes for '{}')",
-                          options.model_name, options.memory ? options.memory->limit() : 0, where,
-                          bytes, options.plan.tensors[b.tensor]));
-          break;
-        }
-        slot.data = std::move(out->data);
-        slot.bytes = bytes;
-        slot.batch = model_batches && slot.data.rank() > 0 ? slot.data.dim(0) : 0;
-        slot.ready = true;
-        for (size_t r : options.plan.readers[b.tensor]) {
-          if (run->waiting[r] != Run::kSkipped && --run->waiting[r] == 0) launch_now.push_back(r);
-        }
-        for (size_t o : run->outputs) {
-          if (options.plan.outputs[o] == b.tensor) --run->missing;
-        }
+    try {
+      for (size_t t : run->step_inputs(s)) run->release(t);
+      step_result_locked(*run, s, model, version, model_batches, status, response.get(),
+                         launch_now);
+    } catch (...) {
+      launch_now.clear();
+      try {
+        if (!run->failure) run->failure = status_of_exception();
+      } catch (...) {
+        // Out of memory even for the message: the missing outputs fail the request.
       }
     }
     if (run->failure) launch_now.clear();
@@ -321,29 +303,82 @@ void EnsembleScheduler::step_done(const std::shared_ptr<Run>& run, size_t s,
   if (finish_now) finish(run);
 }
 
-void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
-  const EnsembleOptions& options = run->options();
-  ModelStatistics& statistics = run->owner->statistics_;
-  std::unique_ptr<InferResponse> response;
-  std::optional<Status> failure;
-  {
-    std::lock_guard lock(run->mutex);
-    failure = run->failure;
-    if (!failure && run->missing > 0) {
+void EnsembleScheduler::step_result_locked(Run& run, size_t s, const std::string& model,
+                                           int64_t version, bool model_batches,
+                                           const Status& status, InferResponse* response,
+                                           std::vector<size_t>& launch_now) {
+  const EnsembleOptions& options = run.options();
+  const EnsemblePlan::Step& step = options.plan.steps[s];
+  const std::string where =
+      fmt::format("step {}: model '{}'{}", s, model,
+                  version >= 0 ? fmt::format(" version {}", version) : std::string());
+  if (!status.is_ok()) {
+    if (!run.failure) {
+      run.failure = Status(status.code(), fmt::format("in ensemble '{}', {} ({})",
+                                                      options.model_name, status.message(), where));
+    }
+  } else if (response != nullptr && !run.failure) {
+    run.compute.input_ns += response->compute.input_ns;
+    run.compute.infer_ns += response->compute.infer_ns;
+    run.compute.output_ns += response->compute.output_ns;
+    for (size_t k : run.wanted[s]) {
+      const EnsemblePlan::Binding& b = step.outputs[k];
+      InferOutput* out = nullptr;
+      for (InferOutput& o : response->outputs) {
+        if (o.name == b.model_tensor) out = &o;
+      }
+      if (out == nullptr || !out->data.defined()) {
+        run.failure = Status(ErrorCode::Internal,
+                             fmt::format("in ensemble '{}', output '{}' is missing from the "
+                                         "response ({})",
+                                         options.model_name, b.model_tensor, where));
+        break;
+      }
+      Run::Slot& slot = run.slots[b.tensor];
+      const size_t bytes = tensor_bytes(out->data);
+      if (!run.lease.grow(bytes)) {
+        run.failure =
+            Status(ErrorCode::Unavailable,
+                   fmt::format("in ensemble '{}', the server's request memory budget ({} bytes) is "
+                               "spent; retry later ({} returned {} bytes for '{}')",
+                               options.model_name, options.memory ? options.memory->limit() : 0,
+                               where, bytes, options.plan.tensors[b.tensor]));
+        break;
+      }
+      slot.data = std::move(out->data);
+      slot.bytes = bytes;
+      slot.batch = model_batches && slot.data.rank() > 0 ? slot.data.dim(0) : 0;
+      slot.ready = true;
+      for (size_t r : options.plan.readers[b.tensor]) {
+        if (run.waiting[r] != Run::kSkipped && --run.waiting[r] == 0) launch_now.push_back(r);
+      }
+      for (size_t o : run.outputs) {
+        if (options.plan.outputs[o] == b.tensor) --run.missing;
+      }
+    }
+  }
+}
+
+void EnsembleScheduler::finish_locked(Run& run, std::unique_ptr<InferResponse>& response,
+                                      std::optional<Status>& failure) {
+  const EnsembleOptions& options = run.options();
+  try {
+    failure = run.failure;
+    if (!failure && run.missing > 0) {
       // Cannot happen for a checked plan; Triton's words should it ever.
       failure = Status(ErrorCode::InvalidArgument,
                        fmt::format("in ensemble '{}', {}unexpected deadlock, at least one output "
                                    "is not set while no more ensemble steps can be made",
-                                   options.model_name, request_id_prefix(*run->request)));
+                                   options.model_name, request_id_prefix(*run.request)));
     }
     if (!failure) {
       response = std::make_unique<InferResponse>();
       response->model_name = options.model_name;
       response->model_version = options.model_version;
-      response->id = run->request->id;
-      for (size_t o : run->outputs) {
+      response->id = run.request->id;
+      for (size_t o : run.outputs) {
         const TensorSpec& spec = options.outputs[o];
-        Run::Slot& slot = run->slots[options.plan.outputs[o]];
+        Run::Slot& slot = run.slots[options.plan.outputs[o]];
         if (slot.data.dtype() != spec.dtype) {
           failure =
               Status(ErrorCode::InvalidArgument,
@@ -357,31 +392,54 @@ void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
         InferOutput out;
         out.name = spec.name;
         out.datatype = spec.dtype;
-        out.shape = reshape_dims(spec.dims, run->batch != 0, slot.batch, slot.data.dims());
+        out.shape = reshape_dims(spec.dims, run.batch != 0, slot.batch, slot.data.dims());
         out.data = out.shape == slot.data.dims() ? slot.data : slot.data.reshaped(out.shape);
         response->outputs.push_back(std::move(out));
       }
     }
-    if (response) response->compute = run->compute;
-    // The answer's tensors are the frontend's from here, as any model's answer is: the lease
-    // covered what only the ensemble held.
-    run->slots.clear();
-    run->lease.reset();
+    if (response) response->compute = run.compute;
+  } catch (...) {
+    response.reset();
+    failure = status_of_exception();
   }
-  const Clock::time_point end = Clock::now();
-  const uint64_t request_ns = ns_between(run->request->received, end);
-  if (failure) {
-    statistics.record_failure(request_ns, FailureReason::Other);
-  } else {
-    const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(1, run->batch));
-    const ComputeTimes& c = run->compute;
-    statistics.record_success(rows, request_ns, ns_between(run->enqueued, run->started), c.input_ns,
-                              c.infer_ns, c.output_ns);
-    statistics.record_execution(rows, c.input_ns, c.infer_ns, c.output_ns);
+  // The answer's tensors are the frontend's from here, as any model's answer is: the lease
+  // covered what only the ensemble held.
+  run.slots.clear();
+  run.lease.reset();
+}
+
+void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
+  const EnsembleOptions& options = run->options();
+  ModelStatistics& statistics = run->owner->statistics_;
+  std::unique_ptr<InferResponse> response;
+  std::optional<Status> failure;
+  {
+    std::unique_lock lock(run->mutex);
+    finish_locked(*run, response, failure);
+  }
+  const uint64_t request_ns = ns_between(run->request->received, Clock::now());
+  try {
+    if (failure) {
+      statistics.record_failure(request_ns, FailureReason::Other);
+    } else {
+      const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(1, run->batch));
+      const ComputeTimes& c = run->compute;
+      statistics.record_success(rows, request_ns, ns_between(run->enqueued, run->started),
+                                c.input_ns, c.infer_ns, c.output_ns);
+      statistics.record_execution(rows, c.input_ns, c.infer_ns, c.output_ns);
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln-serve: ensemble '{}': statistics not recorded: {}\n",
+               options.model_name, e.what());
   }
   statistics.add_pending(-1);
   InferCallback done = std::move(run->done);
-  done(failure ? *failure : Status::ok(), std::move(response));
+  try {
+    done(failure ? *failure : Status::ok(), std::move(response));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln-serve: ensemble '{}': answering failed: {}\n", options.model_name,
+               e.what());
+  }
 }
 
 }  // namespace kiln::server

@@ -17,6 +17,7 @@
 // step or answer needs them, and an ensemble that would exceed it fails with Unavailable.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,11 +66,21 @@ class EnsembleScheduler {
 
  private:
   struct Run;
+  // These run on the composing models' worker threads (the step callbacks): they catch every
+  // failure and end the request with it, so nothing escapes a worker.
   static void launch(const std::shared_ptr<Run>& run, size_t step);
   static void step_done(const std::shared_ptr<Run>& run, size_t step, const std::string& model,
                         int64_t version, bool model_batches, Status status,
                         std::unique_ptr<InferResponse> response);
+  // Stores a finished step's outputs (or its failure) and collects the steps it makes ready;
+  // under the run's mutex.
+  static void step_result_locked(Run& run, size_t step, const std::string& model, int64_t version,
+                                 bool model_batches, const Status& status, InferResponse* response,
+                                 std::vector<size_t>& launch_now);
   static void finish(const std::shared_ptr<Run>& run);
+  // The answer (or the failure) from what the steps left; under the run's mutex.
+  static void finish_locked(Run& run, std::unique_ptr<InferResponse>& response,
+                            std::optional<Status>& failure);
 
   EnsembleOptions options_;
   ModelStatistics& statistics_;
