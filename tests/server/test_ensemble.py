@@ -22,7 +22,7 @@ import triton_models
 from ensembles import ADD_SUB_IN, FP32, ensemble
 
 LOADED = ["ens_chain", "ens_dag", "ens_bytes", "ens_v1", "ens_v2", "ens_vlatest", "ens_mixed",
-          "ens_loose", "ens_outer", "ens_stats", "ens_par", "ens_slow"]
+          "ens_loose", "ens_outer", "ens_stats", "ens_par", "ens_slow", "ens_merge"]
 SLOW_ROWS = 1024
 NEST = 9  # nest_1 runs nest_2 ... nest_9 runs add_sub: nest_1 nests 9 deep, one too many
 
@@ -49,6 +49,13 @@ def repo(tmp_path_factory):
     # add_sub_stats serves ens_stats alone, so its statistics are the ensemble's steps' only.
     models.add_sub(repo, "add_sub_stats", "FP32", config=triton_models.MODELS["add_sub"][0].replace(
         '"add_sub"', '"add_sub_stats"').replace("name:", 'backend: "onnxruntime"\nname:', 1))
+    # add_sub behind a dynamic batcher with a long delay: concurrent ensembles' steps merge.
+    models.add_sub(repo, "add_sub_merge", "FP32", config=triton_models.MODELS["add_sub"][0].replace(
+        '"add_sub"', '"add_sub_merge"').replace("name:", 'backend: "onnxruntime"\nname:', 1) +
+        "dynamic_batching { max_queue_delay_microseconds: 200000 }\n")
+    ensembles.write(repo, ensemble("ens_merge", [
+        ("add_sub_merge", -1, ADD_SUB_IN, {"OUTPUT0": "s", "OUTPUT1": "d"}),
+        ("add_sub_merge", -1, {"INPUT0": "s", "INPUT1": "d"}, {"OUTPUT0": "OUT0", "OUTPUT1": "OUT1"})]))
     ensembles.write(repo, ensemble("ens_stats", [
         ("add_sub_stats", -1, ADD_SUB_IN, {"OUTPUT0": "s", "OUTPUT1": "d"}),
         ("add_sub_stats", -1, {"INPUT0": "s", "INPUT1": "d"}, {"OUTPUT0": "OUT0", "OUTPUT1": "OUT1"})]))
@@ -161,6 +168,37 @@ def test_independent_steps_run_side_by_side(server):
     assert seen_both, "the two independent steps never ran at the same time"
     np.testing.assert_allclose(result["r"].as_numpy("A"), x, rtol=1e-5)
     np.testing.assert_allclose(result["r"].as_numpy("B"), x, rtol=1e-5)
+
+
+def test_concurrent_ensembles_steps_batch_together_in_the_composing_model(server):
+    """Steps go through the composing model's dynamic batcher as any request: the steps of
+    concurrent ensemble requests merge; each ensemble still gets its own rows back."""
+    n = 16
+    clients = [server.client() for _ in range(n)]
+    errors = []
+
+    def one(i):
+        try:
+            a, b = rows(1 + i % 3, offset=i)
+            r = clients[i].infer("ens_merge", fp32_inputs(httpclient, a, b))
+            np.testing.assert_array_equal(r.as_numpy("OUT0"), 2 * a)
+            np.testing.assert_array_equal(r.as_numpy("OUT1"), 2 * b)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    ens, comp = stats(server, "ens_merge"), stats(server, "add_sub_merge")
+    total = sum(1 + i % 3 for i in range(n))
+    assert (ens["inference_count"], ens["execution_count"]) == (total, n)
+    assert comp["inference_count"] == 2 * total
+    assert comp["inference_stats"]["success"]["count"] == 2 * n
+    assert comp["execution_count"] < 2 * n
+    assert max(b["batch_size"] for b in comp["batch_stats"]) > 3
 
 
 def _bytes_inputs(mod, a, b):
