@@ -309,13 +309,16 @@ void EnsembleScheduler::step_result_locked(Run& run, size_t s, const std::string
                                            std::vector<size_t>& launch_now) {
   const EnsembleOptions& options = run.options();
   const EnsemblePlan::Step& step = options.plan.steps[s];
-  const std::string where =
-      fmt::format("step {}: model '{}'{}", s, model,
-                  version >= 0 ? fmt::format(" version {}", version) : std::string());
+  // Which step, for the messages (formatted only on failure: this runs for every step).
+  auto where = [&] {
+    return fmt::format("step {}: model '{}'{}", s, model,
+                       version >= 0 ? fmt::format(" version {}", version) : std::string());
+  };
   if (!status.is_ok()) {
     if (!run.failure) {
-      run.failure = Status(status.code(), fmt::format("in ensemble '{}', {} ({})",
-                                                      options.model_name, status.message(), where));
+      run.failure = Status(
+          status.code(),
+          fmt::format("in ensemble '{}', {} ({})", options.model_name, status.message(), where()));
     }
   } else if (response != nullptr && !run.failure) {
     run.compute.input_ns += response->compute.input_ns;
@@ -331,7 +334,7 @@ void EnsembleScheduler::step_result_locked(Run& run, size_t s, const std::string
         run.failure = Status(ErrorCode::Internal,
                              fmt::format("in ensemble '{}', output '{}' is missing from the "
                                          "response ({})",
-                                         options.model_name, b.model_tensor, where));
+                                         options.model_name, b.model_tensor, where()));
         break;
       }
       Run::Slot& slot = run.slots[b.tensor];
@@ -342,7 +345,7 @@ void EnsembleScheduler::step_result_locked(Run& run, size_t s, const std::string
                    fmt::format("in ensemble '{}', the server's request memory budget ({} bytes) is "
                                "spent; retry later ({} returned {} bytes for '{}')",
                                options.model_name, options.memory ? options.memory->limit() : 0,
-                               where, bytes, options.plan.tensors[b.tensor]));
+                               where(), bytes, options.plan.tensors[b.tensor]));
         break;
       }
       slot.data = std::move(out->data);
