@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
-#include "server/scheduler.hpp"
+#include "server/request_check.hpp"
 
 namespace kiln::server {
 

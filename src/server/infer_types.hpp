@@ -79,6 +79,9 @@ struct InferRequest {
   uint64_t timeout_us = 0;  // 0: the model's default queue timeout
   // When the frontend received the request; request duration statistics start here.
   Clock::time_point received = Clock::now();
+  // A run deadline set from outside the request's own timeout: an ensemble step inherits its
+  // ensemble request's, so every step counts against the time the client's request was given.
+  Clock::time_point deadline = Clock::time_point::max();
   // Set by the frontend when the client has gone (a cancelled gRPC call or stream): a request
   // still queued then leaves the queue without running.
   std::shared_ptr<const std::atomic<bool>> cancelled;
@@ -101,12 +104,21 @@ struct InferOutput {
   Tensor data;
 };
 
+// The compute time charged to one request (a request in a merged batch is charged the batch's),
+// as Triton's statistics count it: an ensemble adds up its steps' for its own statistics.
+struct ComputeTimes {
+  uint64_t input_ns = 0;
+  uint64_t infer_ns = 0;
+  uint64_t output_ns = 0;
+};
+
 struct InferResponse {
   std::string model_name;
   int64_t model_version = 0;
   std::string id;
   Parameters parameters;
   std::vector<InferOutput> outputs;  // in the order requested (model order when all)
+  ComputeTimes compute;              // not sent: what the server spent computing it
 };
 
 // ---- status ----------------------------------------------------------------------------------

@@ -30,6 +30,12 @@ bool MemoryLease::grow(size_t bytes) {
   return true;
 }
 
+void MemoryLease::shrink(size_t bytes) {
+  bytes = std::min(bytes, bytes_);
+  if (budget_ != nullptr && bytes > 0) budget_->release(bytes);
+  bytes_ -= bytes;
+}
+
 void MemoryLease::reset() {
   if (budget_ != nullptr && bytes_ > 0) budget_->release(bytes_);
   bytes_ = 0;

@@ -42,6 +42,8 @@ class MemoryLease {
 
   // Grows the lease by `bytes`; false when the budget cannot cover them (the lease is unchanged).
   bool grow(size_t bytes);
+  // Gives back `bytes` of the lease (at most what it holds), keeping the rest.
+  void shrink(size_t bytes);
   void reset();
   size_t bytes() const { return bytes_; }
 

@@ -7,25 +7,6 @@
 namespace kiln::server {
 namespace {
 
-std::vector<TensorMetadata> metadata_of(const ModelConfig& config, bool inputs) {
-  std::vector<TensorMetadata> out;
-  auto add = [&](const std::string& name, int type, const auto& dims) {
-    TensorMetadata t;
-    t.name = name;
-    t.datatype = std::string(datatype_name(datatype_from_config(type)));
-    if (config.max_batch_size() > 0) t.shape.push_back(-1);
-    t.shape.insert(t.shape.end(), dims.begin(), dims.end());
-    out.push_back(std::move(t));
-  };
-  if (inputs) {
-    for (const inference::ModelInput& in : config.input())
-      add(in.name(), in.data_type(), in.dims());
-  } else {
-    for (const inference::ModelOutput& o : config.output()) add(o.name(), o.data_type(), o.dims());
-  }
-  return out;
-}
-
 // The intra_op_thread_count parameter (the ONNX Runtime backend's name); 0 when absent, which
 // means one thread per CPU.
 int intra_op_threads(const ModelConfig& config, const std::string& model) {
@@ -87,6 +68,25 @@ inference::ModelInstanceGroup cpu_group() {
 
 }  // namespace
 
+std::vector<TensorMetadata> tensor_metadata(const ModelConfig& config, bool inputs) {
+  std::vector<TensorMetadata> out;
+  auto add = [&](const std::string& name, int type, const auto& dims) {
+    TensorMetadata t;
+    t.name = name;
+    t.datatype = std::string(datatype_name(datatype_from_config(type)));
+    if (config.max_batch_size() > 0) t.shape.push_back(-1);
+    t.shape.insert(t.shape.end(), dims.begin(), dims.end());
+    out.push_back(std::move(t));
+  };
+  if (inputs) {
+    for (const inference::ModelInput& in : config.input())
+      add(in.name(), in.data_type(), in.dims());
+  } else {
+    for (const inference::ModelOutput& o : config.output()) add(o.name(), o.data_type(), o.dims());
+  }
+  return out;
+}
+
 ModelVersion::ModelVersion(ModelLoadSpec spec)
     : name_(std::move(spec.name)),
       version_(spec.version),
@@ -97,6 +97,15 @@ ModelVersion::ModelVersion(ModelLoadSpec spec)
   KILN_CHECK_ARG(config_.name() == name_,
                  "model '{}': the configuration names the model '{}'; the two must agree", name_,
                  config_.name());
+  if (is_ensemble(config_)) {
+    load_ensemble(spec);
+  } else {
+    load_model(spec);
+  }
+  load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void ModelVersion::load_model(ModelLoadSpec& spec) {
   // Nothing is created before the budget holds it: a thread the OS refuses inside OpenMP ends
   // the process.
   if (spec.budget) {
@@ -132,13 +141,12 @@ ModelVersion::ModelVersion(ModelLoadSpec spec)
     sessions.push_back(std::make_unique<Session>(
         spec.model_path, session_options(config_, *instances[i].first, instances[i].second)));
   }
-  input_metadata_ = metadata_of(config_, true);
-  output_metadata_ = metadata_of(config_, false);
+  input_metadata_ = tensor_metadata(config_, true);
+  output_metadata_ = tensor_metadata(config_, false);
   SchedulerOptions so = SchedulerOptions::from_config(config_, version_);
   so.request_timeout_us = spec.request_timeout_us;
   so.cancel = spec.cancel;
   scheduler_ = std::make_unique<Scheduler>(std::move(so), std::move(sessions), statistics_);
-  load_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 BudgetDemand budget_demand(const ModelConfig& config, const std::string& model) {
@@ -167,7 +175,11 @@ ModelVersion::~ModelVersion() = default;
 
 void ModelVersion::infer_async(const std::shared_ptr<ModelVersion>& self,
                                std::unique_ptr<InferRequest> request, InferCallback done) {
-  self->scheduler_->enqueue(std::move(request), std::move(done), self);
+  if (self->ensemble_) {
+    self->ensemble_->enqueue(std::move(request), std::move(done), self);
+  } else {
+    self->scheduler_->enqueue(std::move(request), std::move(done), self);
+  }
 }
 
 }  // namespace kiln::server

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/budget.hpp"
+#include "server/ensemble_scheduler.hpp"
 #include "server/infer_types.hpp"
 #include "server/model_config.hpp"
 #include "server/scheduler.hpp"
@@ -31,6 +32,10 @@ struct ModelLoadSpec {
   std::shared_ptr<ResourceBudget> budget;
   uint64_t request_timeout_us = 0;  // --request-timeout-ms: caps every request's run (0: none)
   std::shared_ptr<const std::atomic<bool>> cancel;  // set when a drain ends: running requests stop
+  // Ensembles only: the composing models' versions (to check the steps at load and to run them)
+  // and the server's request memory, which their intermediate tensors are leased from.
+  ModelResolver resolve;
+  std::shared_ptr<MemoryBudget> request_memory;
 };
 
 // The instances and intra-op threads a config asks for (instance groups x counts x GPUs, times
@@ -44,11 +49,16 @@ struct TensorMetadata {
   std::vector<int64_t> shape;  // -1 for any size; leading -1 batch dim when batching
 };
 
+// The metadata of a config's inputs (or outputs): protocol datatypes, and -1 leading the shape
+// when the model batches.
+std::vector<TensorMetadata> tensor_metadata(const ModelConfig& config, bool inputs);
+
 class ModelVersion {
  public:
   // Reserves the instances and threads from the budget, opens one Session per instance, completes
   // and validates the config and starts the workers; throws kiln::Error naming the model and
-  // file on failure, having released whatever it took.
+  // file on failure, having released whatever it took. An ensemble (platform "ensemble") holds
+  // no instances: its steps are checked against the composing versions `spec.resolve` finds.
   explicit ModelVersion(ModelLoadSpec spec);
   ~ModelVersion();
   ModelVersion(const ModelVersion&) = delete;
@@ -64,24 +74,31 @@ class ModelVersion {
   ModelStatistics& statistics() { return statistics_; }
   const ModelStatistics& statistics() const { return statistics_; }
   double load_seconds() const { return load_seconds_; }
+  // 0 for a model; for an ensemble, 1 + the deepest nesting of the ensembles its steps run.
+  int ensemble_depth() const { return ensemble_depth_; }
   // Returns the instances and threads to the budget: the repository calls it when the version
   // leaves the served set, while requests holding it may still finish.
   void release_budget() { lease_.release(); }
 
-  // Runs the request through the scheduler; `self` must own this version (it is kept alive
-  // until `done` has run). `done` is called exactly once.
+  // Runs the request through the scheduler (an ensemble's: through its steps); `self` must own
+  // this version (it is kept alive until `done` has run). `done` is called exactly once.
   static void infer_async(const std::shared_ptr<ModelVersion>& self,
                           std::unique_ptr<InferRequest> request, InferCallback done);
 
  private:
+  void load_model(ModelLoadSpec& spec);
+  void load_ensemble(ModelLoadSpec& spec);  // model_ensemble.cpp
+
   std::string name_;
   int64_t version_ = 0;
   ModelConfig config_;
   std::vector<TensorMetadata> input_metadata_, output_metadata_;
   ModelStatistics statistics_;
   double load_seconds_ = 0;
-  ResourceBudget::Lease lease_;           // before scheduler_: released after its threads end
-  std::unique_ptr<Scheduler> scheduler_;  // last member: its workers use the ones above
+  int ensemble_depth_ = 0;
+  ResourceBudget::Lease lease_;  // before scheduler_: released after its threads end
+  std::unique_ptr<EnsembleScheduler> ensemble_;  // an ensemble's (then scheduler_ is null)
+  std::unique_ptr<Scheduler> scheduler_;         // last member: its workers use the ones above
 };
 
 }  // namespace kiln::server

@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "server/ensemble_config.hpp"
 #include "server/infer_types.hpp"
 
 namespace kiln::server {
@@ -129,9 +130,11 @@ void write_message(JsonWriter& w, const pb::Message& m) {
       w.EndArray();
       continue;
     }
+    // An unset `optional` scalar is left out too: such a field is one Triton 2.51's schema
+    // lacks (ModelEnsembling.max_inflight_requests), or one completion always sets.
     const bool in_real_oneof = f->real_containing_oneof() != nullptr;
     const bool is_message = f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE;
-    if ((in_real_oneof || is_message) && !r->HasField(m, f)) continue;
+    if ((in_real_oneof || is_message || f->has_presence()) && !r->HasField(m, f)) continue;
     w.Key(f->name().c_str());
     write_scalar(w, m, f, -1);
   }
@@ -343,7 +346,12 @@ void autocomplete_config(ModelConfig& config, const std::vector<IoInfo>& inputs,
 void validate_config(const ModelConfig& config) {
   const std::string& name = config.name();
   KILN_CHECK_ARG(!name.empty(), "model configuration has no name");
-  config_backend(config);
+  // An ensemble runs no model file of its own: its steps are checked instead (ensemble_config).
+  if (is_ensemble(config)) {
+    plan_ensemble(config);
+  } else {
+    config_backend(config);
+  }
   KILN_CHECK_ARG(config.max_batch_size() >= 0, "model '{}': max_batch_size {} is negative", name,
                  config.max_batch_size());
   KILN_CHECK_ARG(config.input_size() > 0, "model '{}': the configuration has no inputs", name);
@@ -372,8 +380,6 @@ void validate_config(const ModelConfig& config) {
   }
   KILN_CHECK(!config.has_sequence_batching(), ErrorCode::Unsupported,
              "model '{}': sequence_batching is not supported", name);
-  KILN_CHECK(!config.has_ensemble_scheduling(), ErrorCode::Unsupported,
-             "model '{}': ensemble_scheduling is not supported", name);
   KILN_CHECK(config.batch_input_size() == 0 && config.batch_output_size() == 0,
              ErrorCode::Unsupported, "model '{}': batch_input / batch_output are not supported",
              name);

@@ -35,8 +35,9 @@ void autocomplete_config(ModelConfig& config, const std::vector<IoInfo>& inputs,
                          const std::vector<IoInfo>& outputs);
 
 // Checks a complete config: names, types, dims, reshape element counts, batching and queue
-// settings; InvalidArgument naming the model and field. Unsupported for features Kiln does not
-// implement (sequence batching, ensembles, batch inputs/outputs, decoupled, warmup files ...).
+// settings, an ensemble's steps on their own (ensemble_config.hpp); InvalidArgument naming the
+// model and field. Unsupported for features Kiln does not implement (sequence batching, batch
+// inputs/outputs, decoupled, warmup files ...).
 void validate_config(const ModelConfig& config);
 
 }  // namespace kiln::server

@@ -1,6 +1,7 @@
 #include "server/repository.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -141,12 +142,17 @@ std::string_view model_state_name(ModelState state) {
   return "UNAVAILABLE";
 }
 
-struct ModelRepository::Entry {
-  std::map<int64_t, std::shared_ptr<ModelVersion>> versions;
-  ModelState state = ModelState::Unavailable;
-  std::string reason;
-  std::string fingerprint;
-  std::vector<int64_t> last_versions;  // for the index after an unload
+// What ensembles find their composing versions through: the repository while it lives, an
+// error after (a request may outlive it by a moment at shutdown).
+struct ModelRepository::Lookup {
+  std::mutex mutex;
+  const ModelRepository* repository = nullptr;
+
+  std::shared_ptr<ModelVersion> get(std::string_view name, int64_t version) {
+    std::lock_guard lock(mutex);
+    KILN_CHECK(repository != nullptr, ErrorCode::Unavailable, "Server is shutting down");
+    return repository->get(name, version);
+  }
 };
 
 struct ModelRepository::Reaper {
@@ -189,6 +195,8 @@ ModelRepository::ModelRepository(RepositoryOptions options)
       budget_(std::make_shared<ResourceBudget>(options_.instance_budget, options_.thread_budget)),
       reaper_(std::make_shared<Reaper>()) {
   KILN_CHECK_ARG(!options_.paths.empty(), "no model repository given (--model-repository)");
+  lookup_ = std::make_shared<Lookup>();
+  lookup_->repository = this;
   for (std::string& p : options_.paths) {
     std::error_code ec;
     fs::path canonical = fs::canonical(p, ec);
@@ -201,6 +209,10 @@ ModelRepository::ModelRepository(RepositoryOptions options)
 }
 
 ModelRepository::~ModelRepository() {
+  {
+    std::lock_guard lock(lookup_->mutex);
+    lookup_->repository = nullptr;
+  }
   {
     std::lock_guard lock(poll_mutex_);
     stopping_ = true;
@@ -261,8 +273,20 @@ std::optional<std::string> ModelRepository::find_model_dir(const std::string& na
   return std::nullopt;
 }
 
+void ModelRepository::begin_operation() {
+  attempted_.clear();
+  failed_.clear();
+}
+
+ModelResolver ModelRepository::resolver() const {
+  return [lookup = lookup_](std::string_view name, int64_t version) {
+    return lookup->get(name, version);
+  };
+}
+
 bool ModelRepository::start() {
   std::lock_guard load_lock(load_mutex_);
+  begin_operation();
   std::vector<std::string> wanted;
   if (options_.mode == ModelControlMode::Explicit) {
     for (const std::string& m : options_.startup_models) {
@@ -279,12 +303,15 @@ bool ModelRepository::start() {
   }
   bool ok = true;
   for (const std::string& name : wanted) {
+    // An ensemble loads its composing models first; each model loads once.
+    if (attempted_.count(name)) continue;
     try {
       load_locked(name, std::nullopt);
     } catch (const Error&) {
-      ok = false;  // load_locked printed why
+      // load_locked printed why
     }
   }
+  for (const std::string& name : wanted) ok = ok && !failed_.count(name);
   {
     std::lock_guard lock(map_mutex_);
     start_failed_ = !ok;
@@ -308,7 +335,9 @@ void ModelRepository::poll_loop() {
 
 void ModelRepository::poll() {
   std::lock_guard load_lock(load_mutex_);
+  begin_operation();
   const std::vector<std::string> present = list_models();
+  bool loaded = false;
   for (const std::string& name : present) {
     std::string stamp;
     if (auto dir = find_model_dir(name)) stamp = fingerprint(*dir);
@@ -317,8 +346,10 @@ void ModelRepository::poll() {
       auto it = models_.find(name);
       if (it != models_.end() && it->second->fingerprint == stamp) continue;
     }
+    if (attempted_.count(name)) continue;  // loaded already, as an ensemble's composing model
     try {
       load_locked(name, std::nullopt);
+      loaded = true;
     } catch (const Error&) {
       // load_locked printed why; poll retries once the model's files change.
     }
@@ -333,12 +364,14 @@ void ModelRepository::poll() {
     }
   }
   for (const std::string& name : gone) unload_locked(name, "removed from the repository");
+  if (loaded) retry_ensembles_locked();
 }
 
 void ModelRepository::load(const std::string& name, const std::optional<std::string>& config_json) {
   KILN_CHECK(options_.mode == ModelControlMode::Explicit, ErrorCode::Unavailable,
              "explicit model load / unload is not allowed if polling is enabled");
   std::lock_guard load_lock(load_mutex_);
+  begin_operation();
   load_locked(name, config_json);
 }
 
@@ -347,6 +380,7 @@ void ModelRepository::unload(const std::string& name) {
              "explicit model load / unload is not allowed if polling is enabled");
   check_model_name(name);
   std::lock_guard load_lock(load_mutex_);
+  begin_operation();
   unload_locked(name, "unloaded");
 }
 
@@ -357,6 +391,7 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
     auto it = models_.find(name);
     if (it == models_.end()) return;
     Entry& e = *it->second;
+    e.unloaded_with_step = false;  // unload_dependents_locked sets it for the cascade
     e.last_versions.clear();
     for (const auto& v : e.versions) e.last_versions.push_back(v.first);
     dropped.swap(e.versions);
@@ -367,11 +402,47 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
   }
   for (const auto& [number, version] : dropped)
     fmt::print(stderr, "kiln-serve: unloaded '{}' version {} ({})\n", name, number, reason);
+  // As Triton: an ensemble cannot serve without the models its steps run.
+  if (!dropped.empty()) unload_dependents_locked(name, reason);
   // `dropped` goes out of scope here: each version lives on while requests hold it.
 }
 
 void ModelRepository::load_locked(const std::string& name,
                                   const std::optional<std::string>& config_json) {
+  std::exception_ptr failure;
+  try {
+    load_one_locked(name, config_json);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Ensembles that come back with a model load once nothing is half loaded any more.
+  if (loading_.empty()) {
+    while (!returning_.empty()) {
+      const std::string model = returning_.front();
+      returning_.erase(returning_.begin());
+      if (attempted_.count(model)) continue;
+      try {
+        load_locked(model, std::nullopt);
+      } catch (const Error&) {
+        // load_locked printed why.
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void ModelRepository::load_one_locked(const std::string& name,
+                                      const std::optional<std::string>& config_json) {
+  attempted_.insert(name);
+  // The ensembles being loaded, outermost first: the cycle check's path.
+  struct Loading {
+    std::vector<std::string>& stack;
+    bool pushed = false;
+    ~Loading() {
+      if (pushed) stack.pop_back();
+    }
+  } loading{loading_};
+  bool ensemble = false;
   try {
     check_model_name(name);
     std::optional<std::string> dir_opt = find_model_dir(name);
@@ -399,6 +470,15 @@ void ModelRepository::load_locked(const std::string& name,
       }
     }
     if (config.name().empty()) config.set_name(name);
+    ensemble = is_ensemble(config);
+    if (ensemble) {
+      loading_.push_back(name);
+      loading.pushed = true;
+      // The config on its own first (as Triton, before it looks for the composing models), then
+      // its composing models: the checks against them need their completed configs.
+      plan_ensemble(config);
+      load_dependencies_locked(name, config);
+    }
     // Version folders: numeric names only, as Triton reads them.
     std::vector<int64_t> available;
     std::error_code ec;
@@ -409,7 +489,7 @@ void ModelRepository::load_locked(const std::string& name,
     }
     std::sort(available.begin(), available.end());
     // Without backend and platform, the model file decides (model.kiln before model.onnx).
-    if (config.backend().empty() && config.platform().empty() && !available.empty()) {
+    if (!ensemble && config.backend().empty() && config.platform().empty() && !available.empty()) {
       const fs::path vdir = dir / std::to_string(available.back());
       const std::string file = config.default_model_filename();
       if ((!file.empty() && file.ends_with(".kiln")) ||
@@ -458,6 +538,13 @@ void ModelRepository::load_locked(const std::string& name,
       spec.budget = budget_;
       spec.request_timeout_us = options_.request_timeout_us;
       spec.cancel = cancel_;
+      if (ensemble) {
+        // No model file: the version folder only says which versions exist.
+        spec.resolve = resolver();
+        spec.request_memory = options_.request_memory;
+        built.emplace(v, adopt(new ModelVersion(std::move(spec))));
+        continue;
+      }
       const fs::path file = dir / std::to_string(v) / config_model_filename(config);
       KILN_CHECK_ARG(fs::is_regular_file(file, ec),
                      "model '{}' version {}: '{}' is missing or not a file", name, v,
@@ -486,13 +573,22 @@ void ModelRepository::load_locked(const std::string& name,
       slot->state = ModelState::Ready;
       slot->reason.clear();
       slot->fingerprint = stamp;
+      slot->composing = ensemble ? ensemble_composing_models(config) : std::vector<std::string>{};
+      slot->ensemble_failed = false;
+      slot->unloaded_with_step = false;
     }
     // One line per version, whichever way the load came (startup, poll, the load API), as
     // tritonserver logs it.
     for (int64_t v : selected) {
-      fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} ({})\n", name, v,
-                 (dir / std::to_string(v) / config_model_filename(config)).string());
+      if (ensemble) {
+        fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} (ensemble)\n", name, v);
+      } else {
+        fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} ({})\n", name, v,
+                   (dir / std::to_string(v) / config_model_filename(config)).string());
+      }
     }
+    // The ensembles using this model run its new versions from now on: check they still fit.
+    recheck_dependents_locked(name);
   } catch (...) {
     Error e = [&] {
       try {
@@ -510,13 +606,20 @@ void ModelRepository::load_locked(const std::string& name,
     } catch (const Error&) {
     }
     fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
+    failed_.insert(name);
     std::lock_guard lock(map_mutex_);
     // A name the repository does not hold leaves no entry (Triton's index lists none), so load
     // requests for made-up names cannot grow the index.
     if (!dir && !models_.count(name)) throw e;
     std::shared_ptr<Entry>& slot = models_[name];
     if (!slot) slot = std::make_shared<Entry>();
-    if (slot->versions.empty()) slot->state = ModelState::Unavailable;
+    if (slot->versions.empty()) {
+      // Triton refuses an ensemble before it has a version to be UNAVAILABLE: its index lists
+      // the name alone and its model APIs answer as for a model never loaded.
+      slot->state = ensemble ? ModelState::NotLoaded : ModelState::Unavailable;
+      if (ensemble) slot->last_versions.clear();
+    }
+    slot->ensemble_failed = ensemble;
     slot->reason = e.message();
     // Poll retries a failed model only once its files change.
     if (dir) slot->fingerprint = fingerprint(*dir);
@@ -529,6 +632,8 @@ std::shared_ptr<ModelVersion> ModelRepository::get(std::string_view name, int64_
   auto it = models_.find(name);
   KILN_CHECK(it != models_.end(), ErrorCode::NotFound,
              "Request for unknown model: '{}' is not found", name);
+  KILN_CHECK(!it->second->versions.empty() || it->second->state != ModelState::NotLoaded,
+             ErrorCode::NotFound, "Request for unknown model: '{}' is not found", name);
   // Known (unloaded, or its load failed) but serving nothing: Triton's other words.
   KILN_CHECK(!it->second->versions.empty(), ErrorCode::NotFound,
              "Request for unknown model: '{}' has no available versions", name);

@@ -11,6 +11,13 @@
 //
 // A (re)load builds the new versions first and swaps them in only when all succeed; versions that
 // leave the map stay alive for the requests holding them and are destroyed by a reaper thread.
+//
+// Ensembles (repository_ensembles.cpp), as tritonserver 2.51 handles them: loading one first loads
+// the composing models it names that are not served (in every mode, explicit included); one
+// whose composing models are missing, failed, lack a required version, form a cycle or nest
+// deeper than kMaxEnsembleDepth is not loaded (the index lists it by name only, as a model never
+// loaded, and the load answer and the log say why); unloading a model unloads the ensembles that
+// use it, and reloading one checks them again.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -18,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,10 +48,13 @@ struct RepositoryOptions {
   size_t instance_budget = default_instance_budget();  // --model-instance-budget
   size_t thread_budget = default_thread_budget();      // --thread-budget
   uint64_t request_timeout_us = 0;                     // --request-timeout-ms (0: none)
+  // The server's request memory budget, which ensembles lease their steps' tensors from.
+  std::shared_ptr<MemoryBudget> request_memory;
 };
 
 // States as the repository index reports them.
-// NotLoaded: in the repository but never loaded; Triton's index gives such a model no state.
+// NotLoaded: in the repository but never loaded (or an ensemble refused before it had a
+// version); Triton's index gives such a model no state.
 enum class ModelState { Loading, Ready, Unloading, Unavailable, NotLoaded };
 std::string_view model_state_name(ModelState state);  // "LOADING", "READY", ...; "" NotLoaded
 
@@ -51,7 +62,7 @@ struct RepositoryIndexEntry {
   std::string name;
   std::string version;  // empty for a model with no loaded version
   ModelState state = ModelState::Unavailable;
-  std::string reason;  // why a load failed or the model was unloaded
+  std::string reason;  // why a load failed or the model was unloaded (not sent for NotLoaded)
 };
 
 class ModelRepository {
@@ -67,9 +78,10 @@ class ModelRepository {
   // some model failed to load (the server then reports not ready, as Triton does by default).
   bool start();
 
-  // The version to run: `version` < 0 picks the highest ready version. Throws InvalidArgument
-  // "Request for unknown model: 'm' is not found" (Triton's code for it), InvalidArgument for a
-  // version that is not served, Unavailable when no version is ready.
+  // The version to run: `version` < 0 picks the highest ready version. Throws NotFound in
+  // Triton's words: "Request for unknown model: 'm' is not found" for a name never loaded (an
+  // ensemble refused at load included), "... has no available versions" for one that serves
+  // nothing, "... version N is not found" for a version not served.
   std::shared_ptr<ModelVersion> get(std::string_view name, int64_t version = -1) const;
   bool model_ready(std::string_view name, int64_t version = -1) const;
   // The served versions of one model, ascending; empty when unknown.
@@ -97,13 +109,43 @@ class ModelRepository {
   void cancel_requests() { cancel_->store(true); }
 
  private:
-  struct Entry;
+  struct Entry {
+    std::map<int64_t, std::shared_ptr<ModelVersion>> versions;
+    ModelState state = ModelState::Unavailable;
+    std::string reason;
+    std::string fingerprint;
+    std::vector<int64_t> last_versions;  // for the index after an unload
+    std::vector<std::string> composing;  // a served ensemble: the models its steps run
+    bool ensemble_failed = false;        // an ensemble whose last load failed (poll retries it)
+    bool unloaded_with_step = false;     // unloaded as a composing model was: back with it
+  };
+  struct Lookup;
   std::optional<std::string> find_model_dir(const std::string& name) const;
   std::vector<std::string> list_models() const;
+  // Loads one model (an ensemble's composing models inside), then, at the outermost level, the
+  // ensembles its load brings back (returning_).
   void load_locked(const std::string& name, const std::optional<std::string>& config_json);
+  void load_one_locked(const std::string& name, const std::optional<std::string>& config_json);
   void unload_locked(const std::string& name, const std::string& reason);
   void poll_loop();
   std::shared_ptr<ModelVersion> adopt(ModelVersion* version);
+  // Starts one top-level operation (start, poll, a load or unload request): forgets which
+  // models the last one tried.
+  void begin_operation();
+
+  // Ensembles (repository_ensembles.cpp), all under load_mutex_. Loads the composing models of
+  // ensemble `name` that are not served and checks them (Triton's words on failure).
+  void load_dependencies_locked(const std::string& name, const ModelConfig& config);
+  // Unloads the ensembles serving a step with `name`, and theirs in turn, for `reason`.
+  void unload_dependents_locked(const std::string& name, const std::string& reason);
+  // Checks the served ensembles using `name` against what it serves now; unloads those that
+  // no longer fit, saying why. Then loads again the ensembles that were unloaded because `name`
+  // was (as Triton brings them back).
+  void recheck_dependents_locked(const std::string& name);
+  // Retries the ensembles whose load failed for a composing model (poll, after loading some).
+  void retry_ensembles_locked();
+  // Finds served versions for an ensemble's steps, safely past the repository's end.
+  ModelResolver resolver() const;
 
   RepositoryOptions options_;
   std::shared_ptr<ResourceBudget> budget_;
@@ -112,6 +154,13 @@ class ModelRepository {
   mutable std::mutex map_mutex_;   // guards models_ for lookups
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> models_;
   bool start_failed_ = false;
+  std::shared_ptr<Lookup> lookup_;
+  // Under load_mutex_: the ensembles being loaded, outermost first (an ensemble's composing
+  // models load inside its load); the ensembles to load again once those are done (unloaded
+  // with a model that is back); the models the current operation tried and failed to load.
+  std::vector<std::string> loading_;
+  std::vector<std::string> returning_;
+  std::set<std::string> attempted_, failed_;
 
   std::mutex poll_mutex_;
   std::condition_variable poll_cv_;

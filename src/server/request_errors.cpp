@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "server/scheduler.hpp"
+#include "server/request_check.hpp"
 
 namespace kiln::server {
 namespace {

@@ -2,22 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "runtime/run_control.hpp"
 #include "server/batching.hpp"
-#include "server/request_errors.hpp"
 
 namespace kiln::server {
 namespace {
-
-// What tritonserver adds to a shape mismatch of a batching model (a missing batch dim is the
-// usual cause).
-constexpr const char* kBatchDimNote =
-    ". NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
-    "be prepended to each input shape. If you want to specify the full shape including the batch "
-    "dim in your input dims config, try setting max_batch_size to zero. See the model "
-    "configuration docs for more info on max_batch_size.";
 
 uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
   return b > a ? static_cast<uint64_t>(
@@ -32,10 +22,6 @@ SchedulerOptions::QueuePolicy to_policy(const inference::ModelQueuePolicy& p) {
   q.allow_timeout_override = p.allow_timeout_override();
   q.max_queue_size = p.max_queue_size();
   return q;
-}
-
-std::string shape_string(const std::vector<int64_t>& dims) {
-  return fmt::format("[{}]", fmt::join(dims, ","));
 }
 
 }  // namespace
@@ -151,81 +137,11 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
   auto p = std::make_unique<Pending>();
   size_t level = 0;
   try {
-    p->by_spec.assign(options_.inputs.size(), nullptr);
-    const std::string& model = options_.model_name;
-    check_input_count(*request, options_.inputs, model);
-    const std::string rid = request_id_prefix(*request);
-    int64_t batch = -1;
-    for (const InferInput& in : request->inputs) {
-      size_t index = options_.inputs.size();
-      for (size_t i = 0; i < options_.inputs.size(); ++i) {
-        if (options_.inputs[i].name == in.name) index = i;
-      }
-      KILN_CHECK_ARG(index < options_.inputs.size(),
-                     "unexpected inference input '{}' for model '{}'", in.name, model);
-      KILN_CHECK_ARG(p->by_spec[index] == nullptr, "input '{}' appears more than once", in.name);
-      const TensorSpec& spec = options_.inputs[index];
-      KILN_CHECK_ARG(in.datatype == spec.dtype,
-                     "{}inference input '{}' data-type is '{}', but model '{}' expects '{}'", rid,
-                     in.name, datatype_name(in.datatype), model, datatype_name(spec.dtype));
-      KILN_CHECK(in.data.defined() && in.data.dims() == in.shape && in.data.dtype() == in.datatype,
-                 ErrorCode::Internal, "input '{}' data does not match its shape", in.name);
-      std::vector<int64_t> dims = in.shape;
-      if (options_.max_batch_size > 0) {
-        KILN_CHECK_ARG(!dims.empty(), "input '{}' has no batch dim; model '{}' batches", in.name,
-                       model);
-        const int64_t b = dims.front();
-        KILN_CHECK_ARG(b >= 1 && b <= options_.max_batch_size,
-                       "{}inference request batch-size must be <= {} for '{}'", rid,
-                       options_.max_batch_size, model);
-        KILN_CHECK_ARG(batch < 0 || batch == b,
-                       "input '{}' batch size {} differs from the other inputs' {}", in.name, b,
-                       batch);
-        batch = b;
-        dims.erase(dims.begin());
-      }
-      bool match = dims.size() == spec.dims.size();
-      for (size_t i = 0; match && i < dims.size(); ++i) {
-        match = spec.dims[i] == -1 || spec.dims[i] == dims[i];
-      }
-      KILN_CHECK_ARG(match,
-                     "{}unexpected shape for input '{}' for model '{}'. Expected {}, got {}{}", rid,
-                     in.name, model,
-                     shape_string(options_.max_batch_size > 0
-                                      ? [&] {
-                                          std::vector<int64_t> d{-1};
-                                          d.insert(d.end(), spec.dims.begin(), spec.dims.end());
-                                          return d;
-                                        }()
-                                      : spec.dims),
-                     shape_string(in.shape),
-                     options_.max_batch_size > 0 ? kBatchDimNote : "");
-      p->by_spec[index] = &in;
-    }
-    for (size_t i = 0; i < options_.inputs.size(); ++i) {
-      if (p->by_spec[i] == nullptr && !options_.inputs[i].optional) {
-        input_count_error(*request, options_.inputs, model);
-      }
-    }
-    p->batch = batch > 0 ? batch : 1;
-    if (request->outputs.empty()) {
-      for (size_t i = 0; i < options_.outputs.size(); ++i) p->outputs.push_back(i);
-    } else {
-      std::set<std::string> seen;
-      for (const RequestedOutput& out : request->outputs) {
-        size_t index = options_.outputs.size();
-        for (size_t i = 0; i < options_.outputs.size(); ++i) {
-          if (options_.outputs[i].name == out.name) index = i;
-        }
-        KILN_CHECK_ARG(index < options_.outputs.size(),
-                       "unexpected inference output '{}' for model '{}'", out.name, model);
-        KILN_CHECK_ARG(seen.insert(out.name).second, "output '{}' is requested more than once",
-                       out.name);
-        KILN_CHECK(!out.parameters.count("classification"), ErrorCode::Unsupported,
-                   "output '{}': the classification extension is not supported", out.name);
-        p->outputs.push_back(index);
-      }
-    }
+    CheckedRequest checked = check_request(*request, options_.inputs, options_.outputs,
+                                           options_.max_batch_size, options_.model_name);
+    p->by_spec = std::move(checked.by_spec);
+    p->batch = checked.batch > 0 ? checked.batch : 1;
+    p->outputs = std::move(checked.outputs);
     // Priority 0 or beyond the levels falls back to the default level, as Triton does.
     if (options_.priority_levels > 0) {
       uint64_t prio = request->priority;
@@ -245,6 +161,7 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
     const uint64_t run_timeout =
         runtime::shorter_timeout(request->timeout_us, options_.request_timeout_us);
     if (run_timeout > 0) p->run_deadline = runtime::deadline_after(request->received, run_timeout);
+    p->run_deadline = std::min(p->run_deadline, request->deadline);
   } catch (const Error& e) {
     // A request refused here never reached the model: Triton counts it in no statistic.
     done(Status(e), nullptr);
@@ -498,6 +415,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
     statistics_.record_success(static_cast<uint64_t>(p.batch), ns_between(p.request->received, end),
                                ns_between(p.enqueued, start), input_ns, infer_ns, output_ns);
     statistics_.add_pending(-1);
+    responses[r]->compute = ComputeTimes{input_ns, infer_ns, output_ns};
     p.done(Status::ok(), std::move(responses[r]));
     // Dropping the request here releases the keepalive after the callback has run.
     batch.items[r].reset();

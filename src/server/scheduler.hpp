@@ -25,19 +25,10 @@
 #include "runtime/session.hpp"
 #include "server/infer_types.hpp"
 #include "server/model_config.hpp"
+#include "server/request_check.hpp"
 #include "server/statistics.hpp"
 
 namespace kiln::server {
-
-// What a worker needs to know about the model to feed and read it.
-struct TensorSpec {
-  std::string name;
-  DataType dtype = DataType::Undefined;
-  std::vector<int64_t> dims;     // config dims (batch dim excluded when batching); -1: any
-  std::vector<int64_t> reshape;  // shape inside the model (batch dim excluded); empty: none
-  bool has_reshape = false;
-  bool optional = false;
-};
 
 struct SchedulerOptions {
   std::string model_name;  // for messages

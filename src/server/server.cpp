@@ -2,11 +2,22 @@
 
 namespace kiln::server {
 
+namespace {
+
+RepositoryOptions with_memory(RepositoryOptions options, std::shared_ptr<MemoryBudget> memory) {
+  options.request_memory = std::move(memory);
+  return options;
+}
+
+}  // namespace
+
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
-      repository_(std::make_unique<ModelRepository>(options_.repository)),
-      request_memory_(options_.request_memory_bytes > 0 ? options_.request_memory_bytes
-                                                        : default_memory_budget()) {}
+      request_memory_(std::make_shared<MemoryBudget>(options_.request_memory_bytes > 0
+                                                         ? options_.request_memory_bytes
+                                                         : default_memory_budget())),
+      repository_(
+          std::make_unique<ModelRepository>(with_memory(options_.repository, request_memory_))) {}
 
 InferenceServer::~InferenceServer() {
   stopped_ = true;

@@ -82,8 +82,8 @@ class InferenceServer {
   std::vector<ModelStatisticsEntry> statistics(std::string_view name = {},
                                                int64_t version = -1) const;
 
-  // The budget every frontend leases request memory from.
-  MemoryBudget& request_memory() { return request_memory_; }
+  // The budget every frontend leases request memory from (and ensembles their steps' tensors).
+  MemoryBudget& request_memory() { return *request_memory_; }
 
   ModelRepository& repository() { return *repository_; }
   const ModelRepository& repository() const { return *repository_; }
@@ -100,8 +100,9 @@ class InferenceServer {
 
  private:
   ServerOptions options_;
+  // Before the repository: the ensembles it loads lease from it.
+  std::shared_ptr<MemoryBudget> request_memory_;
   std::unique_ptr<ModelRepository> repository_;
-  MemoryBudget request_memory_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};

@@ -39,7 +39,7 @@ void ModelStatistics::record_failure(uint64_t request_ns, FailureReason reason) 
   std::lock_guard lock(mutex_);
   add(stats_.inference.fail, request_ns);
   stats_.failures[static_cast<size_t>(reason)] += 1;
-  stats_.last_inference_ms = now_ms();
+  // last_inference stays: Triton moves it with successful inferences only.
 }
 
 void ModelStatistics::record_execution(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns,

@@ -40,7 +40,7 @@ struct BatchStatistics {
 
 // A consistent copy for the frontends.
 struct StatisticsSnapshot {
-  uint64_t last_inference_ms = 0;  // milliseconds since the epoch; 0 before the first
+  uint64_t last_inference_ms = 0;  // ms since the epoch of the last success; 0 before the first
   uint64_t inference_count = 0;
   uint64_t execution_count = 0;
   InferStatistics inference;

@@ -139,3 +139,15 @@ max_batch_size: 8
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] reshape: {{ shape: [ 2, 2 ] }} }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] reshape: {{ shape: [ 2, 2 ] }} }} ]
 """)
+
+
+def tile(repo, name, factor, config):
+    """OUTPUT0 = INPUT0 [N, 4] repeated `factor` times along dim 1 ([N, 4 * factor]): a step
+    whose output is `factor` times its input, for the request memory budget."""
+    g = oh.make_graph(
+        [oh.make_node("Tile", ["INPUT0", "R"], ["OUTPUT0"])], name,
+        [oh.make_tensor_value_info("INPUT0", T.FLOAT, ["N", 4])],
+        [oh.make_tensor_value_info("OUTPUT0", T.FLOAT, ["N", 4 * factor])],
+        [onh.from_array(np.array([1, factor], dtype=np.int64), "R")])
+    _save(g, os.path.join(repo, name, "1", "model.onnx"))
+    _write(os.path.join(repo, name, "config.pbtxt"), config)

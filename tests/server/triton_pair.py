@@ -21,12 +21,17 @@ class Pair:
         return (("kiln", self.kiln), ("triton", self.triton))
 
 
-def start_pair(serve, tmp_path_factory, kiln_args=(), triton_args=()):
+def start_pair(serve, tmp_path_factory, kiln_args=(), triton_args=(), extra=None):
+    """Both servers on the models of triton_models.py; `extra(repo)`, when given, adds what is
+    the same for both (ensembles) to each repository first."""
     tmp = str(tmp_path_factory.mktemp("triton_diff"))
-    triton = Triton(tmp, triton_models.triton_repo(os.path.join(tmp, "triton_repo")),
-                    list(triton_args))
-    kiln = grpc_util.start(serve, triton_models.kiln_repo(os.path.join(tmp, "kiln_repo")),
-                           *kiln_args)
+    triton_repo = triton_models.triton_repo(os.path.join(tmp, "triton_repo"))
+    kiln_repo = triton_models.kiln_repo(os.path.join(tmp, "kiln_repo"))
+    for repo in (triton_repo, kiln_repo):
+        if extra:
+            extra(repo)
+    triton = Triton(tmp, triton_repo, list(triton_args))
+    kiln = grpc_util.start(serve, kiln_repo, *kiln_args)
     try:
         triton.wait_ready()
     except BaseException:

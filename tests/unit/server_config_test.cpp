@@ -177,8 +177,9 @@ TEST(ServerConfig, ValidationRefusesWhatItCannotHonour) {
       ErrorCode::InvalidArgument, "default_priority_level 3");
   expect_error([&] { validate_config(with("sequence_batching { }")); }, ErrorCode::Unsupported,
                "sequence_batching");
-  expect_error([&] { validate_config(with("ensemble_scheduling { }")); }, ErrorCode::Unsupported,
-               "ensemble");
+  // Ensembles are served (server_ensemble_test.cpp), but only with their platform.
+  expect_error([&] { validate_config(with("ensemble_scheduling { }")); },
+               ErrorCode::InvalidArgument, "whose platform is not ensemble");
   expect_error([&] { validate_config(with("model_transaction_policy { decoupled: true }")); },
                ErrorCode::Unsupported, "decoupled");
   ModelConfig reshape = parse_config_text(

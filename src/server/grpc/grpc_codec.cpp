@@ -327,7 +327,8 @@ void encode_repository_index(const std::vector<RepositoryIndexEntry>& entries,
     m->set_name(e.name);
     m->set_version(e.version);
     m->set_state(std::string(model_state_name(e.state)));
-    m->set_reason(e.reason);
+    // As over HTTP: a model never loaded has no reason (the load answer and the log say why).
+    if (e.state != ModelState::NotLoaded) m->set_reason(e.reason);
   }
 }
 

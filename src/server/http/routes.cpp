@@ -218,8 +218,9 @@ std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
       w.Key("state");
       put(w, model_state_name(e.state));
     }
-    // Triton leaves the reason out when there is none (a ready version).
-    if (!e.reason.empty()) {
+    // Triton leaves the reason out when there is none (a ready version), and for a model never
+    // loaded (an ensemble refused at load: the load answer and the log say why).
+    if (!e.reason.empty() && e.state != ModelState::NotLoaded) {
       w.Key("reason");
       put(w, e.reason);
     }
