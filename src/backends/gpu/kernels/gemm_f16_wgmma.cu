@@ -63,21 +63,15 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t zz = blockIdx.z;
-  const int64_t z = zz / split.count;
-  const int part = static_cast<int>(zz % split.count);
-  const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
-  const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
+  const BlockPart part = block_part(p, split, BK);
+  const int first_step = part.first_step, steps = part.steps;
+  const S* a = static_cast<const S*>(p.a) + part.z * p.stride_a;
+  const S* b = static_cast<const S*>(p.b) + part.z * p.stride_b;
   TileOutput<T> out;
-  out.init(p, z, zz, split);
+  out.init(p, part.z, part.zz, split);
   const int64_t ldb = TB ? p.k : p.n;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t m_tiles = (p.m + BM - 1) / BM;
-  const int all_steps = static_cast<int>((p.k + BK - 1) / BK);
-  const int first_step = part * split.steps;
-  const int steps = split.count == 1 || all_steps - first_step < split.steps
-                        ? all_steps - first_step
-                        : split.steps;
   const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
   // Descriptor strides (bytes): k-major operands have 8-row groups of 128-byte rows; the
   // n-major B has 64-column panels of BK rows.
@@ -158,12 +152,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
       const int tr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;
       const int64_t row = m0 + tr, col = n0 + cc;
       if (row >= p.m || col >= p.n) continue;
-      float v[kOutChunk];
-      KILN_UNROLL
-      for (int e = 0; e < kOutChunk; e += 4) {
-        copy_16(&v[e], staged_acc + tr * kAccStride + cc + e);
-      }
-      out.store(p, row, col, v);
+      out.store_staged(p, row, col, staged_acc + tr * kAccStride + cc);
     }
     // The tile read out before the next tile's copies land in the same memory.
     __syncthreads();

@@ -115,6 +115,24 @@ struct SplitK {
   int steps = 0;
 };
 
+// What one block of a launch multiplies (blockIdx.z: batch entry and part of a split
+// reduction): batch entry z, zz the block's z, and its steps of BK of the reduction.
+struct BlockPart {
+  int64_t z, zz;
+  int first_step, steps;
+};
+__device__ inline BlockPart block_part(const GemmArgs& p, const SplitK& split, int bk) {
+  BlockPart b;
+  b.zz = blockIdx.z;
+  b.z = b.zz / split.count;
+  const int part = static_cast<int>(b.zz % split.count);
+  const int all_steps = static_cast<int>((p.k + bk - 1) / bk);
+  b.first_step = part * split.steps;
+  b.steps = split.count == 1 || all_steps - b.first_step < split.steps ? all_steps - b.first_step
+                                                                       : split.steps;
+  return b;
+}
+
 template <size_t N>
 struct alignas(16) SmemBytes {
   unsigned char bytes[N];
@@ -406,6 +424,15 @@ struct TileOutput {
             p.c_batch_stride % kChunk == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
   }
 
+  // The same from kChunk float32 values staged at `staged` (16-byte aligned).
+  __device__ void store_staged(const GemmArgs& p, int64_t row, int64_t col,
+                               const float* staged) const {
+    float v[kChunk];
+    KILN_UNROLL
+    for (int e = 0; e < kChunk; e += 4) copy_16(&v[e], staged + e);
+    store(p, row, col, v);
+  }
+
   // Outputs (row, col..col + kChunk - 1), those inside Y; `v` may be changed.
   __device__ void store(const GemmArgs& p, int64_t row, int64_t col, float (&v)[kChunk]) const {
     if (partial) {
@@ -526,22 +553,16 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
   const int warp_row = warp / kWarpsN;
   const int wm0 = warp_row * WM, wn0 = (warp % kWarpsN) * WN;
-  // Blocks along z: batch entry z, part `part` of its reduction.
-  const int64_t zz = blockIdx.z;
-  const int64_t z = zz / split.count;
-  const int part = static_cast<int>(zz % split.count);
-  const S* a = static_cast<const S*>(p.a) + z * p.stride_a;
-  const S* b = static_cast<const S*>(p.b) + z * p.stride_b;
+  // Blocks along z: a batch entry and a part of its reduction.
+  const BlockPart part = block_part(p, split, BK);
+  const int first_step = part.first_step, steps = part.steps;
+  const S* a = static_cast<const S*>(p.a) + part.z * p.stride_a;
+  const S* b = static_cast<const S*>(p.b) + part.z * p.stride_b;
   TileOutput<T> out;
-  out.init(p, z, zz, split);
+  out.init(p, part.z, part.zz, split);
   const int64_t lda = TA ? p.m : p.k, ldb = TB ? p.k : p.n;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t m_tiles = (p.m + BM - 1) / BM;
-  const int all_steps = static_cast<int>((p.k + BK - 1) / BK);
-  const int first_step = part * split.steps;
-  const int steps = split.count == 1 || all_steps - first_step < split.steps
-                        ? all_steps - first_step
-                        : split.steps;
   // Storage extents of A and B (rows, columns).
   const int64_t a_rows = TA ? p.k : p.m, a_cols = TA ? p.m : p.k;
   const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
@@ -658,12 +679,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
             (sr / kPassRowsPerWarp) * WM + pass * kPassRowsPerWarp + sr % kPassRowsPerWarp;
         const int64_t row = m0 + tr, col = n0 + cc;
         if (row >= p.m || col >= p.n) continue;
-        float v[kOutChunk];
-        KILN_UNROLL
-        for (int e = 0; e < kOutChunk; e += 4) {
-          copy_16(&v[e], staged_acc + sr * kAccStride + cc + e);
-        }
-        out.store(p, row, col, v);
+        out.store_staged(p, row, col, staged_acc + sr * kAccStride + cc);
       }
     }
     // The last slice read out before the next tile's copies land in the same memory.
