@@ -90,6 +90,16 @@ inline In typed(std::vector<int64_t> d, DataType t) {
 
 inline constexpr const char* kKiln = "ai.kiln";
 
+// Appends `c` and its float16 twin ("_f16"), which the CPU runs with `cpu16`.
+inline void push_with_f16(std::vector<Case>& out, Case c, const char* cpu16 = "cpu.fp16") {
+  Case h = c;
+  h.name += "_f16";
+  h.dtype = DataType::Float16;
+  h.kernel = cpu16;
+  out.push_back(std::move(c));
+  out.push_back(std::move(h));
+}
+
 // The GPU kernels' cases (backend_ops_gpu_cases.cpp): element-wise and broadcast, softmax,
 // normalizations, data movement, reductions and attention, each in float32 and float16.
 std::vector<Case> gpu_cases();

@@ -21,12 +21,7 @@ void both(std::vector<Case>& out, Case c) {
   c.name = "gpu_own_conv_" + c.name;
   c.gpu = kGpu;
   c.gpu_own = true;
-  Case h = c;
-  h.name += "_f16";
-  h.dtype = DataType::Float16;
-  h.kernel = "cpu.fp16";
-  out.push_back(std::move(c));
-  out.push_back(std::move(h));
+  push_with_f16(out, std::move(c));
 }
 
 Case fused(std::string name, std::vector<In> inputs, const char* act,

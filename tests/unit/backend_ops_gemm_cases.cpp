@@ -22,12 +22,7 @@ std::vector<Attr> activation(const char* name, std::vector<float> params = {}) {
 void both(std::vector<Case>& out, Case c) {
   c.gpu = kGpu;
   c.gpu_own = true;
-  Case h = c;
-  h.name += "_f16";
-  h.dtype = DataType::Float16;
-  h.kernel = "cpu.fp16";
-  out.push_back(std::move(c));
-  out.push_back(std::move(h));
+  push_with_f16(out, std::move(c));
 }
 
 }  // namespace

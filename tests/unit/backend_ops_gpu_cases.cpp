@@ -15,12 +15,7 @@ constexpr const char* kFp16 = "cpu.fp16";
 
 // Pushes `c` (float32) and its float16 twin, which the CPU runs with `cpu16`.
 void both(std::vector<Case>& out, Case c, const char* cpu16) {
-  Case h = c;
-  h.name += "_f16";
-  h.dtype = DataType::Float16;
-  h.kernel = cpu16;
-  out.push_back(std::move(c));
-  out.push_back(std::move(h));
+  push_with_f16(out, std::move(c), cpu16);
 }
 
 // A bfloat16 twin of `c` (the CPU runs its float32 kernel between widened operands, cpu.bf16):

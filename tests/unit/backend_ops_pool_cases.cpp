@@ -18,10 +18,6 @@ void add(std::vector<Case>& out, Case c, bool with_bf16 = false) {
   c.name = "gpu_own_pool_" + c.name;
   c.gpu = kGpu;
   c.gpu_own = true;
-  Case h = c;
-  h.name += "_f16";
-  h.dtype = DataType::Float16;
-  h.kernel = "cpu.fp16";
   if (with_bf16) {
     Case b = c;
     b.name += "_bf16";
@@ -29,8 +25,7 @@ void add(std::vector<Case>& out, Case c, bool with_bf16 = false) {
     b.kernel = "cpu.bf16";
     out.push_back(std::move(b));
   }
-  out.push_back(std::move(c));
-  out.push_back(std::move(h));
+  push_with_f16(out, std::move(c));
 }
 
 Case pool(std::string name, const char* op, std::vector<int64_t> xd, std::vector<Attr> attrs,
