@@ -483,7 +483,8 @@ for n in ('input_ids', 'attention_mask'):
   if [ "${KILN_GPU_BERT:-1}" != 0 ]; then
     echo "== BERT-base: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"
     (cd "$carry" && python3 bert_vs_torch.py "$root/kiln_wrapped" "$root/models" \
-      "$OUT/bert_vs_torch.json" --batches "${KILN_GPU_BERT_BATCHES:-1,32}") 2>&1 |
+      "$OUT/bert_vs_torch.json" --batches "${KILN_GPU_BERT_BATCHES:-1,32}" \
+      --variants "${KILN_GPU_BERT_VARIANTS:-}") 2>&1 |
       tee "$OUT/bert_vs_torch.txt" || status=$?
   fi
   echo "== GPU tests exit status: $status"

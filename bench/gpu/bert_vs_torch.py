@@ -79,8 +79,18 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--rounds", type=int, default=3)
+    # Kiln variants timed beside the default in the same rounds, e.g.
+    # "waves8:KILN_GPU_ATTENTION_WAVES=8;s128:KILN_GPU_GEMM_TACTICS=1 KILN_GPU_GEMM_TILE=s128x128x64"
+    # (name:NAME=VALUE ..., separated by ';'); each reports its device ms and its ratio to torch.
+    ap.add_argument("--variants", default="")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    variants = []
+    for item in filter(None, (v.strip() for v in a.variants.split(";"))):
+        name, _, assignments = item.partition(":")
+        env = dict(os.environ)
+        env.update(kv.split("=", 1) for kv in assignments.split())
+        variants.append((name, env))
     results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": []}
     for batch in [int(b) for b in a.batches.split(",")]:
         onnx_path = os.path.join(a.work, f"bert_b{batch}.onnx")
@@ -123,18 +133,30 @@ def main():
         timed, cs = torch_best(batch)
         stage(f"b{batch}: timing, {a.rounds} rounds")
         row["torch_compile_s_fp16"] = round(cs, 1)
+        bench = ["bench", engine16, "--device", "gpu", *feeds, "--iterations", "200",
+                 "--duration", "1", "--warmup", "5", "--json"]
         k, t = [], []
+        kv = {name: [] for name, _ in variants}
         for _ in range(a.rounds):
-            r = kiln(a.kiln, "bench", engine16, "--device", "gpu", *feeds, "--iterations", "200",
-                     "--duration", "1", "--warmup", "5", "--json")
+            r = kiln(a.kiln, *bench)
             j = json.loads(r.stdout)
             k.append(j.get("device_ms", {}).get("p50", float("nan")))
             row["kiln_wall_p50_fp16"] = j["latency_ms"]["p50"]
             row["kiln_replayed_fp16"] = f"{j.get('replayed_segments')}/{j.get('replay_segments')}"
             t.append(timed())
+            for name, env in variants:
+                r = kiln(a.kiln, *bench, env=env, check=False)
+                try:
+                    kv[name].append(json.loads(r.stdout)["device_ms"]["p50"])
+                except (ValueError, KeyError):
+                    print(f"variant {name} failed: {r.stderr[-1500:]}", flush=True)
         row["kiln_device_ms_fp16"] = statistics.median(k)
         row["torch_best_ms_fp16"] = statistics.median(t)
         row["ratio_fp16"] = row["kiln_device_ms_fp16"] / row["torch_best_ms_fp16"]
+        for name, times in kv.items():
+            if times:
+                row[f"variant_{name}_device_ms"] = statistics.median(times)
+                row[f"variant_{name}_ratio"] = statistics.median(times) / row["torch_best_ms_fp16"]
         print(json.dumps(row), flush=True)
         results["rows"].append(row)
     json.dump(results, open(a.out, "w"), indent=1)

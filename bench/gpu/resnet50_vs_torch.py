@@ -56,8 +56,8 @@ def export(name, batch, path):
                           opset_version=17)
 
 
-def kiln(bin_, *args, check=True):
-    r = subprocess.run([bin_, *args], capture_output=True, text=True)
+def kiln(bin_, *args, check=True, env=None):
+    r = subprocess.run([bin_, *args], capture_output=True, text=True, env=env)
     if check and r.returncode != 0:
         sys.stderr.write(r.stdout + r.stderr)
         raise SystemExit(f"kiln {' '.join(args)} failed ({r.returncode})")

@@ -341,7 +341,7 @@ std::vector<T> swap_seq_heads(const std::vector<T>& x, std::vector<int64_t>& dim
 // same operands as [.., S, N, H] (read in place) and compares its output swapped back.
 void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vector<int64_t> vd,
                      std::vector<int64_t> md, const char* name, bool half = false,
-                     bool tiles = false, bool bsnh = false) {
+                     bool tiles = false, bool bsnh = false, int waves = 0) {
   auto bat = [](const std::vector<int64_t>& d) {
     return std::vector<int64_t>(d.begin(), d.end() - 2);
   };
@@ -360,6 +360,7 @@ void check_attention(std::vector<int64_t> qd, std::vector<int64_t> kd, std::vect
   plan_attention(qs, ks, vs, masked ? &md : nullptr, bsnh, a, "t");
   a.scale = 1.f / std::sqrt(float(a.d));
   a.matrix_tiles = tiles;
+  a.waves = waves;
   auto q = rnd(kiln::shape_numel(qd)), k = rnd(kiln::shape_numel(kd)),
        v = rnd(kiln::shape_numel(vd)), m = rnd(masked ? kiln::shape_numel(md) : 0);
   std::vector<float> out(a.batches * a.sq * a.dv);
@@ -589,6 +590,12 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
   // Head 128 takes 32-key tiles: three of them, the last partial, through both stages.
   check_attention({1, 2, 70, 128}, {1, 2, 75, 128}, {1, 2, 75, 128}, {1, 1, 1, 75},
                   "tiles head 128, several key tiles", true, true);
+  // Forced block sizes (KILN_GPU_ATTENTION_WAVES): 8 wavefronts take Q's 128 rows into a stage
+  // (where P stays in registers; clamped to 4 elsewhere), 3 leaves the last block partial.
+  check_attention({2, 1, 150, 64}, {2, 1, 130, 64}, {2, 1, 130, 64}, {2, 1, 1, 130},
+                  "tiles 8 waves", true, true, false, 8);
+  check_attention({1, 2, 70, 32}, {1, 2, 75, 32}, {1, 2, 75, 32}, {}, "tiles 3 waves", true, true,
+                  false, 3);
 }
 
 // bsnh: [.., S, N, H] operands read in place and the output written the same way, on both

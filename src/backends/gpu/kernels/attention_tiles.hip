@@ -43,7 +43,10 @@ struct PaddedOperand {
   }
 };
 
-constexpr int kMaxWaves = 4;  // wavefronts per block
+// Wavefronts a block at most: 8 where Q's 128 rows fit in a stage and P stays in registers
+// (heads up to 64 on NVIDIA; the kernel's register bound follows), else 4; the launcher starts
+// from kDefaultWaves.
+constexpr int kDefaultWaves = 4;
 // Elements after each staged row (16 bytes): the rows a tile op's lanes (or one ldmatrix) read at
 // the same column fall on different banks, and every row starts 16 bytes aligned.
 constexpr int kPad = 8;
@@ -61,6 +64,9 @@ constexpr bool kPInRegisters = true;
 constexpr bool kPInRegisters = false;
 #endif
 
+template <int D>
+constexpr int kMaxWavesFor = kPInRegisters&& D <= 64 ? 8 : 4;
+
 // The block's shared memory: two stages of K [keys][D + kPad] then V [keys][DV + kPad], then each
 // wavefront's P [kM][keys + kPad] where it does not stay in registers.
 template <int D, int DV>
@@ -69,8 +75,9 @@ constexpr size_t shared_bytes(int waves) {
   const size_t p = kPInRegisters ? 0 : static_cast<size_t>(waves) * Op::kM * (keys + kPad);
   return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) + p);
 }
-static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
-              shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
+static_assert(shared_bytes<128, 128>(kMaxWavesFor<128>) <= 48 * 1024 &&
+              shared_bytes<64, 64>(kMaxWavesFor<64>) <= 48 * 1024 &&
+              shared_bytes<32, 32>(kMaxWavesFor<32>) <= 48 * 1024);
 
 // Rows row0 .. row0 + rows of a float16 matrix of Cols columns whose rows lie src_row elements
 // apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`
@@ -136,7 +143,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   KILN_DYNAMIC_SHARED(uint16_t, smem);
   // Stage s: K then V at smem + s kStageElems. Q's rows go to the second stage first (the
   // first key tile's copies into the first stage are then already in flight).
-  static_assert(kMaxWaves * Op::kM * (D + kPad) <= kStageElems);
+  static_assert(kMaxWavesFor<D> * Op::kM * (D + kPad) <= kStageElems);
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
   const int wave = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int waves = static_cast<int>(blockDim.x) / KILN_WARP_SIZE;
@@ -345,7 +352,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
 }
 
 template <int D, int DV>
-__global__ void __launch_bounds__(kMaxWaves* KILN_WARP_SIZE)
+__global__ void __launch_bounds__(kMaxWavesFor<D>* KILN_WARP_SIZE)
     attention_tiles_kernel(AttentionArgs a) {
   if constexpr (kTilesHere) {
     attention_tiles<D, DV>(a);
@@ -361,8 +368,12 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   auto tasks_for = [&](int waves) {
     return a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM));
   };
-  int waves = kMaxWaves;
-  while (waves > 1 && tasks_for(waves) < 2 * sms) waves /= 2;
+  int waves = kDefaultWaves;
+  if (a.waves > 0) {
+    waves = a.waves <= kMaxWavesFor<D> ? a.waves : kMaxWavesFor<D>;
+  } else {
+    while (waves > 1 && tasks_for(waves) < 2 * sms) waves /= 2;
+  }
   const int64_t tasks = tasks_for(waves);
   const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
   auto* kernel = &attention_tiles_kernel<D, D>;

@@ -50,12 +50,24 @@ constexpr TileInfo kTiles[] = {
     {TileId::Warpgroup256, 128, 256, 2.4, "g128x256x64", nullptr, 64, 0},
     {TileId::Warpgroup128, 128, 128, 2.2, "g128x128x64", nullptr, 64, 0},
     {TileId::Warpgroup64, 128, 64, 1.8, "g128x64x64", nullptr, 64, 0},
+    // Candidates until measured: two blocks a multiprocessor.
+    {TileId::Warpgroup128Pair, 128, 128, 0.0, "h128x128x64", nullptr, 64, 0},
+    {TileId::Warpgroup64Pair, 128, 64, 0.0, "h128x64x64", nullptr, 64, 0},
+    // Candidates until measured: a producer warpgroup, a persistent grid.
+    {TileId::Specialized256, 128, 256, 0.0, "s128x256x64", nullptr, 64, 0},
+    {TileId::Specialized128, 128, 128, 0.0, "s128x128x64", nullptr, 64, 0},
 };
 static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK == 16 &&
               gemm_impl::F16Tiles::Deep::BK == 64);
 
 bool is_warpgroup(TileId id) {
-  return id == TileId::Warpgroup64 || id == TileId::Warpgroup128 || id == TileId::Warpgroup256;
+  return id == TileId::Warpgroup64 || id == TileId::Warpgroup128 || id == TileId::Warpgroup256 ||
+         id == TileId::Warpgroup64Pair || id == TileId::Warpgroup128Pair ||
+         id == TileId::Specialized128 || id == TileId::Specialized256;
+}
+
+[[maybe_unused]] bool is_specialized(TileId id) {
+  return id == TileId::Specialized128 || id == TileId::Specialized256;
 }
 
 // What a product offers the tiles: its type, the device's matrix instructions, and whether the
@@ -253,7 +265,10 @@ hipError_t launch_gemm(const GemmArgs& p, hipStream_t stream) {
       break;
     case FloatType::F16:
       if (is_warpgroup(tile)) {
-        if constexpr (kWarpgroupTiles) status = gemm_impl::launch_f16_wgmma(p, tile, split, stream);
+        if constexpr (kWarpgroupTiles) {
+          status = is_specialized(tile) ? gemm_impl::launch_f16_wgmma_ws(p, tile, split, stream)
+                                        : gemm_impl::launch_f16_wgmma(p, tile, split, stream);
+        }
       } else if (p.matrix_tiles) {
         status = gemm_impl::launch_f16_matrix(p, tile, split, stream);
       } else if constexpr (kF16FmaTiles) {

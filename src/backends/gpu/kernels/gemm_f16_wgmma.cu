@@ -10,45 +10,27 @@
 // multiplied, and each warpgroup keeps one step's multiplies in flight while the next is
 // issued (wait for all but one group), so a stage is refilled two steps after it was read,
 // when every warpgroup has passed the barrier that follows its wait. One barrier per step.
-#include "backends/gpu/kernels/gemm_kernel.hpp"
-#include "backends/gpu/kernels/wgmma_tile.hpp"
+#include "backends/gpu/kernels/wgmma_operands.hpp"
 
 namespace kiln::backends::gpu::kernels::gemm_impl {
 namespace {
 
-constexpr int kWgBM = 128, kWgBK = 64, kWgThreads = 256;
+constexpr int kWgThreads = 256;
 
-// B not transposed ([k][n], n contiguous) in 64-column panels, each a SwizzledTile of Rows k
-// rows of 64 columns: wgmma's n-major operand with the 128-byte swizzle.
-template <typename S, int Rows, int Cols>
-struct PanelTile {
-  static constexpr int kRows = Rows, kCols = Cols, kElems = Rows * Cols;
-  static constexpr int kPanelCols = 64;
-  using Panel = SwizzledTile<S, Rows, kPanelCols>;
-  static_assert(Cols % kPanelCols == 0);
-  __device__ static int offset(int row, int col) {
-    return (col / kPanelCols) * Panel::kElems + Panel::offset(row, col % kPanelCols);
-  }
-};
-
-template <int BN, int Stages>
-KILN_HOST_DEVICE constexpr size_t wgmma_smem_bytes() {
-  // The ring, and 1024 bytes to align it: the swizzle is a function of address bits 4-9.
-  return size_t{Stages} * (kWgBM + BN) * kWgBK * sizeof(uint16_t) + 1024;
-}
-
-template <int BN, int Stages, bool TB, bool Conv>
-__global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, SplitK split) {
+template <int BN, int Stages, int MinBlocks, bool TB, bool Conv>
+__global__ void __launch_bounds__(kWgThreads, MinBlocks)
+    wgmma_gemm_kernel(GemmArgs p, SplitK split) {
 #if defined(KILN_WGMMA)
   using S = uint16_t;
   using T = __half;
   constexpr int BM = kWgBM, BK = kWgBK, kThreads = kWgThreads, kStages = Stages;
   static_assert(kStages >= 3, "a stage is refilled two steps after it is read");
-  using LA = SwizzledTile<S, BM, BK>;
-  using LB = std::conditional_t<TB, SwizzledTile<S, BN, BK>, PanelTile<S, BK, BN>>;
-  constexpr int kStageElems = LA::kElems + LB::kElems;
+  using St = WgStage<BN, TB>;
+  using LA = typename St::LA;
+  using LB = typename St::LB;
+  constexpr int kStageElems = St::kElems;
   constexpr int kAcc = BN / 2;  // floats a thread holds: 64 x BN over 128 threads
-  constexpr int kAccStride = BN + 8;
+  constexpr int kAccStride = kWgAccStride<BN>;
   static_assert(size_t{BM} * kAccStride * sizeof(float) <= wgmma_smem_bytes<BN, Stages>() - 1024,
                 "the epilogue stages the tile through the ring's memory");
   constexpr int kOutChunk = TileOutput<T>::kChunk;
@@ -61,8 +43,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
   float* const staged_acc = reinterpret_cast<float*>(smem_bytes);
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
-  const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
   const BlockPart part = block_part(p, split, BK);
   const int first_step = part.first_step, steps = part.steps;
   const S* a = static_cast<const S*>(p.a) + part.z * p.stride_a;
@@ -73,10 +53,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t m_tiles = (p.m + BM - 1) / BM;
   const int64_t b_rows = TB ? p.n : p.k, b_cols = TB ? p.k : p.n;
-  // Descriptor strides (bytes): k-major operands have 8-row groups of 128-byte rows; the
-  // n-major B has 64-column panels of BK rows.
-  constexpr uint32_t kGroupBytes = 8 * BK * sizeof(S);
-  constexpr uint32_t kPanelBytes = BK * 64 * sizeof(S);
 
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
     const int64_t m0 = mt * BM;
@@ -110,20 +86,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
       __syncthreads();
       if (t + kStages - 2 < steps) issue(t + kStages - 2);
       copy_async_commit();
-      const S* st = stages + (t % kStages) * kStageElems;
-      const S* sa = st + warpgroup * 64 * BK;  // this warpgroup's 64 rows: 8 groups
-      const S* sb = st + LA::kElems;
-      wgmma::pin(acc);
-      wgmma::fence();
-      KILN_UNROLL
-      for (int kk = 0; kk < BK; kk += 16) {
-        const uint64_t da = wgmma::descriptor(sa + kk, 16, kGroupBytes);
-        // k-major B: 16 columns further in its rows; n-major: 16 rows further (two groups).
-        const uint64_t db = TB ? wgmma::descriptor(sb + kk, 16, kGroupBytes)
-                               : wgmma::descriptor(sb + kk * 64, kPanelBytes, kGroupBytes);
-        wgmma::mma<BN, TB ? 0 : 1>(acc, da, db);
-      }
-      wgmma::commit();
+      multiply_stage<BN, TB>(acc, stages + (t % kStages) * kStageElems, warpgroup);
       wgmma::wait<1>();
       wgmma::pin(acc);
     }
@@ -132,17 +95,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
     copy_async_wait<0>();
     // Every warpgroup done with the stages before the accumulators land in their memory.
     __syncthreads();
-    {
-      const int r = warpgroup * 64 + warp * 16 + lane / 4;
-      const int c = 2 * (lane % 4);
-      KILN_UNROLL
-      for (int j = 0; j < BN / 8; ++j) {
-        float* row0 = staged_acc + r * kAccStride + 8 * j + c;
-        float* row8 = row0 + 8 * kAccStride;
-        row0[0] = p.alpha * acc[4 * j], row0[1] = p.alpha * acc[4 * j + 1];
-        row8[0] = p.alpha * acc[4 * j + 2], row8[1] = p.alpha * acc[4 * j + 3];
-      }
-    }
+    stage_accumulators<BN>(staged_acc + warpgroup * 64 * kAccStride, acc, p.alpha);
     __syncthreads();
     constexpr int kChunks = BM * kOutChunksPerRow;
     static_assert(kChunks % kThreads == 0);
@@ -160,7 +113,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wgmma_gemm_kernel(GemmArgs p, S
 #endif
 }
 
-template <int BN, int Stages, bool TB, bool Conv>
+template <int BN, int Stages, int MinBlocks, bool TB, bool Conv>
 hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   const int64_t n_tiles = (p.n + BN - 1) / BN;
   const int64_t m_tiles = (p.m + kWgBM - 1) / kWgBM;
@@ -168,7 +121,7 @@ hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
                   static_cast<unsigned>(p.batch * split.count));
-  auto* kernel = &wgmma_gemm_kernel<BN, Stages, TB, Conv>;
+  auto* kernel = &wgmma_gemm_kernel<BN, Stages, MinBlocks, TB, Conv>;
   static unsigned long long devices_done = 0;
   constexpr size_t kBytes = wgmma_smem_bytes<BN, Stages>();
   const hipError_t allowed =
@@ -178,16 +131,20 @@ hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream
   return hipGetLastError();
 }
 
-template <int BN, int Stages>
+template <int BN, int Stages, int MinBlocks = 1>
 hipError_t launch_wgmma_width(const GemmArgs& p, SplitK split, hipStream_t stream) {
-  if (p.conv_a) return launch_wgmma_tile<BN, Stages, true, true>(p, split, stream);
-  return p.trans_b ? launch_wgmma_tile<BN, Stages, true, false>(p, split, stream)
-                   : launch_wgmma_tile<BN, Stages, false, false>(p, split, stream);
+  static_assert(MinBlocks * wgmma_smem_bytes<BN, Stages>() <= 227 * 1024,
+                "the blocks a multiprocessor should hold fit its shared memory");
+  if (p.conv_a) return launch_wgmma_tile<BN, Stages, MinBlocks, true, true>(p, split, stream);
+  return p.trans_b ? launch_wgmma_tile<BN, Stages, MinBlocks, true, false>(p, split, stream)
+                   : launch_wgmma_tile<BN, Stages, MinBlocks, false, false>(p, split, stream);
 }
 
 }  // namespace
 
-// The stages of each width fill what one block may take (227 KiB): 8 x 24, 6 x 32, 4 x 48 KiB.
+// The stages of each width fill what one block may take (227 KiB): 8 x 24, 6 x 32, 4 x 48 KiB;
+// the pairs' half of it each: 4 x 24 and 3 x 32 KiB (the epilogue's float32 tile, 36 and
+// 68 KiB, fits in their rings).
 hipError_t launch_f16_wgmma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream) {
   if (p.trans_a) return hipErrorInvalidValue;
   switch (tile) {
@@ -197,6 +154,10 @@ hipError_t launch_f16_wgmma(const GemmArgs& p, TileId tile, SplitK split, hipStr
       return launch_wgmma_width<128, 6>(p, split, stream);
     case TileId::Warpgroup256:
       return launch_wgmma_width<256, 4>(p, split, stream);
+    case TileId::Warpgroup64Pair:
+      return launch_wgmma_width<64, 4, 2>(p, split, stream);
+    case TileId::Warpgroup128Pair:
+      return launch_wgmma_width<128, 3, 2>(p, split, stream);
     default:
       return hipErrorInvalidValue;
   }

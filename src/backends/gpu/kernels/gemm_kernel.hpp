@@ -51,7 +51,11 @@ struct BlockTile {
 // and a 128 x 256 tile of 64 x 64 warps were slower). AMD takes Big and Small only (fewer
 // kernels to compile for four targets; its LDS holds 64 KiB a workgroup), with two stages: its
 // copies are synchronous, further stages would only cost LDS.
-// Warpgroup64/128/256: NVIDIA sm_90's 128 x N tiles on wgmma (gemm_f16_wgmma.cu).
+// Warpgroup64/128/256: NVIDIA sm_90's 128 x N tiles on wgmma (gemm_f16_wgmma.cu), one block a
+// multiprocessor with a deep ring; Warpgroup64Pair / Warpgroup128Pair: the same tiles with a
+// short ring, two blocks a multiprocessor, so that one block's epilogue and first copies overlap
+// the other's products (what a short reduction needs); Specialized128 / 256: a producer
+// warpgroup copying for two multiplying ones, a persistent grid (gemm_f16_wgmma_ws.cu).
 enum class TileId {
   Big,
   Mid,
@@ -64,7 +68,11 @@ enum class TileId {
   Pair,
   Warpgroup64,
   Warpgroup128,
-  Warpgroup256
+  Warpgroup256,
+  Warpgroup64Pair,
+  Warpgroup128Pair,
+  Specialized128,
+  Specialized256
 };
 #if defined(__HIP__)
 constexpr bool kMidTile = false, kNvidiaTiles = false;
@@ -121,9 +129,10 @@ struct BlockPart {
   int64_t z, zz;
   int first_step, steps;
 };
-__device__ inline BlockPart block_part(const GemmArgs& p, const SplitK& split, int bk) {
+// zz: the block's z (a persistent grid's tiles name it themselves).
+__device__ inline BlockPart block_part(const GemmArgs& p, const SplitK& split, int bk, int64_t zz) {
   BlockPart b;
-  b.zz = blockIdx.z;
+  b.zz = zz;
   b.z = b.zz / split.count;
   const int part = static_cast<int>(b.zz % split.count);
   const int all_steps = static_cast<int>((p.k + bk - 1) / bk);
@@ -131,6 +140,9 @@ __device__ inline BlockPart block_part(const GemmArgs& p, const SplitK& split, i
   b.steps = split.count == 1 || all_steps - b.first_step < split.steps ? all_steps - b.first_step
                                                                        : split.steps;
   return b;
+}
+__device__ inline BlockPart block_part(const GemmArgs& p, const SplitK& split, int bk) {
+  return block_part(p, split, bk, blockIdx.z);
 }
 
 template <size_t N>
@@ -786,5 +798,6 @@ hipError_t launch_f16_fma(const GemmArgs& p, TileId tile, SplitK split, hipStrea
 // NVIDIA sm_90 only (built for sm_90a; elsewhere the launch fails): A not transposed, every
 // row of A and B 16-byte aligned.
 hipError_t launch_f16_wgmma(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
+hipError_t launch_f16_wgmma_ws(const GemmArgs& p, TileId tile, SplitK split, hipStream_t stream);
 
 }  // namespace kiln::backends::gpu::kernels::gemm_impl

@@ -52,6 +52,58 @@ __device__ inline void wait() {
 __device__ inline void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Shared-memory barriers with a transaction phase (mbarrier): a producer's arrivals complete a
+// phase that consumers wait for by its parity (0, 1, 0, ... as phases complete).
+__device__ inline uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ inline void barrier_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(arrivals)
+               : "memory");
+}
+// One arrival, with release semantics: this thread's earlier writes are seen by whoever waits.
+__device__ inline void barrier_arrive(uint64_t* bar) {
+  asm volatile(
+      "{\n"
+      ".reg .b64 state;\n"
+      "mbarrier.arrive.shared::cta.b64 state, [%0];\n"
+      "}\n" ::"r"(smem_address(bar))
+      : "memory");
+}
+// Waits (acquire) until the phase of the given parity has completed.
+__device__ inline void barrier_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred ready;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, ready;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Named block barriers (0 is __syncthreads'): `threads` of the block, a multiple of 32, meet;
+// arrive_named does not wait.
+__device__ inline void sync_named(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void arrive_named(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// A warpgroup gives registers back (producers) or takes them (consumers); every warp of the
+// warpgroup executes it.
+template <int N>
+__device__ inline void release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ inline void claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 // Keeps the compiler from moving accesses of an accumulator across the asynchronous region.
 template <int N>
 __device__ inline void pin(float (&d)[N]) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "backends/gpu/kernels/attention.hpp"
 #include "backends/gpu/runtime/attention_layout.hpp"
@@ -59,7 +60,8 @@ class AttentionKernel final : public Kernel {
                         ? std::optional<float>(float_attr(node, "scale", 1.f))
                         : std::nullopt),
         zero_nan_probs_(int_attr(node, "zero_nan_probs", 0) != 0),
-        bsnh_(int_attr(node, "bsnh", 0) != 0) {}
+        bsnh_(int_attr(node, "bsnh", 0) != 0),
+        waves_(forced_waves()) {}
   std::string_view name() const override { return kName; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
@@ -87,6 +89,7 @@ class AttentionKernel final : public Kernel {
     a.zero_nan_probs = zero_nan_probs_;
     a.matrix_tiles = matrix_tiles_;
     a.multiprocessors = multiprocessors_;
+    a.waves = waves_;
     a.out = y.data;
     check_launch(kernels::launch_attention(*float_type(dtype_), a, gpu_stream(stream).handle()),
                  kName);
@@ -99,6 +102,14 @@ class AttentionKernel final : public Kernel {
   std::optional<float> scale_attr_;
   bool zero_nan_probs_;
   bool bsnh_;  // [.., S, N, H] operands and output (the op's bsnh)
+  int waves_;
+
+  // KILN_GPU_ATTENTION_WAVES=N: the matrix-tile kernel's wavefronts a block (16 queries each),
+  // to measure the choice; otherwise the launcher's (0).
+  static int forced_waves() {
+    const char* v = std::getenv("KILN_GPU_ATTENTION_WAVES");
+    return v ? std::atoi(v) : 0;
+  }
 };
 
 std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
