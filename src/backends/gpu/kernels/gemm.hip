@@ -46,15 +46,18 @@ constexpr TileInfo kTiles[] = {
     {TileId::Tall, 256, 128, 0.0, "w256x128x32", nullptr, 32, 0},
     {TileId::Mid2, 128, 64, 0.0, "m128x64x32", nullptr, 32, 0},
     {TileId::Pair, 128, 64, 0.0, "p128x64x32", nullptr, 32, 0},
-    // NVIDIA sm_90 float16 on wgmma (gemm_f16_wgmma.cu), where it can take the product.
-    {TileId::Warpgroup256, 128, 256, 2.4, "g128x256x64", nullptr, 64, 0},
-    {TileId::Warpgroup128, 128, 128, 2.2, "g128x128x64", nullptr, 64, 0},
-    {TileId::Warpgroup64, 128, 64, 1.8, "g128x64x64", nullptr, 64, 0},
-    // Candidates until measured: two blocks a multiprocessor.
-    {TileId::Warpgroup128Pair, 128, 128, 0.0, "h128x128x64", nullptr, 64, 0},
-    {TileId::Warpgroup64Pair, 128, 64, 0.0, "h128x64x64", nullptr, 64, 0},
-    // Candidates until measured: a producer warpgroup, a persistent grid.
-    {TileId::Specialized256, 128, 256, 0.0, "s128x256x64", nullptr, 64, 0},
+    // NVIDIA sm_90 float16 on wgmma (gemm_f16_wgmma.cu), where it can take the product: two
+    // blocks a multiprocessor with 4 and 3 stages (on the H100, 2026-12-06: 1.27x and 1.29x
+    // cuBLASLt's time in geomean over 22 shapes when forced everywhere, against 1.37x for the
+    // one-block tiles by shape; bench/results/2026-12-06b-gpu-h100-wgmma.md).
+    {TileId::Warpgroup128Pair, 128, 128, 2.2, "h128x128x64", nullptr, 64, 0},
+    {TileId::Warpgroup64Pair, 128, 64, 1.8, "h128x64x64", nullptr, 64, 0},
+    // Candidates: one block a multiprocessor with deep rings (slower but on K >= 2048), and a
+    // producer warpgroup with a persistent grid (correct, 1.75x: cp.async copies leave the
+    // producer waiting on its own copies; the bulk tensor copies are its next step).
+    {TileId::Warpgroup256, 128, 256, 0.0, "g128x256x64", nullptr, 64, 0},
+    {TileId::Warpgroup128, 128, 128, 0.0, "g128x128x64", nullptr, 64, 0},
+    {TileId::Warpgroup64, 128, 64, 0.0, "g128x64x64", nullptr, 64, 0},
     {TileId::Specialized128, 128, 128, 0.0, "s128x128x64", nullptr, 64, 0},
 };
 static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK == 16 &&
@@ -63,11 +66,11 @@ static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK
 bool is_warpgroup(TileId id) {
   return id == TileId::Warpgroup64 || id == TileId::Warpgroup128 || id == TileId::Warpgroup256 ||
          id == TileId::Warpgroup64Pair || id == TileId::Warpgroup128Pair ||
-         id == TileId::Specialized128 || id == TileId::Specialized256;
+         id == TileId::Specialized128;
 }
 
 [[maybe_unused]] bool is_specialized(TileId id) {
-  return id == TileId::Specialized128 || id == TileId::Specialized256;
+  return id == TileId::Specialized128;
 }
 
 // What a product offers the tiles: its type, the device's matrix instructions, and whether the

@@ -14,10 +14,13 @@
 //   waited for with kLag groups still in flight). The consumers release step t - 1 after
 //   issuing t, so they hold two stages: kLag = kStages - 2 keeps the producer from waiting for a
 //   release that waits for it.
-// - The 128-column tile has an epilogue buffer of its own: the consumers read a tile out while
-//   the producer already fills the ring with the next tile's steps. The 256-column tile's
-//   epilogue goes through the ring's memory (both do not fit), so there the producer waits for
-//   the epilogue (a named barrier) before the next tile.
+// - The tile has an epilogue buffer of its own: the consumers read a tile out while the producer
+//   already fills the ring with the next tile's steps.
+//
+// Measured on an H100 (2026-12-06): correct, but 1.75x cuBLASLt's time in geomean against the
+// two-block tiles' 1.27x: each producer thread waits for its own copies before it hands a stage
+// over. A 128 x 256 version (its epilogue through the ring, registers moved to the consumers
+// with setmaxnreg) hung there and was removed. Forced by name only (s128x128x64).
 #include <climits>
 
 #include "backends/gpu/kernels/wgmma_operands.hpp"
@@ -27,27 +30,18 @@ namespace {
 
 constexpr int kWsThreads = 384;  // the producer warpgroup, then two consumer warpgroups
 
-// Named barriers (0 is __syncthreads'): one per consumer warpgroup, the two consumer
-// warpgroups, and the consumers' hand-back of the ring to the producer after an epilogue that
-// used it.
-constexpr int kBarWarpgroup0 = 1, kBarConsumers = 3, kBarEpilogue = 4;
+// Named barriers (0 is __syncthreads'): one per consumer warpgroup.
+constexpr int kBarWarpgroup0 = 1;
 
 template <int BN>
 struct WsShape {
   static constexpr int kStages = 4;
-  static constexpr bool kOwnEpilogue = BN <= 128;
   static constexpr size_t kRingBytes = size_t{kStages} * (kWgBM + BN) * kWgBK * sizeof(uint16_t);
   static constexpr size_t kEpilogueBytes = size_t{kWgBM} * kWgAccStride<BN> * sizeof(float);
-  // The ring 1024-byte aligned (the swizzle), then the epilogue's tile where it has its own.
-  static constexpr size_t kBytes = 1024 + kRingBytes + (kOwnEpilogue ? kEpilogueBytes : 0);
+  // The ring 1024-byte aligned (the swizzle), then the epilogue's tile.
+  static constexpr size_t kBytes = 1024 + kRingBytes + kEpilogueBytes;
   static_assert(kBytes <= 227 * 1024, "one block a multiprocessor");
-  static_assert(kOwnEpilogue || kEpilogueBytes <= kRingBytes);
-  // The 256-column tile's consumers hold 128 accumulators each: registers move to them.
-  static constexpr bool kRebalance = BN > 128;
 };
-// The producer's stagers keep their source pointers: 128 x 112 + 256 x 200 registers, the
-// multiprocessor's 65536.
-constexpr int kProducerRegisters = 128, kConsumerRegisters = 192;
 
 template <int BN, bool TB, bool Conv>
 __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, SplitK split) {
@@ -69,8 +63,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
   unsigned char* const smem_bytes = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(ws_smem) + 1023) & ~uintptr_t{1023});
   S* const stages = reinterpret_cast<S*>(smem_bytes);
-  float* const staged_acc =
-      reinterpret_cast<float*>(Shape::kOwnEpilogue ? smem_bytes + Shape::kRingBytes : smem_bytes);
+  float* const staged_acc = reinterpret_cast<float*>(smem_bytes + Shape::kRingBytes);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -97,9 +90,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
 
   if (warpgroup == 0) {
     // The producer. Its thread index is 0..127: the stagers share the chunks among 128.
-    if constexpr (Shape::kRebalance) wgmma::release_registers<kProducerRegisters>();
     uint32_t g = 0;  // steps issued over the block's tiles: stage g % kStages
-    bool first = true;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int64_t zz, m0, n0;
       locate(tile, zz, m0, n0);
@@ -114,9 +105,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
         stage_a.init(a, p.k, p.m, p.k, m0);
       }
       stage_b.init(b, ldb, b_rows, b_cols, n0);
-      // The previous tile's epilogue read out of the ring's memory first.
-      if (!Shape::kOwnEpilogue && !first) wgmma::sync_named(kBarEpilogue, kWsThreads);
-      first = false;
       for (int t = 0; t < part.steps; ++t, ++g) {
         const uint32_t s = g % kStages;
         // Refilling: the consumers' release of this stage's previous use.
@@ -139,7 +127,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
     }
   } else {
     // A consumer: rows 64 (warpgroup - 1).. of each tile.
-    if constexpr (Shape::kRebalance) wgmma::claim_registers<kConsumerRegisters>();
     const int cw = warpgroup - 1;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const int wg_thread = static_cast<int>(threadIdx.x) % 128;
@@ -168,8 +155,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
       wgmma::wait<0>();
       wgmma::pin(acc);
       if (part.steps > 0 && lane == 0) wgmma::barrier_arrive(&empty[(g - 1) % kStages]);
-      // Through the ring's memory: both consumer warpgroups done reading it first.
-      if (!Shape::kOwnEpilogue) wgmma::sync_named(kBarConsumers, 256);
       stage_accumulators<BN>(my_staged, acc, p.alpha);
       wgmma::sync_named(kBarWarpgroup0 + cw, 128);
       // Set up after the products: its registers are not held through them.
@@ -185,10 +170,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
       }
       // The warpgroup's rows read out before its next tile's accumulators land there.
       wgmma::sync_named(kBarWarpgroup0 + cw, 128);
-      // (The producer waits for it before a next tile only.)
-      if (!Shape::kOwnEpilogue && tile + gridDim.x < tiles) {
-        wgmma::arrive_named(kBarEpilogue, kWsThreads);
-      }
     }
   }
 #endif
@@ -225,8 +206,6 @@ hipError_t launch_f16_wgmma_ws(const GemmArgs& p, TileId tile, SplitK split, hip
   switch (tile) {
     case TileId::Specialized128:
       return launch_ws_width<128>(p, split, stream);
-    case TileId::Specialized256:
-      return launch_ws_width<256>(p, split, stream);
     default:
       return hipErrorInvalidValue;
   }

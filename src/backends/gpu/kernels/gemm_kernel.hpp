@@ -54,8 +54,8 @@ struct BlockTile {
 // Warpgroup64/128/256: NVIDIA sm_90's 128 x N tiles on wgmma (gemm_f16_wgmma.cu), one block a
 // multiprocessor with a deep ring; Warpgroup64Pair / Warpgroup128Pair: the same tiles with a
 // short ring, two blocks a multiprocessor, so that one block's epilogue and first copies overlap
-// the other's products (what a short reduction needs); Specialized128 / 256: a producer
-// warpgroup copying for two multiplying ones, a persistent grid (gemm_f16_wgmma_ws.cu).
+// the other's products (what a short reduction needs); Specialized128: a producer warpgroup
+// copying for two multiplying ones, a persistent grid (gemm_f16_wgmma_ws.cu).
 enum class TileId {
   Big,
   Mid,
@@ -71,8 +71,7 @@ enum class TileId {
   Warpgroup256,
   Warpgroup64Pair,
   Warpgroup128Pair,
-  Specialized128,
-  Specialized256
+  Specialized128
 };
 #if defined(__HIP__)
 constexpr bool kMidTile = false, kNvidiaTiles = false;

@@ -85,25 +85,10 @@ __device__ inline void barrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
-// Named block barriers (0 is __syncthreads'): `threads` of the block, a multiple of 32, meet;
-// arrive_named does not wait.
+// Named block barriers (0 is __syncthreads'): `threads` of the block, a multiple of 32, meet.
 __device__ inline void sync_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ inline void arrive_named(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// A warpgroup gives registers back (producers) or takes them (consumers); every warp of the
-// warpgroup executes it.
-template <int N>
-__device__ inline void release_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ inline void claim_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-
 // Keeps the compiler from moving accesses of an accumulator across the asynchronous region.
 template <int N>
 __device__ inline void pin(float (&d)[N]) {
