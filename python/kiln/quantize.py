@@ -31,6 +31,7 @@ class QuantizeResult:
     activations: int  # QuantizeLinear / DequantizeLinear pairs
     weights: int  # int8 weights
     calibration_sets: int
+    calibration_cached: bool  # the ranges came from calibration_cache (no calibration runs)
     outputs: list  # [OutputScore], in the model's output order
     worst_nodes: list  # [(node, cosine of its output)], most drifting first
     passed: bool
@@ -44,7 +45,7 @@ class QuantizeResult:
 
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
-             per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
+             calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
              int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
              min_cosine=0.99, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
              threads=0, log=None):
@@ -53,7 +54,11 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     calibration: as kiln.compile's: a dict of input name -> array (one set), an .npz file, a list
         of such sets, or a directory of NAME.pb files; None: one set of random data (for speed
         measurements only).
-    method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
+    method: "minmax", "percentile" (with `percentile`, the share of each tail kept) or
+        "entropy" (the range whose uint8 codes lose least information: least KL divergence).
+    calibration_cache: a file path: the calibration's histograms are kept there, and a later
+        call on the same model and calibration data reads them instead of running the model
+        (static INT8 only; a malformed file raises kiln.InvalidArgument).
     dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
     int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
         MatMulNBits (onnxruntime runs it too), blocks of `block_size` (16-256) values along K,
@@ -67,8 +72,11 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     """
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model is a path to an ONNX file, got {type(model).__name__}")
-    if method not in ("minmax", "percentile"):
-        _fail(f"method is 'minmax' or 'percentile', got {method!r}")
+    if method not in ("minmax", "percentile", "entropy"):
+        _fail(f"method is 'minmax', 'percentile' or 'entropy', got {method!r}")
+    if calibration_cache is not None and not isinstance(calibration_cache, (str, os.PathLike)):
+        raise TypeError("calibration_cache is a path, got "
+                        f"{type(calibration_cache).__name__}")
     for name, value, low, high in (("percentile", percentile, 50, 100),
                                    ("min_cosine", min_cosine, -1, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
@@ -101,7 +109,8 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),
                "allow_drift": bool(allow_drift), "seed": seed, "threads": threads,
-               "fallback_nodes": fallback_nodes}
+               "fallback_nodes": fallback_nodes,
+               "calibration_cache": "" if calibration_cache is None else os.fspath(calibration_cache)}
     _calibration(calibration, options)
     r = _kiln._quantize(options, log)
     r["outputs"] = [OutputScore(*o) for o in r["outputs"]]

@@ -24,7 +24,9 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.output_path = dict_get<std::string>(d, "output_path").value_or("");
   const std::string method = dict_get<std::string>(d, "method").value_or("minmax");
   o.method = method == "percentile" ? compiler::CalibrationMethod::Percentile
+             : method == "entropy"  ? compiler::CalibrationMethod::Entropy
                                     : compiler::CalibrationMethod::MinMax;
+  o.calibration_cache = dict_get<std::string>(d, "calibration_cache").value_or("");
   o.percentile = dict_get<double>(d, "percentile").value_or(99.999);
   o.per_channel = dict_get<bool>(d, "per_channel").value_or(true);
   o.dynamic = dict_get<bool>(d, "dynamic").value_or(false);
@@ -55,6 +57,7 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   d["activations"] = r.activations;
   d["weights"] = r.weights;
   d["calibration_sets"] = r.calibration_sets;
+  d["calibration_cached"] = r.calibration_cached;
   nb::list outputs;
   for (const compiler::OutputScore& s : r.outputs) {
     outputs.append(nb::make_tuple(s.name, s.cosine, s.top1 ? nb::cast(*s.top1) : nb::none()));

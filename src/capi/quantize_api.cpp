@@ -35,10 +35,14 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
   compiler::QuantizeOptions& o = q.options;
   const std::string k = key;
   if (k == "method") {
-    KILN_CHECK_ARG(v == "minmax" || v == "percentile",
-                   "{}: 'method' takes \"minmax\" or \"percentile\", got \"{}\"", kSetConfig, v);
+    KILN_CHECK_ARG(v == "minmax" || v == "percentile" || v == "entropy",
+                   "{}: 'method' takes \"minmax\", \"percentile\" or \"entropy\", got \"{}\"",
+                   kSetConfig, v);
     o.method = v == "percentile" ? compiler::CalibrationMethod::Percentile
+               : v == "entropy"  ? compiler::CalibrationMethod::Entropy
                                  : compiler::CalibrationMethod::MinMax;
+  } else if (k == "calibration_cache") {
+    o.calibration_cache = v;
   } else if (k == "per_channel") {
     o.per_channel = parse_flag(key, v);
   } else if (k == "dynamic") {
@@ -98,7 +102,7 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
         "method",          "per_channel",  "dynamic",     "allow_drift",    "percentile",
         "min_cosine",      "min_top1",     "threads",     "seed",           "calibration_dir",
         "calibration_npz", "exclude_node", "op_type",     "fallback_nodes", "int4",
-        "symmetric",       "block_size",   "int4_method", "gptq_damp"};
+        "symmetric",       "block_size",   "int4_method", "gptq_damp",      "calibration_cache"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

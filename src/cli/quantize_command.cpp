@@ -18,6 +18,7 @@ struct QuantizeFlags {
   std::vector<std::string> calibration_npz;
   std::string method = "minmax";
   double percentile = 99.999;
+  std::string calibration_cache;
   bool per_tensor = false;
   bool dynamic = false;
   bool int4 = false;
@@ -47,7 +48,9 @@ int quantize(const QuantizeFlags& f) {
   o.calibration.dims = f.inputs.dims();
   o.calibration.seed = f.inputs.seed;
   o.method = f.method == "percentile" ? compiler::CalibrationMethod::Percentile
+             : f.method == "entropy"  ? compiler::CalibrationMethod::Entropy
                                       : compiler::CalibrationMethod::MinMax;
+  o.calibration_cache = f.calibration_cache;
   o.percentile = f.percentile;
   o.per_channel = !f.per_tensor;
   o.dynamic = f.dynamic;
@@ -91,9 +94,15 @@ Command add_quantize_command(CLI::App& app) {
   cmd->add_option("--calibration-npz", o->calibration_npz,
                   "Calibrate on a numpy .npz file of named inputs (one input set each; repeatable)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--method", o->method, "Activation ranges: minmax or percentile")
-      ->check(CLI::IsMember({"minmax", "percentile"}))
+  cmd->add_option("--method", o->method,
+                  "Activation ranges: minmax, percentile or entropy (the range whose uint8 codes "
+                  "keep most information: least KL divergence)")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
       ->capture_default_str();
+  cmd->add_option("--calibration-cache", o->calibration_cache,
+                  "Keep the calibration's histograms in this file: a later run on the same model "
+                  "and calibration data reads them and skips the calibration runs (another model "
+                  "or data: calibrated again and rewritten)");
   cmd->add_option("--percentile", o->percentile,
                   "With --method percentile: the share of each tail's values kept, in percent")
       ->capture_default_str();

@@ -13,6 +13,7 @@
 #include <set>
 #include <span>
 
+#include "compiler/calibration.hpp"
 #include "compiler/observe_values.hpp"
 #include "compiler/quantize_int4.hpp"
 #include "core/error.hpp"
@@ -23,7 +24,6 @@
 namespace kiln::compiler {
 namespace {
 
-constexpr int kBins = 2048;
 constexpr int kMinOpset = 13;  // per-axis DequantizeLinear
 
 // A node to quantize: its activation input (slot 0), its constant weight (slot 1) and the axis
@@ -81,47 +81,6 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
     if (!excluded.count(display)) out.push_back({n, axis, std::move(display)});
   }
   return out;
-}
-
-// What calibration keeps of one activation: its extremes, then (Percentile) a histogram over
-// them.
-struct Stats {
-  float lo = INFINITY, hi = -INFINITY;
-  std::array<uint64_t, kBins> bins{};
-  uint64_t count = 0;
-};
-
-void add_extremes(Stats& s, const Tensor& t) {
-  for (float x : t.values<float>()) {
-    if (!std::isfinite(x)) continue;
-    s.lo = std::min(s.lo, x);
-    s.hi = std::max(s.hi, x);
-  }
-}
-
-void add_histogram(Stats& s, const Tensor& t) {
-  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
-  if (!(width > 0)) return;
-  for (float x : t.values<float>()) {
-    if (!std::isfinite(x)) continue;
-    const int b = std::clamp(static_cast<int>((x - s.lo) / width), 0, kBins - 1);
-    ++s.bins[b];
-    ++s.count;
-  }
-}
-
-// The range with (100 - percentile) % of the values cut from each tail.
-std::pair<float, float> percentile_range(const Stats& s, double percentile) {
-  if (s.count == 0) return {s.lo, s.hi};
-  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
-  const double cut = static_cast<double>(s.count) * (100.0 - percentile) / 100.0;
-  double seen = 0;
-  int low = 0;
-  while (low < kBins - 1 && seen + s.bins[low] <= cut) seen += s.bins[low++];
-  seen = 0;
-  int high = kBins - 1;
-  while (high > low && seen + s.bins[high] <= cut) seen += s.bins[high--];
-  return {static_cast<float>(s.lo + low * width), static_cast<float>(s.lo + (high + 1) * width)};
 }
 
 struct UInt8Params {
@@ -350,6 +309,113 @@ struct Cosine {
   }
 };
 
+// The calibration cache's keys: the model file's bytes, and the input sets' names, types,
+// shapes and bytes (whichever source they came from).
+uint64_t file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "quantize: cannot read '{}'", path);
+  uint64_t h = fnv1a("model");
+  std::vector<char> buf(size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = fnv1a(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
+  }
+  return h;
+}
+
+uint64_t data_hash(const std::vector<runtime::Feeds>& sets) {
+  uint64_t h = fnv1a("data");
+  auto number = [&](int64_t v) {
+    h = fnv1a(std::string_view(reinterpret_cast<const char*>(&v), sizeof(v)), h);
+  };
+  number(static_cast<int64_t>(sets.size()));
+  for (const runtime::Feeds& set : sets) {
+    number(static_cast<int64_t>(set.size()));
+    for (const auto& [name, value] : set) {
+      number(static_cast<int64_t>(name.size()));
+      h = fnv1a(name, h);
+      if (!value.is_tensor()) {
+        h = fnv1a("(not a tensor)", h);
+        continue;
+      }
+      const Tensor& t = value.tensor();
+      number(static_cast<int64_t>(t.dtype()));
+      number(static_cast<int64_t>(t.dims().size()));
+      for (int64_t d : t.dims()) number(d);
+      if (t.dtype() == DataType::String) {
+        for (const std::string& str : t.values<std::string>()) {
+          number(static_cast<int64_t>(str.size()));
+          h = fnv1a(str, h);
+        }
+      } else {
+        h = fnv1a(std::string_view(static_cast<const char*>(t.raw_data()), t.nbytes()), h);
+      }
+    }
+  }
+  return h;
+}
+
+// Fills `stats` (the activations this run calibrates) from the cache at `path` when it holds
+// this model's and data's histograms of all of them; says why not otherwise. A malformed file
+// is an error.
+bool read_cache(const std::string& path, const CalibrationCache& want,
+                std::map<std::string, CalibrationHistogram>& stats,
+                const std::function<void(const std::string&)>& say) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path)) {
+    say(fmt::format("quantize: calibration cache {} does not exist yet: calibrating\n", path));
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "quantize: cannot read the calibration cache '{}'",
+             path);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const CalibrationCache cache = parse_calibration_cache(bytes, path);
+  std::string why;
+  if (cache.model_hash != want.model_hash) {
+    why = fmt::format("is for another model (hash {:016x}, this one's {:016x})", cache.model_hash,
+                      want.model_hash);
+  } else if (cache.data_hash != want.data_hash) {
+    why = fmt::format("is for other calibration data (hash {:016x}, these sets' {:016x})",
+                      cache.data_hash, want.data_hash);
+  } else {
+    size_t missing = 0;
+    for (const auto& [name, h] : stats) missing += !cache.values.count(name);
+    if (missing > 0) {
+      why = fmt::format("lacks {} of the {} activations this run calibrates (other --ops?)",
+                        missing, stats.size());
+    }
+  }
+  if (!why.empty()) {
+    say(fmt::format("quantize: calibration cache {} {}: calibrating again and rewriting it\n", path,
+                    why));
+    return false;
+  }
+  for (auto& [name, h] : stats) h = cache.values.at(name);
+  say(fmt::format(
+      "quantize: calibration read from the cache {} ({} activations; the model's calibration "
+      "runs skipped)\n",
+      path, stats.size()));
+  return true;
+}
+
+void write_cache(const std::string& path, const CalibrationCache& cache) {
+  const std::string bytes = serialize_calibration_cache(cache);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(out.good(), ErrorCode::NotFound, "quantize: cannot write the calibration cache '{}'",
+               path);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    KILN_CHECK(out.good(), ErrorCode::Internal, "quantize: cannot write the calibration cache '{}'",
+               path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  KILN_CHECK(!ec, ErrorCode::Internal, "quantize: cannot write the calibration cache '{}': {}",
+             path, ec.message());
+}
+
 }  // namespace
 
 QuantizeResult quantize_model(const QuantizeOptions& o) {
@@ -397,11 +463,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                  o.int4 ? std::string("MatMul / Gemm (2-D weight)")
                         : fmt::format("{}", fmt::join(o.op_types, " / ")));
   const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
+  const bool calibrate = !o.dynamic && !o.int4;
+  KILN_CHECK_ARG(o.calibration_cache.empty() || calibrate,
+                 "quantize: --calibration-cache keeps static INT8's calibration; --{} has none",
+                 o.int4 ? "int4" : "dynamic");
 
-  // Calibration, once for every attempt: the extremes of every activation a target reads, then
-  // their histograms.
-  std::map<std::string, Stats> stats;
-  for (const Target& t : candidates) stats[t.node->input(0)->name()];
+  // Calibration, once for every attempt: a streaming histogram of every activation a target
+  // reads (every candidate's, --exclude-node's too, so that a cache serves any exclusions).
+  std::map<std::string, CalibrationHistogram> stats;
+  for (const Target& t : find_targets(*float_graph, o, {})) stats[t.node->input(0)->name()];
   KILN_CHECK_ARG(o.run_timeout_seconds >= 0, "quantize: the run timeout {} must be >= 0",
                  o.run_timeout_seconds);
   ObserveOptions obs;
@@ -419,11 +489,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
            o.run_timeout_seconds, e.message());
     }
   };
-  auto observe_pass = [&](bool histogram) {
+  auto observe_pass = [&] {
     auto add = [&](const std::string& name, const Tensor& data) {
       auto it = stats.find(name);
       if (it == stats.end()) return;
-      histogram ? add_histogram(it->second, data) : add_extremes(it->second, data);
+      it->second.add(data.values<float>());
     };
     for (const runtime::Feeds& set : sets) {
       for (const auto& [name, value] : set) {
@@ -437,9 +507,23 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                 [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
     KILN_CHECK_ARG(skipped.empty(), "quantize: calibration cannot run: {}", skipped);
   };
-  if (!o.dynamic && !o.int4) {
-    observe_pass(false);
-    if (o.method == CalibrationMethod::Percentile) observe_pass(true);
+  bool cached = false;
+  if (calibrate) {
+    CalibrationCache cache;
+    if (!o.calibration_cache.empty()) {
+      cache.model_hash = file_hash(o.model_path);
+      cache.data_hash = data_hash(sets);
+      cached = read_cache(o.calibration_cache, cache, stats, say);
+    }
+    if (!cached) {
+      observe_pass();
+      if (!o.calibration_cache.empty()) {
+        cache.values = stats;
+        write_cache(o.calibration_cache, cache);
+        say(fmt::format("quantize: calibration cache written: {} ({} values)\n",
+                        o.calibration_cache, stats.size()));
+      }
+    }
   }
   // GPTQ: one Gram matrix X^T X per distinct activation the targets read (Q, K and V share
   // theirs), from the float model's activations, within gptq_memory.
@@ -495,6 +579,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     const std::vector<Target> targets = find_targets(g, o, excluded);
     r = QuantizeResult{};
     r.calibration_sets = sets.size();
+    r.calibration_cached = cached;
     // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes).
     std::map<std::string, std::string> node_of_output;
     for (const Target& t : targets) {
@@ -544,10 +629,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ir::Value* x = t.node->input(0);
       auto known = dequantized.find(x->name());
       if (known == dequantized.end()) {
-        const Stats& s = stats.at(x->name());
+        const CalibrationHistogram& s = stats.at(x->name());
         auto [lo, hi] = o.method == CalibrationMethod::Percentile
                             ? percentile_range(s, o.percentile)
-                            : std::pair<float, float>{s.lo, s.hi};
+                        : o.method == CalibrationMethod::Entropy ? entropy_range(s)
+                                                                 : minmax_range(s);
         if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
         known =
             dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
@@ -576,11 +662,13 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
           r.calibration_sets == 1 ? "" : "s"));
     }
     const std::string how =
-        o.dynamic
-            ? std::string("dynamic: activations quantized at run time; checked on")
-            : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
-                                                    ? fmt::format("percentile {}", o.percentile)
-                                                    : std::string("minmax"));
+        o.dynamic ? std::string("dynamic: activations quantized at run time; checked on")
+                  : fmt::format("calibrated ({}{}) on",
+                                o.method == CalibrationMethod::Percentile
+                                    ? fmt::format("percentile {}", o.percentile)
+                                : o.method == CalibrationMethod::Entropy ? std::string("entropy")
+                                                                         : std::string("minmax"),
+                                cached ? ", ranges from the calibration cache" : "");
     if (!o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "

@@ -149,7 +149,8 @@ def test_quantize_refuses_old_opsets_and_models_without_weights(kiln, tmp_path):
     assert r.returncode == 1 and "would overwrite the model" in r.stderr
 
 
-@pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1"])
+@pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1",
+                                  "entropy", "--calibration-cache"])
 def test_quantize_help_lists_its_flags(kiln, flag):
     r = kiln("quantize", "--help")
     assert r.returncode == 0 and flag in r.stdout
@@ -284,3 +285,110 @@ def test_quantize_runs_have_a_time_limit(kiln, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "stopped at the run time limit (1 s, --run-timeout)" in r.stderr, r.stderr
     assert not (tmp_path / "q.onnx").exists()
+
+
+def scale_of(model_path, value):
+    """The scale of the QuantizeLinear that reads `value`."""
+    m = onnx.load(str(model_path))
+    q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == value)
+    return float(next(numpy_helper.to_array(i) for i in m.graph.initializer
+                      if i.name == q.input[1]))
+
+
+def test_entropy_clips_outliers_and_passes_the_gate(kiln, tmp_path):
+    """--method entropy: on calibration sets with a few far outliers in the image, the image's
+    range is clipped well inside minmax's, and on held-out inputs without outliers the model is
+    closer to the float one than minmax's; the gate passes on the small CNN."""
+    model = small_cnn(tmp_path / "cnn.onnx")
+    rng = np.random.default_rng(1)
+    cal = []
+    for i in range(8):
+        x = rng.standard_normal((64, 3, 16, 16)).astype(np.float32)
+        x.flat[rng.integers(0, x.size, 3)] = 60.0  # a few far outliers a set (of 49152 values)
+        path = tmp_path / f"outliers{i}.npz"
+        np.savez(path, image=x)
+        cal.append(path)
+    outs = {}
+    for method in ("minmax", "entropy"):
+        outs[method] = tmp_path / f"{method}.onnx"
+        r = kiln("quantize", model, "-o", outs[method], *npz_flags(cal), "--method", method,
+                 "--min-top1", "0.9", "--allow-drift")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"calibrated ({method}) on 8 input sets" in r.stdout
+    assert scale_of(outs["entropy"], "image") < 0.5 * scale_of(outs["minmax"], "image")
+    x = np.random.default_rng(5).standard_normal((32, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(model)).run(["logits"], {"image": x})[0]
+    got = {m: ort.InferenceSession(str(p)).run(["logits"], {"image": x})[0]
+           for m, p in outs.items()}
+    assert cosine(got["entropy"], want) > cosine(got["minmax"], want)
+    # On the clean sets the gate passes with entropy's ranges.
+    (tmp_path / "clean").mkdir()
+    clean = calibration_sets(tmp_path / "clean", count=8, seed=3)
+    r = kiln("quantize", model, "-o", tmp_path / "clean.onnx", *npz_flags(clean), "--method",
+             "entropy", "--min-top1", "0.9")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"output 'probs': cosine 0\.99\d+ \(>= 0\.99\), top-1 agreement", r.stdout)
+
+
+def test_calibration_cache_skips_the_calibration_runs(kiln, tmp_path):
+    """--calibration-cache: the first run writes the histograms, the second (same model, same
+    data) reads them and writes the same file; another method reads them too; other data or
+    another model calibrate again and rewrite the cache."""
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=4)
+    cache = tmp_path / "cal.cache"
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    r = kiln("quantize", model, "-o", first, *npz_flags(cal), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "does not exist yet: calibrating" in r.stdout
+    assert f"calibration cache written: {cache} (4 values)" in r.stdout
+    assert cache.exists() and cache.stat().st_size < 64 * 1024
+    r = kiln("quantize", model, "-o", second, *npz_flags(cal), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "calibration read from the cache" in r.stdout
+    assert "calibrated (minmax, ranges from the calibration cache)" in r.stdout
+    assert first.read_bytes() == second.read_bytes()
+    # The histograms serve every method: the same file as without a cache.
+    for method in ("percentile", "entropy"):
+        a, b = tmp_path / f"{method}_cached.onnx", tmp_path / f"{method}_plain.onnx"
+        r = kiln("quantize", model, "-o", a, *npz_flags(cal), "--method", method,
+                 "--calibration-cache", cache)
+        assert r.returncode == 0 and "calibration read from the cache" in r.stdout, r.stderr
+        assert kiln("quantize", model, "-o", b, *npz_flags(cal), "--method",
+                    method).returncode == 0
+        assert a.read_bytes() == b.read_bytes()
+    # Other data: calibrated again, the cache rewritten for it.
+    (tmp_path / "other").mkdir()
+    other = calibration_sets(tmp_path / "other", count=1, seed=9)
+    r = kiln("quantize", model, "-o", second, *npz_flags(other), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "is for other calibration data" in r.stdout and "calibrating again" in r.stdout
+    r = kiln("quantize", model, "-o", second, *npz_flags(other), "--calibration-cache", cache)
+    assert "calibration read from the cache" in r.stdout
+    # Another model.
+    other_model = small_cnn(tmp_path / "cnn2.onnx", seed=1)
+    r = kiln("quantize", other_model, "-o", second, *npz_flags(other), "--calibration-cache",
+             cache)
+    assert r.returncode == 0 and "is for another model" in r.stdout, r.stdout + r.stderr
+
+
+def test_calibration_cache_rejects_malformed_files(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=2)
+    cache = tmp_path / "cal.cache"
+    assert kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal),
+                "--calibration-cache", cache).returncode == 0
+    good = cache.read_bytes()
+    for bad, why in ((b"garbage", "magic bytes"), (good[:len(good) // 2], "it ends inside"),
+                     (good + b"\0", "1 bytes follow its last value"),
+                     (good[:8] + b"\x07" + good[9:], "version 7")):
+        cache.write_bytes(bad)
+        out = tmp_path / "bad.onnx"
+        r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--calibration-cache", cache)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"the calibration cache '{cache}' is malformed" in r.stderr and why in r.stderr, \
+            r.stderr
+        assert not out.exists()
+    r = kiln("quantize", model, "-o", tmp_path / "d.onnx", *npz_flags(cal), "--dynamic",
+             "--calibration-cache", cache)
+    assert r.returncode == 1 and "--dynamic has none" in r.stderr, r.stderr
