@@ -16,6 +16,7 @@
 #include "compiler/calibration.hpp"
 #include "compiler/observe_values.hpp"
 #include "compiler/quantize_int4.hpp"
+#include "compiler/task_metric.hpp"
 #include "core/error.hpp"
 #include "onnx/onnx_io.hpp"
 
@@ -416,6 +417,50 @@ void write_cache(const std::string& path, const CalibrationCache& cache) {
              path, ec.message());
 }
 
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : std::string("null");
+}
+
+void write_sensitivity_report(const std::string& path, const std::string& metric, double reference,
+                              double score, double drop,
+                              const std::vector<std::pair<std::string, double>>& nodes,
+                              bool higher_is_better) {
+  std::string j = "{\n";
+  j += fmt::format("  \"metric\": {},\n", json_string(metric));
+  j += fmt::format("  \"higher_is_better\": {},\n", higher_is_better ? "true" : "false");
+  j += "  \"measure\": \"each node quantized alone, every other node float32: the metric's "
+       "drop from the float model on the calibration sets (a rise for lower-is-better "
+       "metrics)\",\n";
+  j += fmt::format("  \"float_score\": {},\n", json_number(reference));
+  j += fmt::format("  \"quantized_score\": {},\n", json_number(score));
+  j += fmt::format("  \"quantized_drop\": {},\n", json_number(drop));
+  j += "  \"nodes\": [";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    j += fmt::format("{}\n    {{\"node\": {}, \"drop\": {}}}", i ? "," : "",
+                     json_string(nodes[i].first), json_number(nodes[i].second));
+  }
+  j += "\n  ]\n}\n";
+  std::ofstream out(path, std::ios::trunc);
+  KILN_CHECK(out.good(), ErrorCode::NotFound, "quantize: cannot write the sensitivity report '{}'",
+             path);
+  out << j;
+}
+
 }  // namespace
 
 QuantizeResult quantize_model(const QuantizeOptions& o) {
@@ -439,6 +484,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   }
   KILN_CHECK_ARG(o.fallback_nodes >= 0, "quantize: fallback_nodes {} must be >= 0",
                  o.fallback_nodes);
+  KILN_CHECK_ARG(!o.max_drop || *o.max_drop >= 0, "quantize: max_drop {} must be >= 0",
+                 o.max_drop.value_or(0));
+  KILN_CHECK_ARG(o.metric.kind != MetricKind::Script || o.metric.timeout_seconds > 0,
+                 "quantize: the metric script's time limit {} must be > 0",
+                 o.metric.timeout_seconds);
   KILN_CHECK_ARG(!(o.int4 && o.dynamic),
                  "quantize: --int4 (weight-only) and --dynamic are two modes: choose one");
   KILN_CHECK_ARG(!o.int4 || (o.block_size >= 16 && o.block_size <= 256 &&
@@ -570,18 +620,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
 
   // Quantize, gate, and while the gate refuses keep the most drifting node float32 and try
   // again (at most fallback_nodes times): the accuracy-controlled fallback.
-  QuantizeResult r;
-  ir::Model model;
-  std::vector<std::string> kept_float;
-  for (int attempt = 0;; ++attempt) {
-    model = onnx_io::import_model_file(o.model_path);
+  // The quantized model with the nodes `excl` left float32, its counts into `r`, what the gate
+  // watches into `node_of_output` (the quantized nodes' outputs, named before the rewrite: a
+  // dynamic rewrite replaces the nodes).
+  auto build = [&](const std::set<std::string>& excl, QuantizeResult& r,
+                   std::map<std::string, std::string>& node_of_output, bool first) {
+    ir::Model model = onnx_io::import_model_file(o.model_path);
     ir::Graph& g = *model.graph;
-    const std::vector<Target> targets = find_targets(g, o, excluded);
-    r = QuantizeResult{};
-    r.calibration_sets = sets.size();
-    r.calibration_cached = cached;
-    // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes).
-    std::map<std::string, std::string> node_of_output;
+    const std::vector<Target> targets = find_targets(g, o, excl);
+    node_of_output.clear();
     for (const Target& t : targets) {
       if (t.node->output(0)) node_of_output[t.node->output(0)->name()] = t.display;
     }
@@ -616,7 +663,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       r.float_weight_bytes += w.float_bytes;
       r.int4_weight_bytes += w.int4_bytes;
       if (gram != grams.end() && w.rtn_reason.empty()) ++r.gptq_weights;
-      if (!w.rtn_reason.empty() && attempt == 0) {
+      if (!w.rtn_reason.empty() && first) {
         say(fmt::format("quantize: {}: GPTQ fell back to RTN: {}\n", t.display, w.rtn_reason));
       }
       ++r.weights;
@@ -648,6 +695,37 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ++r.quantized_nodes;
     }
     remove_unread(g, float_weights);
+    return model;
+  };
+
+  // The gate's outputs of a model on the calibration sets (float32 outputs, copied).
+  std::set<std::string> outputs;
+  for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+  auto outputs_of = [&](const std::shared_ptr<ir::Graph>& graph) {
+    OutputSets out;
+    for (const runtime::Feeds& set : sets) {
+      observe(graph, {set}, [&](const ir::Value& v, const Tensor& data, size_t) {
+        if (outputs.count(v.name())) out[v.name()].push_back(data.clone());
+      });
+    }
+    return out;
+  };
+  const bool task_metric =
+      o.max_drop || o.metric.kind != MetricKind::Cosine || !o.sensitivity_report.empty();
+  std::optional<MetricEvaluator> evaluator;
+  // Each candidate's drop when it alone is quantized (most sensitive first), when computed.
+  std::vector<std::pair<std::string, double>> sensitivity;
+  const std::set<std::string> user_excluded = excluded;
+
+  QuantizeResult r;
+  ir::Model model;
+  std::vector<std::string> kept_float;
+  for (int attempt = 0;; ++attempt) {
+    r = QuantizeResult{};
+    r.calibration_sets = sets.size();
+    r.calibration_cached = cached;
+    std::map<std::string, std::string> node_of_output;
+    model = build(excluded, r, node_of_output, attempt == 0);
     if (o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} int4 weights as "
@@ -684,8 +762,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     std::map<std::string, Cosine> node_cos;
     std::map<std::string, Cosine> out_cos;
     std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
-    std::set<std::string> outputs;
-    for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+    OutputSets float_outputs, quantized_outputs;            // for the task metric
     for (size_t s = 0; s < sets.size(); ++s) {
       std::map<std::string, std::vector<float>> reference;
       std::map<std::string, std::vector<int64_t>> dims;
@@ -694,6 +771,9 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
           reference[v.name()] = copy_of(data);
           dims[v.name()] = data.dims();
         }
+        if (task_metric && !evaluator && outputs.count(v.name())) {
+          float_outputs[v.name()].push_back(data.clone());
+        }
       });
       observe(model.graph, {sets[s]}, [&](const ir::Value& v, const Tensor& data, size_t) {
         auto ref = reference.find(v.name());
@@ -701,6 +781,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
         std::span<const float> q = data.values<float>();
         if (node_of_output.count(v.name())) node_cos[v.name()].add(ref->second, q);
         if (!outputs.count(v.name())) return;
+        if (task_metric) quantized_outputs[v.name()].push_back(data.clone());
         out_cos[v.name()].add(ref->second, q);
         const std::vector<int64_t>& d = dims[v.name()];
         if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
@@ -752,14 +833,95 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     }
     if (!worst.empty())
       say(fmt::format("quantize gate: nodes whose outputs drift most: {}\n", worst));
+    if (task_metric) {
+      if (!evaluator) evaluator.emplace(o.metric, std::move(float_outputs));
+      const double reference = evaluator->reference_score();
+      const double score = evaluator->score(quantized_outputs);
+      const double drop = evaluator->higher_is_better() ? reference - score : score - reference;
+      r.metric_reference = reference;
+      r.metric_score = score;
+      r.metric_drop = drop;
+      const bool ok = !o.max_drop || drop <= *o.max_drop;
+      say(fmt::format(
+          "quantize gate: metric {}: float model {:.5f}, quantized {:.5f}, {} {:.5f}{}{}\n",
+          metric_name(o.metric), reference, score, evaluator->higher_is_better() ? "drop" : "rise",
+          drop, o.max_drop ? fmt::format(" (<= {})", *o.max_drop) : "", ok ? "" : "  FAIL"));
+      // Each node's own effect, once: needed to rank the fallback under --max-drop, or asked for.
+      if (attempt == 0 && (!o.sensitivity_report.empty() || (o.max_drop && !ok))) {
+        std::vector<std::string> names;
+        for (const Target& t : find_targets(*float_graph, o, user_excluded)) {
+          names.push_back(t.display);
+        }
+        say(
+            fmt::format("quantize: sensitivity: the metric with each of the {} nodes quantized "
+                        "alone ({} runs of the model on {} input sets)\n",
+                        names.size(), names.size(), sets.size()));
+        for (const std::string& name : names) {
+          std::set<std::string> only = user_excluded;
+          for (const std::string& other : names) {
+            if (other != name) only.insert(other);
+          }
+          QuantizeResult counts;
+          std::map<std::string, std::string> watched;
+          const ir::Model alone = build(only, counts, watched, false);
+          sensitivity.emplace_back(name, evaluator->drop(outputs_of(alone.graph)));
+        }
+        std::stable_sort(sensitivity.begin(), sensitivity.end(),
+                         [](const auto& a, const auto& b) { return a.second > b.second; });
+        std::string top;
+        for (size_t i = 0; i < sensitivity.size() && i < 5; ++i) {
+          top += fmt::format("{}{} {:.5f}", i ? ", " : "", sensitivity[i].first,
+                             sensitivity[i].second);
+        }
+        say(fmt::format(
+            "quantize: most sensitive nodes (the metric's {} when alone quantized): {}\n",
+            evaluator->higher_is_better() ? "drop" : "rise", top));
+        if (!o.sensitivity_report.empty()) {
+          write_sensitivity_report(o.sensitivity_report, metric_name(o.metric), reference, score,
+                                   drop, sensitivity, evaluator->higher_is_better());
+          say(fmt::format("quantize: wrote the sensitivity report {}\n", o.sensitivity_report));
+        }
+      }
+      if (!ok && r.pass) {
+        r.pass = false;
+        std::string ranked;
+        if (!sensitivity.empty()) {
+          size_t shown = 0;
+          for (const auto& [name, d] : sensitivity) {
+            if (excluded.count(name) || shown == 5) continue;
+            ranked += fmt::format("{}{} ({:.5f})", shown++ ? ", " : "", name, d);
+          }
+        }
+        r.failure = fmt::format(
+            "metric {} {} {:.5f} from the float model's {:.5f}, past --max-drop {}; {}",
+            metric_name(o.metric), evaluator->higher_is_better() ? "drops" : "rises", drop,
+            reference, *o.max_drop,
+            ranked.empty() ? fmt::format("the quantized nodes that drift most: {}", worst)
+                           : fmt::format("the most sensitive nodes still quantized: {}", ranked));
+      }
+    }
+    r.sensitivity = sensitivity;
     if (r.pass || attempt >= o.fallback_nodes || r.worst_nodes.empty() || r.quantized_nodes <= 1) {
       break;
     }
-    const auto& [node, cosine] = r.worst_nodes.front();
+    // The next node to keep float32: under --max-drop the most sensitive one left, else the one
+    // whose output drifts most.
+    std::string node;
+    std::string why;
+    for (const auto& [name, d] : sensitivity) {
+      if (!excluded.count(name)) {
+        node = name;
+        why = fmt::format("its drop alone {:.5f}", d);
+        break;
+      }
+    }
+    if (node.empty()) {
+      node = r.worst_nodes.front().first;
+      why = fmt::format("its output's cosine {:.4f}", r.worst_nodes.front().second);
+    }
     kept_float.push_back(node);
     excluded.insert(node);
-    say(fmt::format("quantize: keeping {} float32 (its output's cosine {:.4f}) and trying again\n",
-                    node, cosine));
+    say(fmt::format("quantize: keeping {} float32 ({}) and trying again\n", node, why));
   }
   r.kept_float = kept_float;
   if (!kept_float.empty()) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "compiler/precision_gate.hpp"
+#include "compiler/task_metric.hpp"
 
 namespace kiln::compiler {
 
@@ -68,6 +69,14 @@ struct QuantizeOptions {
   int fallback_nodes = 4;
   double min_cosine = 0.99;
   std::optional<double> min_top1;
+  // The task metric (compiler/task_metric.hpp) and the drop from the float model's score it may
+  // show: with max_drop the gate also requires that, and when it refuses the fallback keeps the
+  // most sensitive nodes float32 first (each node's drop when it alone is quantized, measured
+  // once: one run of the model a node).
+  TaskMetric metric;
+  std::optional<double> max_drop;
+  // A JSON file of each node's drop when it alone is quantized (measured for it when asked).
+  std::string sensitivity_report;
   bool allow_drift = false;
   int threads = 0;
   // Seconds one run of a model (calibration or gate) may take before it stops with an error
@@ -93,6 +102,11 @@ struct QuantizeResult {
   bool pass = true;
   std::string failure;                  // why the gate refused
   std::vector<std::string> kept_float;  // nodes the fallback kept float32, in the order it did
+  // The task metric, when one other than the default cosine, max_drop or the sensitivity report
+  // asked for it: the float model's score, the quantized one's and the drop between.
+  std::optional<double> metric_reference, metric_score, metric_drop;
+  // Each node's drop when it alone is quantized, most sensitive first (when measured).
+  std::vector<std::pair<std::string, double>> sensitivity;
   size_t float_weight_bytes = 0, int8_weight_bytes = 0;
   size_t int4_weight_bytes = 0;  // --int4: packed codes, scales and zero points
   size_t gptq_weights = 0;       // --int4 GPTQ: weights GPTQ quantized (the others RTN)

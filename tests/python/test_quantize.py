@@ -167,6 +167,29 @@ def test_quantize_entropy_and_the_calibration_cache(demo, tmp_path):
     assert (tmp_path / "c.onnx").read_bytes() == (tmp_path / "a.onnx").read_bytes()
 
 
+def test_quantize_task_metric_max_drop_and_sensitivity(demo, tmp_path):
+    """metric="top1" with max_drop: the scores come back as data, and the sensitivity report
+    (each node quantized alone) names every quantized node, most sensitive first."""
+    import json
+    report = tmp_path / "sens.json"
+    r = kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(), metric="top1",
+                      max_drop=0.5, sensitivity_report=report)
+    assert r.passed and r.metric_reference == 1.0
+    assert r.metric_drop == pytest.approx(1.0 - r.metric_score)
+    assert len(r.sensitivity) == r.quantized_nodes
+    drops = [d for _, d in r.sensitivity]
+    assert drops == sorted(drops, reverse=True) and all(0 <= d <= 1 for d in drops)
+    sens = json.loads(report.read_text())
+    assert [(n["node"], n["drop"]) for n in sens["nodes"]] == \
+        [(n, pytest.approx(d)) for n, d in r.sensitivity]
+    plain = kiln.quantize(demo, tmp_path / "p.onnx", calibration=calibration())
+    assert plain.metric_drop is None and plain.sensitivity == []
+    with pytest.raises(kiln.InvalidArgument, match="choose cosine, top1, max-abs-steps"):
+        kiln.quantize(demo, tmp_path / "q.onnx", metric="accuracy")
+    with pytest.raises(kiln.InvalidArgument, match="max_drop must be a number >= 0"):
+        kiln.quantize(demo, tmp_path / "q.onnx", max_drop=-1)
+
+
 def transformer(tmp_path):
     import make_transformer_model
     path = tmp_path / "enc.onnx"
