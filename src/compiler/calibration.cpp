@@ -128,8 +128,11 @@ struct EntropySearch {
   }
 
   // KL(P || Q): P the counts of [a, b) with those below and above folded into its end bins; Q
-  // the counts of [a, b) (without the folded ones) as uint8 codes over that range see them: each
-  // code's mass spread evenly over its bins where P has values.
+  // the counts of [a, b) (without the folded ones) as the uint8 codes over that range see them:
+  // each code's mass (values taken as spread evenly inside a bin) spread evenly over the part of
+  // the range the code covers. (TensorRT spreads a group's mass over its whole bins instead; with
+  // a real code grid those groups are 3 or 4 bins as it happens to fall, and the divergence then
+  // jumps between neighbouring ends: dips of aliasing, not of information.)
   double divergence(int a, int b) const {
     const auto [ra, rb] = range(a, b);
     const double scale = (rb - ra) / (kCodes - 1);
@@ -137,33 +140,44 @@ struct EntropySearch {
     const double zp = std::round(-ra / scale);
     const double inside = pre[b] - pre[a];
     if (!(inside > 0)) return INFINITY;
-    auto code_of = [&](int i) {
-      const double center = h.origin + (i + 0.5) * h.width;
-      return std::clamp(std::round(center / scale) + zp, 0.0, double(kCodes - 1));
+    const double lo_edge = h.origin + a * h.width, hi_edge = h.origin + b * h.width;
+    // The mass of [a, b) below x.
+    auto mass_below = [&](double x) {
+      const double t = std::clamp((x - h.origin) / h.width, double(a), double(b));
+      const int i = std::min(static_cast<int>(t), b - 1);
+      return pre[i] - pre[a] + c[i] * std::min(t - i, 1.0);
     };
+    // Code k's interval within the range (the end codes take what lies past them).
+    auto code_lo = [&](int k) {
+      return k == 0 ? lo_edge : std::max(lo_edge, (k - zp - 0.5) * scale);
+    };
+    auto code_hi = [&](int k) {
+      return k == kCodes - 1 ? hi_edge : std::min(hi_edge, (k - zp + 0.5) * scale);
+    };
+    auto code_of = [&](double x) {
+      return static_cast<int>(
+          std::clamp(std::floor(x / scale + zp + 0.5), 0.0, double(kCodes - 1)));
+    };
+    std::array<double, kCodes> density{};  // mass per unit of value
+    for (int k = 0; k < kCodes; ++k) {
+      const double lo = code_lo(k), hi = code_hi(k);
+      density[k] = hi > lo ? (mass_below(hi) - mass_below(lo)) / (hi - lo) : 0.0;
+    }
     constexpr double kFloor = 1e-6;  // Q's share where it has none and P has some
     double kl = 0;
-    int g0 = a;
-    while (g0 < b) {
-      const double code = code_of(g0);
-      int g1 = g0 + 1;
-      while (g1 < b && code_of(g1) == code) ++g1;
-      const double mass = pre[g1] - pre[g0];
-      auto p_of = [&](int i) {
-        double p = c[i];
-        if (i == a) p += pre[a];
-        if (i == b - 1) p += total - pre[b];
-        return p;
-      };
-      int held = 0;
-      for (int i = g0; i < g1; ++i) held += p_of(i) > 0;
-      for (int i = g0; i < g1; ++i) {
-        double p = p_of(i);
-        if (p <= 0) continue;
-        p /= total;
-        kl += p * std::log(p / std::max(mass / held / inside, kFloor));
+    for (int i = a; i < b; ++i) {
+      double p = c[i];
+      if (i == a) p += pre[a];
+      if (i == b - 1) p += total - pre[b];
+      if (p <= 0) continue;
+      const double x0 = h.origin + i * h.width, x1 = x0 + h.width;
+      double q = 0;
+      for (int k = code_of(x0), last = code_of(x1); k <= last; ++k) {
+        const double overlap = std::min(x1, code_hi(k)) - std::max(x0, code_lo(k));
+        if (overlap > 0) q += overlap * density[k];
       }
-      g0 = g1;
+      p /= total;
+      kl += p * std::log(p / std::max(q / inside, kFloor));
     }
     return kl;
   }
