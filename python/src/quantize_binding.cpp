@@ -24,7 +24,13 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.output_path = dict_get<std::string>(d, "output_path").value_or("");
   const std::string method = dict_get<std::string>(d, "method").value_or("minmax");
   o.method = method == "percentile" ? compiler::CalibrationMethod::Percentile
+             : method == "entropy"  ? compiler::CalibrationMethod::Entropy
                                     : compiler::CalibrationMethod::MinMax;
+  o.calibration_cache = dict_get<std::string>(d, "calibration_cache").value_or("");
+  o.metric = compiler::parse_task_metric(dict_get<std::string>(d, "metric").value_or("cosine"));
+  o.metric.timeout_seconds = dict_get<double>(d, "metric_timeout").value_or(120);
+  o.max_drop = dict_get<double>(d, "max_drop");
+  o.sensitivity_report = dict_get<std::string>(d, "sensitivity_report").value_or("");
   o.percentile = dict_get<double>(d, "percentile").value_or(99.999);
   o.per_channel = dict_get<bool>(d, "per_channel").value_or(true);
   o.dynamic = dict_get<bool>(d, "dynamic").value_or(false);
@@ -55,6 +61,14 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   d["activations"] = r.activations;
   d["weights"] = r.weights;
   d["calibration_sets"] = r.calibration_sets;
+  d["calibration_cached"] = r.calibration_cached;
+  auto optional = [](const std::optional<double>& v) { return v ? nb::cast(*v) : nb::none(); };
+  d["metric_reference"] = optional(r.metric_reference);
+  d["metric_score"] = optional(r.metric_score);
+  d["metric_drop"] = optional(r.metric_drop);
+  nb::list sensitivity;
+  for (const auto& [node, drop] : r.sensitivity) sensitivity.append(nb::make_tuple(node, drop));
+  d["sensitivity"] = sensitivity;
   nb::list outputs;
   for (const compiler::OutputScore& s : r.outputs) {
     outputs.append(nb::make_tuple(s.name, s.cosine, s.top1 ? nb::cast(*s.top1) : nb::none()));

@@ -35,10 +35,24 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
   compiler::QuantizeOptions& o = q.options;
   const std::string k = key;
   if (k == "method") {
-    KILN_CHECK_ARG(v == "minmax" || v == "percentile",
-                   "{}: 'method' takes \"minmax\" or \"percentile\", got \"{}\"", kSetConfig, v);
+    KILN_CHECK_ARG(v == "minmax" || v == "percentile" || v == "entropy",
+                   "{}: 'method' takes \"minmax\", \"percentile\" or \"entropy\", got \"{}\"",
+                   kSetConfig, v);
     o.method = v == "percentile" ? compiler::CalibrationMethod::Percentile
+               : v == "entropy"  ? compiler::CalibrationMethod::Entropy
                                  : compiler::CalibrationMethod::MinMax;
+  } else if (k == "calibration_cache") {
+    o.calibration_cache = v;
+  } else if (k == "metric") {
+    const double timeout = o.metric.timeout_seconds;
+    o.metric = compiler::parse_task_metric(v);
+    o.metric.timeout_seconds = timeout;
+  } else if (k == "metric_timeout") {
+    o.metric.timeout_seconds = parse_number(key, v);
+  } else if (k == "max_drop") {
+    o.max_drop = parse_number(key, v);
+  } else if (k == "sensitivity_report") {
+    o.sensitivity_report = v;
   } else if (k == "per_channel") {
     o.per_channel = parse_flag(key, v);
   } else if (k == "dynamic") {
@@ -95,10 +109,14 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     o.op_types.push_back(v);
   } else {
     static const std::vector<std::string> keys = {
-        "method",          "per_channel",  "dynamic",     "allow_drift",    "percentile",
-        "min_cosine",      "min_top1",     "threads",     "seed",           "calibration_dir",
-        "calibration_npz", "exclude_node", "op_type",     "fallback_nodes", "int4",
-        "symmetric",       "block_size",   "int4_method", "gptq_damp"};
+        "method",          "per_channel",       "dynamic",
+        "allow_drift",     "percentile",        "min_cosine",
+        "min_top1",        "threads",           "seed",
+        "calibration_dir", "calibration_npz",   "exclude_node",
+        "op_type",         "fallback_nodes",    "int4",
+        "symmetric",       "block_size",        "int4_method",
+        "gptq_damp",       "calibration_cache", "metric",
+        "metric_timeout",  "max_drop",          "sensitivity_report"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

@@ -18,6 +18,7 @@ struct QuantizeFlags {
   std::vector<std::string> calibration_npz;
   std::string method = "minmax";
   double percentile = 99.999;
+  std::string calibration_cache;
   bool per_tensor = false;
   bool dynamic = false;
   bool int4 = false;
@@ -30,7 +31,12 @@ struct QuantizeFlags {
   std::vector<std::string> exclude;
   int fallback_nodes = 4;
   double min_cosine = 0.99;
+  bool min_cosine_given = false;
   double min_top1 = -1;
+  std::string metric = "cosine";
+  double max_drop = -1;
+  double metric_timeout = 120;
+  std::string sensitivity_report;
   bool allow_drift = false;
   int threads = 0;
   double run_timeout = 600;
@@ -47,7 +53,9 @@ int quantize(const QuantizeFlags& f) {
   o.calibration.dims = f.inputs.dims();
   o.calibration.seed = f.inputs.seed;
   o.method = f.method == "percentile" ? compiler::CalibrationMethod::Percentile
+             : f.method == "entropy"  ? compiler::CalibrationMethod::Entropy
                                       : compiler::CalibrationMethod::MinMax;
+  o.calibration_cache = f.calibration_cache;
   o.percentile = f.percentile;
   o.per_channel = !f.per_tensor;
   o.dynamic = f.dynamic;
@@ -61,6 +69,14 @@ int quantize(const QuantizeFlags& f) {
   o.exclude_nodes = f.exclude;
   o.fallback_nodes = f.fallback_nodes;
   o.min_cosine = f.min_cosine;
+  o.metric = compiler::parse_task_metric(f.metric);
+  o.metric.timeout_seconds = f.metric_timeout;
+  if (f.max_drop >= 0) {
+    o.max_drop = f.max_drop;
+    // --max-drop is the gate then, unless --min-cosine is given too.
+    if (!f.min_cosine_given) o.min_cosine = -1;
+  }
+  o.sensitivity_report = f.sensitivity_report;
   if (f.min_top1 >= 0) o.min_top1 = f.min_top1;
   o.allow_drift = f.allow_drift;
   o.threads = f.threads;
@@ -91,9 +107,15 @@ Command add_quantize_command(CLI::App& app) {
   cmd->add_option("--calibration-npz", o->calibration_npz,
                   "Calibrate on a numpy .npz file of named inputs (one input set each; repeatable)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--method", o->method, "Activation ranges: minmax or percentile")
-      ->check(CLI::IsMember({"minmax", "percentile"}))
+  cmd->add_option("--method", o->method,
+                  "Activation ranges: minmax, percentile or entropy (the range whose uint8 codes "
+                  "keep most information: least KL divergence)")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}))
       ->capture_default_str();
+  cmd->add_option("--calibration-cache", o->calibration_cache,
+                  "Keep the calibration's histograms in this file: a later run on the same model "
+                  "and calibration data reads them and skips the calibration runs (another model "
+                  "or data: calibrated again and rewritten)");
   cmd->add_option("--percentile", o->percentile,
                   "With --method percentile: the share of each tail's values kept, in percent")
       ->capture_default_str();
@@ -136,10 +158,30 @@ Command add_quantize_command(CLI::App& app) {
                   "again, at most this many times (0: never)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--min-cosine", o->min_cosine,
-                  "The gate: each output's cosine similarity to the float model's, at least")
-      ->check(CLI::Range(-1.0, 1.0))
+  cmd->add_option_function<double>(
+         "--min-cosine",
+         [o](double v) {
+           o->min_cosine = v;
+           o->min_cosine_given = true;
+         },
+         "The gate: each output's cosine similarity to the float model's, at least (default 0.99; "
+         "off with --max-drop unless given)")
+      ->check(CLI::Range(-1.0, 1.0));
+  cmd->add_option("--metric", o->metric,
+                  "The task metric: cosine, top1, max-abs-steps or script:PATH (PATH REFERENCE.npz "
+                  "CANDIDATE.npz prints the candidate's score; docs/QUANTIZATION.md)")
       ->capture_default_str();
+  cmd->add_option("--max-drop", o->max_drop,
+                  "The gate: the metric may drop at most this much from the float model's score; "
+                  "the fallback keeps the most sensitive nodes float32 until it does")
+      ->check(CLI::Range(0.0, 1e30));
+  cmd->add_option("--metric-timeout", o->metric_timeout,
+                  "Seconds one run of a script metric may take before it is stopped")
+      ->check(CLI::Range(0.001, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--sensitivity-report", o->sensitivity_report,
+                  "Write each node's effect on the metric when it alone is quantized (JSON; one "
+                  "run of the model a node)");
   cmd->add_option("--min-top1", o->min_top1,
                   "The gate: for [N, classes] outputs, the share of rows whose top-1 class agrees "
                   "with the float model's, at least")

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include "cli/ort_reference.hpp"
 #include "cli/precision_options.hpp"
 #include "cli/progress.hpp"
+#include "compiler/task_metric.hpp"
 #include "onnx/onnx_io.hpp"
 #include "runtime/interpreter.hpp"
 #include "runtime/session.hpp"
@@ -30,7 +32,23 @@ struct VerifyOptions {
   ToleranceOptions tolerance;
   int threads = 0;
   std::string device = "cpu";
+  // A task metric instead of the tolerance (with max_drop): the candidate's outputs scored
+  // against the reference's (compiler/task_metric.hpp), as `kiln quantize --metric` does.
+  std::string metric;
+  double max_drop = -1;
+  double metric_timeout = 120;
 };
+
+// The float32 outputs of one run, as a task metric reads them.
+compiler::OutputSets output_sets(const runtime::Feeds& feeds) {
+  compiler::OutputSets out;
+  for (const auto& [name, value] : feeds) {
+    if (value.is_tensor() && value.tensor().dtype() == DataType::Float32) {
+      out[name].push_back(value.tensor());
+    }
+  }
+  return out;
+}
 
 // The ONNX model to compare against: --onnx, the model itself, or the path stamped into the engine
 // (as written, else beside the engine).
@@ -110,7 +128,35 @@ int verify(const VerifyOptions& o) {
   std::cout << fmt::format("candidate: {} ({})\n", o.model,
                            session.engine_info() ? "engine" : "ONNX, optimized at open");
   std::cout << fmt::format("original model: {}\n", source) << describe_feeds(feeds);
-  std::cout << fmt::format("tolerance: {}\n", tol.describe());
+  std::optional<compiler::TaskMetric> metric;
+  if (!o.metric.empty() || o.max_drop >= 0) {
+    metric = compiler::parse_task_metric(o.metric.empty() ? "cosine" : o.metric);
+    metric->timeout_seconds = o.metric_timeout;
+  }
+  const bool by_metric = metric && o.max_drop >= 0;
+  if (by_metric) {
+    std::cout << fmt::format("task metric: {}, the drop from the reference's score at most {}\n",
+                             compiler::metric_name(*metric), o.max_drop);
+  } else {
+    std::cout << fmt::format("tolerance: {}\n", tol.describe());
+  }
+  // With --metric: the candidate's score against `expected`; with --max-drop too, whether its
+  // drop is within it (else true: the tolerance decides).
+  auto metric_check = [&](const runtime::Feeds& expected, const runtime::Feeds& candidate,
+                          const std::string& against) {
+    if (!metric) return true;
+    compiler::MetricEvaluator m(*metric, output_sets(expected));
+    const double reference = m.reference_score();
+    const double score = m.score(output_sets(candidate));
+    const double drop = m.higher_is_better() ? reference - score : score - reference;
+    const bool ok = !by_metric || drop <= o.max_drop;
+    std::cout << fmt::format(
+        "  metric {} against {}: reference {:.5f}, candidate {:.5f}, {} {:.5f}{}\n",
+        compiler::metric_name(*metric), against, reference, score,
+        m.higher_is_better() ? "drop" : "rise", drop,
+        by_metric ? fmt::format(" (<= {}) {}", o.max_drop, ok ? "PASS" : "FAIL") : "");
+    return ok;
+  };
   progress.step("running the candidate");
   runtime::Feeds actual = session.run(feeds);
   // A float16-IO engine's outputs are compared in the original's types; its float16 feeds are
@@ -134,10 +180,19 @@ int verify(const VerifyOptions& o) {
     auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
     runtime::skip_nondeterministic(*original.graph, checks);
     progress.finish();
-    std::cout << "against the reference interpreter on the original graph:\n"
-              << format_checks(checks, order, tol);
     compared.push_back("the reference interpreter");
-    if (!all_pass(checks)) {
+    if (by_metric) {
+      std::cout << "against the reference interpreter on the original graph:\n";
+      if (!metric_check(expected, in_reference_types(expected), compared.back())) {
+        pass = false;
+        failed.push_back(compared.back());
+      }
+    } else {
+      std::cout << "against the reference interpreter on the original graph:\n"
+                << format_checks(checks, order, tol);
+      metric_check(expected, in_reference_types(expected), compared.back());
+    }
+    if (!by_metric && !all_pass(checks)) {
       pass = false;
       failed.push_back(compared.back());
       auto drift = runtime::find_first_drift(original.graph, session.model().graph, feeds, tol);
@@ -177,10 +232,18 @@ int verify(const VerifyOptions& o) {
       auto checks = runtime::compare_outputs(in_reference_types(expected), expected, tol);
       runtime::skip_nondeterministic(*original.graph, checks);
       progress.finish();
-      std::cout << fmt::format("against onnxruntime {} on the original model:\n", ort.version)
-                << format_checks(checks, order, tol);
+      std::cout << fmt::format("against onnxruntime {} on the original model:\n", ort.version);
       compared.push_back("onnxruntime " + ort.version);
-      if (!all_pass(checks)) {
+      if (by_metric) {
+        if (!metric_check(expected, in_reference_types(expected), compared.back())) {
+          pass = false;
+          failed.push_back(compared.back());
+        }
+      } else {
+        std::cout << format_checks(checks, order, tol);
+        metric_check(expected, in_reference_types(expected), compared.back());
+      }
+      if (!by_metric && !all_pass(checks)) {
         pass = false;
         failed.push_back(compared.back());
         runtime::Feeds ort_values = run_onnxruntime(source, ort_feeds, true, o.threads);
@@ -207,10 +270,15 @@ int verify(const VerifyOptions& o) {
     return kExitFailure;
   }
   if (pass) {
-    std::cout << fmt::format("verify: PASS: {} output{} within tolerance of {}\n", order.size(),
-                             order.size() == 1 ? "" : "s", join(compared));
+    std::cout << fmt::format("verify: PASS: {} output{} within {} of {}\n", order.size(),
+                             order.size() == 1 ? "" : "s",
+                             by_metric ? fmt::format("--max-drop {} of the metric", o.max_drop)
+                                       : std::string("tolerance"),
+                             join(compared));
   } else {
-    std::cout << fmt::format("verify: FAIL: outputs drift from {}\n", join(failed));
+    std::cout << fmt::format("verify: FAIL: {} from {}\n",
+                             by_metric ? "the metric drops past --max-drop" : "outputs drift",
+                             join(failed));
   }
   return pass ? kExitOk : kExitFailure;
 }
@@ -235,6 +303,17 @@ Command add_verify_command(CLI::App& app) {
       ->capture_default_str();
   add_input_options(cmd, o->inputs);
   add_tolerance_options(cmd, o->tolerance);
+  cmd->add_option("--metric", o->metric,
+                  "Also score the outputs on a task metric against each reference: cosine, top1, "
+                  "max-abs-steps or script:PATH (as kiln quantize --metric)");
+  cmd->add_option("--max-drop", o->max_drop,
+                  "Pass when the metric drops at most this much from the reference's own score "
+                  "(instead of the tolerance; the metric defaults to cosine)")
+      ->check(CLI::Range(0.0, 1e30));
+  cmd->add_option("--metric-timeout", o->metric_timeout,
+                  "Seconds one run of a script metric may take before it is stopped")
+      ->check(CLI::Range(0.001, 1e9))
+      ->capture_default_str();
   cmd->add_option("--device", o->device,
                   "Devices the engine runs on: cpu, gpu, gpu,cpu (the reference stays on the "
                   "host)");

@@ -13,8 +13,10 @@
 #include <set>
 #include <span>
 
+#include "compiler/calibration.hpp"
 #include "compiler/observe_values.hpp"
 #include "compiler/quantize_int4.hpp"
+#include "compiler/task_metric.hpp"
 #include "core/error.hpp"
 #include "onnx/onnx_io.hpp"
 
@@ -23,7 +25,6 @@
 namespace kiln::compiler {
 namespace {
 
-constexpr int kBins = 2048;
 constexpr int kMinOpset = 13;  // per-axis DequantizeLinear
 
 // A node to quantize: its activation input (slot 0), its constant weight (slot 1) and the axis
@@ -81,47 +82,6 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
     if (!excluded.count(display)) out.push_back({n, axis, std::move(display)});
   }
   return out;
-}
-
-// What calibration keeps of one activation: its extremes, then (Percentile) a histogram over
-// them.
-struct Stats {
-  float lo = INFINITY, hi = -INFINITY;
-  std::array<uint64_t, kBins> bins{};
-  uint64_t count = 0;
-};
-
-void add_extremes(Stats& s, const Tensor& t) {
-  for (float x : t.values<float>()) {
-    if (!std::isfinite(x)) continue;
-    s.lo = std::min(s.lo, x);
-    s.hi = std::max(s.hi, x);
-  }
-}
-
-void add_histogram(Stats& s, const Tensor& t) {
-  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
-  if (!(width > 0)) return;
-  for (float x : t.values<float>()) {
-    if (!std::isfinite(x)) continue;
-    const int b = std::clamp(static_cast<int>((x - s.lo) / width), 0, kBins - 1);
-    ++s.bins[b];
-    ++s.count;
-  }
-}
-
-// The range with (100 - percentile) % of the values cut from each tail.
-std::pair<float, float> percentile_range(const Stats& s, double percentile) {
-  if (s.count == 0) return {s.lo, s.hi};
-  const double width = (static_cast<double>(s.hi) - s.lo) / kBins;
-  const double cut = static_cast<double>(s.count) * (100.0 - percentile) / 100.0;
-  double seen = 0;
-  int low = 0;
-  while (low < kBins - 1 && seen + s.bins[low] <= cut) seen += s.bins[low++];
-  seen = 0;
-  int high = kBins - 1;
-  while (high > low && seen + s.bins[high] <= cut) seen += s.bins[high--];
-  return {static_cast<float>(s.lo + low * width), static_cast<float>(s.lo + (high + 1) * width)};
 }
 
 struct UInt8Params {
@@ -350,6 +310,157 @@ struct Cosine {
   }
 };
 
+// The calibration cache's keys: the model file's bytes, and the input sets' names, types,
+// shapes and bytes (whichever source they came from).
+uint64_t file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "quantize: cannot read '{}'", path);
+  uint64_t h = fnv1a("model");
+  std::vector<char> buf(size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = fnv1a(std::string_view(buf.data(), static_cast<size_t>(in.gcount())), h);
+  }
+  return h;
+}
+
+uint64_t data_hash(const std::vector<runtime::Feeds>& sets) {
+  uint64_t h = fnv1a("data");
+  auto number = [&](int64_t v) {
+    h = fnv1a(std::string_view(reinterpret_cast<const char*>(&v), sizeof(v)), h);
+  };
+  number(static_cast<int64_t>(sets.size()));
+  for (const runtime::Feeds& set : sets) {
+    number(static_cast<int64_t>(set.size()));
+    for (const auto& [name, value] : set) {
+      number(static_cast<int64_t>(name.size()));
+      h = fnv1a(name, h);
+      if (!value.is_tensor()) {
+        h = fnv1a("(not a tensor)", h);
+        continue;
+      }
+      const Tensor& t = value.tensor();
+      number(static_cast<int64_t>(t.dtype()));
+      number(static_cast<int64_t>(t.dims().size()));
+      for (int64_t d : t.dims()) number(d);
+      if (t.dtype() == DataType::String) {
+        for (const std::string& str : t.values<std::string>()) {
+          number(static_cast<int64_t>(str.size()));
+          h = fnv1a(str, h);
+        }
+      } else {
+        h = fnv1a(std::string_view(static_cast<const char*>(t.raw_data()), t.nbytes()), h);
+      }
+    }
+  }
+  return h;
+}
+
+// Fills `stats` (the activations this run calibrates) from the cache at `path` when it holds
+// this model's and data's histograms of all of them; says why not otherwise. A malformed file
+// is an error.
+bool read_cache(const std::string& path, const CalibrationCache& want,
+                std::map<std::string, CalibrationHistogram>& stats,
+                const std::function<void(const std::string&)>& say) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path)) {
+    say(fmt::format("quantize: calibration cache {} does not exist yet: calibrating\n", path));
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorCode::NotFound, "quantize: cannot read the calibration cache '{}'",
+             path);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const CalibrationCache cache = parse_calibration_cache(bytes, path);
+  std::string why;
+  if (cache.model_hash != want.model_hash) {
+    why = fmt::format("is for another model (hash {:016x}, this one's {:016x})", cache.model_hash,
+                      want.model_hash);
+  } else if (cache.data_hash != want.data_hash) {
+    why = fmt::format("is for other calibration data (hash {:016x}, these sets' {:016x})",
+                      cache.data_hash, want.data_hash);
+  } else {
+    size_t missing = 0;
+    for (const auto& [name, h] : stats) missing += !cache.values.count(name);
+    if (missing > 0) {
+      why = fmt::format("lacks {} of the {} activations this run calibrates (other --ops?)",
+                        missing, stats.size());
+    }
+  }
+  if (!why.empty()) {
+    say(fmt::format("quantize: calibration cache {} {}: calibrating again and rewriting it\n", path,
+                    why));
+    return false;
+  }
+  for (auto& [name, h] : stats) h = cache.values.at(name);
+  say(fmt::format(
+      "quantize: calibration read from the cache {} ({} activations; the model's calibration "
+      "runs skipped)\n",
+      path, stats.size()));
+  return true;
+}
+
+void write_cache(const std::string& path, const CalibrationCache& cache) {
+  const std::string bytes = serialize_calibration_cache(cache);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(out.good(), ErrorCode::NotFound, "quantize: cannot write the calibration cache '{}'",
+               path);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    KILN_CHECK(out.good(), ErrorCode::Internal, "quantize: cannot write the calibration cache '{}'",
+               path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  KILN_CHECK(!ec, ErrorCode::Internal, "quantize: cannot write the calibration cache '{}': {}",
+             path, ec.message());
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : std::string("null");
+}
+
+void write_sensitivity_report(const std::string& path, const std::string& metric, double reference,
+                              double score, double drop,
+                              const std::vector<std::pair<std::string, double>>& nodes,
+                              bool higher_is_better) {
+  std::string j = "{\n";
+  j += fmt::format("  \"metric\": {},\n", json_string(metric));
+  j += fmt::format("  \"higher_is_better\": {},\n", higher_is_better ? "true" : "false");
+  j += "  \"measure\": \"each node quantized alone, every other node float32: the metric's "
+       "drop from the float model on the calibration sets (a rise for lower-is-better "
+       "metrics)\",\n";
+  j += fmt::format("  \"float_score\": {},\n", json_number(reference));
+  j += fmt::format("  \"quantized_score\": {},\n", json_number(score));
+  j += fmt::format("  \"quantized_drop\": {},\n", json_number(drop));
+  j += "  \"nodes\": [";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    j += fmt::format("{}\n    {{\"node\": {}, \"drop\": {}}}", i ? "," : "",
+                     json_string(nodes[i].first), json_number(nodes[i].second));
+  }
+  j += "\n  ]\n}\n";
+  std::ofstream out(path, std::ios::trunc);
+  KILN_CHECK(out.good(), ErrorCode::NotFound, "quantize: cannot write the sensitivity report '{}'",
+             path);
+  out << j;
+}
+
 }  // namespace
 
 QuantizeResult quantize_model(const QuantizeOptions& o) {
@@ -373,6 +484,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   }
   KILN_CHECK_ARG(o.fallback_nodes >= 0, "quantize: fallback_nodes {} must be >= 0",
                  o.fallback_nodes);
+  KILN_CHECK_ARG(!o.max_drop || *o.max_drop >= 0, "quantize: max_drop {} must be >= 0",
+                 o.max_drop.value_or(0));
+  KILN_CHECK_ARG(o.metric.kind != MetricKind::Script || o.metric.timeout_seconds > 0,
+                 "quantize: the metric script's time limit {} must be > 0",
+                 o.metric.timeout_seconds);
   KILN_CHECK_ARG(!(o.int4 && o.dynamic),
                  "quantize: --int4 (weight-only) and --dynamic are two modes: choose one");
   KILN_CHECK_ARG(!o.int4 || (o.block_size >= 16 && o.block_size <= 256 &&
@@ -397,11 +513,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                  o.int4 ? std::string("MatMul / Gemm (2-D weight)")
                         : fmt::format("{}", fmt::join(o.op_types, " / ")));
   const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
+  const bool calibrate = !o.dynamic && !o.int4;
+  KILN_CHECK_ARG(o.calibration_cache.empty() || calibrate,
+                 "quantize: --calibration-cache keeps static INT8's calibration; --{} has none",
+                 o.int4 ? "int4" : "dynamic");
 
-  // Calibration, once for every attempt: the extremes of every activation a target reads, then
-  // their histograms.
-  std::map<std::string, Stats> stats;
-  for (const Target& t : candidates) stats[t.node->input(0)->name()];
+  // Calibration, once for every attempt: a streaming histogram of every activation a target
+  // reads (every candidate's, --exclude-node's too, so that a cache serves any exclusions).
+  std::map<std::string, CalibrationHistogram> stats;
+  for (const Target& t : find_targets(*float_graph, o, {})) stats[t.node->input(0)->name()];
   KILN_CHECK_ARG(o.run_timeout_seconds >= 0, "quantize: the run timeout {} must be >= 0",
                  o.run_timeout_seconds);
   ObserveOptions obs;
@@ -419,11 +539,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
            o.run_timeout_seconds, e.message());
     }
   };
-  auto observe_pass = [&](bool histogram) {
+  auto observe_pass = [&] {
     auto add = [&](const std::string& name, const Tensor& data) {
       auto it = stats.find(name);
       if (it == stats.end()) return;
-      histogram ? add_histogram(it->second, data) : add_extremes(it->second, data);
+      it->second.add(data.values<float>());
     };
     for (const runtime::Feeds& set : sets) {
       for (const auto& [name, value] : set) {
@@ -437,9 +557,23 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                 [&](const ir::Value& v, const Tensor& data, size_t) { add(v.name(), data); });
     KILN_CHECK_ARG(skipped.empty(), "quantize: calibration cannot run: {}", skipped);
   };
-  if (!o.dynamic && !o.int4) {
-    observe_pass(false);
-    if (o.method == CalibrationMethod::Percentile) observe_pass(true);
+  bool cached = false;
+  if (calibrate) {
+    CalibrationCache cache;
+    if (!o.calibration_cache.empty()) {
+      cache.model_hash = file_hash(o.model_path);
+      cache.data_hash = data_hash(sets);
+      cached = read_cache(o.calibration_cache, cache, stats, say);
+    }
+    if (!cached) {
+      observe_pass();
+      if (!o.calibration_cache.empty()) {
+        cache.values = stats;
+        write_cache(o.calibration_cache, cache);
+        say(fmt::format("quantize: calibration cache written: {} ({} values)\n",
+                        o.calibration_cache, stats.size()));
+      }
+    }
   }
   // GPTQ: one Gram matrix X^T X per distinct activation the targets read (Q, K and V share
   // theirs), from the float model's activations, within gptq_memory.
@@ -486,17 +620,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
 
   // Quantize, gate, and while the gate refuses keep the most drifting node float32 and try
   // again (at most fallback_nodes times): the accuracy-controlled fallback.
-  QuantizeResult r;
-  ir::Model model;
-  std::vector<std::string> kept_float;
-  for (int attempt = 0;; ++attempt) {
-    model = onnx_io::import_model_file(o.model_path);
+  // The quantized model with the nodes `excl` left float32, its counts into `r`, what the gate
+  // watches into `node_of_output` (the quantized nodes' outputs, named before the rewrite: a
+  // dynamic rewrite replaces the nodes).
+  auto build = [&](const std::set<std::string>& excl, QuantizeResult& r,
+                   std::map<std::string, std::string>& node_of_output, bool first) {
+    ir::Model model = onnx_io::import_model_file(o.model_path);
     ir::Graph& g = *model.graph;
-    const std::vector<Target> targets = find_targets(g, o, excluded);
-    r = QuantizeResult{};
-    r.calibration_sets = sets.size();
-    // What the gate watches, named before the rewrite (a dynamic rewrite replaces the nodes).
-    std::map<std::string, std::string> node_of_output;
+    const std::vector<Target> targets = find_targets(g, o, excl);
+    node_of_output.clear();
     for (const Target& t : targets) {
       if (t.node->output(0)) node_of_output[t.node->output(0)->name()] = t.display;
     }
@@ -531,7 +663,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       r.float_weight_bytes += w.float_bytes;
       r.int4_weight_bytes += w.int4_bytes;
       if (gram != grams.end() && w.rtn_reason.empty()) ++r.gptq_weights;
-      if (!w.rtn_reason.empty() && attempt == 0) {
+      if (!w.rtn_reason.empty() && first) {
         say(fmt::format("quantize: {}: GPTQ fell back to RTN: {}\n", t.display, w.rtn_reason));
       }
       ++r.weights;
@@ -544,10 +676,11 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ir::Value* x = t.node->input(0);
       auto known = dequantized.find(x->name());
       if (known == dequantized.end()) {
-        const Stats& s = stats.at(x->name());
+        const CalibrationHistogram& s = stats.at(x->name());
         auto [lo, hi] = o.method == CalibrationMethod::Percentile
                             ? percentile_range(s, o.percentile)
-                            : std::pair<float, float>{s.lo, s.hi};
+                        : o.method == CalibrationMethod::Entropy ? entropy_range(s)
+                                                                 : minmax_range(s);
         if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
         known =
             dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
@@ -562,6 +695,37 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ++r.quantized_nodes;
     }
     remove_unread(g, float_weights);
+    return model;
+  };
+
+  // The gate's outputs of a model on the calibration sets (float32 outputs, copied).
+  std::set<std::string> outputs;
+  for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+  auto outputs_of = [&](const std::shared_ptr<ir::Graph>& graph) {
+    OutputSets out;
+    for (const runtime::Feeds& set : sets) {
+      observe(graph, {set}, [&](const ir::Value& v, const Tensor& data, size_t) {
+        if (outputs.count(v.name())) out[v.name()].push_back(data.clone());
+      });
+    }
+    return out;
+  };
+  const bool task_metric =
+      o.max_drop || o.metric.kind != MetricKind::Cosine || !o.sensitivity_report.empty();
+  std::optional<MetricEvaluator> evaluator;
+  // Each candidate's drop when it alone is quantized (most sensitive first), when computed.
+  std::vector<std::pair<std::string, double>> sensitivity;
+  const std::set<std::string> user_excluded = excluded;
+
+  QuantizeResult r;
+  ir::Model model;
+  std::vector<std::string> kept_float;
+  for (int attempt = 0;; ++attempt) {
+    r = QuantizeResult{};
+    r.calibration_sets = sets.size();
+    r.calibration_cached = cached;
+    std::map<std::string, std::string> node_of_output;
+    model = build(excluded, r, node_of_output, attempt == 0);
     if (o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} int4 weights as "
@@ -576,11 +740,13 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
           r.calibration_sets == 1 ? "" : "s"));
     }
     const std::string how =
-        o.dynamic
-            ? std::string("dynamic: activations quantized at run time; checked on")
-            : fmt::format("calibrated ({}) on", o.method == CalibrationMethod::Percentile
-                                                    ? fmt::format("percentile {}", o.percentile)
-                                                    : std::string("minmax"));
+        o.dynamic ? std::string("dynamic: activations quantized at run time; checked on")
+                  : fmt::format("calibrated ({}{}) on",
+                                o.method == CalibrationMethod::Percentile
+                                    ? fmt::format("percentile {}", o.percentile)
+                                : o.method == CalibrationMethod::Entropy ? std::string("entropy")
+                                                                         : std::string("minmax"),
+                                cached ? ", ranges from the calibration cache" : "");
     if (!o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
@@ -596,8 +762,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     std::map<std::string, Cosine> node_cos;
     std::map<std::string, Cosine> out_cos;
     std::map<std::string, std::pair<size_t, size_t>> top1;  // agreeing rows, rows
-    std::set<std::string> outputs;
-    for (const ir::Value* v : float_graph->outputs()) outputs.insert(v->name());
+    OutputSets float_outputs, quantized_outputs;            // for the task metric
     for (size_t s = 0; s < sets.size(); ++s) {
       std::map<std::string, std::vector<float>> reference;
       std::map<std::string, std::vector<int64_t>> dims;
@@ -606,6 +771,9 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
           reference[v.name()] = copy_of(data);
           dims[v.name()] = data.dims();
         }
+        if (task_metric && !evaluator && outputs.count(v.name())) {
+          float_outputs[v.name()].push_back(data.clone());
+        }
       });
       observe(model.graph, {sets[s]}, [&](const ir::Value& v, const Tensor& data, size_t) {
         auto ref = reference.find(v.name());
@@ -613,6 +781,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
         std::span<const float> q = data.values<float>();
         if (node_of_output.count(v.name())) node_cos[v.name()].add(ref->second, q);
         if (!outputs.count(v.name())) return;
+        if (task_metric) quantized_outputs[v.name()].push_back(data.clone());
         out_cos[v.name()].add(ref->second, q);
         const std::vector<int64_t>& d = dims[v.name()];
         if (d.size() == 2 && d[1] > 1 && q.size() == ref->second.size()) {
@@ -664,14 +833,95 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     }
     if (!worst.empty())
       say(fmt::format("quantize gate: nodes whose outputs drift most: {}\n", worst));
+    if (task_metric) {
+      if (!evaluator) evaluator.emplace(o.metric, std::move(float_outputs));
+      const double reference = evaluator->reference_score();
+      const double score = evaluator->score(quantized_outputs);
+      const double drop = evaluator->higher_is_better() ? reference - score : score - reference;
+      r.metric_reference = reference;
+      r.metric_score = score;
+      r.metric_drop = drop;
+      const bool ok = !o.max_drop || drop <= *o.max_drop;
+      say(fmt::format(
+          "quantize gate: metric {}: float model {:.5f}, quantized {:.5f}, {} {:.5f}{}{}\n",
+          metric_name(o.metric), reference, score, evaluator->higher_is_better() ? "drop" : "rise",
+          drop, o.max_drop ? fmt::format(" (<= {})", *o.max_drop) : "", ok ? "" : "  FAIL"));
+      // Each node's own effect, once: needed to rank the fallback under --max-drop, or asked for.
+      if (attempt == 0 && (!o.sensitivity_report.empty() || (o.max_drop && !ok))) {
+        std::vector<std::string> names;
+        for (const Target& t : find_targets(*float_graph, o, user_excluded)) {
+          names.push_back(t.display);
+        }
+        say(
+            fmt::format("quantize: sensitivity: the metric with each of the {} nodes quantized "
+                        "alone ({} runs of the model on {} input sets)\n",
+                        names.size(), names.size(), sets.size()));
+        for (const std::string& name : names) {
+          std::set<std::string> only = user_excluded;
+          for (const std::string& other : names) {
+            if (other != name) only.insert(other);
+          }
+          QuantizeResult counts;
+          std::map<std::string, std::string> watched;
+          const ir::Model alone = build(only, counts, watched, false);
+          sensitivity.emplace_back(name, evaluator->drop(outputs_of(alone.graph)));
+        }
+        std::stable_sort(sensitivity.begin(), sensitivity.end(),
+                         [](const auto& a, const auto& b) { return a.second > b.second; });
+        std::string top;
+        for (size_t i = 0; i < sensitivity.size() && i < 5; ++i) {
+          top += fmt::format("{}{} {:.5f}", i ? ", " : "", sensitivity[i].first,
+                             sensitivity[i].second);
+        }
+        say(fmt::format(
+            "quantize: most sensitive nodes (the metric's {} when alone quantized): {}\n",
+            evaluator->higher_is_better() ? "drop" : "rise", top));
+        if (!o.sensitivity_report.empty()) {
+          write_sensitivity_report(o.sensitivity_report, metric_name(o.metric), reference, score,
+                                   drop, sensitivity, evaluator->higher_is_better());
+          say(fmt::format("quantize: wrote the sensitivity report {}\n", o.sensitivity_report));
+        }
+      }
+      if (!ok && r.pass) {
+        r.pass = false;
+        std::string ranked;
+        if (!sensitivity.empty()) {
+          size_t shown = 0;
+          for (const auto& [name, d] : sensitivity) {
+            if (excluded.count(name) || shown == 5) continue;
+            ranked += fmt::format("{}{} ({:.5f})", shown++ ? ", " : "", name, d);
+          }
+        }
+        r.failure = fmt::format(
+            "metric {} {} {:.5f} from the float model's {:.5f}, past --max-drop {}; {}",
+            metric_name(o.metric), evaluator->higher_is_better() ? "drops" : "rises", drop,
+            reference, *o.max_drop,
+            ranked.empty() ? fmt::format("the quantized nodes that drift most: {}", worst)
+                           : fmt::format("the most sensitive nodes still quantized: {}", ranked));
+      }
+    }
+    r.sensitivity = sensitivity;
     if (r.pass || attempt >= o.fallback_nodes || r.worst_nodes.empty() || r.quantized_nodes <= 1) {
       break;
     }
-    const auto& [node, cosine] = r.worst_nodes.front();
+    // The next node to keep float32: under --max-drop the most sensitive one left, else the one
+    // whose output drifts most.
+    std::string node;
+    std::string why;
+    for (const auto& [name, d] : sensitivity) {
+      if (!excluded.count(name)) {
+        node = name;
+        why = fmt::format("its drop alone {:.5f}", d);
+        break;
+      }
+    }
+    if (node.empty()) {
+      node = r.worst_nodes.front().first;
+      why = fmt::format("its output's cosine {:.4f}", r.worst_nodes.front().second);
+    }
     kept_float.push_back(node);
     excluded.insert(node);
-    say(fmt::format("quantize: keeping {} float32 (its output's cosine {:.4f}) and trying again\n",
-                    node, cosine));
+    say(fmt::format("quantize: keeping {} float32 ({}) and trying again\n", node, why));
   }
   r.kept_float = kept_float;
   if (!kept_float.empty()) {

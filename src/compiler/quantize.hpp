@@ -7,9 +7,10 @@
 // `per_channel` off), and reads its activation input through a QuantizeLinear / DequantizeLinear
 // pair (uint8, asymmetric, per tensor; one pair per value, shared by its quantized readers).
 // Activation ranges come from the calibration sets: the smallest and largest value seen
-// (minmax), or those with a tail of `percentile` cut on each side of a per-value histogram of
-// 2048 bins (memory: 16 KiB a value whatever the model and the number of sets). Biases stay
-// float32.
+// (minmax), those with a tail of `percentile` cut on each side of a per-value histogram of 2048
+// bins, or the range whose uint8 codes lose least information (entropy: KL divergence;
+// compiler/calibration.hpp). Memory: 16 KiB a value whatever the model and the number of sets,
+// the histograms streamed set by set. Biases stay float32.
 //
 // The gate: the quantized model and the float one run on the same calibration sets (on the CPU);
 // each output's cosine similarity (over every set) must reach `min_cosine`, and for outputs of
@@ -24,10 +25,11 @@
 #include <vector>
 
 #include "compiler/precision_gate.hpp"
+#include "compiler/task_metric.hpp"
 
 namespace kiln::compiler {
 
-enum class CalibrationMethod { MinMax, Percentile };
+enum class CalibrationMethod { MinMax, Percentile, Entropy };
 // INT4 weight-only: round to nearest, or GPTQ on the calibration sets' activations.
 enum class Int4Method { Rtn, Gptq };
 
@@ -37,7 +39,11 @@ struct QuantizeOptions {
   GateInputs calibration;   // the calibration sets (precision_gate.hpp's sources)
   CalibrationMethod method = CalibrationMethod::MinMax;
   double percentile = 99.999;  // kept in each tail's side (Percentile)
-  bool per_channel = true;     // weights per output channel (else per tensor)
+  // The calibration cache (static INT8): when the file holds the histograms of this very model
+  // and calibration data, the calibration's model runs are skipped; else (or when it does not
+  // exist) they run and the file is (re)written. A malformed file is an error. "": none.
+  std::string calibration_cache;
+  bool per_channel = true;  // weights per output channel (else per tensor)
   // Dynamic INT8 instead: MatMul and Gemm only, as MatMulInteger of DynamicQuantizeLinear's
   // output (the activation's range measured at run time, so no calibration ranges; the input
   // sets only feed the gate) and the int8 weight, scaled back to float32 (onnxruntime's
@@ -63,6 +69,14 @@ struct QuantizeOptions {
   int fallback_nodes = 4;
   double min_cosine = 0.99;
   std::optional<double> min_top1;
+  // The task metric (compiler/task_metric.hpp) and the drop from the float model's score it may
+  // show: with max_drop the gate also requires that, and when it refuses the fallback keeps the
+  // most sensitive nodes float32 first (each node's drop when it alone is quantized, measured
+  // once: one run of the model a node).
+  TaskMetric metric;
+  std::optional<double> max_drop;
+  // A JSON file of each node's drop when it alone is quantized (measured for it when asked).
+  std::string sensitivity_report;
   bool allow_drift = false;
   int threads = 0;
   // Seconds one run of a model (calibration or gate) may take before it stops with an error
@@ -82,11 +96,17 @@ struct QuantizeResult {
   size_t activations = 0;  // QuantizeLinear / DequantizeLinear pairs
   size_t weights = 0;      // int8 weights
   size_t calibration_sets = 0;
+  bool calibration_cached = false;  // the ranges came from calibration_cache
   std::vector<OutputScore> outputs;
   std::vector<std::pair<std::string, double>> worst_nodes;  // node name, output cosine
   bool pass = true;
   std::string failure;                  // why the gate refused
   std::vector<std::string> kept_float;  // nodes the fallback kept float32, in the order it did
+  // The task metric, when one other than the default cosine, max_drop or the sensitivity report
+  // asked for it: the float model's score, the quantized one's and the drop between.
+  std::optional<double> metric_reference, metric_score, metric_drop;
+  // Each node's drop when it alone is quantized, most sensitive first (when measured).
+  std::vector<std::pair<std::string, double>> sensitivity;
   size_t float_weight_bytes = 0, int8_weight_bytes = 0;
   size_t int4_weight_bytes = 0;  // --int4: packed codes, scales and zero points
   size_t gptq_weights = 0;       // --int4 GPTQ: weights GPTQ quantized (the others RTN)

@@ -149,7 +149,9 @@ def test_quantize_refuses_old_opsets_and_models_without_weights(kiln, tmp_path):
     assert r.returncode == 1 and "would overwrite the model" in r.stderr
 
 
-@pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1"])
+@pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1",
+                                  "entropy", "--calibration-cache", "--metric", "--max-drop",
+                                  "--metric-timeout", "--sensitivity-report"])
 def test_quantize_help_lists_its_flags(kiln, flag):
     r = kiln("quantize", "--help")
     assert r.returncode == 0 and flag in r.stdout
@@ -219,10 +221,9 @@ def test_dynamic_int8_gemm_with_transposes_alpha_beta_and_c(kiln, tmp_path):
     assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
 
 
-def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
-    """One channel 1000x the others before the second Conv, which hardly reads it: per-tensor
-    uint8 activations leave the other channels a few steps, so that Conv's output drifts. The gate refuses the fully
-    quantized model; the fallback keeps that Conv float32 (and only it) and the model passes."""
+def outlier_model(tmp_path):
+    """Conv "first", a Mul that makes one channel 1000x the others, Conv "second" that hardly
+    reads that channel: quantizing "second"'s input leaves the other channels a few steps."""
     rng = np.random.default_rng(6)
     scale = np.ones((1, 8, 1, 1), np.float32)
     scale[0, 3] = 1000.0
@@ -241,6 +242,14 @@ def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
                           inits)
     model = tmp_path / "outlier.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    return model
+
+
+def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
+    """One channel 1000x the others before the second Conv, which hardly reads it: per-tensor
+    uint8 activations leave the other channels a few steps, so that Conv's output drifts. The gate refuses the fully
+    quantized model; the fallback keeps that Conv float32 (and only it) and the model passes."""
+    model = outlier_model(tmp_path)
     cal = calibration_sets(tmp_path, count=2)
     r = kiln("quantize", model, "-o", tmp_path / "none.onnx", *npz_flags(cal), "--min-cosine",
              "0.9999", "--fallback-nodes", "0")
@@ -284,3 +293,247 @@ def test_quantize_runs_have_a_time_limit(kiln, tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "stopped at the run time limit (1 s, --run-timeout)" in r.stderr, r.stderr
     assert not (tmp_path / "q.onnx").exists()
+
+
+def scale_of(model_path, value):
+    """The scale of the QuantizeLinear that reads `value`."""
+    m = onnx.load(str(model_path))
+    q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == value)
+    return float(next(numpy_helper.to_array(i) for i in m.graph.initializer
+                      if i.name == q.input[1]))
+
+
+def test_entropy_clips_outliers_and_passes_the_gate(kiln, tmp_path):
+    """--method entropy: on calibration sets with a few far outliers in the image, the image's
+    range is clipped well inside minmax's, and on held-out inputs without outliers the model is
+    closer to the float one than minmax's; the gate passes on the small CNN."""
+    model = small_cnn(tmp_path / "cnn.onnx")
+    rng = np.random.default_rng(1)
+    cal = []
+    for i in range(8):
+        x = rng.standard_normal((64, 3, 16, 16)).astype(np.float32)
+        x.flat[rng.integers(0, x.size, 3)] = 60.0  # a few far outliers a set (of 49152 values)
+        path = tmp_path / f"outliers{i}.npz"
+        np.savez(path, image=x)
+        cal.append(path)
+    outs = {}
+    for method in ("minmax", "entropy"):
+        outs[method] = tmp_path / f"{method}.onnx"
+        r = kiln("quantize", model, "-o", outs[method], *npz_flags(cal), "--method", method,
+                 "--min-top1", "0.9", "--allow-drift")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"calibrated ({method}) on 8 input sets" in r.stdout
+    assert scale_of(outs["entropy"], "image") < 0.5 * scale_of(outs["minmax"], "image")
+    x = np.random.default_rng(5).standard_normal((32, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(model)).run(["logits"], {"image": x})[0]
+    got = {m: ort.InferenceSession(str(p)).run(["logits"], {"image": x})[0]
+           for m, p in outs.items()}
+    assert cosine(got["entropy"], want) > cosine(got["minmax"], want)
+    # On the clean sets the gate passes with entropy's ranges.
+    (tmp_path / "clean").mkdir()
+    clean = calibration_sets(tmp_path / "clean", count=8, seed=3)
+    r = kiln("quantize", model, "-o", tmp_path / "clean.onnx", *npz_flags(clean), "--method",
+             "entropy", "--min-top1", "0.9")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"output 'probs': cosine 0\.99\d+ \(>= 0\.99\), top-1 agreement", r.stdout)
+
+
+def test_calibration_cache_skips_the_calibration_runs(kiln, tmp_path):
+    """--calibration-cache: the first run writes the histograms, the second (same model, same
+    data) reads them and writes the same file; another method reads them too; other data or
+    another model calibrate again and rewrite the cache."""
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=4)
+    cache = tmp_path / "cal.cache"
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    r = kiln("quantize", model, "-o", first, *npz_flags(cal), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "does not exist yet: calibrating" in r.stdout
+    assert f"calibration cache written: {cache} (4 values)" in r.stdout
+    assert cache.exists() and cache.stat().st_size < 64 * 1024
+    r = kiln("quantize", model, "-o", second, *npz_flags(cal), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "calibration read from the cache" in r.stdout
+    assert "calibrated (minmax, ranges from the calibration cache)" in r.stdout
+    assert first.read_bytes() == second.read_bytes()
+    # The histograms serve every method: the same file as without a cache.
+    for method in ("percentile", "entropy"):
+        a, b = tmp_path / f"{method}_cached.onnx", tmp_path / f"{method}_plain.onnx"
+        r = kiln("quantize", model, "-o", a, *npz_flags(cal), "--method", method,
+                 "--calibration-cache", cache)
+        assert r.returncode == 0 and "calibration read from the cache" in r.stdout, r.stderr
+        assert kiln("quantize", model, "-o", b, *npz_flags(cal), "--method",
+                    method).returncode == 0
+        assert a.read_bytes() == b.read_bytes()
+    # Other data: calibrated again, the cache rewritten for it.
+    (tmp_path / "other").mkdir()
+    other = calibration_sets(tmp_path / "other", count=1, seed=9)
+    r = kiln("quantize", model, "-o", second, *npz_flags(other), "--calibration-cache", cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "is for other calibration data" in r.stdout and "calibrating again" in r.stdout
+    r = kiln("quantize", model, "-o", second, *npz_flags(other), "--calibration-cache", cache)
+    assert "calibration read from the cache" in r.stdout
+    # Another model.
+    other_model = small_cnn(tmp_path / "cnn2.onnx", seed=1)
+    r = kiln("quantize", other_model, "-o", second, *npz_flags(other), "--calibration-cache",
+             cache)
+    assert r.returncode == 0 and "is for another model" in r.stdout, r.stdout + r.stderr
+
+
+def test_calibration_cache_rejects_malformed_files(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=2)
+    cache = tmp_path / "cal.cache"
+    assert kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal),
+                "--calibration-cache", cache).returncode == 0
+    good = cache.read_bytes()
+    for bad, why in ((b"garbage", "magic bytes"), (good[:len(good) // 2], "it ends inside"),
+                     (good + b"\0", "1 bytes follow its last value"),
+                     (good[:8] + b"\x07" + good[9:], "version 7")):
+        cache.write_bytes(bad)
+        out = tmp_path / "bad.onnx"
+        r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--calibration-cache", cache)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"the calibration cache '{cache}' is malformed" in r.stderr and why in r.stderr, \
+            r.stderr
+        assert not out.exists()
+    r = kiln("quantize", model, "-o", tmp_path / "d.onnx", *npz_flags(cal), "--dynamic",
+             "--calibration-cache", cache)
+    assert r.returncode == 1 and "--dynamic has none" in r.stderr, r.stderr
+
+
+def test_max_drop_keeps_the_most_sensitive_node_and_reports_sensitivity(kiln, tmp_path):
+    """--metric cosine --max-drop: the fully quantized outlier model drops too much; each node's
+    drop when alone quantized ranks "second" first, the fallback keeps it float32 and the model
+    passes; the sensitivity report has both nodes, most sensitive first."""
+    model = outlier_model(tmp_path)
+    cal = calibration_sets(tmp_path, count=2)
+    report = tmp_path / "sens.json"
+    r = kiln("quantize", model, "-o", tmp_path / "none.onnx", *npz_flags(cal), "--metric",
+             "cosine", "--max-drop", "1e-4", "--fallback-nodes", "0", "--sensitivity-report",
+             report)
+    assert r.returncode == 1, r.stdout + r.stderr
+    # (Fully quantized, "second"'s output loses its signal: cosine 0, a drop of 1.)
+    assert re.search(r"metric cosine drops \d\.\d+ from the float model's 1\.00000, past "
+                     r"--max-drop 0\.0001; the most sensitive nodes still quantized: second "
+                     r"\(\d\.\d+\), first", r.stderr), r.stderr
+    assert not (tmp_path / "none.onnx").exists()
+    import json
+    sens = json.loads(report.read_text())
+    assert sens["metric"] == "cosine" and sens["float_score"] == 1
+    nodes = [n["node"] for n in sens["nodes"]]
+    assert nodes == ["second", "first"]
+    drops = [n["drop"] for n in sens["nodes"]]
+    assert drops[0] > 1e-4 > drops[1] >= 0
+    # The full model's drop is what the gate printed.
+    assert abs(sens["quantized_drop"] - (1 - sens["quantized_score"])) < 1e-12
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "cosine",
+             "--max-drop", "1e-4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"keeping second float32 \(its drop alone \d\.\d+\)", r.stdout), r.stdout
+    assert "1 node kept float32 by the fallback: second" in r.stdout
+    assert re.search(r"metric cosine: float model 1\.00000, quantized 0\.9999\d+, drop 0\.0000\d+ "
+                     r"\(<= 0\.0001\)\n", r.stdout), r.stdout
+
+
+def test_top1_and_max_abs_steps_metrics(kiln, tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cal = calibration_sets(tmp_path, count=4)
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "top1",
+             "--max-drop", "0.25")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"metric top1: float model 1\.00000, quantized (\S+), drop (\S+) \(<= 0\.25\)",
+                  r.stdout)
+    assert m and abs(1 - float(m.group(1)) - float(m.group(2))) < 1e-9, r.stdout
+    # The built-in top-1 agreement says the same (the "probs" output's, which the metric's
+    # minimum over [N, classes] outputs includes).
+    agree = [float(x) for x in re.findall(r"top-1 agreement (\d\.\d+)", r.stdout)]
+    assert agree and float(m.group(1)) == pytest.approx(min(agree), abs=1e-4)
+    r = kiln("quantize", model, "-o", tmp_path / "q2.onnx", *npz_flags(cal), "--metric",
+             "max-abs-steps", "--max-drop", "1000")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"metric max-abs-steps: float model 0\.00000, quantized (\S+), rise", r.stdout)
+    assert m and 0 < float(m.group(1)) < 255, r.stdout
+    relu = outlier_model(tmp_path)
+    r = kiln("quantize", relu, "-o", tmp_path / "q3.onnx", *npz_flags(cal[:1]), "--metric",
+             "top1", "--max-drop", "0.1")
+    assert r.returncode == 1 and "--metric top1 needs an output shaped [N, classes]" in r.stderr
+    r = kiln("quantize", relu, "-o", tmp_path / "q3.onnx", "--metric", "f1")
+    assert r.returncode == 1 and "choose cosine, top1, max-abs-steps or script:PATH" in r.stderr
+
+
+SCRIPT = """import os, sys
+import numpy as np
+ref, cand = np.load(sys.argv[1]), np.load(sys.argv[2])
+with open(os.environ["METRIC_LOG"], "a") as log:
+    log.write(" ".join(f"{k}:{ref[k].shape}:{cand[k].shape}" for k in sorted(ref.files)) + "\\n")
+print("the script may print anything before its score")
+print(-float(np.abs(ref["y"] - cand["y"]).mean()))
+"""
+
+
+def test_script_metric_protocol_and_bad_scripts(kiln, tmp_path):
+    """script:PATH gets REFERENCE.npz and CANDIDATE.npz (each output, the sets concatenated along
+    the first axis), once with the reference as the candidate; it prints the score last. Scripts
+    that crash, die, print garbage or hang are clear errors."""
+    import os
+    model = outlier_model(tmp_path)
+    cal = calibration_sets(tmp_path, count=2)
+    script = tmp_path / "metric.py"
+    script.write_text(SCRIPT)
+    log = tmp_path / "metric.log"
+    env = dict(os.environ, METRIC_LOG=str(log))
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric",
+             f"script:{script}", "--max-drop", "1", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"metric script:\S+: float model -?0\.00000, quantized -(\S+), drop (\S+) "
+                  r"\(<= 1\)", r.stdout)
+    assert m and float(m.group(1)) > 0 and float(m.group(2)) == pytest.approx(float(m.group(1))), \
+        r.stdout
+    calls = log.read_text().splitlines()
+    assert calls == ["y:(8, 8, 16, 16):(8, 8, 16, 16)"] * 2  # the reference's score, then the model's
+    bad = {"crash": ("raise ZeroDivisionError('no')", "exited with status 1; its stderr: "),
+           "garbage": ("print('accuracy: high')", "its last line was 'accuracy: high'"),
+           "silent": ("pass", "its last line was ''"),
+           "nan": ("print('nan')", "must print its score (a finite number)"),
+           "killed": ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)",
+                      "died of signal 11"),
+           "hang": ("import time; time.sleep(60)", "ran past its time limit of 1 s "
+                    "(--metric-timeout) and was stopped")}
+    for name, (body, message) in bad.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(body + "\n")
+        out = tmp_path / f"{name}.onnx"
+        r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--metric", f"script:{path}",
+                 "--max-drop", "1", "--metric-timeout", "1")
+        assert r.returncode == 1, (name, r.stdout, r.stderr)
+        assert f"the metric script '{path}'" in r.stderr and message in r.stderr, (name, r.stderr)
+        assert not out.exists()
+    r = kiln("quantize", model, "-o", tmp_path / "x.onnx", "--metric",
+             f"script:{tmp_path / 'missing.py'}")
+    assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_verify_takes_the_task_metric(kiln, tmp_path):
+    """kiln verify QUANTIZED --onnx FLOAT --metric M --max-drop X: the quantized model against
+    the float one on the task metric instead of the tolerance."""
+    model = small_cnn(tmp_path / "cnn.onnx")
+    q = tmp_path / "q.onnx"
+    assert kiln("quantize", model, "-o", q, *npz_flags(calibration_sets(tmp_path))).returncode == 0
+    base = ["verify", q, "--onnx", model, "--reference", "interpreter", "--dim", "batch=16"]
+    r = kiln(*base, "--metric", "top1", "--max-drop", "0.5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"metric top1 against the reference interpreter: reference 1\.00000, candidate "
+                  r"(\S+), drop (\S+) \(<= 0\.5\) PASS", r.stdout)
+    assert m and float(m.group(1)) >= 0.5, r.stdout
+    assert "verify: PASS: 2 outputs within --max-drop 0.5 of the metric" in r.stdout
+    # The quantized model is not the float one: no drop at all is too much for cosine.
+    r = kiln(*base, "--max-drop", "0")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"metric cosine against the reference interpreter: reference 1\.00000, "
+                     r"candidate 0\.99\d+, drop 0\.0\d+ \(<= 0\) FAIL", r.stdout), r.stdout
+    assert "verify: FAIL: the metric drops past --max-drop from the reference interpreter" in r.stdout
+    # --metric alone: reported beside the tolerance's verdict.
+    r = kiln(*base, "--metric", "max-abs-steps")
+    assert re.search(r"metric max-abs-steps against the reference interpreter: reference "
+                     r"0\.00000, candidate \S+, rise \S+\n", r.stdout), r.stdout

@@ -97,12 +97,97 @@ def test_quantize_gate_and_option_errors(demo, tmp_path):
     r = kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(1), min_cosine=1.0,
                       allow_drift=True)
     assert not r.passed and "cosine below" in r.failure and (tmp_path / "q.onnx").exists()
-    with pytest.raises(kiln.InvalidArgument, match="method is 'minmax' or 'percentile'"):
+    with pytest.raises(kiln.InvalidArgument, match="method is 'minmax', 'percentile' or 'entropy'"):
         kiln.quantize(demo, tmp_path / "q.onnx", method="kl")
+    (tmp_path / "bad.cache").write_bytes(b"KILNCAL\0garbage")
+    with pytest.raises(kiln.InvalidArgument, match="bad.cache' is malformed"):
+        kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(1),
+                      calibration_cache=tmp_path / "bad.cache")
+    with pytest.raises(TypeError, match="calibration_cache is a path"):
+        kiln.quantize(demo, tmp_path / "q.onnx", calibration_cache=3)
     with pytest.raises(kiln.InvalidArgument, match="min_top1 must be a number in"):
         kiln.quantize(demo, tmp_path / "q.onnx", min_top1=2)
     with pytest.raises(TypeError, match="model is a path"):
         kiln.quantize(b"bytes", tmp_path / "q.onnx")
+
+
+def test_quantize_entropy_and_the_calibration_cache(demo, tmp_path):
+    """method="entropy" with a calibration cache: the second call reads the cache and writes the
+    same file; the CLI and the C ABI read the cache the Python call wrote and write it too."""
+    sets = calibration()
+    npz = []
+    for i, s in enumerate(sets):
+        npz.append(tmp_path / f"c{i}.npz")
+        np.savez(npz[-1], **s)
+    cache = tmp_path / "demo.cache"
+    first = kiln.quantize(demo, tmp_path / "a.onnx", calibration=sets, method="entropy",
+                          calibration_cache=cache)
+    assert not first.calibration_cached and cache.exists()
+    assert "calibrated (entropy) on 3 input sets" in first.report
+    second = kiln.quantize(demo, tmp_path / "b.onnx", calibration=sets, method="entropy",
+                           calibration_cache=cache)
+    assert second.calibration_cached and "calibration read from the cache" in second.report
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        return
+    args = [cli, "quantize", str(demo), "-o", str(tmp_path / "cli.onnx"), "--method", "entropy",
+            "--calibration-cache", str(cache)]
+    for p in npz:
+        args += ["--calibration-npz", str(p)]
+    r = subprocess.run(args, check=True, capture_output=True, text=True)
+    assert "calibration read from the cache" in r.stdout
+    assert (tmp_path / "cli.onnx").read_bytes() == (tmp_path / "a.onnx").read_bytes()
+    lib_path = os.environ.get("KILN_LIBRARY") or os.path.join(os.path.dirname(cli), "capi",
+                                                              "libkiln.so")
+    if not os.path.exists(lib_path):
+        return
+    lib = ctypes.CDLL(lib_path)
+    p = ctypes.c_void_p
+    lib.kiln_quantize_options_create.argtypes = [ctypes.POINTER(p)]
+    lib.kiln_quantize_options_set_config.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.kiln_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, p, ctypes.POINTER(p)]
+    lib.kiln_quantize_result_report.argtypes = [p, ctypes.POINTER(ctypes.c_char_p)]
+    lib.kiln_quantize_result_destroy.argtypes = [p]
+    lib.kiln_quantize_options_destroy.argtypes = [p]
+    lib.kiln_last_error_message.restype = ctypes.c_char_p
+    opts = p()
+    assert lib.kiln_quantize_options_create(ctypes.byref(opts)) == 0
+    for key, value in [("method", "entropy"), ("calibration_cache", str(cache))] + \
+            [("calibration_npz", str(n)) for n in npz]:
+        assert lib.kiln_quantize_options_set_config(opts, key.encode(), value.encode()) == 0
+    result = p()
+    assert lib.kiln_quantize(str(demo).encode(), str(tmp_path / "c.onnx").encode(), opts,
+                             ctypes.byref(result)) == 0, lib.kiln_last_error_message()
+    text = ctypes.c_char_p()
+    assert lib.kiln_quantize_result_report(result, ctypes.byref(text)) == 0
+    assert b"calibration read from the cache" in text.value
+    lib.kiln_quantize_result_destroy(result)
+    lib.kiln_quantize_options_destroy(opts)
+    assert (tmp_path / "c.onnx").read_bytes() == (tmp_path / "a.onnx").read_bytes()
+
+
+def test_quantize_task_metric_max_drop_and_sensitivity(demo, tmp_path):
+    """metric="top1" with max_drop: the scores come back as data, and the sensitivity report
+    (each node quantized alone) names every quantized node, most sensitive first."""
+    import json
+    report = tmp_path / "sens.json"
+    r = kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(), metric="top1",
+                      max_drop=0.5, sensitivity_report=report)
+    assert r.passed and r.metric_reference == 1.0
+    assert r.metric_drop == pytest.approx(1.0 - r.metric_score)
+    assert len(r.sensitivity) == r.quantized_nodes
+    drops = [d for _, d in r.sensitivity]
+    assert drops == sorted(drops, reverse=True) and all(0 <= d <= 1 for d in drops)
+    sens = json.loads(report.read_text())
+    assert [(n["node"], n["drop"]) for n in sens["nodes"]] == \
+        [(n, pytest.approx(d)) for n, d in r.sensitivity]
+    plain = kiln.quantize(demo, tmp_path / "p.onnx", calibration=calibration())
+    assert plain.metric_drop is None and plain.sensitivity == []
+    with pytest.raises(kiln.InvalidArgument, match="choose cosine, top1, max-abs-steps"):
+        kiln.quantize(demo, tmp_path / "q.onnx", metric="accuracy")
+    with pytest.raises(kiln.InvalidArgument, match="max_drop must be a number >= 0"):
+        kiln.quantize(demo, tmp_path / "q.onnx", max_drop=-1)
 
 
 def transformer(tmp_path):
