@@ -457,14 +457,17 @@ for n in ('input_ids', 'attention_mask'):
 ") 2>&1 | tail -n 3
     "$root/kiln_wrapped" compile "$mdir/bert_b$nb.onnx" -o "$mdir/bert_ncu.kiln" --no-verify \
       --device gpu --fp16 2>&1 | tail -n 2
-    k ncu --clock-control none --csv --metrics \
-      gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
-      -k 'regex:^(?!.*(gemm|Kernel|cutlass|sm90|xmma)).*' --launch-count 120 \
-      "$root/bin/kiln" run "$mdir/bert_ncu.kiln" --device gpu \
-      --input "input_ids=$mdir/input_ids_ncu.pb" --input "attention_mask=$mdir/attention_mask_ncu.pb" \
-      > "$OUT/ncu_bert.csv" 2> "$OUT/ncu_bert.err" || status=$?
-    tail -n 5 "$OUT/ncu_bert.err"
-    wc -l "$OUT/ncu_bert.csv"
+    # KILN_GPU_NCU_SMALL=0: the attention kernel alone (below), without the small kernels' pass.
+    if [ "${KILN_GPU_NCU_SMALL:-1}" != 0 ]; then
+      k ncu --clock-control none --csv --metrics \
+        gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+        -k 'regex:^(?!.*(gemm|Kernel|cutlass|sm90|xmma)).*' --launch-count 120 \
+        "$root/bin/kiln" run "$mdir/bert_ncu.kiln" --device gpu \
+        --input "input_ids=$mdir/input_ids_ncu.pb" --input "attention_mask=$mdir/attention_mask_ncu.pb" \
+        > "$OUT/ncu_bert.csv" 2> "$OUT/ncu_bert.err" || status=$?
+      tail -n 5 "$OUT/ncu_bert.err"
+      wc -l "$OUT/ncu_bert.csv"
+    fi
     if [ "${KILN_GPU_NCU_ATTENTION:-0}" != 0 ]; then
       # The attention kernel alone in detail: where its time goes (throughputs, occupancy,
       # warp stalls, memory traffic), two launches.

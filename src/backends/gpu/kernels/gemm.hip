@@ -130,6 +130,19 @@ const TileInfo& choose_tile(const GemmArgs& p) {
     const double cost = static_cast<double>(per_sm) * t.bm * t.bn / t.efficiency;
     if (!best || cost < best_cost) best = &t, best_cost = cost;
   }
+  // A product that will be split (its tiles fill under half the multiprocessors, 8 steps or
+  // more) takes the wide two-block wgmma tile where the model chose the narrow one: on the
+  // H100 it was as fast or faster on each of the six such shapes measured (BERT-base b1's FFN
+  // up 1.24x cuBLASLt's time against 1.79x; bench/results/2026-12-06b-gpu-h100-wgmma.md).
+  if (best->id == TileId::Warpgroup64Pair) {
+    const int64_t tiles =
+        ((p.m + best->bm - 1) / best->bm) * ((p.n + best->bn - 1) / best->bn) * p.batch;
+    const int64_t steps = (p.k + best->f16_bk - 1) / best->f16_bk;
+    if (tiles * 2 <= sms && steps >= 8) {
+      for (const TileInfo& t : kTiles)
+        if (t.id == TileId::Warpgroup128Pair) return t;
+    }
+  }
   return *best;
 }
 
