@@ -590,10 +590,10 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
   // Head 128 takes 32-key tiles: three of them, the last partial, through both stages.
   check_attention({1, 2, 70, 128}, {1, 2, 75, 128}, {1, 2, 75, 128}, {1, 1, 1, 75},
                   "tiles head 128, several key tiles", true, true);
-  // Forced block sizes (KILN_GPU_ATTENTION_WAVES): 8 wavefronts take Q's 128 rows into a stage
-  // (where P stays in registers; clamped to 4 elsewhere), 3 leaves the last block partial.
-  check_attention({2, 1, 150, 64}, {2, 1, 130, 64}, {2, 1, 130, 64}, {2, 1, 1, 130},
-                  "tiles 8 waves", true, true, false, 8);
+  // Forced block sizes (KILN_GPU_ATTENTION_WAVES): 8 is clamped to the kernel's 4, 3 leaves the
+  // last block partial; a mask of full rows (msq = sq) through the hoisted mask rows.
+  check_attention({2, 1, 150, 64}, {2, 1, 130, 64}, {2, 1, 130, 64}, {2, 1, 150, 130},
+                  "tiles 8 waves, full mask", true, true, false, 8);
   check_attention({1, 2, 70, 32}, {1, 2, 75, 32}, {1, 2, 75, 32}, {}, "tiles 3 waves", true, true,
                   false, 3);
 }

@@ -37,8 +37,7 @@ struct AttentionArgs {
   // head size of kAttentionTileHeads takes the matrix-tile kernel.
   bool matrix_tiles = false;
   int multiprocessors = 0;  // sizes the matrix-tile kernel's blocks (0: unknown)
-  // The matrix-tile kernel's wavefronts a block (1, 2, 4, or 8 for heads up to 64 on NVIDIA);
-  // 0: its own choice by the grid's size.
+  // The matrix-tile kernel's wavefronts a block (1 to 4); 0: its own choice by the grid's size.
   int waves = 0;
   StridedShape batch;
 };

@@ -43,10 +43,15 @@ struct PaddedOperand {
   }
 };
 
-// Wavefronts a block at most: 8 where Q's 128 rows fit in a stage and P stays in registers
-// (heads up to 64 on NVIDIA; the kernel's register bound follows), else 4; the launcher starts
-// from kDefaultWaves.
-constexpr int kDefaultWaves = 4;
+// Wavefronts a block: at most 4 (8 and 2 were both slower on BERT-base b32 on the H100:
+// bench/results/2026-12-06b-gpu-h100-wgmma.md), fewer when the grid would not fill the device.
+constexpr int kMaxWaves = 4;
+// Blocks a multiprocessor should hold, heads up to 64 (NVIDIA's launch bound caps the
+// registers at 128 a thread for it: at 145, three blocks of 4 warps fitted, 18.75 % occupancy,
+// and the kernel waited on latency; Nsight Compute, same file). Head 128 keeps its registers
+// (capped at 128 it spilled 820 bytes).
+template <int D>
+[[maybe_unused]] constexpr int kMinBlocksFor = D <= 64 ? 4 : 1;
 // Elements after each staged row (16 bytes): the rows a tile op's lanes (or one ldmatrix) read at
 // the same column fall on different banks, and every row starts 16 bytes aligned.
 constexpr int kPad = 8;
@@ -64,9 +69,6 @@ constexpr bool kPInRegisters = true;
 constexpr bool kPInRegisters = false;
 #endif
 
-template <int D>
-constexpr int kMaxWavesFor = kPInRegisters&& D <= 64 ? 8 : 4;
-
 // The block's shared memory: two stages of K [keys][D + kPad] then V [keys][DV + kPad], then each
 // wavefront's P [kM][keys + kPad] where it does not stay in registers.
 template <int D, int DV>
@@ -75,9 +77,8 @@ constexpr size_t shared_bytes(int waves) {
   const size_t p = kPInRegisters ? 0 : static_cast<size_t>(waves) * Op::kM * (keys + kPad);
   return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) + p);
 }
-static_assert(shared_bytes<128, 128>(kMaxWavesFor<128>) <= 48 * 1024 &&
-              shared_bytes<64, 64>(kMaxWavesFor<64>) <= 48 * 1024 &&
-              shared_bytes<32, 32>(kMaxWavesFor<32>) <= 48 * 1024);
+static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
+              shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
 
 // Rows row0 .. row0 + rows of a float16 matrix of Cols columns whose rows lie src_row elements
 // apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`
@@ -143,7 +144,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   KILN_DYNAMIC_SHARED(uint16_t, smem);
   // Stage s: K then V at smem + s kStageElems. Q's rows go to the second stage first (the
   // first key tile's copies into the first stage are then already in flight).
-  static_assert(kMaxWavesFor<D> * Op::kM * (D + kPad) <= kStageElems);
+  static_assert(kMaxWaves * Op::kM * (D + kPad) <= kStageElems);
   const int lane = static_cast<int>(threadIdx.x) % KILN_WARP_SIZE;
   const int wave = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int waves = static_cast<int>(blockDim.x) / KILN_WARP_SIZE;
@@ -204,6 +205,20 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       for (int t = 0; t < kOTiles; ++t) o[t][i] = 0.f;
     }
 
+    // Each accumulator row's mask row, set up once per task: the inner loop then adds a key
+    // (times 0 for a mask broadcast over keys) instead of recomputing a 64-bit row offset per
+    // score (the integer pipe was the kernel's busiest: Nsight Compute, 2026-12-06).
+    const __half* mask_row[kRows];
+    const int64_t key_step = a.msk == 1 ? 0 : 1;
+    KILN_UNROLL
+    for (int i = 0; i < Op::kAcc; ++i) {
+      int r, c;
+      Op::acc_coord(lane, i, r, c);
+      int64_t row = q0 + wave * Op::kM + r;
+      row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
+      mask_row[Op::acc_lane_row(i)] = mm ? mm + (a.msq == 1 ? 0 : row) * a.msk : nullptr;
+    }
+
     KILN_NO_UNROLL
     for (int64_t t = 0; t < key_tiles; ++t) {
       const int64_t k0 = t * kKeys;
@@ -245,9 +260,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
           if (key >= a.sk) {
             x = -INFINITY;
           } else if (mm) {
-            int64_t row = q0 + wave * Op::kM + r;
-            row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
-            x += to_float(mm[(a.msq == 1 ? 0 : row) * a.msk + (a.msk == 1 ? 0 : key)]);
+            x += to_float(mask_row[Op::acc_lane_row(i)][key * key_step]);
           }
           s[j][i] = x * kLog2e;
         }
@@ -351,9 +364,16 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   }
 }
 
+// HIP's second launch bound means something else (waves per execution unit): AMD gets the
+// thread count alone.
+#if defined(__HIP__)
+#define KILN_ATTENTION_BOUNDS __launch_bounds__(kMaxWaves* KILN_WARP_SIZE)
+#else
+#define KILN_ATTENTION_BOUNDS __launch_bounds__(kMaxWaves* KILN_WARP_SIZE, kMinBlocksFor<D>)
+#endif
+
 template <int D, int DV>
-__global__ void __launch_bounds__(kMaxWavesFor<D>* KILN_WARP_SIZE)
-    attention_tiles_kernel(AttentionArgs a) {
+__global__ void KILN_ATTENTION_BOUNDS attention_tiles_kernel(AttentionArgs a) {
   if constexpr (kTilesHere) {
     attention_tiles<D, DV>(a);
   } else {
@@ -368,9 +388,9 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   auto tasks_for = [&](int waves) {
     return a.batches * ((a.sq + waves * Op::kM - 1) / (waves * Op::kM));
   };
-  int waves = kDefaultWaves;
+  int waves = kMaxWaves;
   if (a.waves > 0) {
-    waves = a.waves <= kMaxWavesFor<D> ? a.waves : kMaxWavesFor<D>;
+    waves = a.waves <= kMaxWaves ? a.waves : kMaxWaves;
   } else {
     while (waves > 1 && tasks_for(waves) < 2 * sms) waves /= 2;
   }
@@ -378,6 +398,13 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
   auto* kernel = &attention_tiles_kernel<D, D>;
   const size_t bytes = shared_bytes<D, D>(waves);
+#if defined(__CUDACC__)
+  // Prefer the most shared memory a multiprocessor can give (the driver picked 132 KiB on the
+  // H100: three blocks of 37 KiB). Set once per process, on the first launch's device.
+  static const hipError_t carveout = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  if (carveout != hipSuccess) return carveout;
+#endif
   hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), bytes, stream, a);
   return hipGetLastError();
 }
