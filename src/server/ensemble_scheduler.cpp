@@ -7,6 +7,7 @@
 #include "runtime/run_control.hpp"
 #include "server/model.hpp"
 #include "server/request_errors.hpp"
+#include "server/server_log.hpp"
 
 namespace kiln::server {
 namespace {
@@ -432,16 +433,15 @@ void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
       statistics.record_execution(rows, c.input_ns, c.infer_ns, c.output_ns);
     }
   } catch (const std::exception& e) {
-    fmt::print(stderr, "kiln-serve: ensemble '{}': statistics not recorded: {}\n",
-               options.model_name, e.what());
+    log_error("kiln-serve: ensemble '{}': statistics not recorded: {}", options.model_name,
+              e.what());
   }
   statistics.add_pending(-1);
   InferCallback done = std::move(run->done);
   try {
     done(failure ? *failure : Status::ok(), std::move(response));
   } catch (const std::exception& e) {
-    fmt::print(stderr, "kiln-serve: ensemble '{}': answering failed: {}\n", options.model_name,
-               e.what());
+    log_error("kiln-serve: ensemble '{}': answering failed: {}", options.model_name, e.what());
   }
 }
 

@@ -1,4 +1,5 @@
 #include "server/repository.hpp"
+#include "server/server_log.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -401,7 +402,7 @@ void ModelRepository::unload_locked(const std::string& name, const std::string& 
     e.fingerprint.clear();
   }
   for (const auto& [number, version] : dropped)
-    fmt::print(stderr, "kiln-serve: unloaded '{}' version {} ({})\n", name, number, reason);
+    log_info("kiln-serve: unloaded '{}' version {} ({})", name, number, reason);
   // As Triton: an ensemble cannot serve without the models its steps run.
   if (!dropped.empty()) unload_dependents_locked(name, reason);
   // `dropped` goes out of scope here: each version lives on while requests hold it.
@@ -581,10 +582,10 @@ void ModelRepository::load_one_locked(const std::string& name,
     // tritonserver logs it.
     for (int64_t v : selected) {
       if (ensemble) {
-        fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} (ensemble)\n", name, v);
+        log_info("kiln-serve: successfully loaded '{}' version {} (ensemble)", name, v);
       } else {
-        fmt::print(stderr, "kiln-serve: successfully loaded '{}' version {} ({})\n", name, v,
-                   (dir / std::to_string(v) / config_model_filename(config)).string());
+        log_info("kiln-serve: successfully loaded '{}' version {} ({})", name, v,
+                 (dir / std::to_string(v) / config_model_filename(config)).string());
       }
     }
     // The ensembles using this model run its new versions from now on: check they still fit.
@@ -605,7 +606,7 @@ void ModelRepository::load_one_locked(const std::string& name,
       dir = find_model_dir(name);
     } catch (const Error&) {
     }
-    fmt::print(stderr, "kiln-serve: failed to load '{}': {}\n", name, e.message());
+    log_error("kiln-serve: failed to load '{}': {}", name, e.message());
     failed_.insert(name);
     std::lock_guard lock(map_mutex_);
     // A name the repository does not hold leaves no entry (Triton's index lists none), so load

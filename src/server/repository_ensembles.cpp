@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/repository.hpp"
+#include "server/server_log.hpp"
 
 namespace kiln::server {
 namespace {
@@ -144,8 +145,7 @@ void ModelRepository::recheck_dependents_locked(const std::string& name) {
         ModelVersion probe(std::move(spec));
       }
     } catch (const Error& e) {
-      fmt::print(stderr, "kiln-serve: ensemble '{}' no longer fits '{}': {}\n", user, name,
-                 e.message());
+      log_warning("kiln-serve: ensemble '{}' no longer fits '{}': {}", user, name, e.message());
       unload_locked(user, e.message());
       continue;
     }

@@ -12,6 +12,7 @@
 #include "server/http/http_server.hpp"
 #include "server/model_table.hpp"
 #include "server/server.hpp"
+#include "server/server_log.hpp"
 
 namespace {
 
@@ -49,7 +50,8 @@ struct Flags {
   size_t instance_budget = kiln::server::default_instance_budget();
   size_t thread_budget = kiln::server::default_thread_budget();
   uint64_t request_timeout_ms = 600000;
-  std::vector<std::string> ignored;  // tritonserver flags with no meaning here (logging ...)
+  std::vector<std::string> ignored;  // tritonserver flags with no meaning here
+  kiln::server::LogSettings log;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -142,9 +144,19 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--metrics-config", f.metrics_config,
                  "<setting>=<value>: counter_latencies, summary_latencies, summary_quantiles "
                  "(repeatable)");
+  // The log (tritonserver's flags; /v2/logging and gRPC LogSettings change them at run time).
+  app.add_option("--log-verbose", f.log.verbose_level,
+                 "verbose level: 1 writes a line per request received and answered")
+      ->capture_default_str();
+  app.add_option("--log-info", f.log.info, "write information lines")->capture_default_str();
+  app.add_option("--log-warning", f.log.warning, "write warnings")->capture_default_str();
+  app.add_option("--log-error", f.log.error, "write errors")->capture_default_str();
+  app.add_option("--log-format", f.log.format, "line format: default or ISO8601")
+      ->check(CLI::IsMember({"default", "ISO8601"}))
+      ->capture_default_str();
+  app.add_option("--log-file", f.log.file, "write the log to this file (default: standard error)");
   for (const char* name :
-       {"--log-verbose", "--log-info", "--log-warning", "--log-error", "--log-format", "--log-file",
-        "--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
+       {"--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
         "--cuda-memory-pool-byte-size", "--min-supported-compute-capability", "--backend-directory",
         "--repoagent-directory", "--metrics-interval-ms", "--grpc-infer-allocation-pool-size"}) {
     app.add_option(name, f.ignored, "accepted for tritonserver compatibility; no effect");
@@ -177,6 +189,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
+    kiln::server::ServerLog::instance().apply(f.log);
     kiln::server::ServerOptions options;
     options.server_id = f.id;
     options.repository.paths = f.repositories;

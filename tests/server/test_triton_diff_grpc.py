@@ -32,6 +32,7 @@ def _raw_short(client, model):
 # or the result as JSON.
 CALLS = [
     ("live", lambda c: c.is_server_live()),
+    ("log settings", lambda c: c.get_log_settings(as_json=True)),
     ("ready", lambda c: c.is_server_ready()),
     ("model ready", lambda c: c.is_model_ready("add_sub")),
     ("unknown model ready", lambda c: c.is_model_ready("nope")),
@@ -80,7 +81,7 @@ def test_same_answer(pair, check, call):
     k, t = _answer(pair.kiln, call), _answer(pair.triton, call)
     if check == "server metadata" and "result" in t:
         absent = {"classification", "sequence", "system_shared_memory", "cuda_shared_memory",
-                  "trace", "logging"}
+                  "trace"}
         t["result"] = [e for e in t["result"] if e not in absent]
     if "message" in k and "message" in t:
         k["message"], t["message"] = error_text(k["message"], t["message"])

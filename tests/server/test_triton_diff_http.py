@@ -34,6 +34,8 @@ PROBES = [
     ("load in mode none", "POST", "/v2/repository/models/add_sub/load", None),
     ("unload in mode none", "POST", "/v2/repository/models/add_sub/unload", None),
     ("index by GET", "GET", "/v2/repository/index", None),
+    ("log settings", "GET", "/v2/logging", None),
+    ("log settings by DELETE", "DELETE", "/v2/logging", None),
     ("malformed JSON infer", "POST", "/v2/models/add_sub/infer", "{bad"),
     ("malformed JSON index", "POST", "/v2/repository/index", "{bad"),
     ("infer body not an object", "POST", "/v2/models/add_sub/infer", "[]"),
@@ -114,7 +116,7 @@ def test_server_metadata(pair):
     """Same keys; Kiln's extensions are Triton's, in Triton's order, less what Kiln lacks
     (docs/SERVER.md lists them with the reason)."""
     absent = ["classification", "sequence", "system_shared_memory", "cuda_shared_memory",
-              "trace", "logging"]
+              "trace"]
     ks, kt, kkeys, kext = _server_metadata(pair.kiln)
     ts, tt, tkeys, text = _server_metadata(pair.triton)
     same("server metadata status, type, keys", (ks, kt, kkeys), (ts, tt, tkeys))

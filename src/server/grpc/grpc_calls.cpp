@@ -1,6 +1,7 @@
 #include "server/grpc/grpc_calls.hpp"
 
 #include "server/grpc/grpc_stream.hpp"
+#include "server/server_log.hpp"
 
 namespace kiln::server::grpc {
 namespace {
@@ -49,6 +50,7 @@ class UnaryCall final : public Tag {
       return;
     }
     listen(frontend_, cq_, kind_);
+    log_verbose(1, "gRPC request: {} ({})", kind_.category, context_.peer());
     ::grpc::Status status = frontend_.check_access(context_, kind_.category);
     if (status.ok()) {
       status = guarded([&] { kind_.handle(frontend_.core, request_, response_); });
@@ -162,6 +164,44 @@ const UnaryKind<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse> kRe
        RepositoryModelUnloadResponse&) { core.repository().unload(q.model_name()); },
     "model-repository"};
 
+// Triton's logging extension: the settings named in the request are checked together and
+// applied at once (none when one is refused); the answer is every setting.
+const UnaryKind<LogSettingsRequest, LogSettingsResponse> kLogSettings{
+    &Service::RequestLogSettings,
+    [](InferenceServer&, const LogSettingsRequest& q, LogSettingsResponse& r) {
+      ServerLog& log = ServerLog::instance();
+      if (!q.settings().empty()) {
+        LogSettings next = log.settings();
+        for (const auto& [name, v] : q.settings()) {
+          LogSettingValue value;
+          switch (v.parameter_choice_case()) {
+            case LogSettingsRequest::SettingValue::kBoolParam:
+              value = v.bool_param();
+              break;
+            case LogSettingsRequest::SettingValue::kUint32Param:
+              value = uint64_t{v.uint32_param()};
+              break;
+            case LogSettingsRequest::SettingValue::kStringParam:
+              value = v.string_param();
+              break;
+            default:
+              fail(ErrorCode::InvalidArgument, "log setting '{}' has no value", name);
+          }
+          set_log_setting(next, name, value);
+        }
+        log.apply(next);
+      }
+      const LogSettings now = log.settings();
+      auto& out = *r.mutable_settings();
+      out["log_file"].set_string_param(now.file);
+      out["log_info"].set_bool_param(now.info);
+      out["log_warning"].set_bool_param(now.warning);
+      out["log_error"].set_bool_param(now.error);
+      out["log_verbose_level"].set_uint32_param(now.verbose_level);
+      out["log_format"].set_string_param(now.format);
+    },
+    "logging"};
+
 // Part of the protocol, not of Kiln: UNIMPLEMENTED (after the access check, as Triton orders it).
 #define KILN_GRPC_UNSUPPORTED(Rpc, category)                                      \
   const UnaryKind<Rpc##Request, Rpc##Response> k##Rpc {                           \
@@ -174,7 +214,6 @@ KILN_GRPC_UNSUPPORTED(CudaSharedMemoryStatus, "shared-memory");
 KILN_GRPC_UNSUPPORTED(CudaSharedMemoryRegister, "shared-memory");
 KILN_GRPC_UNSUPPORTED(CudaSharedMemoryUnregister, "shared-memory");
 KILN_GRPC_UNSUPPORTED(TraceSetting, "trace");
-KILN_GRPC_UNSUPPORTED(LogSettings, "logging");
 #undef KILN_GRPC_UNSUPPORTED
 
 // ---- ModelInfer: answered from the scheduler's callback ------------------------------------
@@ -202,6 +241,8 @@ class InferCall final : public Tag {
     }
     const Clock::time_point received = Clock::now();
     listen(frontend_, cq_);
+    log_verbose(1, "gRPC request: infer '{}' version '{}' ({})", request_.model_name(),
+                request_.model_version(), context_.peer());
     std::unique_ptr<InferRequest> request;
     ::grpc::Status status = frontend_->check_access(context_, "inference");
     if (status.ok() && !lease_.grow(request_.ByteSizeLong())) {

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "server/http/request_parser.hpp"
 #include "server/http/routes.hpp"
+#include "server/server_log.hpp"
 
 namespace kiln::server::http {
 namespace beast = boost::beast;
@@ -265,6 +266,9 @@ class Connection : public ConnectionBase {
     Reply once = [reply = std::move(reply), answered](Response response) {
       if (!answered->exchange(true)) reply(std::move(response));
     };
+    log_verbose(1, "HTTP request: {} {}",
+                std::string_view(request.method_string().data(), request.method_string().size()),
+                std::string_view(request.target().data(), request.target().size()));
     try {
       if (impl_.options.metrics) {
         route_metrics(impl_.core, impl_.options, request, once);

@@ -7,6 +7,7 @@
 
 #include "server/http/metrics.hpp"
 #include "server/json_memory.hpp"
+#include "server/server_log.hpp"
 
 namespace kiln::server::http {
 namespace rj = rapidjson;
@@ -97,6 +98,36 @@ std::string server_metadata_json(const ServerMetadata& m) {
   w.EndArray();
   w.EndObject();
   return b.GetString();
+}
+
+// /v2/logging's answer: every setting, in tritonserver's order.
+std::string log_settings_json(const LogSettings& l) {
+  JsonBuffer b;
+  Writer w(b);
+  w.StartObject();
+  w.Key("log_file");
+  put(w, l.file);
+  w.Key("log_info");
+  w.Bool(l.info);
+  w.Key("log_warning");
+  w.Bool(l.warning);
+  w.Key("log_error");
+  w.Bool(l.error);
+  w.Key("log_verbose_level");
+  w.Uint(l.verbose_level);
+  w.Key("log_format");
+  put(w, l.format);
+  w.EndObject();
+  return b.GetString();
+}
+
+// A POST /v2/logging member as a setting value (boolean, unsigned integer or string).
+LogSettingValue log_setting_value(const JsonValue& v, std::string_view name) {
+  if (v.IsBool()) return v.GetBool();
+  if (v.IsUint64()) return v.GetUint64();
+  if (v.IsString()) return std::string(v.GetString(), v.GetStringLength());
+  fail(ErrorCode::InvalidArgument,
+       "log setting '{}' must be a boolean, an unsigned integer or a string", name);
 }
 
 void tensor_metadata(Writer& w, const std::vector<TensorMetadata>& tensors) {
@@ -435,6 +466,22 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
           core.repository().unload(s[3]);
         }
         reply(json_response({}, 200));  // tritonserver: empty, labelled JSON
+      };
+    } else if (s[1] == "logging" && s.size() == 2) {
+      if (!method_ok(get || post, true)) return;
+      category = "logging";
+      action = [&] {
+        if (post) {
+          // All or nothing: every member checked into a copy, then applied at once.
+          JsonDocument d = parse_body_object(request.body());
+          LogSettings next = ServerLog::instance().settings();
+          for (const auto& m : d.GetObject()) {
+            const std::string_view name(m.name.GetString(), m.name.GetStringLength());
+            set_log_setting(next, name, log_setting_value(m.value, name));
+          }
+          ServerLog::instance().apply(next);
+        }
+        reply(json_response(log_settings_json(ServerLog::instance().settings())));
       };
     } else if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {
       if (!method_ok(get)) return;
