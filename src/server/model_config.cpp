@@ -385,8 +385,10 @@ void validate_config(const ModelConfig& config) {
              name);
   KILN_CHECK(!config.model_transaction_policy().decoupled(), ErrorCode::Unsupported,
              "model '{}': decoupled models are not supported", name);
-  KILN_CHECK(!config.response_cache().enable(), ErrorCode::Unsupported,
-             "model '{}': the response cache is not supported", name);
+  KILN_CHECK(!config.response_cache().enable() || !is_ensemble(config), ErrorCode::Unsupported,
+             "model '{}': the response cache is not supported for ensembles (enable it on their "
+             "steps)",
+             name);
   KILN_CHECK(config.model_warmup_size() == 0, ErrorCode::Unsupported,
              "model '{}': model_warmup is not supported", name);
   KILN_CHECK(config.model_operations().op_library_filename_size() == 0, ErrorCode::Unsupported,

@@ -588,6 +588,12 @@ void ModelRepository::load_one_locked(const std::string& name,
                  (dir / std::to_string(v) / config_model_filename(config)).string());
       }
     }
+    if (config.response_cache().enable() && !options_.response_cache) {
+      log_warning(
+          "kiln-serve: '{}' enables response_cache but the server has no cache "
+          "(--cache-config local,size=<bytes>): every request runs",
+          name);
+    }
     // The ensembles using this model run its new versions from now on: check they still fit.
     recheck_dependents_locked(name);
   } catch (...) {

@@ -50,6 +50,7 @@ struct RepositoryOptions {
   uint64_t request_timeout_us = 0;                     // --request-timeout-ms (0: none)
   // The server's request memory budget, which ensembles lease their steps' tensors from.
   std::shared_ptr<MemoryBudget> request_memory;
+  bool response_cache = false;  // --cache-config gave the server a response cache
 };
 
 // States as the repository index reports them.

@@ -52,6 +52,7 @@ struct Flags {
   uint64_t request_timeout_ms = 600000;
   std::vector<std::string> ignored;  // tritonserver flags with no meaning here
   kiln::server::LogSettings log;
+  std::vector<std::string> cache_config;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -155,10 +156,13 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"default", "ISO8601"}))
       ->capture_default_str();
   app.add_option("--log-file", f.log.file, "write the log to this file (default: standard error)");
+  app.add_option("--cache-config", f.cache_config,
+                 "local,size=<bytes>: the response cache for models whose config enables "
+                 "response_cache (default: none)");
   for (const char* name :
-       {"--backend-config", "--cache-config", "--pinned-memory-pool-byte-size",
-        "--cuda-memory-pool-byte-size", "--min-supported-compute-capability", "--backend-directory",
-        "--repoagent-directory", "--metrics-interval-ms", "--grpc-infer-allocation-pool-size"}) {
+       {"--backend-config", "--pinned-memory-pool-byte-size", "--cuda-memory-pool-byte-size",
+        "--min-supported-compute-capability", "--backend-directory", "--repoagent-directory",
+        "--metrics-interval-ms", "--grpc-infer-allocation-pool-size"}) {
     app.add_option(name, f.ignored, "accepted for tritonserver compatibility; no effect");
   }
 }
@@ -220,6 +224,8 @@ int main(int argc, char** argv) {
     options.strict_readiness = f.strict_readiness;
     options.exit_timeout_secs = f.exit_timeout_secs;
     options.request_memory_bytes = f.request_memory;
+    options.response_cache_bytes = kiln::server::parse_cache_config(f.cache_config);
+    options.repository.response_cache = options.response_cache_bytes > 0;
     KILN_CHECK_ARG(!f.metrics_require_token || !f.bearer_token.empty(),
                    "--metrics-require-token needs --http-bearer-token");
     InferenceServer core(options);

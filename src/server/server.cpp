@@ -1,5 +1,12 @@
 #include "server/server.hpp"
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <optional>
+
+#include "server/server_log.hpp"
+
 namespace kiln::server {
 
 namespace {
@@ -17,7 +24,10 @@ InferenceServer::InferenceServer(ServerOptions options)
                                                          ? options_.request_memory_bytes
                                                          : default_memory_budget())),
       repository_(
-          std::make_unique<ModelRepository>(with_memory(options_.repository, request_memory_))) {}
+          std::make_unique<ModelRepository>(with_memory(options_.repository, request_memory_))),
+      cache_(options_.response_cache_bytes > 0
+                 ? std::make_unique<ResponseCache>(options_.response_cache_bytes)
+                 : nullptr) {}
 
 InferenceServer::~InferenceServer() {
   stopped_ = true;
@@ -85,12 +95,43 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
     done(Status(e), nullptr);
     return;
   }
+  // The response cache, for a model that enables it: a hit answers at once, a miss keeps the
+  // response on its way back.
+  std::optional<CacheKey> key;
+  Clock::duration lookup{};
+  if (cache_ && version->config().response_cache().enable()) {
+    const Clock::time_point start = Clock::now();
+    key = response_cache_key(*request, version->name(), version->version());
+    std::unique_ptr<InferResponse> hit = cache_->lookup(*key);
+    lookup = Clock::now() - start;
+    if (hit) {
+      hit->id = request->id;
+      const auto ns = [](Clock::duration d) {
+        return static_cast<uint64_t>(std::chrono::nanoseconds(d).count());
+      };
+      version->statistics().record_cache_hit(ns(Clock::now() - request->received), ns(lookup));
+      done(Status::ok(), std::move(hit));
+      return;
+    }
+  }
   inflight_.fetch_add(1);
   // Counted until the callback has returned and the frontend's closure is destroyed, so that a
   // drain returns only when nothing of a request still refers to the frontend (its connection
   // objects must not outlive the frontend's I/O context).
   auto holder = std::make_shared<InferCallback>(std::move(done));
-  InferCallback counted = [this, holder](Status status, std::unique_ptr<InferResponse> r) {
+  InferCallback counted = [this, holder, version, key = std::move(key), lookup](
+                              Status status, std::unique_ptr<InferResponse> r) {
+    if (key && status && r) {
+      const Clock::time_point start = Clock::now();
+      const size_t kept = cache_->insert(*key, *r);
+      log_verbose(1, "response cache: '{}' version {}: {} ({} of {} bytes in use)", r->model_name,
+                  r->model_version,
+                  kept ? fmt::format("kept a response of {} bytes", kept)
+                       : std::string("response larger than the cache, not kept"),
+                  cache_->bytes(), cache_->capacity());
+      version->statistics().record_cache_miss(
+          static_cast<uint64_t>(std::chrono::nanoseconds(lookup + (Clock::now() - start)).count()));
+    }
     {
       InferCallback cb = std::move(*holder);
       cb(std::move(status), std::move(r));

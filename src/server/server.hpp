@@ -14,6 +14,7 @@
 #include "server/infer_types.hpp"
 #include "server/memory_budget.hpp"
 #include "server/repository.hpp"
+#include "server/response_cache.hpp"
 #include "server/statistics.hpp"
 
 namespace kiln::server {
@@ -26,6 +27,9 @@ struct ServerOptions {
   // --request-memory-bytes: what all requests in flight together may hold (bodies being read,
   // requests waiting or running, responses being written); 0: default_memory_budget().
   size_t request_memory_bytes = 0;
+  // --cache-config local,size=N: the response cache's bytes (0: no cache; models that enable
+  // response_cache then run every request).
+  size_t response_cache_bytes = 0;
 };
 
 struct ServerMetadata {
@@ -85,6 +89,8 @@ class InferenceServer {
   // The budget every frontend leases request memory from (and ensembles their steps' tensors).
   MemoryBudget& request_memory() { return *request_memory_; }
 
+  // Null without --cache-config.
+  const ResponseCache* response_cache() const { return cache_.get(); }
   ModelRepository& repository() { return *repository_; }
   const ModelRepository& repository() const { return *repository_; }
   const ServerOptions& options() const { return options_; }
@@ -103,6 +109,7 @@ class InferenceServer {
   // Before the repository: the ensembles it loads lease from it.
   std::shared_ptr<MemoryBudget> request_memory_;
   std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<ResponseCache> cache_;  // null without --cache-config
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};

@@ -35,6 +35,18 @@ void ModelStatistics::record_success(uint64_t batch_size, uint64_t request_ns, u
   stats_.last_inference_ms = now_ms();
 }
 
+void ModelStatistics::record_cache_hit(uint64_t request_ns, uint64_t lookup_ns) {
+  std::lock_guard lock(mutex_);
+  add(stats_.inference.success, request_ns);
+  add(stats_.inference.cache_hit, lookup_ns);
+  stats_.last_inference_ms = now_ms();
+}
+
+void ModelStatistics::record_cache_miss(uint64_t ns) {
+  std::lock_guard lock(mutex_);
+  add(stats_.inference.cache_miss, ns);
+}
+
 void ModelStatistics::record_failure(uint64_t request_ns, FailureReason reason) {
   std::lock_guard lock(mutex_);
   add(stats_.inference.fail, request_ns);

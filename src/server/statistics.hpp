@@ -24,7 +24,9 @@ struct DurationStat {
 
 struct InferStatistics {
   DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
-  DurationStat cache_hit, cache_miss;  // no response cache: always zero
+  // Response cache (response_cache.hpp): a hit is a success that ran nothing, timed by its
+  // lookup; a miss is timed by its lookup and insertion.
+  DurationStat cache_hit, cache_miss;
 };
 
 // Why a request failed, as the `reason` label of tritonserver's nv_inference_request_failure:
@@ -58,6 +60,11 @@ class ModelStatistics {
   // and the phases it went through.
   void record_success(uint64_t batch_size, uint64_t request_ns, uint64_t queue_ns,
                       uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
+  // A request answered from the response cache: a success (request_ns end to end) and a hit
+  // (lookup_ns); it ran nothing, so inference and execution counts stay.
+  void record_cache_hit(uint64_t request_ns, uint64_t lookup_ns);
+  // A request the cache did not hold: its lookup and insertion time.
+  void record_cache_miss(uint64_t ns);
   // One failed request (refused, timed out or failed in execution).
   void record_failure(uint64_t request_ns, FailureReason reason);
   // One model execution of `batch_size` (summed over the requests merged into it).

@@ -150,6 +150,19 @@ std::string render_metrics(const InferenceServer& core) {
             "requests)"},
            [](const StatisticsSnapshot& s) { return s.inference.compute_output.ns / 1000; });
   }
+  // As tritonserver: the cache's series only when the server has one.
+  if (core.response_cache()) {
+    family({"nv_cache_num_hits_per_model", "counter", "Number of cache hits per model"},
+           [](const StatisticsSnapshot& s) { return s.inference.cache_hit.count; });
+    family({"nv_cache_num_misses_per_model", "counter", "Number of cache misses per model"},
+           [](const StatisticsSnapshot& s) { return s.inference.cache_miss.count; });
+    family({"nv_cache_hit_duration_per_model", "counter",
+            "Total cache hit duration per model, in microseconds"},
+           [](const StatisticsSnapshot& s) { return s.inference.cache_hit.ns / 1000; });
+    family({"nv_cache_miss_duration_per_model", "counter",
+            "Total cache miss (insert+lookup) duration per model, in microseconds"},
+           [](const StatisticsSnapshot& s) { return s.inference.cache_miss.ns / 1000; });
+  }
   family({"nv_inference_pending_request_count", "gauge",
           "Instantaneous number of pending requests awaiting execution per-model."},
          [](const StatisticsSnapshot& s) { return s.pending; });
