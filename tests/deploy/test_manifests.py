@@ -483,7 +483,7 @@ def test_checks_catch_broken_deployments(renderings):
         lambda pod, c: pod.update(terminationGracePeriodSeconds=42),
         lambda pod, c: c["args"].append("--exit-timeout-secs=90"),
         lambda pod, c: c["args"].append("--model-dir=/models"),
-        lambda pod, c: c["args"].append("--log-verbose=1"),
+        lambda pod, c: c["args"].append("--backend-config=onnxruntime,x=1"),  # accepted, ignored
         lambda pod, c: c["ports"][0].update(containerPort=8080),
         lambda pod, c: c["volumeMounts"][0].update(mountPath="/elsewhere"),
     ]
