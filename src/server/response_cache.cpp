@@ -120,7 +120,7 @@ size_t ResponseCache::insert(const CacheKey& key, const InferResponse& response)
   if (find_locked(key) != lru_.end()) return need;  // a concurrent miss of the same request
   while (bytes_ + need > capacity_ && !lru_.empty()) {
     Entry& victim = lru_.back();
-    auto [first, last] = index_.equal_range(std::hash<std::string_view>{}(victim.key));
+    auto [first, last] = index_.equal_range(victim.hash);
     for (auto it = first; it != last; ++it) {
       if (it->second == std::prev(lru_.end())) {
         index_.erase(it);
@@ -130,8 +130,8 @@ size_t ResponseCache::insert(const CacheKey& key, const InferResponse& response)
     bytes_ -= victim.bytes;
     lru_.pop_back();
   }
-  lru_.push_front(
-      Entry{key.bytes, response.model_name, response.model_version, response.outputs, need});
+  lru_.push_front(Entry{key.bytes, key.hash, response.model_name, response.model_version,
+                        response.outputs, need});
   index_.emplace(key.hash, lru_.begin());
   bytes_ += need;
   return need;

@@ -49,6 +49,7 @@ class ResponseCache {
  private:
   struct Entry {
     std::string key;
+    size_t hash = 0;  // key's, to find its index entry when evicted
     std::string model_name;
     int64_t model_version = 0;
     std::vector<InferOutput> outputs;

@@ -124,11 +124,14 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
     if (key && status && r) {
       const Clock::time_point start = Clock::now();
       const size_t kept = cache_->insert(*key, *r);
-      log_verbose(1, "response cache: '{}' version {}: {} ({} of {} bytes in use)", r->model_name,
-                  r->model_version,
-                  kept ? fmt::format("kept a response of {} bytes", kept)
-                       : std::string("response larger than the cache, not kept"),
-                  cache_->bytes(), cache_->capacity());
+      // Its arguments (a formatted part, the cache's lock) only when the line is written.
+      if (ServerLog::instance().enabled(LogSeverity::Verbose, 1)) {
+        log_verbose(1, "response cache: '{}' version {}: {} ({} of {} bytes in use)", r->model_name,
+                    r->model_version,
+                    kept ? fmt::format("kept a response of {} bytes", kept)
+                         : std::string("response larger than the cache, not kept"),
+                    cache_->bytes(), cache_->capacity());
+      }
       version->statistics().record_cache_miss(
           static_cast<uint64_t>(std::chrono::nanoseconds(lookup + (Clock::now() - start)).count()));
     }

@@ -94,19 +94,22 @@ void ServerLog::apply(const LogSettings& next) {
     file_ = opened;
   }
   settings_ = next;
+  info_ = next.info;
+  warning_ = next.warning;
+  error_ = next.error;
+  verbose_level_ = next.verbose_level;
 }
 
 bool ServerLog::enabled(LogSeverity severity, uint32_t level) const {
-  std::lock_guard lock(mutex_);
   switch (severity) {
     case LogSeverity::Info:
-      return settings_.info;
+      return info_.load(std::memory_order_relaxed);
     case LogSeverity::Warning:
-      return settings_.warning;
+      return warning_.load(std::memory_order_relaxed);
     case LogSeverity::Error:
-      return settings_.error;
+      return error_.load(std::memory_order_relaxed);
     case LogSeverity::Verbose:
-      return level > 0 && settings_.verbose_level >= level;
+      return level > 0 && verbose_level_.load(std::memory_order_relaxed) >= level;
   }
   return false;
 }

@@ -6,6 +6,7 @@
 // "2026-12-06T06:58:00Z I repository.cpp:586] message" (ISO8601).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <source_location>
@@ -39,27 +40,36 @@ class ServerLog {
   // (kiln::Error, InvalidArgument, naming the setting).
   void apply(const LogSettings& next);
 
+  // Lock-free (every request asks whether its verbose line is on).
   bool enabled(LogSeverity severity, uint32_t level = 1) const;
   void write(LogSeverity severity, std::string_view message,
              std::source_location where = std::source_location::current());
 
+  // Formats and writes the line when `severity` (at verbose `level`) is on.
+  template <typename... Args>
+  void emit(LogSeverity severity, uint32_t level, std::source_location where,
+            fmt::format_string<Args...> f, Args&&... args) {
+    if (enabled(severity, level))
+      write(severity, fmt::format(f, std::forward<Args>(args)...), where);
+  }
+
  private:
   ServerLog() = default;
   ~ServerLog();
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // settings_ and file_; the atomics mirror settings_'s switches
   LogSettings settings_;
   std::FILE* file_ = nullptr;  // null: stderr
+  std::atomic<bool> info_{true}, warning_{true}, error_{true};
+  std::atomic<uint32_t> verbose_level_{0};
 };
 
-// The usual entry points: the line is formatted only when its severity is on.
+// The usual entry points. Classes, so that the call site's location can be a defaulted argument
+// after the format's arguments; the line is formatted only when its severity is on.
 template <typename... Args>
 struct log_info {
   explicit log_info(fmt::format_string<Args...> f, Args&&... args,
                     std::source_location where = std::source_location::current()) {
-    if (ServerLog::instance().enabled(LogSeverity::Info)) {
-      ServerLog::instance().write(LogSeverity::Info, fmt::format(f, std::forward<Args>(args)...),
-                                  where);
-    }
+    ServerLog::instance().emit(LogSeverity::Info, 1, where, f, std::forward<Args>(args)...);
   }
 };
 template <typename... Args>
@@ -69,10 +79,7 @@ template <typename... Args>
 struct log_warning {
   explicit log_warning(fmt::format_string<Args...> f, Args&&... args,
                        std::source_location where = std::source_location::current()) {
-    if (ServerLog::instance().enabled(LogSeverity::Warning)) {
-      ServerLog::instance().write(LogSeverity::Warning, fmt::format(f, std::forward<Args>(args)...),
-                                  where);
-    }
+    ServerLog::instance().emit(LogSeverity::Warning, 1, where, f, std::forward<Args>(args)...);
   }
 };
 template <typename... Args>
@@ -82,24 +89,18 @@ template <typename... Args>
 struct log_error {
   explicit log_error(fmt::format_string<Args...> f, Args&&... args,
                      std::source_location where = std::source_location::current()) {
-    if (ServerLog::instance().enabled(LogSeverity::Error)) {
-      ServerLog::instance().write(LogSeverity::Error, fmt::format(f, std::forward<Args>(args)...),
-                                  where);
-    }
+    ServerLog::instance().emit(LogSeverity::Error, 1, where, f, std::forward<Args>(args)...);
   }
 };
 template <typename... Args>
 log_error(fmt::format_string<Args...>, Args&&...) -> log_error<Args...>;
 
-// Verbose lines of `level` and below are written when the verbose level is at least `level`.
+// Verbose lines of `level` are written when the verbose level is at least `level`.
 template <typename... Args>
 struct log_verbose {
   explicit log_verbose(uint32_t level, fmt::format_string<Args...> f, Args&&... args,
                        std::source_location where = std::source_location::current()) {
-    if (ServerLog::instance().enabled(LogSeverity::Verbose, level)) {
-      ServerLog::instance().write(LogSeverity::Verbose, fmt::format(f, std::forward<Args>(args)...),
-                                  where);
-    }
+    ServerLog::instance().emit(LogSeverity::Verbose, level, where, f, std::forward<Args>(args)...);
   }
 };
 template <typename... Args>

@@ -105,6 +105,22 @@ const char* name_of(const TileInfo& t, FloatType type) {
   return type == FloatType::F16 ? t.f16_name : t.f32_name;
 }
 
+constexpr int kMaxSplits = 16, kMinStepsPerSplit = 4;
+
+int64_t output_tiles(const GemmArgs& p, const TileInfo& t) {
+  return ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
+}
+int64_t reduction_steps(const GemmArgs& p, const TileInfo& t) {
+  const int bk = p.type == FloatType::F16 ? t.f16_bk : t.f32_bk;
+  return (p.k + bk - 1) / bk;
+}
+// Whether the reduction is split: the output tiles fill under half the multiprocessors and
+// there are at least two parts' worth of steps (choose_split; the capacity may still say one).
+bool splits_reduction(const GemmArgs& p, const TileInfo& t) {
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  return output_tiles(p, t) * 2 <= sms && reduction_steps(p, t) >= 2 * kMinStepsPerSplit;
+}
+
 // The tile that finishes first by a simple model: the busiest multiprocessor runs
 // ceil(tiles / multiprocessors) blocks one after another, each costing its area (padding
 // included) over its efficiency. So a product that fills the GPU several times takes the big
@@ -125,8 +141,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   double best_cost = 0;
   for (const TileInfo& t : kTiles) {
     if (!available(t, need) || !by_shape(t)) continue;
-    const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
-    const int64_t per_sm = (tiles + sms - 1) / sms;
+    const int64_t per_sm = (output_tiles(p, t) + sms - 1) / sms;
     const double cost = static_cast<double>(per_sm) * t.bm * t.bn / t.efficiency;
     if (!best || cost < best_cost) best = &t, best_cost = cost;
   }
@@ -134,31 +149,22 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // more) takes the wide two-block wgmma tile where the model chose the narrow one: on the
   // H100 it was as fast or faster on each of the six such shapes measured (BERT-base b1's FFN
   // up 1.24x cuBLASLt's time against 1.79x; bench/results/2026-12-06b-gpu-h100-wgmma.md).
-  if (best->id == TileId::Warpgroup64Pair) {
-    const int64_t tiles =
-        ((p.m + best->bm - 1) / best->bm) * ((p.n + best->bn - 1) / best->bn) * p.batch;
-    const int64_t steps = (p.k + best->f16_bk - 1) / best->f16_bk;
-    if (tiles * 2 <= sms && steps >= 8) {
-      for (const TileInfo& t : kTiles)
-        if (t.id == TileId::Warpgroup128Pair) return t;
-    }
+  if (best->id == TileId::Warpgroup64Pair && splits_reduction(p, *best)) {
+    for (const TileInfo& t : kTiles)
+      if (t.id == TileId::Warpgroup128Pair) return t;
   }
   return *best;
 }
 
-// Split-K (GemmArgs::partials): a product whose output tiles fill less than half the
-// multiprocessors, with a reduction of at least 8 steps, is cut into as many parts as fill them
-// (at most 16, each of at least 4 steps), as far as `capacity` floats of partials allow; the
-// parts are then evened out. Otherwise one part.
-constexpr int kMaxSplits = 16, kMinStepsPerSplit = 4;
-
+// Split-K (GemmArgs::partials): a product whose reduction splits_reduction cuts is cut into as
+// many parts as fill the multiprocessors (at most 16, each of at least 4 steps), as far as
+// `capacity` floats of partials allow; the parts are then evened out. Otherwise one part.
 SplitK choose_split(const GemmArgs& p, const TileInfo& t, int64_t capacity) {
   const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
-  const int64_t tiles = ((p.m + t.bm - 1) / t.bm) * ((p.n + t.bn - 1) / t.bn) * p.batch;
-  const int bk = p.type == FloatType::F16 ? t.f16_bk : t.f32_bk;
-  const int64_t steps = (p.k + bk - 1) / bk;
+  const int64_t tiles = output_tiles(p, t);
+  const int64_t steps = reduction_steps(p, t);
   SplitK one{1, static_cast<int>(steps)};
-  if (tiles * 2 > sms || steps < 2 * kMinStepsPerSplit) return one;
+  if (!splits_reduction(p, t)) return one;
   int64_t count =
       std::min<int64_t>({(sms + tiles - 1) / tiles, steps / kMinStepsPerSplit, kMaxSplits});
   const int64_t per_part = p.batch * p.m * p.n;
