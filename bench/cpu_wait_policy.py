@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--policies", default="default,passive,1000,3000,10000,active10000")
     ap.add_argument("--kiln-gnu", help="a Kiln built on libgomp, for the gnu* policies")
     ap.add_argument("--models", default="encoder,mlp")
+    ap.add_argument("--work", help="folder for the models and engines; models already there are "
+                    "used as they are (for a machine without the onnx package)")
     ap.add_argument("--duration", type=float, default=2.0,
                     help="seconds each measurement lasts at least: the first tenths of a second "
                     "after start, before the scheduler has spread the threads, read differently")
@@ -119,8 +121,6 @@ def main():
         model, threads, runs, spin, dims, duration = a.ort_child
         ort_child(model, int(threads), int(runs), spin, dims, float(duration))
         return
-    import make_mlp_model
-    import make_transformer_model
 
     policies = a.policies.split(",")
     for p in policies:
@@ -129,16 +129,23 @@ def main():
         if p.startswith("gnu") and not a.kiln_gnu:
             ap.error(f"policy {p} needs --kiln-gnu (a Kiln built with -DKILN_OPENMP_RUNTIME=gnu)")
     binary = {p: a.kiln_gnu if p.startswith("gnu") else a.kiln for p in policies}
-    work = tempfile.mkdtemp(prefix="kiln_wait_policy_")
+    work = a.work or tempfile.mkdtemp(prefix="kiln_wait_policy_")
+    os.makedirs(work, exist_ok=True)
     models = {}
     wanted = a.models.split(",")
     if "encoder" in wanted:
         encoder = os.path.join(work, "encoder.onnx")
-        make_transformer_model.build(encoder, layers=2, hidden=128, heads=4, opset=13)
+        if not os.path.exists(encoder):
+            import make_transformer_model
+
+            make_transformer_model.build(encoder, layers=2, hidden=128, heads=4, opset=13)
         models["encoder b8 s128"] = (encoder, {"batch": 8, "seq": 128})
     if "mlp" in wanted:
         mlp = os.path.join(work, "mlp.onnx")
-        make_mlp_model.mlp(mlp)
+        if not os.path.exists(mlp):
+            import make_mlp_model
+
+            make_mlp_model.mlp(mlp)
         models["mlp b8"] = (mlp, {"batch": 8})
     engines = {}
     for name, (model, dims) in models.items():
