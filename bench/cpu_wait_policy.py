@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""GNU OpenMP's wait policy on this CPU, on a quiet host and beside a busy process: Kiln vs
-onnxruntime.
+"""OpenMP runtimes and wait policies on this CPU, on a quiet host and beside a busy process: Kiln
+vs onnxruntime.
 
 Kiln's CPU kernels run on libgomp (oneDNN's runtime), which reads OMP_WAIT_POLICY and
 GOMP_SPINCOUNT once, at load. Spinning long between parallel regions keeps two threads fast on a
@@ -10,6 +10,12 @@ with onnxruntime (spinning and not), 2 threads, interleaved rounds, medians:
 
     python3 bench/cpu_wait_policy.py [--kiln build/src/kiln] [--rounds 3] [--runs 50] [--duration 2]
                                      [--policies default,passive,1000,3000,10000,active10000]
+                                     [--kiln-gnu BUILD/src/kiln] [--models encoder,mlp]
+
+Policies run `--kiln` (the build's runtime: LLVM's libomp since 2026-12-06, GNU's libgomp before)
+with the policy's environment, except the `gnu*` ones, which run `--kiln-gnu`: a build with
+-DKILN_OPENMP_RUNTIME=gnu (or one from before the change) for the libgomp side by side.
+`llvm-btN` sets KMP_BLOCKTIME=N (ms libomp's idle threads spin, yielding, before they sleep).
 
 Models (built here with onnx.helper): the BERT-style encoder of tools/make_transformer_model.py
 (2 layers, hidden 128, 4 heads; batch 8 x 128 tokens) and the 2-layer MLP of
@@ -37,7 +43,18 @@ POLICIES = {
     "3000": {"GOMP_SPINCOUNT": "3000"},
     "10000": {"GOMP_SPINCOUNT": "10000"},
     "active10000": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "10000"},
+    # On --kiln-gnu (libgomp):
+    "gnu": {},
+    "gnu-passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "gnu-active10000": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "10000"},
+    # On libomp: its idle threads spin KMP_BLOCKTIME ms (yielding the core while they do), then sleep.
+    "llvm-bt0": {"KMP_BLOCKTIME": "0"},
+    "llvm-bt1": {"KMP_BLOCKTIME": "1"},
+    "llvm-bt10": {"KMP_BLOCKTIME": "10"},
+    "llvm-bt200": {"KMP_BLOCKTIME": "200"},
 }
+# What the policies set; none of it leaks in from the caller's environment.
+POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY", "KMP_USE_YIELD")
 
 
 def ort_child(model, threads, runs, spin, dims_json, duration):
@@ -68,7 +85,7 @@ def ort_child(model, threads, runs, spin, dims_json, duration):
 
 
 def kiln_p50(kiln, engine, threads, runs, dims, policy, duration):
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items() if k not in POLICY_VARS}
     env.update(POLICIES[policy])
     args = [kiln, "bench", engine, "--threads", str(threads), "--warmup", "3", "--iterations",
             str(runs), "--duration", str(duration), "--json"]
@@ -90,7 +107,11 @@ def main():
     ap.add_argument("--kiln", default=os.path.join(HERE, "..", "build", "src", "kiln"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--policies", default="default,passive,1000,3000,10000,active10000")
+    ap.add_argument("--kiln-gnu", help="a Kiln built on libgomp, for the gnu* policies")
+    ap.add_argument("--models", default="encoder,mlp")
+    ap.add_argument("--work", help="folder for the models and engines; models already there are "
+                    "used as they are (for a machine without the onnx package)")
     ap.add_argument("--duration", type=float, default=2.0,
                     help="seconds each measurement lasts at least: the first tenths of a second "
                     "after start, before the scheduler has spread the threads, read differently")
@@ -100,18 +121,32 @@ def main():
         model, threads, runs, spin, dims, duration = a.ort_child
         ort_child(model, int(threads), int(runs), spin, dims, float(duration))
         return
-    import make_mlp_model
-    import make_transformer_model
 
     policies = a.policies.split(",")
-    work = tempfile.mkdtemp(prefix="kiln_wait_policy_")
+    for p in policies:
+        if p not in POLICIES:
+            ap.error(f"unknown policy {p}: one of {', '.join(POLICIES)}")
+        if p.startswith("gnu") and not a.kiln_gnu:
+            ap.error(f"policy {p} needs --kiln-gnu (a Kiln built with -DKILN_OPENMP_RUNTIME=gnu)")
+    binary = {p: a.kiln_gnu if p.startswith("gnu") else a.kiln for p in policies}
+    work = a.work or tempfile.mkdtemp(prefix="kiln_wait_policy_")
+    os.makedirs(work, exist_ok=True)
     models = {}
-    encoder = os.path.join(work, "encoder.onnx")
-    make_transformer_model.build(encoder, layers=2, hidden=128, heads=4, opset=13)
-    models["encoder b8 s128"] = (encoder, {"batch": 8, "seq": 128})
-    mlp = os.path.join(work, "mlp.onnx")
-    make_mlp_model.mlp(mlp)
-    models["mlp b8"] = (mlp, {"batch": 8})
+    wanted = a.models.split(",")
+    if "encoder" in wanted:
+        encoder = os.path.join(work, "encoder.onnx")
+        if not os.path.exists(encoder):
+            import make_transformer_model
+
+            make_transformer_model.build(encoder, layers=2, hidden=128, heads=4, opset=13)
+        models["encoder b8 s128"] = (encoder, {"batch": 8, "seq": 128})
+    if "mlp" in wanted:
+        mlp = os.path.join(work, "mlp.onnx")
+        if not os.path.exists(mlp):
+            import make_mlp_model
+
+            make_mlp_model.mlp(mlp)
+        models["mlp b8"] = (mlp, {"batch": 8})
     engines = {}
     for name, (model, dims) in models.items():
         engine = model.replace(".onnx", ".kiln")
@@ -128,8 +163,8 @@ def main():
                 cells["ort spinning"], cells["ort no spin"] = [], []
                 for _ in range(a.rounds):
                     for p in policies:
-                        cells[f"kiln {p}"].append(kiln_p50(a.kiln, engines[name], 2, a.runs, dims,
-                                                           p, a.duration))
+                        cells[f"kiln {p}"].append(kiln_p50(binary[p], engines[name], 2, a.runs,
+                                                           dims, p, a.duration))
                     cells["kiln 1 thread"].append(kiln_p50(a.kiln, engines[name], 1, a.runs, dims,
                                                            "default", a.duration))
                     cells["ort spinning"].append(ort_p50(model, 2, a.runs, "1", dims, a.duration))

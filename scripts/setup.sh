@@ -10,6 +10,8 @@ APT_PACKAGES=(
   libjpeg62-turbo-dev libpng-dev libtiff-dev
   rapidjson-dev python3-dev
   libdnnl-dev
+  # LLVM's OpenMP runtime (libomp.so.5), which Kiln links instead of GNU's (src/CMakeLists.txt).
+  libomp-dev
   python3-torch python3-torchvision
   libboost-dev libssl-dev
   libgrpc++-dev protobuf-compiler-grpc openssl

@@ -8,23 +8,14 @@ student against a model Kiln runs.
     sess = kiln.InferenceSession("model.kiln")          # or the ONNX model itself
     [y] = sess.run(None, {"x": np.zeros((1, 3), np.float32)})
 """
-import os as _os
-
-# Kiln's CPU kernels run on GNU OpenMP (oneDNN's runtime), which reads its wait policy once, when
-# it is loaded. Its default keeps idle threads spinning for milliseconds (300000 spins) after each
-# parallel region, which on a machine shared with other work made 2-thread runs 4-12x slower
-# (bench/results/2026-11-30-cpu-speed.md). Sleeping at once (OMP_WAIT_POLICY=PASSIVE, the
-# previous choice) wakes the threads between the back-to-back regions of one run: a small MLP
-# ran 2.7x slower on two threads than on one. 10000 spins (tens of microseconds) keep a run's
-# threads awake between its regions and let them sleep soon after it ends. ACTIVE with that
-# count keeps the same bounded spin when libgomp manages more threads than CPUs (each Python
-# thread that runs a session is an OpenMP master with a pool of its own); unset, libgomp then
-# cuts the spin to 1000 and a run from a second thread took 3x as long
-# (bench/results/2026-12-03-cpu-wait-policy.md). Set before the native module loads OpenMP, and
-# only when the user has not chosen.
-if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
-    _os.environ["GOMP_SPINCOUNT"] = "10000"
+# Kiln's CPU kernels (oneDNN and Kiln's own loops) run on LLVM's OpenMP runtime, libomp, which the
+# native module links: its idle threads spin a short while, yielding the core to any other
+# runnable thread, and then sleep, so two threads scale on a quiet machine and do not collapse
+# beside a busy process (bench/results/2026-12-06b-cpu-thread-pool.md). Until 2026-12-06 they ran
+# on GNU OpenMP, whose spin never yields, and this module set OMP_WAIT_POLICY=ACTIVE
+# GOMP_SPINCOUNT=10000 before loading it; on libomp OMP_WAIT_POLICY=ACTIVE would mean spinning
+# forever, so nothing is set here now. KMP_BLOCKTIME (ms) and OMP_WAIT_POLICY still work when the
+# user sets them; kiln._kiln.openmp_wait_policy() says what is in force.
 
 from ._kiln import (  # noqa: F401, E402  (the native module; errors carry Kiln's messages)
     Internal,

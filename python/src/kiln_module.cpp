@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/openmp_runtime.hpp"
 #include "core/closest_name.hpp"
 #include "feeds.hpp"
 #include "onnx/onnx_io.hpp"
@@ -376,4 +377,9 @@ NB_MODULE(_kiln, m) {
         return c ? nb::cast(*c) : nb::none();
       },
       "word"_a, "candidates"_a);
+
+  // The OpenMP runtime the CPU kernels run on in this process and how its threads wait (the
+  // `thread wait policy` line of `kiln bench`): tests check that the package's default is libomp.
+  m.def("openmp_runtime", [] { return kiln::backends::cpu::openmp_kernels_runtime(); });
+  m.def("openmp_wait_policy", [] { return kiln::backends::cpu::describe_openmp_wait_policy(); });
 }

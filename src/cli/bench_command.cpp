@@ -129,6 +129,7 @@ std::string to_json(const BenchOptions& o, const runtime::Feeds& feeds, const Be
   w.Key("threads");
   w.Int(r.machine.threads);
   string("thread_wait_policy", r.machine.wait_policy);
+  string("openmp_runtime", r.machine.openmp_runtime);
   string("kiln_version", r.machine.kiln_version);
   string("onednn_version", r.machine.onednn_version);
   w.EndObject();
@@ -235,7 +236,8 @@ int bench(BenchOptions o) {
     std::cerr << fmt::format(
         "kiln: warning: these timings are noisy: {}. Other work competes for the CPUs or the "
         "threads wait by spinning: close other work, give fewer --threads, pin the process "
-        "(taskset), run longer (--duration), or shorten the spin (GOMP_SPINCOUNT=10000)\n",
+        "(taskset), run longer (--duration), or shorten the spin (KMP_BLOCKTIME=1; "
+        "GOMP_SPINCOUNT=10000 on a libgomp build)\n",
         fmt::join(r.noise, "; "));
   }
   if (o.json) {

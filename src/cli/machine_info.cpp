@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "backends/cpu/openmp_runtime.hpp"
+
 namespace kiln::cli {
 namespace {
 
@@ -33,20 +35,6 @@ int affinity_cpus() {
   return CPU_COUNT(&set);
 }
 
-// GNU OpenMP (oneDNN's runtime here) reads these once, when it loads; unset, its idle threads
-// spin for a while after each parallel region before they sleep, which on a shared machine makes
-// both the timing and the neighbours noisier.
-std::string wait_policy() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
-  std::string out;
-  if (policy && *policy) out = fmt::format("OMP_WAIT_POLICY={}", policy);
-  if (spin && *spin) out += fmt::format("{}GOMP_SPINCOUNT={}", out.empty() ? "" : ", ", spin);
-  if (out.empty())
-    out = "OpenMP default (OMP_WAIT_POLICY unset: idle threads spin a while, then sleep)";
-  return out;
-}
-
 }  // namespace
 
 MachineInfo machine_info(int threads) {
@@ -54,7 +42,8 @@ MachineInfo machine_info(int threads) {
   m.cpu = cpu_model();
   m.available_cpus = affinity_cpus();
   m.threads = threads;
-  m.wait_policy = wait_policy();
+  m.wait_policy = backends::cpu::describe_openmp_wait_policy();
+  m.openmp_runtime = backends::cpu::openmp_kernels_runtime();
   m.kiln_version = KILN_VERSION;
   const dnnl_version_t* v = dnnl_version();
   m.onednn_version = fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
