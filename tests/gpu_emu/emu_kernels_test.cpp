@@ -587,6 +587,11 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
                   "tiles key mask", true, true);
   check_attention({1, 3, 17, 128}, {1, 1, 9, 128}, {1, 1, 9, 128}, {17, 9}, "tiles full mask", true,
                   true);
+  // A mask of one value a query row (keys dimension 1): the kernel's per-row kind, which reads
+  // it once a task (a finite value a row cancels in the softmax: this checks the launch's
+  // dispatch and the reads, not the arithmetic).
+  check_attention({1, 2, 33, 64}, {1, 2, 65, 64}, {1, 2, 65, 64}, {33, 1}, "tiles row mask", true,
+                  true);
   // Head 128 takes 32-key tiles: three of them, the last partial, through both stages.
   check_attention({1, 2, 70, 128}, {1, 2, 75, 128}, {1, 2, 75, 128}, {1, 1, 1, 75},
                   "tiles head 128, several key tiles", true, true);

@@ -88,11 +88,15 @@ template <int Cols>
 __device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_row, int64_t row0,
                                   int64_t valid, int rows, bool commit) {
   constexpr int kChunks = Cols / 8;
+  // One 64-bit offset a call; the loop's rows and columns stay 32-bit (integer work per copy was
+  // a visible share of the kernel's instructions).
+  const __half* base = src + row0 * src_row;
+  const int valid_rows = valid < rows ? static_cast<int>(valid) : rows;
   for (int i = static_cast<int>(threadIdx.x); i < rows * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = (i - r * kChunks) * 8;
     uint16_t* to = dst + r * (Cols + kPad) + c;
-    if (r < valid) {
-      copy_async_16(to, src + (row0 + r) * src_row + c);
+    if (r < valid_rows) {
+      copy_async_16(to, base + r * src_row + c);
     } else {
       copy_16(to, Bytes16{});
     }
@@ -117,6 +121,21 @@ constexpr bool kTilesHere = !is_fma_tile<MatrixTileF16>;
 constexpr bool kTilesHere = true;
 #endif
 
+// The row maximum of the online softmax. fmaxf drops a NaN score from the maximum, but the NaN
+// still reaches its row: exp2(NaN - max) is NaN, so the row's sum and output are NaN (or 0 with
+// zero_nan_probs), as the reference's. One instruction where MaxOp takes three.
+struct FiniteMaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// The B fragments of n tiles n0 and n0 + kN in one load (where the op has load_b2; a template,
+// so that the call is checked only for such ops).
+template <typename O, typename View>
+__device__ inline void b_fragments(typename O::FragB& f0, typename O::FragB& f1, const View& v,
+                                   int n0, int k0, int lane) {
+  if constexpr (O::kLoadsBPairs) O::load_b2(f0, f1, v, n0, k0, lane);
+}
+
 // P's A fragment of k-step st from the score accumulators (where the op has acc_to_a; a
 // template, so that the call is checked only for such ops).
 template <typename O, int Tiles>
@@ -125,7 +144,13 @@ __device__ inline void p_fragment(typename O::FragA& f, const float (&acc)[Tiles
   if constexpr (acc_feeds_a<O>) O::acc_to_a(f, acc, st);
 }
 
-template <int D, int DV>
+// How a launch's additive mask varies along the keys: absent, one value a key (BERT's
+// [batch, 1, 1, keys]), or one value a query row (keys dimension 1). A template, so that each
+// kind's key loop holds only its own work: per key, the mask offsets within a tile are
+// constants the loads carry; per row, no load in the loop at all.
+enum class MaskKind { kNone, kPerKey, kPerRow };
+
+template <int D, int DV, MaskKind Mask>
 __device__ inline void attention_tiles(const AttentionArgs& a) {
   constexpr int kKeys = kKeysFor<D>;
   constexpr int kPStride = kKeys + kPad;
@@ -209,15 +234,23 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     // (times 0 for a mask broadcast over keys) instead of recomputing a 64-bit row offset per
     // score (the integer pipe was the kernel's busiest: Nsight Compute, 2026-12-06).
     const __half* mask_row[kRows];
-    const int64_t key_step = a.msk == 1 ? 0 : 1;
-    KILN_UNROLL
-    for (int i = 0; i < Op::kAcc; ++i) {
-      int r, c;
-      Op::acc_coord(lane, i, r, c);
-      int64_t row = q0 + wave * Op::kM + r;
-      row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
-      mask_row[Op::acc_lane_row(i)] = mm ? mm + (a.msq == 1 ? 0 : row) * a.msk : nullptr;
+    float row_bias[kRows];  // kPerRow: the row's mask value in log2 units
+    if constexpr (Mask != MaskKind::kNone) {
+      KILN_UNROLL
+      for (int i = 0; i < Op::kAcc; ++i) {
+        int r, c;
+        Op::acc_coord(lane, i, r, c);
+        int64_t row = q0 + wave * Op::kM + r;
+        row = row < a.sq ? row : a.sq - 1;  // rows past sq are computed, never stored
+        mask_row[Op::acc_lane_row(i)] = mm + (a.msq == 1 ? 0 : row) * a.msk;
+      }
     }
+    if constexpr (Mask == MaskKind::kPerRow) {
+      KILN_UNROLL
+      for (int r = 0; r < kRows; ++r) row_bias[r] = to_float(*mask_row[r]) * kLog2e;
+    }
+    // The scale in log2 units, so that exp2 serves; a mask value is scaled by log2 e alone.
+    const float scale_log2 = a.scale * kLog2e;
 
     KILN_NO_UNROLL
     for (int64_t t = 0; t < key_tiles; ++t) {
@@ -241,47 +274,66 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       for (int j = 0; j < kSTiles; ++j) {
         KILN_UNROLL
         for (int i = 0; i < Op::kAcc; ++i) s[j][i] = 0.f;
-        KILN_UNROLL
-        for (int st = 0; st < kQSteps; ++st) {
-          typename Op::FragB kb;
-          Op::load_b(kb, k_view, j * Op::kN, st * Op::kK, lane);
-          Op::mma(s[j], qf[st], kb);
-        }
       }
-      // Scale, mask, into log2 units; keys past sk score -inf.
       KILN_UNROLL
-      for (int j = 0; j < kSTiles; ++j) {
-        KILN_UNROLL
-        for (int i = 0; i < Op::kAcc; ++i) {
-          int r, c;
-          Op::acc_coord(lane, i, r, c);
-          const int64_t key = k0 + j * Op::kN + c;
-          float x = s[j][i] * a.scale;
-          if (key >= a.sk) {
-            x = -INFINITY;
-          } else if (mm) {
-            x += to_float(mask_row[Op::acc_lane_row(i)][key * key_step]);
+      for (int st = 0; st < kQSteps; ++st) {
+        if constexpr (Op::kLoadsBPairs && kSTiles % 2 == 0) {
+          // Two score tiles' K fragments in one load.
+          KILN_UNROLL
+          for (int j = 0; j < kSTiles; j += 2) {
+            typename Op::FragB k0, k1;
+            b_fragments<Op>(k0, k1, k_view, j * Op::kN, st * Op::kK, lane);
+            Op::mma(s[j], qf[st], k0);
+            Op::mma(s[j + 1], qf[st], k1);
           }
-          s[j][i] = x * kLog2e;
+        } else {
+          KILN_UNROLL
+          for (int j = 0; j < kSTiles; ++j) {
+            typename Op::FragB kb;
+            Op::load_b(kb, k_view, j * Op::kN, st * Op::kK, lane);
+            Op::mma(s[j], qf[st], kb);
+          }
         }
       }
-      // Online softmax, per row. A fully masked prefix (-inf so far) contributes nothing and
-      // must not turn the state into NaN.
-      float new_top[kRows], rescale[kRows], sum[kRows];
+      // Scale and mask into log2 units, keys past sk -inf, and each row's maximum. Column
+      // offsets are 32-bit within the tile; a mask value is read only for a key below sk.
+      const int valid = a.sk - k0 < kKeys ? static_cast<int>(a.sk - k0) : kKeys;
+      const __half* mask_tile[kRows];
+      if constexpr (Mask == MaskKind::kPerKey) {
+        KILN_UNROLL
+        for (int r = 0; r < kRows; ++r) mask_tile[r] = mask_row[r] + k0;
+      }
+      float new_top[kRows], base[kRows], rescale[kRows], sum[kRows];
       KILN_UNROLL
       for (int r = 0; r < kRows; ++r) new_top[r] = -INFINITY;
       KILN_UNROLL
       for (int j = 0; j < kSTiles; ++j) {
         KILN_UNROLL
         for (int i = 0; i < Op::kAcc; ++i) {
-          float& t = new_top[Op::acc_lane_row(i)];
-          t = MaxOp{}(t, s[j][i]);
+          int r, c;
+          Op::acc_coord(lane, i, r, c);
+          const int col = j * Op::kN + c;
+          const int row = Op::acc_lane_row(i);
+          float x = -INFINITY;
+          if (col < valid) {
+            x = s[j][i] * scale_log2;
+            if constexpr (Mask == MaskKind::kPerKey) {
+              x = fmaf(to_float(mask_tile[row][col]), kLog2e, x);
+            } else if constexpr (Mask == MaskKind::kPerRow) {
+              x += row_bias[row];
+            }
+          }
+          s[j][i] = x;
+          new_top[row] = FiniteMaxOp{}(new_top[row], x);
         }
       }
+      // Online softmax, per row. A row with no finite score so far takes 0 as its base, so
+      // its -inf scores give exp2(-inf) = 0 and never -inf - -inf = NaN.
       KILN_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        new_top[r] = fmaxf(top[r], row_reduce(new_top[r], MaxOp{}));
-        rescale[r] = new_top[r] == -INFINITY ? 1.f : exp2f(top[r] - new_top[r]);
+        new_top[r] = fmaxf(top[r], row_reduce(new_top[r], FiniteMaxOp{}));
+        base[r] = new_top[r] == -INFINITY ? 0.f : new_top[r];
+        rescale[r] = fast_exp2(top[r] - base[r]);
         sum[r] = 0.f;
       }
       KILN_UNROLL
@@ -289,7 +341,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
         KILN_UNROLL
         for (int i = 0; i < Op::kAcc; ++i) {
           const int r = Op::acc_lane_row(i);
-          s[j][i] = new_top[r] == -INFINITY ? 0.f : exp2f(s[j][i] - new_top[r]);
+          s[j][i] = fast_exp2(s[j][i] - base[r]);
           sum[r] += s[j][i];
         }
       }
@@ -311,11 +363,21 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
         for (int st = 0; st < kPSteps; ++st) {
           typename Op::FragA pa;
           p_fragment<Op>(pa, s, st);
-          KILN_UNROLL
-          for (int t = 0; t < kOTiles; ++t) {
-            typename Op::FragB vb;
-            Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
-            Op::mma(o[t], pa, vb);
+          if constexpr (Op::kLoadsBPairs && kOTiles % 2 == 0) {
+            KILN_UNROLL
+            for (int t = 0; t < kOTiles; t += 2) {
+              typename Op::FragB v0, v1;
+              b_fragments<Op>(v0, v1, v_view, t * Op::kN, st * Op::kK, lane);
+              Op::mma(o[t], pa, v0);
+              Op::mma(o[t + 1], pa, v1);
+            }
+          } else {
+            KILN_UNROLL
+            for (int t = 0; t < kOTiles; ++t) {
+              typename Op::FragB vb;
+              Op::load_b(vb, v_view, t * Op::kN, st * Op::kK, lane);
+              Op::mma(o[t], pa, vb);
+            }
           }
         }
       } else {
@@ -347,19 +409,29 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
 
     // A row's probabilities are all finite (total > 0) or all NaN (0 / 0, or a NaN score in the
     // sum): zero_nan_probs makes the NaN ones 0, so that row sums to 0.
+    // One reciprocal a row (total >= 1 where any score is finite: the maximum contributes
+    // exp2(0); 0 gives inf and 0 * inf = NaN, as 0 / 0 did).
+    float inv[kRows];
+    bool zero[kRows];
+    KILN_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      zero[r] = a.zero_nan_probs && !(total[r] > 0.f);
+      inv[r] = 1.f / total[r];
+    }
+    __half* const out_task =
+        out + (b / a.out_heads) * a.sq * a.out_heads * DV + (b % a.out_heads) * DV;
     KILN_UNROLL
     for (int i = 0; i < Op::kAcc; ++i) {
       int r, c;
       Op::acc_coord(lane, i, r, c);
       const int64_t row = q0 + wave * Op::kM + r;
       if (row >= a.sq) continue;
-      const float row_total = total[Op::acc_lane_row(i)];
-      const bool zero = a.zero_nan_probs && !(row_total > 0.f);
-      __half* orow = out + (b / a.out_heads) * a.sq * a.out_heads * DV + (b % a.out_heads) * DV +
-                     row * a.o_row;
+      const float scale = inv[Op::acc_lane_row(i)];
+      const bool zeros = zero[Op::acc_lane_row(i)];
+      __half* orow = out_task + row * a.o_row;
       KILN_UNROLL
       for (int t = 0; t < kOTiles; ++t)
-        orow[t * Op::kN + c] = from_float<__half>(zero ? 0.f : o[t][i] / row_total);
+        orow[t * Op::kN + c] = from_float<__half>(zeros ? 0.f : o[t][i] * scale);
     }
   }
 }
@@ -375,7 +447,13 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
 template <int D, int DV>
 __global__ void KILN_ATTENTION_BOUNDS attention_tiles_kernel(AttentionArgs a) {
   if constexpr (kTilesHere) {
-    attention_tiles<D, DV>(a);
+    if (!a.mask) {
+      attention_tiles<D, DV, MaskKind::kNone>(a);
+    } else if (a.msk == 1) {
+      attention_tiles<D, DV, MaskKind::kPerRow>(a);
+    } else {
+      attention_tiles<D, DV, MaskKind::kPerKey>(a);
+    }
   } else {
     (void)a;
   }

@@ -3,6 +3,7 @@
 // never by the runtime's .cpp files). Loads and stores of the float types in float32 (fp16 and
 // bf16 are computed in fp32 and rounded once), wavefront and block reductions that work for
 // any warpSize (32 on NVIDIA and RDNA, 64 on CDNA), and launch-size helpers.
+#include <cmath>
 #include <cstdint>
 
 #include "backends/gpu/kernels/kernel_types.hpp"
@@ -103,6 +104,19 @@ struct MaxOp {
 struct MinOp {
   __device__ float operator()(float a, float b) const { return (a != a || a < b) ? a : b; }
 };
+
+// 2^x for probabilities that are rounded to float16 next (attention's P): NVIDIA's hardware
+// approximation (2 ulp, results below 2^-126 flushed to 0), where exp2f adds range fix-ups
+// around it. exp2f elsewhere. ex2(-inf) = 0 and ex2(NaN) = NaN, as exp2f.
+__device__ inline float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
 
 // Every lane of the wavefront gets the reduction of all lanes' values (butterfly).
 template <typename Op>
