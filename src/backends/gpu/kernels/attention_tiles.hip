@@ -69,13 +69,14 @@ constexpr bool kPInRegisters = true;
 constexpr bool kPInRegisters = false;
 #endif
 
-// The block's shared memory: two stages of K [keys][D + kPad] then V [keys][DV + kPad], then each
-// wavefront's P [kM][keys + kPad] where it does not stay in registers.
+// The block's shared memory: two stages of K [keys][D + kPad], V [keys][DV + kPad] and the
+// mask's values for those keys [keys] (MaskKind::kKeyRow), then each wavefront's P
+// [kM][keys + kPad] where it does not stay in registers.
 template <int D, int DV>
 constexpr size_t shared_bytes(int waves) {
   constexpr int keys = kKeysFor<D>;
   const size_t p = kPInRegisters ? 0 : static_cast<size_t>(waves) * Op::kM * (keys + kPad);
-  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) + p);
+  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad + 1) + p);
 }
 static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
               shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
@@ -144,11 +145,14 @@ __device__ inline void p_fragment(typename O::FragA& f, const float (&acc)[Tiles
   if constexpr (acc_feeds_a<O>) O::acc_to_a(f, acc, st);
 }
 
-// How a launch's additive mask varies along the keys: absent, one value a key (BERT's
-// [batch, 1, 1, keys]), or one value a query row (keys dimension 1). A template, so that each
-// kind's key loop holds only its own work: per key, the mask offsets within a tile are
-// constants the loads carry; per row, no load in the loop at all.
-enum class MaskKind { kNone, kPerKey, kPerRow };
+// How a launch's additive mask varies: absent; one row of keys shared by every query (BERT's
+// [batch, 1, 1, keys]), copied into shared memory with each key tile, so that the scores wait
+// on no global load (those loads were the kernel's main stall: Nsight Compute, 2026-12-06,
+// bench/results/2026-12-06c-gpu-attention.md); a value a query and key read from global memory
+// (offsets within a tile are constants the loads carry); or one value a query row (keys
+// dimension 1), read once a task. A template, so that each kind's key loop holds only its own
+// work.
+enum class MaskKind { kNone, kKeyRow, kPerKey, kPerRow };
 
 template <int D, int DV, MaskKind Mask>
 __device__ inline void attention_tiles(const AttentionArgs& a) {
@@ -165,7 +169,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   constexpr int kPSteps = kKeys / Op::kK;  // k-steps of P V
   constexpr int kKElems = kKeys * (D + kPad), kVElems = kKeys * (DV + kPad);
   constexpr float kLog2e = 1.4426950408889634f;
-  constexpr int kStageElems = kKElems + kVElems;
+  constexpr int kStageElems = kKElems + kVElems + kKeys;  // K, V, the mask's key row
   KILN_DYNAMIC_SHARED(uint16_t, smem);
   // Stage s: K then V at smem + s kStageElems. Q's rows go to the second stage first (the
   // first key tile's copies into the first stage are then already in flight).
@@ -197,6 +201,17 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       const int64_t k0 = t * kKeys;
       uint16_t* stage = smem + (t % 2) * kStageElems;
       stage_rows<D>(stage, km, a.k_row, k0, a.sk - k0, kKeys, false);
+      if constexpr (Mask == MaskKind::kKeyRow) {
+        // sk is a multiple of 8 here (the launch checked msk = sk), so no chunk straddles it.
+        uint16_t* to = stage + kKElems + kVElems;
+        for (int i = static_cast<int>(threadIdx.x); i < kKeys / 8; i += blockDim.x) {
+          if (k0 + i * 8 < a.sk) {
+            copy_async_16(to + i * 8, mm + k0 + i * 8);
+          } else {
+            copy_16(to + i * 8, Bytes16{});
+          }
+        }
+      }
       stage_rows<DV>(stage + kKElems, vm, a.v_row, k0, a.sk - k0, kKeys, true);
     };
 
@@ -235,7 +250,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
     // score (the integer pipe was the kernel's busiest: Nsight Compute, 2026-12-06).
     const __half* mask_row[kRows];
     float row_bias[kRows];  // kPerRow: the row's mask value in log2 units
-    if constexpr (Mask != MaskKind::kNone) {
+    if constexpr (Mask == MaskKind::kPerKey || Mask == MaskKind::kPerRow) {
       KILN_UNROLL
       for (int i = 0; i < Op::kAcc; ++i) {
         int r, c;
@@ -317,7 +332,10 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
           float x = -INFINITY;
           if (col < valid) {
             x = s[j][i] * scale_log2;
-            if constexpr (Mask == MaskKind::kPerKey) {
+            if constexpr (Mask == MaskKind::kKeyRow) {
+              x = fmaf(to_float(reinterpret_cast<const __half*>(ks + kKElems + kVElems)[col]),
+                       kLog2e, x);
+            } else if constexpr (Mask == MaskKind::kPerKey) {
               x = fmaf(to_float(mask_tile[row][col]), kLog2e, x);
             } else if constexpr (Mask == MaskKind::kPerRow) {
               x += row_bias[row];
@@ -436,6 +454,15 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   }
 }
 
+// Whether the mask is one row of keys for every query whose key tiles can be copied 16 bytes at a
+// time: every row start 16-byte aligned and sk a multiple of 8.
+[[maybe_unused]] __device__ inline bool mask_key_row_staged(const AttentionArgs& a) {
+  if (a.msq != 1 || a.msk % 8 != 0 || reinterpret_cast<uintptr_t>(a.mask) % 16 != 0) return false;
+  for (int d = 0; d < a.batch.rank; ++d)
+    if (a.batch.strides[3][d] % 8 != 0) return false;
+  return true;
+}
+
 // HIP's second launch bound means something else (waves per execution unit): AMD gets the
 // thread count alone.
 #if defined(__HIP__)
@@ -451,6 +478,8 @@ __global__ void KILN_ATTENTION_BOUNDS attention_tiles_kernel(AttentionArgs a) {
       attention_tiles<D, DV, MaskKind::kNone>(a);
     } else if (a.msk == 1) {
       attention_tiles<D, DV, MaskKind::kPerRow>(a);
+    } else if (mask_key_row_staged(a)) {
+      attention_tiles<D, DV, MaskKind::kKeyRow>(a);
     } else {
       attention_tiles<D, DV, MaskKind::kPerKey>(a);
     }
