@@ -587,13 +587,18 @@ TEST(GpuKernelsEmulated, AttentionMatrixTiles) {
                   "tiles key mask", true, true);
   check_attention({1, 3, 17, 128}, {1, 1, 9, 128}, {1, 1, 9, 128}, {17, 9}, "tiles full mask", true,
                   true);
-  // One mask row of keys for every query, sk a multiple of 8: copied into shared memory with
-  // each key tile (MaskKind::kKeyRow), the last tile partial (head 64: 64-key tiles; head 128:
-  // 32-key tiles).
+  // Masks whose rows are copied into shared memory with each key tile (MaskKind::kStaged: sk a
+  // multiple of 8): one row for every query and one row a query (BERT's exported
+  // [batch, 1, sq, sk]), the last key tile partial (head 64: 64-key tiles; head 128: 32-key
+  // tiles), the last block of queries partial (3 wavefronts forced).
   check_attention({2, 1, 20, 64}, {2, 1, 136, 64}, {2, 1, 136, 64}, {2, 1, 1, 136},
                   "tiles staged key mask", true, true);
+  check_attention({2, 1, 20, 64}, {2, 1, 136, 64}, {2, 1, 136, 64}, {2, 1, 20, 136},
+                  "tiles staged full mask", true, true);
   check_attention({1, 2, 70, 128}, {1, 2, 72, 128}, {1, 2, 72, 128}, {1, 1, 1, 72},
                   "tiles staged key mask, head 128", true, true);
+  check_attention({1, 2, 70, 32}, {1, 2, 72, 32}, {1, 2, 72, 32}, {1, 1, 70, 72},
+                  "tiles staged full mask, 3 waves", true, true, false, 3);
   // A mask of one value a query row (keys dimension 1): the kernel's per-row kind, which reads
   // it once a task (a finite value a row cancels in the softmax: this checks the launch's
   // dispatch and the reads, not the arithmetic).

@@ -69,14 +69,15 @@ constexpr bool kPInRegisters = true;
 constexpr bool kPInRegisters = false;
 #endif
 
-// The block's shared memory: two stages of K [keys][D + kPad], V [keys][DV + kPad] and the
-// mask's values for those keys [keys] (MaskKind::kKeyRow), then each wavefront's P
-// [kM][keys + kPad] where it does not stay in registers.
+// The block's shared memory: two stages of K [keys][D + kPad] and V [keys][DV + kPad], then each
+// wavefront's P [kM][keys + kPad] where it does not stay in registers, then (a staged mask) two
+// stages of the mask's rows for the block's queries [mask_rows][keys + kPad].
 template <int D, int DV>
-constexpr size_t shared_bytes(int waves) {
+constexpr size_t shared_bytes(int waves, int mask_rows = 0) {
   constexpr int keys = kKeysFor<D>;
   const size_t p = kPInRegisters ? 0 : static_cast<size_t>(waves) * Op::kM * (keys + kPad);
-  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad + 1) + p);
+  const size_t m = 2 * static_cast<size_t>(mask_rows) * (keys + kPad);
+  return sizeof(uint16_t) * (2 * static_cast<size_t>(keys) * (D + kPad + DV + kPad) + p + m);
 }
 static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
               shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
@@ -145,14 +146,15 @@ __device__ inline void p_fragment(typename O::FragA& f, const float (&acc)[Tiles
   if constexpr (acc_feeds_a<O>) O::acc_to_a(f, acc, st);
 }
 
-// How a launch's additive mask varies: absent; one row of keys shared by every query (BERT's
-// [batch, 1, 1, keys]), copied into shared memory with each key tile, so that the scores wait
-// on no global load (those loads were the kernel's main stall: Nsight Compute, 2026-12-06,
-// bench/results/2026-12-06c-gpu-attention.md); a value a query and key read from global memory
-// (offsets within a tile are constants the loads carry); or one value a query row (keys
-// dimension 1), read once a task. A template, so that each kind's key loop holds only its own
-// work.
-enum class MaskKind { kNone, kKeyRow, kPerKey, kPerRow };
+// How a launch's additive mask is read, chosen by the launcher: absent; staged, where its rows
+// (one row of keys for every query, or one a query: BERT's exported [batch, 1, sq, sk]) can be
+// copied 16 bytes at a time, into shared memory with each key tile, so that the scores wait on
+// no global load (per-score global loads were where the kernel's warps stalled: Nsight Compute
+// source counters, bench/results/2026-12-06c-gpu-attention.md); per key, a value a query and key
+// read from global memory (offsets within a tile are constants the loads carry); or per row, one
+// value a query row (keys dimension 1), read once a task. A template, so that each kind's key
+// loop holds only its own work.
+enum class MaskKind { kNone, kStaged, kPerKey, kPerRow };
 
 template <int D, int DV, MaskKind Mask>
 __device__ inline void attention_tiles(const AttentionArgs& a) {
@@ -169,7 +171,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   constexpr int kPSteps = kKeys / Op::kK;  // k-steps of P V
   constexpr int kKElems = kKeys * (D + kPad), kVElems = kKeys * (DV + kPad);
   constexpr float kLog2e = 1.4426950408889634f;
-  constexpr int kStageElems = kKElems + kVElems + kKeys;  // K, V, the mask's key row
+  constexpr int kStageElems = kKElems + kVElems;
   KILN_DYNAMIC_SHARED(uint16_t, smem);
   // Stage s: K then V at smem + s kStageElems. Q's rows go to the second stage first (the
   // first key tile's copies into the first stage are then already in flight).
@@ -178,6 +180,10 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   const int wave = static_cast<int>(threadIdx.x) / KILN_WARP_SIZE;
   const int waves = static_cast<int>(blockDim.x) / KILN_WARP_SIZE;
   uint16_t* ps = smem + 2 * kStageElems + wave * Op::kM * kPStride;  // [kM][kPStride]
+  // kStaged: the mask's two stages after the wavefronts' P, [mask_rows][kPStride] each.
+  const int mask_rows = a.msq == 1 ? 1 : waves * Op::kM;
+  uint16_t* const mask_stages =
+      smem + 2 * kStageElems + (kPInRegisters ? 0 : waves * Op::kM * kPStride);
   const __half* q = static_cast<const __half*>(a.q);
   const __half* k = static_cast<const __half*>(a.k);
   const __half* v = static_cast<const __half*>(a.v);
@@ -201,14 +207,19 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       const int64_t k0 = t * kKeys;
       uint16_t* stage = smem + (t % 2) * kStageElems;
       stage_rows<D>(stage, km, a.k_row, k0, a.sk - k0, kKeys, false);
-      if constexpr (Mask == MaskKind::kKeyRow) {
-        // sk is a multiple of 8 here (the launch checked msk = sk), so no chunk straddles it.
-        uint16_t* to = stage + kKElems + kVElems;
-        for (int i = static_cast<int>(threadIdx.x); i < kKeys / 8; i += blockDim.x) {
-          if (k0 + i * 8 < a.sk) {
-            copy_async_16(to + i * 8, mm + k0 + i * 8);
+      if constexpr (Mask == MaskKind::kStaged) {
+        // The mask's rows for this block's queries (row 0 for all where msq = 1) at keys k0 ..
+        // k0 + kKeys. sk is a multiple of 8 here (the launcher checked msk = sk), so no chunk
+        // straddles it; rows past sq and keys past sk are zeros (never stored / scored -inf).
+        constexpr int kChunks = kKeys / 8;
+        uint16_t* to = mask_stages + (t % 2) * mask_rows * kPStride;
+        for (int i = static_cast<int>(threadIdx.x); i < mask_rows * kChunks; i += blockDim.x) {
+          const int r = i / kChunks, c = (i - r * kChunks) * 8;
+          const int64_t row = a.msq == 1 ? 0 : q0 + r;
+          if (row < a.msq && k0 + c < a.sk) {
+            copy_async_16(to + r * kPStride + c, mm + row * a.msk + k0 + c);
           } else {
-            copy_16(to + i * 8, Bytes16{});
+            copy_16(to + r * kPStride + c, Bytes16{});
           }
         }
       }
@@ -317,6 +328,15 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       if constexpr (Mask == MaskKind::kPerKey) {
         KILN_UNROLL
         for (int r = 0; r < kRows; ++r) mask_tile[r] = mask_row[r] + k0;
+      } else if constexpr (Mask == MaskKind::kStaged) {
+        const __half* stage =
+            reinterpret_cast<const __half*>(mask_stages + (t % 2) * mask_rows * kPStride);
+        KILN_UNROLL
+        for (int i = 0; i < Op::kAcc; ++i) {
+          int r, c;
+          Op::acc_coord(lane, i, r, c);
+          mask_tile[Op::acc_lane_row(i)] = stage + (a.msq == 1 ? 0 : wave * Op::kM + r) * kPStride;
+        }
       }
       float new_top[kRows], base[kRows], rescale[kRows], sum[kRows];
       KILN_UNROLL
@@ -332,10 +352,7 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
           float x = -INFINITY;
           if (col < valid) {
             x = s[j][i] * scale_log2;
-            if constexpr (Mask == MaskKind::kKeyRow) {
-              x = fmaf(to_float(reinterpret_cast<const __half*>(ks + kKElems + kVElems)[col]),
-                       kLog2e, x);
-            } else if constexpr (Mask == MaskKind::kPerKey) {
+            if constexpr (Mask == MaskKind::kPerKey || Mask == MaskKind::kStaged) {
               x = fmaf(to_float(mask_tile[row][col]), kLog2e, x);
             } else if constexpr (Mask == MaskKind::kPerRow) {
               x += row_bias[row];
@@ -454,15 +471,6 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
   }
 }
 
-// Whether the mask is one row of keys for every query whose key tiles can be copied 16 bytes at a
-// time: every row start 16-byte aligned and sk a multiple of 8.
-[[maybe_unused]] __device__ inline bool mask_key_row_staged(const AttentionArgs& a) {
-  if (a.msq != 1 || a.msk % 8 != 0 || reinterpret_cast<uintptr_t>(a.mask) % 16 != 0) return false;
-  for (int d = 0; d < a.batch.rank; ++d)
-    if (a.batch.strides[3][d] % 8 != 0) return false;
-  return true;
-}
-
 // HIP's second launch bound means something else (waves per execution unit): AMD gets the
 // thread count alone.
 #if defined(__HIP__)
@@ -471,21 +479,54 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
 #define KILN_ATTENTION_BOUNDS __launch_bounds__(kMaxWaves* KILN_WARP_SIZE, kMinBlocksFor<D>)
 #endif
 
-template <int D, int DV>
+template <int D, int DV, MaskKind Mask>
 __global__ void KILN_ATTENTION_BOUNDS attention_tiles_kernel(AttentionArgs a) {
   if constexpr (kTilesHere) {
-    if (!a.mask) {
-      attention_tiles<D, DV, MaskKind::kNone>(a);
-    } else if (a.msk == 1) {
-      attention_tiles<D, DV, MaskKind::kPerRow>(a);
-    } else if (mask_key_row_staged(a)) {
-      attention_tiles<D, DV, MaskKind::kKeyRow>(a);
-    } else {
-      attention_tiles<D, DV, MaskKind::kPerKey>(a);
-    }
+    attention_tiles<D, DV, Mask>(a);
   } else {
     (void)a;
   }
+}
+
+// Shared memory a block may use: what one launch may ask for on NVIDIA after raising the
+// kernel's limit (H100 / H200: 227 KiB; sm_80: 163 KiB), and AMD's 64 KiB of LDS a workgroup.
+#if defined(__CUDACC__)
+constexpr size_t kMaxSharedBytes = 96 * 1024;
+#else
+constexpr size_t kMaxSharedBytes = 64 * 1024;
+#endif
+
+// Whether the mask's rows can be staged (MaskKind::kStaged): one row for every query or one a
+// query, each row's key tiles copied 16 bytes at a time (rows 16-byte aligned, sk a multiple of
+// 8), within the block's shared memory.
+template <int D>
+bool mask_stages(const AttentionArgs& a, int waves) {
+  if ((a.msq != 1 && a.msq != a.sq) || a.msk % 8 != 0 || !aligned16(a.mask)) return false;
+  for (int d = 0; d < a.batch.rank; ++d)
+    if (a.batch.strides[3][d] % 8 != 0) return false;
+  const int rows = a.msq == 1 ? 1 : waves * Op::kM;
+  return shared_bytes<D, D>(waves, rows) <= kMaxSharedBytes;
+}
+
+template <int D, MaskKind Mask>
+hipError_t launch_kind(const AttentionArgs& a, dim3 grid, int waves, size_t bytes,
+                       hipStream_t stream) {
+  auto* kernel = &attention_tiles_kernel<D, D, Mask>;
+#if defined(__CUDACC__)
+  // Prefer the most shared memory a multiprocessor can give (the driver picked 132 KiB on the
+  // H100: three blocks of 37 KiB), and allow a block past 48 KiB (a staged mask). Set once per
+  // process and kernel, on the first launch's device.
+  static const hipError_t attributes = [kernel] {
+    const hipError_t e = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (e != hipSuccess) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kMaxSharedBytes));
+  }();
+  if (attributes != hipSuccess) return attributes;
+#endif
+  hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), bytes, stream, a);
+  return hipGetLastError();
 }
 
 template <int D>
@@ -503,17 +544,16 @@ hipError_t launch_head(const AttentionArgs& a, hipStream_t stream) {
   }
   const int64_t tasks = tasks_for(waves);
   const dim3 grid(static_cast<unsigned>(tasks < 65535 ? tasks : 65535));
-  auto* kernel = &attention_tiles_kernel<D, D>;
-  const size_t bytes = shared_bytes<D, D>(waves);
-#if defined(__CUDACC__)
-  // Prefer the most shared memory a multiprocessor can give (the driver picked 132 KiB on the
-  // H100: three blocks of 37 KiB). Set once per process, on the first launch's device.
-  static const hipError_t carveout = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  if (carveout != hipSuccess) return carveout;
-#endif
-  hipLaunchKernelGGL(kernel, grid, dim3(waves * KILN_WARP_SIZE), bytes, stream, a);
-  return hipGetLastError();
+  if (!a.mask)
+    return launch_kind<D, MaskKind::kNone>(a, grid, waves, shared_bytes<D, D>(waves), stream);
+  if (a.msk == 1) {
+    return launch_kind<D, MaskKind::kPerRow>(a, grid, waves, shared_bytes<D, D>(waves), stream);
+  }
+  if (mask_stages<D>(a, waves)) {
+    const size_t bytes = shared_bytes<D, D>(waves, a.msq == 1 ? 1 : waves * Op::kM);
+    return launch_kind<D, MaskKind::kStaged>(a, grid, waves, bytes, stream);
+  }
+  return launch_kind<D, MaskKind::kPerKey>(a, grid, waves, shared_bytes<D, D>(waves), stream);
 }
 
 }  // namespace

@@ -131,15 +131,6 @@ __global__ void layer_norm_vector_rows(LayerNormArgs a) {
   const int64_t row_chunks = a.cols / V;
   const bool skip_full = a.skip_n != a.cols;  // full-size (checked on the host), else one row
   const float count = static_cast<float>(a.cols);
-  // gamma and beta are the same for every row: loaded once, before the first row's loads, so
-  // that no row waits for them after its reductions.
-  Vec16<T> gamma[Chunks], beta[Chunks];
-  KILN_UNROLL
-  for (int k = 0; k < Chunks; ++k) {
-    const int64_t c = g.lane + static_cast<int64_t>(k) * KILN_WARP_SIZE;
-    gamma[k] = a.gamma && c < row_chunks ? load_chunk<T>(a.gamma, c) : Vec16<T>{};
-    beta[k] = a.beta && c < row_chunks ? load_chunk<T>(a.beta, c) : Vec16<T>{};
-  }
   for (int64_t row = g.first_row; row < a.rows; row += g.row_stride) {
     float z[Chunks][V];
     float s = 0.f;
@@ -183,12 +174,14 @@ __global__ void layer_norm_vector_rows(LayerNormArgs a) {
     for (int k = 0; k < Chunks; ++k) {
       const int64_t c = g.lane + static_cast<int64_t>(k) * KILN_WARP_SIZE;
       if (c >= row_chunks) continue;
-      Vec16<T> y, sum;
+      Vec16<T> gamma{}, beta{}, y, sum;
+      if (a.gamma) gamma = load_chunk<T>(a.gamma, c);
+      if (a.beta) beta = load_chunk<T>(a.beta, c);
       KILN_UNROLL
       for (int e = 0; e < V; ++e) {
         float out = (z[k][e] - mean) * inv;
-        if (a.gamma) out *= to_float(gamma[k].v[e]);
-        if (a.beta) out += to_float(beta[k].v[e]);
+        if (a.gamma) out *= to_float(gamma.v[e]);
+        if (a.beta) out += to_float(beta.v[e]);
         y.v[e] = from_float<T>(out);
         sum.v[e] = from_float<T>(z[k][e]);
       }
