@@ -249,46 +249,50 @@ TEST(GpuKernelsEmulated, LayerNorm) {
 // skip full-size or one row broadcast over the rows, and an unaligned x that takes the block
 // kernel instead: the same results either way.
 TEST(GpuKernelsEmulated, LayerNormVectorFloat16) {
-  const int64_t rows = 6, cols = 768;
-  for (bool skip_row : {false, true}) {
-    for (int64_t shift : {0, 1}) {
-      std::vector<__half> x = f_to_halves(rnd(rows * cols + 1)),
-                          skip = f_to_halves(rnd(skip_row ? cols : rows * cols)),
-                          bias = f_to_halves(rnd(cols)), g = f_to_halves(rnd(cols)),
-                          b = f_to_halves(rnd(cols)), y(rows * cols + 1);
-      LayerNormArgs a;
-      a.x = x.data() + shift;
-      a.skip = skip.data();
-      a.bias = bias.data();
-      a.gamma = g.data();
-      a.beta = b.data();
-      a.y = y.data() + shift;
-      a.rows = rows;
-      a.cols = cols;
-      a.skip_n = static_cast<int64_t>(skip.size());
-      a.bias_n = a.gamma_n = a.beta_n = cols;
-      launch_layer_norm(FloatType::F16, a, nullptr);
-      std::vector<float> xf = halves_to_f(x), sf = halves_to_f(skip), bf = halves_to_f(bias),
-                         gf = halves_to_f(g), bef = halves_to_f(b), yf = halves_to_f(y);
-      auto h = [](double v) {
-        return double(kiln::half_bits_to_float(kiln::float_to_half_bits(float(v))));
-      };
-      std::vector<double> ry(rows * cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<double> z(cols);
-        double s = 0;
-        for (int64_t j = 0; j < cols; ++j) {
-          z[j] = h(h(xf[shift + r * cols + j] + sf[(skip_row ? 0 : r * cols) + j]) + bf[j]);
-          s += z[j];
+  // 40 rows: with 4 rows a wavefront the grid holds fewer wavefronts than rows.
+  const int64_t rows = 40, cols = 768;
+  for (int per_wave : {1, 4}) {
+    for (bool skip_row : {false, true}) {
+      for (int64_t shift : {0, 1}) {
+        std::vector<__half> x = f_to_halves(rnd(rows * cols + 1)),
+                            skip = f_to_halves(rnd(skip_row ? cols : rows * cols)),
+                            bias = f_to_halves(rnd(cols)), g = f_to_halves(rnd(cols)),
+                            b = f_to_halves(rnd(cols)), y(rows * cols + 1);
+        LayerNormArgs a;
+        a.x = x.data() + shift;
+        a.skip = skip.data();
+        a.bias = bias.data();
+        a.gamma = g.data();
+        a.beta = b.data();
+        a.y = y.data() + shift;
+        a.rows = rows;
+        a.cols = cols;
+        a.skip_n = static_cast<int64_t>(skip.size());
+        a.bias_n = a.gamma_n = a.beta_n = cols;
+        a.rows_per_wave = per_wave;
+        launch_layer_norm(FloatType::F16, a, nullptr);
+        std::vector<float> xf = halves_to_f(x), sf = halves_to_f(skip), bf = halves_to_f(bias),
+                           gf = halves_to_f(g), bef = halves_to_f(b), yf = halves_to_f(y);
+        auto h = [](double v) {
+          return double(kiln::half_bits_to_float(kiln::float_to_half_bits(float(v))));
+        };
+        std::vector<double> ry(rows * cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<double> z(cols);
+          double s = 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            z[j] = h(h(xf[shift + r * cols + j] + sf[(skip_row ? 0 : r * cols) + j]) + bf[j]);
+            s += z[j];
+          }
+          double m = s / cols, v = 0;
+          for (double e : z) v += (e - m) * (e - m);
+          const double iv = 1 / std::sqrt(v / cols + 1e-5);
+          for (int64_t j = 0; j < cols; ++j) ry[r * cols + j] = (z[j] - m) * iv * gf[j] + bef[j];
         }
-        double m = s / cols, v = 0;
-        for (double e : z) v += (e - m) * (e - m);
-        const double iv = 1 / std::sqrt(v / cols + 1e-5);
-        for (int64_t j = 0; j < cols; ++j) ry[r * cols + j] = (z[j] - m) * iv * gf[j] + bef[j];
+        expect(skip_row ? "vector layer norm, skip row" : "vector layer norm",
+               std::vector<float>(yf.begin() + shift, yf.begin() + shift + rows * cols), ry, 4e-3,
+               4e-3);
       }
-      expect(skip_row ? "vector layer norm, skip row" : "vector layer norm",
-             std::vector<float>(yf.begin() + shift, yf.begin() + shift + rows * cols), ry, 4e-3,
-             4e-3);
     }
   }
 }

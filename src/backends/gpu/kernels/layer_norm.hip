@@ -220,7 +220,9 @@ void launch_rows(const LayerNormArgs& args, hipStream_t stream) {
 template <typename T, int Chunks>
 hipError_t launch_vector_rows(const LayerNormArgs& args, hipStream_t stream) {
   auto* kernel = &layer_norm_vector_rows<T, Chunks>;
-  hipLaunchKernelGGL(kernel, row_grid(args.rows, false), dim3(kBlock), 0, stream, args);
+  const int64_t per_wave = args.rows_per_wave > 1 ? args.rows_per_wave : 1;
+  hipLaunchKernelGGL(kernel, row_grid((args.rows + per_wave - 1) / per_wave, false), dim3(kBlock),
+                     0, stream, args);
   return hipGetLastError();
 }
 

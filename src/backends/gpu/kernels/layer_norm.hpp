@@ -27,6 +27,9 @@ struct LayerNormArgs {
   int64_t rows = 0, cols = 0;
   int64_t skip_n = 0, bias_n = 0, gamma_n = 0, beta_n = 0;
   float epsilon = 1e-5f;
+  // Rows each wavefront of the 16-byte vector kernel walks (its grid's size only): more than
+  // one lets a wavefront's next loads overlap other wavefronts' stores. 1: one row each.
+  int rows_per_wave = 1;
 };
 
 hipError_t launch_layer_norm(FloatType type, const LayerNormArgs& args, hipStream_t stream);

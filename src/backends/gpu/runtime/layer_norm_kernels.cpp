@@ -3,6 +3,8 @@
 // shape equal to x's last dims, the optional Mean / InvStdDev outputs in float32 (stash_type 1)
 // and the input + skip (+ bias) sum. float32, float16 and bfloat16, statistics in float32.
 #include <fmt/format.h>
+#include <algorithm>
+#include <cstdlib>
 
 #include "backends/gpu/kernels/layer_norm.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
@@ -147,6 +149,7 @@ class LayerNormKernel final : public Kernel {
     if (wants_[2])
       a.inv_std = static_cast<float*>(outputs.allocate(2, DataType::Float32, stat_dims).data);
     if (wants_[3] && slots_.skip >= 0) a.sum = outputs.allocate(3, dtype_, x.dims).data;
+    a.rows_per_wave = rows_per_wave_;
     check_launch(kernels::launch_layer_norm(*float_type(dtype_), a, gpu_stream(stream).handle()),
                  name_);
   }
@@ -158,6 +161,11 @@ class LayerNormKernel final : public Kernel {
   float epsilon_;
   DataType dtype_;
   bool wants_[4] = {};
+  // KILN_GPU_LN_ROWS=N: rows a wavefront walks in the vector kernel, to measure the choice.
+  int rows_per_wave_ = [] {
+    const char* v = std::getenv("KILN_GPU_LN_ROWS");
+    return v ? std::max(1, std::atoi(v)) : 1;
+  }();
 };
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {
