@@ -143,17 +143,30 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
              "overlapping runs (parallel_runs {}) run on the cpu only so far; this session's "
              "device is {}",
              limit, options_.device);
+  // Threads of the executors made for overlapping runs (the first keeps the session's).
+  int more_threads = options_.threads;
   if (limit == 0) {
     const int cpus = static_cast<int>(online_cpus());
     const int per_run = options_.threads > 0 ? options_.threads : cpus;
-    limit = cpu_only ? std::clamp(cpus / per_run, 1, kAutoParallelRuns) : 1;
+    if (!cpu_only) {
+      limit = 1;
+    } else if (per_run >= cpus) {
+      // A run takes every core (the default threads): runs that overlap it get executors of one
+      // thread each, one a core at most, so that they share the cores rather than queue for one
+      // executor whose every run wakes a team of its caller's own (4 Python threads x 200 MLP
+      // runs on 2 cores: bench/results/2026-12-06c-cpu-overlapping-runs.md).
+      limit = std::clamp(cpus, 1, kAutoParallelRuns);
+      more_threads = 1;
+    } else {
+      limit = std::clamp(cpus / per_run, 1, kAutoParallelRuns);
+    }
   }
   if (options_.profiling) limit = 1;  // one run's profile, on the executor that reports it
   // More executors are made from the first one's plan: the same kernels and memory plan, with
   // no placement or layout search again.
   auto plan = std::make_shared<engine::ExecutionPlan>(executor_->execution_plan());
   runtime::ExecutorOptions eo;
-  eo.threads = options_.threads;
+  eo.threads = more_threads;
   eo.backends = std::move(backends);
   std::shared_ptr<const ir::Graph> graph = model_.graph;
   executors_ = std::make_unique<runtime::ExecutorPool>(

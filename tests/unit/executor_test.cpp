@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "core/cpus.hpp"
 #include "core/log.hpp"
 #include "engine/engine_file.hpp"
 #include "expect_error.hpp"
@@ -425,9 +427,10 @@ TEST(Executor, ParallelRunsAreCheckedAtOpen) {
     return std::make_unique<Session>(std::move(m), o);
   };
   EXPECT_EQ(open({{"parallel_runs", "3"}})->parallel_run_limit(), 3u);
-  // Automatic: runs of every core each take turns (one at a time); single-threaded runs overlap
-  // up to the CPUs there are (at most kAutoParallelRuns).
-  EXPECT_EQ(open({})->parallel_run_limit(), 1u);
+  // Automatic: runs of every core (the default) overlap on executors of one thread each, one a
+  // core; single-threaded runs overlap up to the CPUs there are (at most kAutoParallelRuns).
+  const size_t cpus = std::min<size_t>(online_cpus(), kAutoParallelRuns);
+  EXPECT_EQ(open({})->parallel_run_limit(), std::max<size_t>(cpus, 1));
   const size_t one_thread = open({}, 0, 1)->parallel_run_limit();
   EXPECT_GE(one_thread, 1u);
   EXPECT_LE(one_thread, static_cast<size_t>(kAutoParallelRuns));
