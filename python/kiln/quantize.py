@@ -41,6 +41,7 @@ class QuantizeResult:
     passed: bool
     failure: str
     kept_float: list  # nodes the fallback kept float32, in the order it did
+    collapsed: list  # [(node, share of its input's nonzero values at zero)] kept float32 by the trap
     float_weight_bytes: int
     int8_weight_bytes: int
     int4_weight_bytes: int  # int4=True: packed codes, scales and zero points
@@ -51,7 +52,8 @@ class QuantizeResult:
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
              calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
              int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
-             min_cosine=None, min_top1=None, fallback_nodes=4, allow_drift=False, seed=0,
+             min_cosine=None, min_top1=None, fallback_nodes=4, max_collapsed=0.5,
+             allow_drift=False, seed=0,
              threads=0, metric="cosine", max_drop=None, metric_timeout=120,
              sensitivity_report=None, log=None):
     """Quantizes an ONNX model (a path) to INT8 and writes the QDQ model to `output`.
@@ -72,6 +74,9 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     min_cosine / min_top1: the gate (docs/QUANTIZATION.md); while it refuses, the node whose
     output drifts most is kept float32 and the model quantized again, up to fallback_nodes times.
     min_cosine defaults to 0.99, and to none when max_drop is given.
+    max_collapsed: static INT8 keeps a node float32 where more than this share of its input's
+        nonzero calibration values would quantize to zero (a detection head's scores beside its
+        coordinates, an outlier channel); 1: never. The result's "collapsed" lists them.
     metric / max_drop: the task metric ("cosine", "top1", "max-abs-steps" or "script:PATH": a
         program given REFERENCE.npz CANDIDATE.npz that prints the candidate's score) and the drop
         from the float model's score the quantized model may show; while it shows more, the most
@@ -118,6 +123,9 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     for name, value in (("threads", threads), ("seed", seed), ("fallback_nodes", fallback_nodes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             _fail(f"{name} must be an int >= 0, got {value!r}")
+    if isinstance(max_collapsed, bool) or not isinstance(max_collapsed, (int, float)) or \
+            not 0 <= max_collapsed <= 1:
+        _fail(f"max_collapsed must be a number in [0, 1], got {max_collapsed!r}")
     if log is not None and not callable(log):
         raise TypeError(f"log is a callable(kind, text), got {type(log).__name__}")
     options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
@@ -129,7 +137,7 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
                "exclude_nodes": [str(n) for n in exclude_nodes], "min_cosine": float(min_cosine),
                "min_top1": None if min_top1 is None else float(min_top1),
                "allow_drift": bool(allow_drift), "seed": seed, "threads": threads,
-               "fallback_nodes": fallback_nodes,
+               "fallback_nodes": fallback_nodes, "max_collapsed": float(max_collapsed),
                "calibration_cache": "" if calibration_cache is None else os.fspath(calibration_cache),
                "metric": metric, "metric_timeout": float(metric_timeout),
                "sensitivity_report": "" if sensitivity_report is None else
@@ -141,4 +149,5 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     r["outputs"] = [OutputScore(*o) for o in r["outputs"]]
     r["worst_nodes"] = [tuple(w) for w in r["worst_nodes"]]
     r["sensitivity"] = [tuple(s) for s in r["sensitivity"]]
+    r["collapsed"] = [tuple(c) for c in r["collapsed"]]
     return QuantizeResult(**r)

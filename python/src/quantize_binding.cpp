@@ -46,6 +46,7 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
       dict_get<std::vector<std::string>>(d, "exclude_nodes").value_or(std::vector<std::string>{});
   o.min_cosine = dict_get<double>(d, "min_cosine").value_or(0.99);
   o.fallback_nodes = dict_get<int>(d, "fallback_nodes").value_or(4);
+  o.max_collapsed = dict_get<double>(d, "max_collapsed").value_or(0.5);
   o.min_top1 = dict_get<double>(d, "min_top1");
   o.allow_drift = dict_get<bool>(d, "allow_drift").value_or(false);
   o.threads = dict_get<int>(d, "threads").value_or(0);
@@ -80,6 +81,9 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   d["passed"] = r.pass;
   d["failure"] = r.failure;
   d["kept_float"] = r.kept_float;
+  nb::list collapsed;
+  for (const auto& [name, share] : r.collapsed) collapsed.append(nb::make_tuple(name, share));
+  d["collapsed"] = collapsed;
   d["float_weight_bytes"] = r.float_weight_bytes;
   d["int8_weight_bytes"] = r.int8_weight_bytes;
   d["int4_weight_bytes"] = r.int4_weight_bytes;

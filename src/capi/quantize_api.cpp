@@ -100,6 +100,11 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     KILN_CHECK_ARG(n >= 0 && n == static_cast<int>(n),
                    "{}: 'fallback_nodes' takes a whole number >= 0", kSetConfig);
     o.fallback_nodes = static_cast<int>(n);
+  } else if (k == "max_collapsed") {
+    const double share = parse_number(key, v);
+    KILN_CHECK_ARG(share >= 0 && share <= 1, "{}: 'max_collapsed' takes a number in [0, 1]",
+                   kSetConfig);
+    o.max_collapsed = share;
   } else if (k == "exclude_node") {
     o.exclude_nodes.push_back(v);
   } else if (k == "op_type") {
@@ -116,7 +121,8 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
         "op_type",         "fallback_nodes",    "int4",
         "symmetric",       "block_size",        "int4_method",
         "gptq_damp",       "calibration_cache", "metric",
-        "metric_timeout",  "max_drop",          "sensitivity_report"};
+        "metric_timeout",  "max_drop",          "sensitivity_report",
+        "max_collapsed"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

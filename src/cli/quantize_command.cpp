@@ -30,6 +30,7 @@ struct QuantizeFlags {
   std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
   std::vector<std::string> exclude;
   int fallback_nodes = 4;
+  double max_collapsed = 0.5;
   double min_cosine = 0.99;
   bool min_cosine_given = false;
   double min_top1 = -1;
@@ -68,6 +69,7 @@ int quantize(const QuantizeFlags& f) {
   o.op_types = f.ops;
   o.exclude_nodes = f.exclude;
   o.fallback_nodes = f.fallback_nodes;
+  o.max_collapsed = f.max_collapsed;
   o.min_cosine = f.min_cosine;
   o.metric = compiler::parse_task_metric(f.metric);
   o.metric.timeout_seconds = f.metric_timeout;
@@ -167,6 +169,12 @@ Command add_quantize_command(CLI::App& app) {
          "The gate: each output's cosine similarity to the float model's, at least (default 0.99; "
          "off with --max-drop unless given)")
       ->check(CLI::Range(-1.0, 1.0));
+  cmd->add_option("--max-collapsed", o->max_collapsed,
+                  "Keep a node float32 where more than this share of its input's nonzero "
+                  "calibration values would quantize to zero (a detection head's scores beside its "
+                  "coordinates, an outlier channel); 1: never")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--metric", o->metric,
                   "The task metric: cosine, top1, max-abs-steps or script:PATH (PATH REFERENCE.npz "
                   "CANDIDATE.npz prints the candidate's score; docs/QUANTIZATION.md)")

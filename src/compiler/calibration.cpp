@@ -71,6 +71,24 @@ std::pair<float, float> minmax_range(const CalibrationHistogram& h) {
   return {h.lo, h.hi};
 }
 
+double collapsed_fraction(const CalibrationHistogram& h, double step) {
+  const double nonzero = static_cast<double>(h.count - std::min(h.zeros, h.count));
+  if (nonzero <= 0 || !(h.width > 0) || !(step > 0)) return 0;
+  const double half = step / 2;
+  double inside = 0;
+  for (int b = 0; b < kCalibrationBins; ++b) {
+    if (h.bins[b] == 0) continue;
+    const double lo = h.origin + b * h.width, hi = lo + h.width;
+    const double overlap = std::min(hi, half) - std::max(lo, -half);
+    if (overlap <= 0) continue;
+    // The exact zeros sit in the bin holding 0: only the rest of it is spread over its width.
+    double n = static_cast<double>(h.bins[b]);
+    if (lo <= 0 && 0 < hi) n -= static_cast<double>(std::min<uint64_t>(h.zeros, h.bins[b]));
+    inside += n * std::min(overlap / h.width, 1.0);
+  }
+  return std::clamp(inside / nonzero, 0.0, 1.0);
+}
+
 std::pair<float, float> percentile_range(const CalibrationHistogram& h, double percentile) {
   if (h.count == 0) return {0.f, 0.f};
   const double cut = static_cast<double>(h.count) * (100.0 - percentile) / 100.0;

@@ -46,6 +46,12 @@ std::pair<float, float> percentile_range(const CalibrationHistogram& h, double p
 // are most of the values, and would make the search clip everything else).
 std::pair<float, float> entropy_range(const CalibrationHistogram& h);
 
+// The share of the nonzero finite values seen whose magnitude is below half of `step`: those
+// that quantize to the zero point with that step, their information lost (a bin straddling the
+// bound counts by the part of its width inside, its values taken as spread evenly; exact zeros
+// are left out: they quantize exactly). 0 when no nonzero value was seen.
+double collapsed_fraction(const CalibrationHistogram& h, double step);
+
 // The calibration cache: the histograms of one model on one calibration data, keyed by a hash
 // of each. Little-endian binary, versioned (docs/QUANTIZATION.md gives the layout).
 struct CalibrationCache {

@@ -100,6 +100,15 @@ UInt8Params uint8_params(float lo, float hi) {
   return p;
 }
 
+// An activation's calibrated range by the chosen method ({0, 0} where no finite value was seen).
+std::pair<float, float> activation_range(const CalibrationHistogram& s, const QuantizeOptions& o) {
+  auto [lo, hi] = o.method == CalibrationMethod::Percentile ? percentile_range(s, o.percentile)
+                  : o.method == CalibrationMethod::Entropy  ? entropy_range(s)
+                                                            : minmax_range(s);
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;
+  return {lo, hi};
+}
+
 Tensor scalar_float(float v) {
   Tensor t(DataType::Float32, {});
   t.data<float>()[0] = v;
@@ -676,12 +685,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ir::Value* x = t.node->input(0);
       auto known = dequantized.find(x->name());
       if (known == dequantized.end()) {
-        const CalibrationHistogram& s = stats.at(x->name());
-        auto [lo, hi] = o.method == CalibrationMethod::Percentile
-                            ? percentile_range(s, o.percentile)
-                        : o.method == CalibrationMethod::Entropy ? entropy_range(s)
-                                                                 : minmax_range(s);
-        if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;  // never saw a finite value
+        const auto [lo, hi] = activation_range(stats.at(x->name()), o);
         known =
             dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
         ++r.activations;
@@ -715,6 +719,31 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   std::optional<MetricEvaluator> evaluator;
   // Each candidate's drop when it alone is quantized (most sensitive first), when computed.
   std::vector<std::pair<std::string, double>> sensitivity;
+  // The collapse trap (QuantizeOptions::max_collapsed): the readers of an activation most of
+  // whose nonzero values would quantize to zero stay float32, before any gate runs.
+  std::vector<std::pair<std::string, double>> collapsed;
+  if (calibrate && o.max_collapsed < 1) {
+    for (const Target& t : candidates) {
+      const CalibrationHistogram& s = stats.at(t.node->input(0)->name());
+      const auto [lo, hi] = activation_range(s, o);
+      const UInt8Params p = uint8_params(lo, hi);
+      const double share = collapsed_fraction(s, p.scale);
+      if (share <= o.max_collapsed) continue;
+      collapsed.emplace_back(t.display, share);
+      excluded.insert(t.display);
+      say(fmt::format(
+          "quantize: keeping {} float32: {:.0f} % of its input's nonzero values would quantize "
+          "to zero (range [{:.4g}, {:.4g}], step {:.4g}): a few large values set the range (a "
+          "detection head's coordinates beside its scores, an outlier channel); "
+          "--max-collapsed 1 quantizes it anyway\n",
+          t.display, 100 * share, std::min(lo, 0.f), std::max(hi, 0.f), p.scale));
+    }
+    KILN_CHECK_ARG(collapsed.size() < candidates.size(),
+                   "quantize: every node's input would collapse to zero in INT8 (more than {} % "
+                   "of its nonzero values under half a step): nothing left to quantize; "
+                   "--max-collapsed 1 quantizes them anyway",
+                   100 * o.max_collapsed);
+  }
   const std::set<std::string> user_excluded = excluded;
 
   QuantizeResult r;
@@ -924,6 +953,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     say(fmt::format("quantize: keeping {} float32 ({}) and trying again\n", node, why));
   }
   r.kept_float = kept_float;
+  r.collapsed = collapsed;
   if (!kept_float.empty()) {
     say(fmt::format("quantize: {} node{} kept float32 by the fallback: {}\n", kept_float.size(),
                     kept_float.size() == 1 ? "" : "s", fmt::join(kept_float, ", ")));

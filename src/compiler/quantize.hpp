@@ -67,6 +67,12 @@ struct QuantizeOptions {
   // When the gate refuses, keep the node whose output drifts most float32 and try again, up to
   // this many times (each try runs the gate again).
   int fallback_nodes = 4;
+  // The trap of naive INT8 (static): an activation whose range is set by a few large values (a
+  // detection head's box coordinates beside its scores, one outlier channel) leaves most of its
+  // values under half a step, all quantized to the zero point. Where more than this share of an
+  // activation's nonzero calibration values would be, the nodes reading it stay float32 (and the
+  // report says so). 1: never.
+  double max_collapsed = 0.5;
   double min_cosine = 0.99;
   std::optional<double> min_top1;
   // The task metric (compiler/task_metric.hpp) and the drop from the float model's score it may
@@ -102,6 +108,9 @@ struct QuantizeResult {
   bool pass = true;
   std::string failure;                  // why the gate refused
   std::vector<std::string> kept_float;  // nodes the fallback kept float32, in the order it did
+  // Nodes kept float32 because their activation would collapse (max_collapsed), with the share
+  // of its nonzero values that would quantize to zero.
+  std::vector<std::pair<std::string, double>> collapsed;
   // The task metric, when one other than the default cosine, max_drop or the sensitivity report
   // asked for it: the float model's score, the quantized one's and the drop between.
   std::optional<double> metric_reference, metric_score, metric_drop;

@@ -151,7 +151,7 @@ def test_quantize_refuses_old_opsets_and_models_without_weights(kiln, tmp_path):
 
 @pytest.mark.parametrize("flag", ["--calibration-npz", "--method", "--min-cosine", "--min-top1",
                                   "entropy", "--calibration-cache", "--metric", "--max-drop",
-                                  "--metric-timeout", "--sensitivity-report"])
+                                  "--metric-timeout", "--sensitivity-report", "--max-collapsed"])
 def test_quantize_help_lists_its_flags(kiln, flag):
     r = kiln("quantize", "--help")
     assert r.returncode == 0 and flag in r.stdout
@@ -251,12 +251,13 @@ def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
     quantized model; the fallback keeps that Conv float32 (and only it) and the model passes."""
     model = outlier_model(tmp_path)
     cal = calibration_sets(tmp_path, count=2)
+    # --max-collapsed 1: the collapse trap (test_collapse_trap_*) would keep "second" float32 first.
     r = kiln("quantize", model, "-o", tmp_path / "none.onnx", *npz_flags(cal), "--min-cosine",
-             "0.9999", "--fallback-nodes", "0")
+             "0.9999", "--fallback-nodes", "0", "--max-collapsed", "1")
     assert r.returncode == 1 and "has cosine below 0.9999" in r.stderr, r.stdout + r.stderr
     assert re.search(r"drift most: second 0\.\d+, first", r.stderr), r.stderr
     r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--min-cosine",
-             "0.9999")
+             "0.9999", "--max-collapsed", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "keeping second float32" in r.stdout
     assert "1 node kept float32 by the fallback: second" in r.stdout
@@ -265,6 +266,62 @@ def test_fallback_keeps_the_most_drifting_node_float32(kiln, tmp_path):
     assert second.input[0] == "m" and second.input[1] == "w2"  # float32 as it was
     first = next(n for n in q.graph.node if n.name == "first")
     assert first.input[0] != "image"  # quantized
+
+
+def detection_head_model(tmp_path):
+    """A detection head's trap: 6 score columns in [0, 1] concatenated with 2 box columns in
+    [0, 640] feed a MatMul; uint8 over [0, 640] has a step of 2.5, so every score quantizes to
+    0. A second MatMul reads ordinary features."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w_head"),
+             numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w_feat")]
+    nodes = [helper.make_node("Concat", ["scores", "boxes"], ["head"], axis=1),
+             helper.make_node("MatMul", ["head", "w_head"], ["y"], name="head_matmul"),
+             helper.make_node("MatMul", ["feat", "w_feat"], ["z"], name="feature_matmul")]
+    g = helper.make_graph(nodes, "detection_head",
+                          [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [16, 6]),
+                           helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [16, 2]),
+                           helper.make_tensor_value_info("feat", TensorProto.FLOAT, [16, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 4]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [16, 4])],
+                          inits)
+    model = tmp_path / "head.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"head{i}.npz"
+        np.savez(path, scores=rng.uniform(0.01, 1, (16, 6)).astype(np.float32),
+                 boxes=rng.uniform(0, 640, (16, 2)).astype(np.float32),
+                 feat=rng.standard_normal((16, 4)).astype(np.float32))
+        paths.append(path)
+    return model, paths
+
+
+def test_collapse_trap_keeps_the_node_float32_and_says_so(kiln, tmp_path):
+    """By default the MatMul whose input would collapse stays float32 (named, with the share and
+    the step), the other one is quantized; --max-collapsed 1 quantizes both (the output's cosine
+    hardly sees the lost scores: the boxes dominate it, which is why the trap is checked on the
+    input's values and not left to the gate)."""
+    model, cal = detection_head_model(tmp_path)
+    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"keeping head_matmul float32: (\d+) % of its input's nonzero values would "
+                  r"quantize to zero \(range \[0, 6\d\d\.?\d*\], step 2\.\d+\)", r.stdout)
+    assert m and int(m.group(1)) >= 70, r.stdout
+    assert "feature_matmul float32" not in r.stdout
+    q = onnx.load(str(tmp_path / "q.onnx"))
+    head = next(n for n in q.graph.node if n.name == "head_matmul")
+    assert head.input[0] == "head" and head.input[1] == "w_head"  # float32 as it was
+    feature = next(n for n in q.graph.node if n.name == "feature_matmul")
+    assert feature.input[0] != "feat"  # quantized
+    r = kiln("quantize", model, "-o", tmp_path / "naive.onnx", *npz_flags(cal),
+             "--max-collapsed", "1")
+    assert r.returncode == 0 and "float32:" not in r.stdout, r.stdout + r.stderr
+    naive = onnx.load(str(tmp_path / "naive.onnx"))
+    head = next(n for n in naive.graph.node if n.name == "head_matmul")
+    assert head.input[0] != "head"  # quantized: its scores all at the zero point
+    r = kiln("quantize", model, "-o", tmp_path / "x.onnx", *npz_flags(cal), "--max-collapsed", "2")
+    assert r.returncode == 2, r.stdout + r.stderr
 
 
 def test_quantize_runs_have_a_time_limit(kiln, tmp_path):
@@ -406,10 +463,11 @@ def test_max_drop_keeps_the_most_sensitive_node_and_reports_sensitivity(kiln, tm
     """--metric cosine --max-drop: the fully quantized outlier model drops too much; each node's
     drop when alone quantized ranks "second" first, the fallback keeps it float32 and the model
     passes; the sensitivity report has both nodes, most sensitive first."""
-    model = outlier_model(tmp_path)
+    model = outlier_model(tmp_path)  # --max-collapsed 1: past the collapse trap, for the gate
     cal = calibration_sets(tmp_path, count=2)
     report = tmp_path / "sens.json"
-    r = kiln("quantize", model, "-o", tmp_path / "none.onnx", *npz_flags(cal), "--metric",
+    r = kiln("quantize", model, "--max-collapsed", "1",
+             "-o", tmp_path / "none.onnx", *npz_flags(cal), "--metric",
              "cosine", "--max-drop", "1e-4", "--fallback-nodes", "0", "--sensitivity-report",
              report)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -427,7 +485,8 @@ def test_max_drop_keeps_the_most_sensitive_node_and_reports_sensitivity(kiln, tm
     assert drops[0] > 1e-4 > drops[1] >= 0
     # The full model's drop is what the gate printed.
     assert abs(sens["quantized_drop"] - (1 - sens["quantized_score"])) < 1e-12
-    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "cosine",
+    r = kiln("quantize", model, "--max-collapsed", "1",
+             "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "cosine",
              "--max-drop", "1e-4")
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"keeping second float32 \(its drop alone \d\.\d+\)", r.stdout), r.stdout
@@ -439,7 +498,8 @@ def test_max_drop_keeps_the_most_sensitive_node_and_reports_sensitivity(kiln, tm
 def test_top1_and_max_abs_steps_metrics(kiln, tmp_path):
     model = small_cnn(tmp_path / "cnn.onnx")
     cal = calibration_sets(tmp_path, count=4)
-    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "top1",
+    r = kiln("quantize", model, "--max-collapsed", "1",
+             "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric", "top1",
              "--max-drop", "0.25")
     assert r.returncode == 0, r.stdout + r.stderr
     m = re.search(r"metric top1: float model 1\.00000, quantized (\S+), drop (\S+) \(<= 0\.25\)",
@@ -449,16 +509,18 @@ def test_top1_and_max_abs_steps_metrics(kiln, tmp_path):
     # minimum over [N, classes] outputs includes).
     agree = [float(x) for x in re.findall(r"top-1 agreement (\d\.\d+)", r.stdout)]
     assert agree and float(m.group(1)) == pytest.approx(min(agree), abs=1e-4)
-    r = kiln("quantize", model, "-o", tmp_path / "q2.onnx", *npz_flags(cal), "--metric",
+    r = kiln("quantize", model, "--max-collapsed", "1",
+             "-o", tmp_path / "q2.onnx", *npz_flags(cal), "--metric",
              "max-abs-steps", "--max-drop", "1000")
     assert r.returncode == 0, r.stdout + r.stderr
     m = re.search(r"metric max-abs-steps: float model 0\.00000, quantized (\S+), rise", r.stdout)
     assert m and 0 < float(m.group(1)) < 255, r.stdout
     relu = outlier_model(tmp_path)
-    r = kiln("quantize", relu, "-o", tmp_path / "q3.onnx", *npz_flags(cal[:1]), "--metric",
+    r = kiln("quantize", relu, "--max-collapsed", "1",
+             "-o", tmp_path / "q3.onnx", *npz_flags(cal[:1]), "--metric",
              "top1", "--max-drop", "0.1")
     assert r.returncode == 1 and "--metric top1 needs an output shaped [N, classes]" in r.stderr
-    r = kiln("quantize", relu, "-o", tmp_path / "q3.onnx", "--metric", "f1")
+    r = kiln("quantize", relu, "--max-collapsed", "1", "-o", tmp_path / "q3.onnx", "--metric", "f1")
     assert r.returncode == 1 and "choose cosine, top1, max-abs-steps or script:PATH" in r.stderr
 
 
@@ -477,13 +539,14 @@ def test_script_metric_protocol_and_bad_scripts(kiln, tmp_path):
     the first axis), once with the reference as the candidate; it prints the score last. Scripts
     that crash, die, print garbage or hang are clear errors."""
     import os
-    model = outlier_model(tmp_path)
+    model = outlier_model(tmp_path)  # --max-collapsed 1: past the collapse trap, for the gate
     cal = calibration_sets(tmp_path, count=2)
     script = tmp_path / "metric.py"
     script.write_text(SCRIPT)
     log = tmp_path / "metric.log"
     env = dict(os.environ, METRIC_LOG=str(log))
-    r = kiln("quantize", model, "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric",
+    r = kiln("quantize", model, "--max-collapsed", "1",
+             "-o", tmp_path / "q.onnx", *npz_flags(cal), "--metric",
              f"script:{script}", "--max-drop", "1", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     m = re.search(r"metric script:\S+: float model -?0\.00000, quantized -(\S+), drop (\S+) "
@@ -504,12 +567,13 @@ def test_script_metric_protocol_and_bad_scripts(kiln, tmp_path):
         path = tmp_path / f"{name}.py"
         path.write_text(body + "\n")
         out = tmp_path / f"{name}.onnx"
-        r = kiln("quantize", model, "-o", out, *npz_flags(cal), "--metric", f"script:{path}",
+        r = kiln("quantize", model, "--max-collapsed", "1",
+                 "-o", out, *npz_flags(cal), "--metric", f"script:{path}",
                  "--max-drop", "1", "--metric-timeout", "1")
         assert r.returncode == 1, (name, r.stdout, r.stderr)
         assert f"the metric script '{path}'" in r.stderr and message in r.stderr, (name, r.stderr)
         assert not out.exists()
-    r = kiln("quantize", model, "-o", tmp_path / "x.onnx", "--metric",
+    r = kiln("quantize", model, "--max-collapsed", "1", "-o", tmp_path / "x.onnx", "--metric",
              f"script:{tmp_path / 'missing.py'}")
     assert r.returncode == 1 and "no such file" in r.stderr
 

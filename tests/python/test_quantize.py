@@ -107,6 +107,12 @@ def test_quantize_gate_and_option_errors(demo, tmp_path):
         kiln.quantize(demo, tmp_path / "q.onnx", calibration_cache=3)
     with pytest.raises(kiln.InvalidArgument, match="min_top1 must be a number in"):
         kiln.quantize(demo, tmp_path / "q.onnx", min_top1=2)
+    with pytest.raises(kiln.InvalidArgument, match="max_collapsed must be a number in"):
+        kiln.quantize(demo, tmp_path / "q.onnx", max_collapsed=1.5)
+    # 1 turns the trap off: no node is kept float32 for it (tests/cli/test_quantize.py has one
+    # that is).
+    r = kiln.quantize(demo, tmp_path / "q.onnx", calibration=calibration(1), max_collapsed=1)
+    assert r.collapsed == [] and r.quantized_nodes > 0
     with pytest.raises(TypeError, match="model is a path"):
         kiln.quantize(b"bytes", tmp_path / "q.onnx")
 
