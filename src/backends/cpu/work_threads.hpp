@@ -3,9 +3,8 @@
 // threads of the caller's team: a few microseconds each on an idle machine, tens to hundreds
 // when the machine is busy and a woken thread waits for a core (docs/BACKENDS.md, "Threads per
 // primitive"; bench/results/2026-12-03-cpu-wait-policy.md). A kernel whose whole work takes
-// less than that gains nothing
-// from a second thread, so small primitives run on the calling thread alone, as onnxruntime's
-// thread pool does with its cost model.
+// less than that gains nothing from a second thread, so small primitives run on the calling
+// thread alone, as onnxruntime's thread pool does with its cost model.
 #include <cstdint>
 
 namespace kiln::backends::cpu {
