@@ -322,6 +322,11 @@ def test_collapse_trap_keeps_the_node_float32_and_says_so(kiln, tmp_path):
     assert head.input[0] != "head"  # quantized: its scores all at the zero point
     r = kiln("quantize", model, "-o", tmp_path / "x.onnx", *npz_flags(cal), "--max-collapsed", "2")
     assert r.returncode == 2, r.stdout + r.stderr
+    # With the other node excluded nothing would be left to quantize: refused, not written.
+    r = kiln("quantize", model, "-o", tmp_path / "y.onnx", *npz_flags(cal), "--exclude-node",
+             "feature_matmul")
+    assert r.returncode == 1 and "every node's input would collapse to zero" in r.stderr, r.stderr
+    assert not (tmp_path / "y.onnx").exists()
 
 
 def test_quantize_runs_have_a_time_limit(kiln, tmp_path):
