@@ -584,6 +584,12 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       }
     }
   }
+  // Each calibrated activation's range, once: the collapse trap and every build attempt read it
+  // (entropy's search is the costly one).
+  std::map<std::string, std::pair<float, float>> ranges;
+  if (calibrate) {
+    for (const auto& [name, h] : stats) ranges[name] = activation_range(h, o);
+  }
   // GPTQ: one Gram matrix X^T X per distinct activation the targets read (Q, K and V share
   // theirs), from the float model's activations, within gptq_memory.
   std::map<std::string, std::pair<int64_t, std::vector<double>>> grams;
@@ -685,7 +691,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ir::Value* x = t.node->input(0);
       auto known = dequantized.find(x->name());
       if (known == dequantized.end()) {
-        const auto [lo, hi] = activation_range(stats.at(x->name()), o);
+        const auto [lo, hi] = ranges.at(x->name());
         known =
             dequantized.emplace(x->name(), insert_qdq(g, x, uint8_params(lo, hi), t.node)).first;
         ++r.activations;
@@ -724,10 +730,10 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   std::vector<std::pair<std::string, double>> collapsed;
   if (calibrate && o.max_collapsed < 1) {
     for (const Target& t : candidates) {
-      const CalibrationHistogram& s = stats.at(t.node->input(0)->name());
-      const auto [lo, hi] = activation_range(s, o);
+      const std::string& x = t.node->input(0)->name();
+      const auto [lo, hi] = ranges.at(x);
       const UInt8Params p = uint8_params(lo, hi);
-      const double share = collapsed_fraction(s, p.scale);
+      const double share = collapsed_fraction(stats.at(x), p.scale);
       if (share <= o.max_collapsed) continue;
       collapsed.emplace_back(t.display, share);
       excluded.insert(t.display);

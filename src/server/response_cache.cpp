@@ -17,6 +17,14 @@ void put_text(std::string& out, std::string_view s) {
   out.append(s);
 }
 
+// The bytes put_tensor appends for `t`.
+size_t tensor_key_bytes(const Tensor& t) {
+  if (t.dtype() != DataType::String) return t.nbytes();
+  size_t n = 0;
+  for (const std::string& s : t.values<std::string>()) n += sizeof(uint64_t) + s.size();
+  return n;
+}
+
 // A tensor's elements as bytes: fixed-size types as stored, BYTES as length-prefixed strings.
 void put_tensor(std::string& out, const Tensor& t) {
   if (t.dtype() == DataType::String) {
@@ -91,6 +99,15 @@ size_t parse_cache_config(const std::vector<std::string>& specs) {
     size = static_cast<size_t>(n);
   }
   return size;
+}
+
+bool ResponseCache::may_hold(const InferRequest& request) const {
+  size_t n = 0;
+  for (const InferInput& in : request.inputs) {
+    n += tensor_key_bytes(in.data);
+    if (n > capacity_) return false;
+  }
+  return true;
 }
 
 ResponseCache::Lru::iterator ResponseCache::find_locked(const CacheKey& key) {

@@ -42,6 +42,11 @@ class ResponseCache {
   // takes, 0 when it was not kept.
   size_t insert(const CacheKey& key, const InferResponse& response);
 
+  // Whether `request`'s key could ever be kept: false where its inputs' bytes alone pass the
+  // capacity (a key holds them, and an entry counts its key), so that such a request is never
+  // copied into a key only to miss.
+  bool may_hold(const InferRequest& request) const;
+
   size_t capacity() const { return capacity_; }
   size_t bytes() const;
   size_t entries() const;

@@ -96,10 +96,12 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
     return;
   }
   // The response cache, for a model that enables it: a hit answers at once, a miss keeps the
-  // response on its way back.
+  // response on its way back. A request too large for the cache is a miss that builds no key
+  // (no second copy of its inputs).
+  const bool cached_model = cache_ && version->config().response_cache().enable();
   std::optional<CacheKey> key;
   Clock::duration lookup{};
-  if (cache_ && version->config().response_cache().enable()) {
+  if (cached_model && cache_->may_hold(*request)) {
     const Clock::time_point start = Clock::now();
     key = response_cache_key(*request, version->name(), version->version());
     std::unique_ptr<InferResponse> hit = cache_->lookup(*key);
@@ -119,17 +121,17 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
   // drain returns only when nothing of a request still refers to the frontend (its connection
   // objects must not outlive the frontend's I/O context).
   auto holder = std::make_shared<InferCallback>(std::move(done));
-  InferCallback counted = [this, holder, version, key = std::move(key), lookup](
+  InferCallback counted = [this, holder, version, cached_model, key = std::move(key), lookup](
                               Status status, std::unique_ptr<InferResponse> r) {
-    if (key && status && r) {
+    if (cached_model && status && r) {
       const Clock::time_point start = Clock::now();
-      const size_t kept = cache_->insert(*key, *r);
+      const size_t kept = key ? cache_->insert(*key, *r) : 0;
       // Its arguments (a formatted part, the cache's lock) only when the line is written.
       if (ServerLog::instance().enabled(LogSeverity::Verbose, 1)) {
         log_verbose(1, "response cache: '{}' version {}: {} ({} of {} bytes in use)", r->model_name,
                     r->model_version,
                     kept ? fmt::format("kept a response of {} bytes", kept)
-                         : std::string("response larger than the cache, not kept"),
+                         : std::string("request or response larger than the cache, not kept"),
                     cache_->bytes(), cache_->capacity());
       }
       version->statistics().record_cache_miss(

@@ -50,7 +50,9 @@ class UnaryCall final : public Tag {
       return;
     }
     listen(frontend_, cq_, kind_);
-    log_verbose(1, "gRPC request: {} ({})", kind_.category, context_.peer());
+    // The peer's address is a string made per call: only when the line is written.
+    if (ServerLog::instance().enabled(LogSeverity::Verbose, 1))
+      log_verbose(1, "gRPC request: {} ({})", kind_.category, context_.peer());
     ::grpc::Status status = frontend_.check_access(context_, kind_.category);
     if (status.ok()) {
       status = guarded([&] { kind_.handle(frontend_.core, request_, response_); });
@@ -241,8 +243,10 @@ class InferCall final : public Tag {
     }
     const Clock::time_point received = Clock::now();
     listen(frontend_, cq_);
-    log_verbose(1, "gRPC request: infer '{}' version '{}' ({})", request_.model_name(),
-                request_.model_version(), context_.peer());
+    if (ServerLog::instance().enabled(LogSeverity::Verbose, 1)) {
+      log_verbose(1, "gRPC request: infer '{}' version '{}' ({})", request_.model_name(),
+                  request_.model_version(), context_.peer());
+    }
     std::unique_ptr<InferRequest> request;
     ::grpc::Status status = frontend_->check_access(context_, "inference");
     if (status.ok() && !lease_.grow(request_.ByteSizeLong())) {

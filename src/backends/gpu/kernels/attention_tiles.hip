@@ -83,12 +83,13 @@ static_assert(shared_bytes<128, 128>(kMaxWaves) <= 48 * 1024 &&
               shared_bytes<64, 64>(kMaxWaves) <= 48 * 1024);
 
 // Rows row0 .. row0 + rows of a float16 matrix of Cols columns whose rows lie src_row elements
-// apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`
-// are zeros (a zero V row times a zero probability must stay 0, never NaN). `commit`: close the
-// group of copies issued since the last commit.
+// apart into shared memory with row stride Cols + kPad, 16 bytes a copy; rows at or past `valid`,
+// and columns at or past `valid_cols` (a multiple of 8: the mask's last key tile), are zeros (a
+// zero V row times a zero probability must stay 0, never NaN). `commit`: close the group of
+// copies issued since the last commit.
 template <int Cols>
 __device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_row, int64_t row0,
-                                  int64_t valid, int rows, bool commit) {
+                                  int64_t valid, int rows, bool commit, int64_t valid_cols = Cols) {
   constexpr int kChunks = Cols / 8;
   // One 64-bit offset a call; the loop's rows and columns stay 32-bit (integer work per copy was
   // a visible share of the kernel's instructions).
@@ -97,7 +98,7 @@ __device__ inline void stage_rows(uint16_t* dst, const __half* src, int64_t src_
   for (int i = static_cast<int>(threadIdx.x); i < rows * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = (i - r * kChunks) * 8;
     uint16_t* to = dst + r * (Cols + kPad) + c;
-    if (r < valid_rows) {
+    if (r < valid_rows && c < valid_cols) {
       copy_async_16(to, base + r * src_row + c);
     } else {
       copy_16(to, Bytes16{});
@@ -208,20 +209,13 @@ __device__ inline void attention_tiles(const AttentionArgs& a) {
       uint16_t* stage = smem + (t % 2) * kStageElems;
       stage_rows<D>(stage, km, a.k_row, k0, a.sk - k0, kKeys, false);
       if constexpr (Mask == MaskKind::kStaged) {
-        // The mask's rows for this block's queries (row 0 for all where msq = 1) at keys k0 ..
+        // The mask's rows for this block's queries (its one row where msq = 1) at keys k0 ..
         // k0 + kKeys. sk is a multiple of 8 here (the launcher checked msk = sk), so no chunk
         // straddles it; rows past sq and keys past sk are zeros (never stored / scored -inf).
-        constexpr int kChunks = kKeys / 8;
-        uint16_t* to = mask_stages + (t % 2) * mask_rows * kPStride;
-        for (int i = static_cast<int>(threadIdx.x); i < mask_rows * kChunks; i += blockDim.x) {
-          const int r = i / kChunks, c = (i - r * kChunks) * 8;
-          const int64_t row = a.msq == 1 ? 0 : q0 + r;
-          if (row < a.msq && k0 + c < a.sk) {
-            copy_async_16(to + r * kPStride + c, mm + row * a.msk + k0 + c);
-          } else {
-            copy_16(to + r * kPStride + c, Bytes16{});
-          }
-        }
+        const bool one_row = a.msq == 1;
+        stage_rows<kKeys>(mask_stages + (t % 2) * mask_rows * kPStride, mm + k0,
+                          one_row ? 0 : a.msk, one_row ? 0 : q0, one_row ? 1 : a.sq - q0, mask_rows,
+                          false, a.sk - k0);
       }
       stage_rows<DV>(stage + kKElems, vm, a.v_row, k0, a.sk - k0, kKeys, true);
     };

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 
 #include "backends/gpu/kernels/attention.hpp"
 #include "backends/gpu/runtime/attention_layout.hpp"
@@ -61,7 +60,9 @@ class AttentionKernel final : public Kernel {
                         : std::nullopt),
         zero_nan_probs_(int_attr(node, "zero_nan_probs", 0) != 0),
         bsnh_(int_attr(node, "bsnh", 0) != 0),
-        waves_(forced_waves()) {}
+        // KILN_GPU_ATTENTION_WAVES=N: the matrix-tile kernel's wavefronts a block (16 queries
+        // each), to measure the choice; otherwise the launcher's (0).
+        waves_(env_int("KILN_GPU_ATTENTION_WAVES", 0)) {}
   std::string_view name() const override { return kName; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& outputs, Stream& stream) override {
@@ -103,13 +104,6 @@ class AttentionKernel final : public Kernel {
   bool zero_nan_probs_;
   bool bsnh_;  // [.., S, N, H] operands and output (the op's bsnh)
   int waves_;
-
-  // KILN_GPU_ATTENTION_WAVES=N: the matrix-tile kernel's wavefronts a block (16 queries each),
-  // to measure the choice; otherwise the launcher's (0).
-  static int forced_waves() {
-    const char* v = std::getenv("KILN_GPU_ATTENTION_WAVES");
-    return v ? std::atoi(v) : 0;
-  }
 };
 
 std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {

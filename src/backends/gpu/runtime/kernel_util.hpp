@@ -30,6 +30,17 @@ inline bool has_matrix_tiles(const GpuDeviceInfo& info) {
   return arch == "gfx908" || arch == "gfx90a" || arch == "gfx940";
 }
 
+// A whole-number override from the environment, for measuring a kernel's choice
+// (KILN_GPU_ATTENTION_WAVES, KILN_GPU_LN_ROWS): `fallback` when unset or not a number.
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v) return fallback;
+  int n = 0;
+  const char* end = v + std::strlen(v);
+  auto [p, ec] = std::from_chars(v, end, n);
+  return ec == std::errc() && p == end ? n : fallback;
+}
+
 // Hopper's warpgroup matrix instructions (kernels/wgmma_tile.hpp), which the own GEMM's sm_90
 // float16 tiles take: NVIDIA sm_90 (the library carries those kernels as sm_90a code). By
 // default since they ran there (2026-12-06, H100: every harness case on every wgmma tile, 1.27x

@@ -4,7 +4,6 @@
 // and the input + skip (+ bias) sum. float32, float16 and bfloat16, statistics in float32.
 #include <fmt/format.h>
 #include <algorithm>
-#include <cstdlib>
 
 #include "backends/gpu/kernels/layer_norm.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
@@ -162,10 +161,7 @@ class LayerNormKernel final : public Kernel {
   DataType dtype_;
   bool wants_[4] = {};
   // KILN_GPU_LN_ROWS=N: rows a wavefront walks in the vector kernel, to measure the choice.
-  int rows_per_wave_ = [] {
-    const char* v = std::getenv("KILN_GPU_LN_ROWS");
-    return v ? std::max(1, std::atoi(v)) : 1;
-  }();
+  int rows_per_wave_ = std::max(1, env_int("KILN_GPU_LN_ROWS", 1));
 };
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {
