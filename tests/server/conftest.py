@@ -16,10 +16,20 @@ def pytest_addoption(parser):
                      help="path of the kiln-serve binary")
 
 
+_given_ports = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port the kernel calls free that this process has not handed out before: a server's
+    HTTP, metrics and gRPC ports are picked one after another, and the kernel may offer the same
+    just-closed port twice (it did: gRPC then found its port taken by HTTP)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 class Server:

@@ -1,15 +1,9 @@
 """gRPC side of the server tests: start kiln-serve with a gRPC port, wait for it, make clients."""
-import socket
 import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import free_port
 
 
 def start(serve, repo, *args, wait=True, **client_kwargs):
