@@ -147,9 +147,9 @@ run() {
     # shape after the three warm-ups; KILN_GPU_NCU_GEMM_ONLY: a label filter), clocks left alone:
     # where each shape's time goes (throughputs, occupancy, warp stalls).
     echo "== ncu: own GEMM kernels"
-    k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy \
+    k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy --section InstructionStats \
       --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-      -k 'regex:gemm_kernel' --launch-count 100 \
+      -k 'regex:gemm_kernel|wgmma' --launch-count 100 \
       "$root/bin/kiln" devices --gemm --repeats 1 --gemm-runs 1 \
       --gemm-only "${KILN_GPU_NCU_GEMM_ONLY:-}" > "$OUT/ncu_gemm.csv" 2> "$OUT/ncu_gemm.err" ||
       status=$?
@@ -459,9 +459,13 @@ for n in ('input_ids', 'attention_mask'):
       --device gpu --fp16 2>&1 | tail -n 2
     # KILN_GPU_NCU_SMALL=0: the attention kernel alone (below), without the small kernels' pass.
     if [ "${KILN_GPU_NCU_SMALL:-1}" != 0 ]; then
+      # KILN_GPU_NCU_ALL=1: every kernel of the run, the libraries' GEMMs too (where the whole
+      # run's time goes); else the own small kernels alone.
+      local ncu_kernels='regex:^(?!.*(gemm|Kernel|cutlass|sm90|xmma)).*' ncu_launches=120
+      if [ "${KILN_GPU_NCU_ALL:-0}" != 0 ]; then ncu_kernels='regex:.*'; ncu_launches=400; fi
       k ncu --clock-control none --csv --metrics \
         gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
-        -k 'regex:^(?!.*(gemm|Kernel|cutlass|sm90|xmma)).*' --launch-count 120 \
+        -k "$ncu_kernels" --launch-count "$ncu_launches" \
         "$root/bin/kiln" run "$mdir/bert_ncu.kiln" --device gpu \
         --input "input_ids=$mdir/input_ids_ncu.pb" --input "attention_mask=$mdir/attention_mask_ncu.pb" \
         > "$OUT/ncu_bert.csv" 2> "$OUT/ncu_bert.err" || status=$?
@@ -471,7 +475,7 @@ for n in ('input_ids', 'attention_mask'):
     if [ "${KILN_GPU_NCU_ATTENTION:-0}" != 0 ]; then
       # The attention kernel alone in detail: where its time goes (throughputs, occupancy,
       # warp stalls, memory traffic), two launches.
-      k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy \
+      k ncu --clock-control none --csv --page details --section SpeedOfLight --section Occupancy --section InstructionStats \
         --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         --section ComputeWorkloadAnalysis --section InstructionStats \
         -k 'regex:attention' --launch-count 2 \

@@ -59,6 +59,9 @@ constexpr TileInfo kTiles[] = {
     {TileId::Warpgroup128, 128, 128, 0.0, "g128x128x64", nullptr, 64, 0},
     {TileId::Warpgroup64, 128, 64, 0.0, "g128x64x64", nullptr, 64, 0},
     {TileId::Specialized128, 128, 128, 0.0, "s128x128x64", nullptr, 64, 0},
+    // The same with its stages copied by bulk tensor copies (a convolution takes cp.async).
+    {TileId::Bulk128, 128, 128, 0.0, "t128x128x64", nullptr, 64, 0},
+    {TileId::Bulk256, 128, 256, 0.0, "t128x256x64", nullptr, 64, 0},
 };
 static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK == 16 &&
               gemm_impl::F16Tiles::Deep::BK == 64);
@@ -66,11 +69,11 @@ static_assert(gemm_impl::F16Tiles::Big::BK == 32 && gemm_impl::F32Tiles::Big::BK
 bool is_warpgroup(TileId id) {
   return id == TileId::Warpgroup64 || id == TileId::Warpgroup128 || id == TileId::Warpgroup256 ||
          id == TileId::Warpgroup64Pair || id == TileId::Warpgroup128Pair ||
-         id == TileId::Specialized128;
+         id == TileId::Specialized128 || id == TileId::Bulk128 || id == TileId::Bulk256;
 }
 
 [[maybe_unused]] bool is_specialized(TileId id) {
-  return id == TileId::Specialized128;
+  return id == TileId::Specialized128 || id == TileId::Bulk128 || id == TileId::Bulk256;
 }
 
 // What a product offers the tiles: its type, the device's matrix instructions, and whether the
@@ -152,6 +155,15 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   if (best->id == TileId::Warpgroup64Pair && splits_reduction(p, *best)) {
     for (const TileInfo& t : kTiles)
       if (t.id == TileId::Warpgroup128Pair) return t;
+  }
+  // A plain product of many rows, a long reduction and N a multiple of 256 takes the 128 x 256
+  // bulk-copy tile (persistent, one block a multiprocessor): on the H100 it took 1.36-1.67x
+  // cuBLASLt's time on BERT-base b32's products against 1.62-1.85x for the two-block tiles,
+  // and 1.53x against 1.79x on ResNet-50 b64's 14x14 1024->256; on shorter reductions or fewer
+  // rows it was slower (bench/results/2026-12-06d-gpu-own-gemm-tma.md).
+  if (need.wgmma && !p.conv_a && p.m >= 4096 && p.k >= 768 && p.n % 256 == 0) {
+    for (const TileInfo& t : kTiles)
+      if (t.id == TileId::Bulk256) return t;
   }
   return *best;
 }

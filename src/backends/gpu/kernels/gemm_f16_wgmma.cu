@@ -99,7 +99,9 @@ __global__ void __launch_bounds__(kWgThreads, MinBlocks)
     __syncthreads();
     constexpr int kChunks = BM * kOutChunksPerRow;
     static_assert(kChunks % kThreads == 0);
-    KILN_UNROLL
+    // Not unrolled: one copy of the copy-out's code (unrolled 8-16 times it crowded the
+    // instruction cache; see gemm_f16_wgmma_ws.cu).
+    KILN_NO_UNROLL
     for (int it = 0; it < kChunks / kThreads; ++it) {
       const int chunk = static_cast<int>(threadIdx.x) + it * kThreads;
       const int tr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;

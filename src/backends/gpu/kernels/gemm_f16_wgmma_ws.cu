@@ -1,27 +1,34 @@
 // Kiln's own float16 GEMM on wgmma with specialized warpgroups (sm_90a, NVIDIA only): one
 // producer warpgroup copies operand stages, two consumer warpgroups multiply them, and the grid
-// is persistent (one block a multiprocessor walks the output tiles). The copies, stages, products
-// and epilogue are gemm_f16_wgmma.cu's (wgmma_operands.hpp, gemm_kernel.hpp's stagers and
-// TileOutput); what changes is who waits for whom:
+// is persistent (one block a multiprocessor walks the output tiles). The stages, products and
+// epilogue are gemm_f16_wgmma.cu's (wgmma_operands.hpp, gemm_kernel.hpp's TileOutput); what
+// changes is who copies and who waits for whom:
 //
 // - The ring's stages are handed over through shared-memory barriers, not block barriers:
-//   `full[s]` completes when every producer thread's copies into stage s have landed (each
-//   producer thread waits for its own copies, makes them visible to the tensor cores' reads and
-//   arrives), `empty[s]` when the eight consumer warps have finished the products that read it.
-//   So the producer runs up to a whole ring ahead of the products, and the consumers never wait
-//   for copies to be issued.
-// - A producer thread arrives for step t once it issued step t + kLag (its copies of t are then
-//   waited for with kLag groups still in flight). The consumers release step t - 1 after
-//   issuing t, so they hold two stages: kLag = kStages - 2 keeps the producer from waiting for a
-//   release that waits for it.
+//   `full[s]` completes when stage s's copies have landed, `empty[s]` when the eight consumer
+//   warps have finished the products that read it. So the producer runs up to a whole ring
+//   ahead of the products, and the consumers never wait for copies to be issued.
+// - Two producers. **Bulk tensor copies** (Tma, plain products: Hopper's TMA unit): one thread
+//   issues each stage as a few tensor copies (a tensor map per operand, set up by the host at
+//   the launch) that land already in the 128-byte swizzle and complete `full[s]` themselves by
+//   their byte count; rows and columns past the matrix arrive as zeros. **cp.async** (the
+//   implicit-GEMM convolution, whose A no tensor map describes): the 128 producer threads run
+//   the portable stagers, and a thread arrives for step t once it issued step t + kLag (its
+//   copies of t are then waited for with kLag groups still in flight); the consumers release
+//   step t - 1 after issuing t, so they hold two stages: kLag = kStages - 2.
 // - The tile has an epilogue buffer of its own: the consumers read a tile out while the producer
 //   already fills the ring with the next tile's steps.
 //
-// Measured on an H100 (2026-12-06): correct, but 1.75x cuBLASLt's time in geomean against the
-// two-block tiles' 1.27x: each producer thread waits for its own copies before it hands a stage
-// over. A 128 x 256 version (its epilogue through the ring, registers moved to the consumers
-// with setmaxnreg) hung there and was removed. Forced by name only (s128x128x64).
+// Measured on an H100 (2026-12-06): the cp.async producer is correct, but 1.75x cuBLASLt's time
+// in geomean against the two-block tiles' 1.27x: each producer thread waits for its own copies
+// before it hands a stage over. The bulk copies have no such wait. A 128 x 256 version (its
+// epilogue through the ring, registers moved to the consumers with setmaxnreg) hung there and
+// was removed.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <climits>
+#include <mutex>
 
 #include "backends/gpu/kernels/wgmma_operands.hpp"
 
@@ -33,18 +40,34 @@ constexpr int kWsThreads = 384;  // the producer warpgroup, then two consumer wa
 // Named barriers (0 is __syncthreads'): one per consumer warpgroup.
 constexpr int kBarWarpgroup0 = 1;
 
+// The consumers hold two stages (the one multiplied and the one whose products may still run),
+// so a ring of S stages lets the producer run S - 2 ahead: as many stages as fit beside an
+// epilogue buffer of a slice of the tile's columns (staged and written out one slice after
+// another). 128 x 128: five stages, 64 columns; 128 x 256 (m64n256 products: half the
+// shared-memory reads of B a product): four stages, 32 columns.
 template <int BN>
 struct WsShape {
-  static constexpr int kStages = 4;
+  static constexpr int kStages = BN <= 128 ? 5 : 4;
+  static constexpr int kEpilogueCols = BN <= 128 ? 64 : 32;
   static constexpr size_t kRingBytes = size_t{kStages} * (kWgBM + BN) * kWgBK * sizeof(uint16_t);
-  static constexpr size_t kEpilogueBytes = size_t{kWgBM} * kWgAccStride<BN> * sizeof(float);
+  static constexpr size_t kEpilogueBytes =
+      size_t{kWgBM} * kWgAccStride<kEpilogueCols> * sizeof(float);
   // The ring 1024-byte aligned (the swizzle), then the epilogue's tile.
   static constexpr size_t kBytes = 1024 + kRingBytes + kEpilogueBytes;
   static_assert(kBytes <= 227 * 1024, "one block a multiprocessor");
 };
 
-template <int BN, bool TB, bool Conv>
-__global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, SplitK split) {
+// The bulk copies' tensor maps (the host encodes them at the launch): A's rows of K, and B's
+// rows (k-major when transposed, else 64-column panels of its n-contiguous rows); each 3-d with
+// the batch outermost. `batched_*`: whether the batch coordinate moves (0: one matrix for all).
+struct TensorMaps {
+  CUtensorMap a, b;
+  int batched_a, batched_b;
+};
+
+template <int BN, bool TB, bool Conv, bool Tma>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    wgmma_ws_kernel(GemmArgs p, SplitK split, const __grid_constant__ TensorMaps maps) {
 #if defined(KILN_WGMMA)
   using S = uint16_t;
   using T = __half;
@@ -55,8 +78,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
   constexpr int BM = kWgBM, BK = kWgBK, kStages = Shape::kStages;
   constexpr int kLag = kStages - 2;
   constexpr int kAcc = BN / 2;
-  constexpr int kAccStride = kWgAccStride<BN>;
+  constexpr int kEpilogueCols = Shape::kEpilogueCols;
+  constexpr int kAccStride = kWgAccStride<kEpilogueCols>;
   constexpr int kConsumerWarps = 8;
+  static_assert(!(Tma && Conv), "no tensor map describes the implicit convolution's A");
 
   __shared__ uint64_t full[kStages], empty[kStages];
   KILN_DYNAMIC_SHARED(Bytes16, ws_smem);
@@ -67,9 +92,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      wgmma::barrier_init(&full[s], 128);
+      // Tma: one arrival (the issuing thread's, with the stage's byte count); else every
+      // producer thread's.
+      wgmma::barrier_init(&full[s], Tma ? 1 : 128);
       wgmma::barrier_init(&empty[s], kConsumerWarps);
     }
+    wgmma::fence_barrier_init();
   }
   __syncthreads();
 
@@ -88,51 +116,91 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
     n0 = (at % n_tiles) * BN;
   };
 
+  // 128 x 256 tiles hold 128 accumulators a consumer thread: the producer's registers move to
+  // the consumers (a thread of each warpgroup: 24 + 2 x 240 = 504 of 512; the cp.async
+  // producer's stagers keep 56: 56 + 2 x 224).
+  constexpr bool kMoveRegisters = BN > 128;
+  constexpr int kProducerRegs = Tma ? 24 : 56, kConsumerRegs = Tma ? 240 : 224;
   if (warpgroup == 0) {
-    // The producer. Its thread index is 0..127: the stagers share the chunks among 128.
-    uint32_t g = 0;  // steps issued over the block's tiles: stage g % kStages
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      int64_t zz, m0, n0;
-      locate(tile, zz, m0, n0);
-      const BlockPart part = block_part(p, split, BK, zz);
-      const S* a = static_cast<const S*>(p.a) + part.z * p.stride_a;
-      const S* b = static_cast<const S*>(p.b) + part.z * p.stride_b;
-      std::conditional_t<Conv, ConvStager<S, 128, LA>, VectorStager<S, 128, LA, true>> stage_a;
-      VectorStager<S, 128, LB, TB> stage_b;
-      if constexpr (Conv) {
-        stage_a.init(a, p.conv, p.m, p.k, m0, part.first_step);
-      } else {
-        stage_a.init(a, p.k, p.m, p.k, m0);
-      }
-      stage_b.init(b, ldb, b_rows, b_cols, n0);
-      for (int t = 0; t < part.steps; ++t, ++g) {
-        const uint32_t s = g % kStages;
-        // Refilling: the consumers' release of this stage's previous use.
-        if (g >= kStages) wgmma::barrier_wait(&empty[s], ((g / kStages) + 1) & 1);
-        S* st = stages + s * St::kElems;
-        stage_a.issue(st, part.first_step + t);
-        stage_b.issue(st + LA::kElems, part.first_step + t);
-        copy_async_commit();
-        if (t >= kLag) {
-          copy_async_wait<kLag>();
-          wgmma::fence_async_shared();
-          wgmma::barrier_arrive(&full[(g - kLag) % kStages]);
+    if constexpr (kMoveRegisters) wgmma::release_registers<kProducerRegs>();
+    if constexpr (Tma) {
+      // The producer: one thread issues every stage's bulk copies; the warpgroup's others
+      // have nothing to do.
+      if (threadIdx.x != 0) return;
+      constexpr uint32_t kStageBytes = static_cast<uint32_t>(St::kBytes);
+      uint32_t g = 0;  // steps issued over the block's tiles: stage g % kStages
+      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t zz, m0, n0;
+        locate(tile, zz, m0, n0);
+        const BlockPart part = block_part(p, split, BK, zz);
+        const int za = maps.batched_a ? static_cast<int>(part.z) : 0;
+        const int zb = maps.batched_b ? static_cast<int>(part.z) : 0;
+        for (int t = 0; t < part.steps; ++t, ++g) {
+          const uint32_t s = g % kStages;
+          // Refilling: the consumers' release of this stage's previous use.
+          if (g >= kStages) wgmma::barrier_wait(&empty[s], ((g / kStages) + 1) & 1);
+          S* st = stages + s * St::kElems;
+          const int k0 = (part.first_step + t) * BK;
+          wgmma::barrier_arrive_expect(&full[s], kStageBytes);
+          wgmma::bulk_tensor_3d(st, &maps.a, k0, static_cast<int>(m0), za, &full[s]);
+          if constexpr (TB) {
+            wgmma::bulk_tensor_3d(st + LA::kElems, &maps.b, k0, static_cast<int>(n0), zb, &full[s]);
+          } else {
+            KILN_UNROLL
+            for (int j = 0; j < BN / LB::kPanelCols; ++j) {
+              wgmma::bulk_tensor_3d(st + LA::kElems + j * LB::Panel::kElems, &maps.b,
+                                    static_cast<int>(n0) + j * LB::kPanelCols, k0, zb, &full[s]);
+            }
+          }
         }
       }
-      // The tile's last steps (up to kLag of them) handed over.
-      copy_async_wait<0>();
-      wgmma::fence_async_shared();
-      const uint32_t held = static_cast<uint32_t>(part.steps < kLag ? part.steps : kLag);
-      for (uint32_t u = g - held; u < g; ++u) wgmma::barrier_arrive(&full[u % kStages]);
+    } else {
+      // The producer. Its thread index is 0..127: the stagers share the chunks among 128.
+      uint32_t g = 0;  // steps issued over the block's tiles: stage g % kStages
+      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t zz, m0, n0;
+        locate(tile, zz, m0, n0);
+        const BlockPart part = block_part(p, split, BK, zz);
+        const S* a = static_cast<const S*>(p.a) + part.z * p.stride_a;
+        const S* b = static_cast<const S*>(p.b) + part.z * p.stride_b;
+        std::conditional_t<Conv, ConvStager<S, 128, LA>, VectorStager<S, 128, LA, true>> stage_a;
+        VectorStager<S, 128, LB, TB> stage_b;
+        if constexpr (Conv) {
+          stage_a.init(a, p.conv, p.m, p.k, m0, part.first_step);
+        } else {
+          stage_a.init(a, p.k, p.m, p.k, m0);
+        }
+        stage_b.init(b, ldb, b_rows, b_cols, n0);
+        for (int t = 0; t < part.steps; ++t, ++g) {
+          const uint32_t s = g % kStages;
+          // Refilling: the consumers' release of this stage's previous use.
+          if (g >= kStages) wgmma::barrier_wait(&empty[s], ((g / kStages) + 1) & 1);
+          S* st = stages + s * St::kElems;
+          stage_a.issue(st, part.first_step + t);
+          stage_b.issue(st + LA::kElems, part.first_step + t);
+          copy_async_commit();
+          if (t >= kLag) {
+            copy_async_wait<kLag>();
+            wgmma::fence_async_shared();
+            wgmma::barrier_arrive(&full[(g - kLag) % kStages]);
+          }
+        }
+        // The tile's last steps (up to kLag of them) handed over.
+        copy_async_wait<0>();
+        wgmma::fence_async_shared();
+        const uint32_t held = static_cast<uint32_t>(part.steps < kLag ? part.steps : kLag);
+        for (uint32_t u = g - held; u < g; ++u) wgmma::barrier_arrive(&full[u % kStages]);
+      }
     }
   } else {
     // A consumer: rows 64 (warpgroup - 1).. of each tile.
+    if constexpr (kMoveRegisters) wgmma::claim_registers<kConsumerRegs>();
     const int cw = warpgroup - 1;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const int wg_thread = static_cast<int>(threadIdx.x) % 128;
     float* const my_staged = staged_acc + cw * 64 * kAccStride;
     constexpr int kOutChunk = TileOutput<T>::kChunk;
-    constexpr int kOutChunksPerRow = BN / kOutChunk;
+    constexpr int kOutChunksPerRow = kEpilogueCols / kOutChunk;
     constexpr int kChunks = 64 * kOutChunksPerRow;
     static_assert(kChunks % 128 == 0);
     uint32_t g = 0;
@@ -155,48 +223,107 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgmma_ws_kernel(GemmArgs p, Spl
       wgmma::wait<0>();
       wgmma::pin(acc);
       if (part.steps > 0 && lane == 0) wgmma::barrier_arrive(&empty[(g - 1) % kStages]);
-      stage_accumulators<BN>(my_staged, acc, p.alpha);
-      wgmma::sync_named(kBarWarpgroup0 + cw, 128);
       // Set up after the products: its registers are not held through them.
       TileOutput<T> out;
       out.init(p, part.z, part.zz, split);
-      KILN_UNROLL
-      for (int it = 0; it < kChunks / 128; ++it) {
-        const int chunk = wg_thread + it * 128;
-        const int tr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;
-        const int64_t row = m0 + cw * 64 + tr, col = n0 + cc;
-        if (row >= p.m || col >= p.n) continue;
-        out.store_staged(p, row, col, my_staged + tr * kAccStride + cc);
+      // Not unrolled: the copy-out's code once, not once a slice (unrolled, the 128 x 256
+      // tile's epilogue filled the instruction cache: 37 % of its warps' stall samples waited
+      // for instructions; Nsight Compute, 2026-12-06). stage_accumulators branches to the
+      // slice's block, whose accumulator indices are constants.
+      KILN_NO_UNROLL
+      for (int c0 = 0; c0 < BN; c0 += kEpilogueCols) {
+        stage_accumulators<BN, kEpilogueCols>(my_staged, acc, p.alpha, c0);
+        wgmma::sync_named(kBarWarpgroup0 + cw, 128);
+        KILN_UNROLL
+        for (int it = 0; it < kChunks / 128; ++it) {
+          const int chunk = wg_thread + it * 128;
+          const int tr = chunk / kOutChunksPerRow, cc = (chunk % kOutChunksPerRow) * kOutChunk;
+          const int64_t row = m0 + cw * 64 + tr, col = n0 + c0 + cc;
+          if (row >= p.m || col >= p.n) continue;
+          out.store_staged(p, row, col, my_staged + tr * kAccStride + cc);
+        }
+        // The warpgroup's rows read out before the next slice's or tile's accumulators land.
+        wgmma::sync_named(kBarWarpgroup0 + cw, 128);
       }
-      // The warpgroup's rows read out before its next tile's accumulators land there.
-      wgmma::sync_named(kBarWarpgroup0 + cw, 128);
     }
   }
 #endif
 }
 
-template <int BN, bool TB, bool Conv>
+// cuTensorMapEncodeTiled, from the driver the runtime loaded (the library links no libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A tensor map of a float16 operand: `batch` matrices of rows x cols (cols contiguous, rows
+// `ld` elements apart, matrices `stride` apart; stride 0: one matrix for every batch entry),
+// copied in boxes of box_rows x 64 columns (128 bytes: the 128-byte swizzle) that land in the
+// layout SwizzledTile<uint16_t, box_rows, 64> gives. False where the driver refuses it.
+bool encode_operand(CUtensorMap& map, int& batched, const void* data, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t batch, int64_t stride, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (!encode) return false;
+  batched = batch > 1 && stride != 0;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(batched ? batch : 1)};
+  // Byte strides of dimensions 1 and 2 (16-byte multiples: operands_aligned checked the rows).
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld) * 2,
+                                 static_cast<cuuint64_t>(batched ? stride : rows * ld) * 2};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<void*>(data), dims, strides,
+                box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BN, bool TB, bool Conv, bool Tma>
 hipError_t launch_ws_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   const int64_t tiles = ((p.m + kWgBM - 1) / kWgBM) * ((p.n + BN - 1) / BN) * p.batch * split.count;
   const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : tiles;
   const int64_t blocks = tiles < sms ? tiles : sms;
   if (blocks <= 0 || blocks > INT_MAX) return hipErrorInvalidValue;
-  auto* kernel = &wgmma_ws_kernel<BN, TB, Conv>;
+  TensorMaps maps{};
+  if constexpr (Tma) {
+    // The tensor coordinates are 32-bit.
+    if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.batch > INT_MAX) {
+      return hipErrorInvalidValue;
+    }
+    const bool encoded =
+        encode_operand(maps.a, maps.batched_a, p.a, p.m, p.k, p.k, p.batch, p.stride_a, kWgBM) &&
+        (TB ? encode_operand(maps.b, maps.batched_b, p.b, p.n, p.k, p.k, p.batch, p.stride_b, BN)
+            : encode_operand(maps.b, maps.batched_b, p.b, p.k, p.n, p.n, p.batch, p.stride_b,
+                             kWgBK));
+    if (!encoded) return hipErrorInvalidValue;
+  }
+  auto* kernel = &wgmma_ws_kernel<BN, TB, Conv, Tma>;
   static unsigned long long devices_done = 0;
   constexpr size_t kBytes = WsShape<BN>::kBytes;
   const hipError_t allowed =
       allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kBytes, devices_done);
   if (allowed != hipSuccess) return allowed;
   hipLaunchKernelGGL(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWsThreads), kBytes, stream,
-                     p, split);
+                     p, split, maps);
   return hipGetLastError();
 }
 
-template <int BN>
+// Tma: the bulk-copy producer where it can take the product (not a convolution), else the
+// cp.async one.
+template <int BN, bool Tma>
 hipError_t launch_ws_width(const GemmArgs& p, SplitK split, hipStream_t stream) {
-  if (p.conv_a) return launch_ws_tile<BN, true, true>(p, split, stream);
-  return p.trans_b ? launch_ws_tile<BN, true, false>(p, split, stream)
-                   : launch_ws_tile<BN, false, false>(p, split, stream);
+  if (p.conv_a) return launch_ws_tile<BN, true, true, false>(p, split, stream);
+  return p.trans_b ? launch_ws_tile<BN, true, false, Tma>(p, split, stream)
+                   : launch_ws_tile<BN, false, false, Tma>(p, split, stream);
 }
 
 }  // namespace
@@ -205,7 +332,11 @@ hipError_t launch_f16_wgmma_ws(const GemmArgs& p, TileId tile, SplitK split, hip
   if (p.trans_a) return hipErrorInvalidValue;
   switch (tile) {
     case TileId::Specialized128:
-      return launch_ws_width<128>(p, split, stream);
+      return launch_ws_width<128, false>(p, split, stream);
+    case TileId::Bulk128:
+      return launch_ws_width<128, true>(p, split, stream);
+    case TileId::Bulk256:
+      return launch_ws_width<256, true>(p, split, stream);
     default:
       return hipErrorInvalidValue;
   }

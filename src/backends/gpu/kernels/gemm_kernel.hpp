@@ -55,7 +55,8 @@ struct BlockTile {
 // multiprocessor with a deep ring; Warpgroup64Pair / Warpgroup128Pair: the same tiles with a
 // short ring, two blocks a multiprocessor, so that one block's epilogue and first copies overlap
 // the other's products (what a short reduction needs); Specialized128: a producer warpgroup
-// copying for two multiplying ones, a persistent grid (gemm_f16_wgmma_ws.cu).
+// copying for two multiplying ones, a persistent grid (gemm_f16_wgmma_ws.cu); Bulk128: the
+// same with Hopper's bulk tensor copies (TMA) for plain products.
 enum class TileId {
   Big,
   Mid,
@@ -71,7 +72,9 @@ enum class TileId {
   Warpgroup256,
   Warpgroup64Pair,
   Warpgroup128Pair,
-  Specialized128
+  Specialized128,
+  Bulk128,
+  Bulk256
 };
 #if defined(__HIP__)
 constexpr bool kMidTile = false, kNvidiaTiles = false;

@@ -76,21 +76,29 @@ __device__ inline void multiply_stage(float (&acc)[BN / 2], const uint16_t* stag
   wgmma::commit();
 }
 
-// The warpgroup's accumulators, times alpha, into rows 0..63 of `staged` (row stride
-// kWgAccStride<BN>): warp w of the warpgroup holds rows 16 w.. (wgmma_tile.hpp's layout).
-template <int BN>
-__device__ inline void stage_accumulators(float* staged, const float (&acc)[BN / 2], float alpha) {
-  constexpr int kStride = kWgAccStride<BN>;
+// Columns col0 .. col0 + Cols of the warpgroup's accumulators, times alpha, into rows 0..63 of
+// `staged` (row stride kWgAccStride<Cols>): warp w of the warpgroup holds rows 16 w..
+// (wgmma_tile.hpp's layout). A tile wider than its epilogue's buffer is staged in slices.
+template <int BN, int Cols = BN>
+__device__ inline void stage_accumulators(float* staged, const float (&acc)[BN / 2], float alpha,
+                                          int col0 = 0) {
+  static_assert(BN % Cols == 0 && Cols % 8 == 0);
+  constexpr int kStride = kWgAccStride<Cols>;
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int r = warp * 16 + lane / 4;
   const int c = 2 * (lane % 4);
   KILN_UNROLL
-  for (int j = 0; j < BN / 8; ++j) {
-    float* row0 = staged + r * kStride + 8 * j + c;
-    float* row8 = row0 + 8 * kStride;
-    row0[0] = alpha * acc[4 * j], row0[1] = alpha * acc[4 * j + 1];
-    row8[0] = alpha * acc[4 * j + 2], row8[1] = alpha * acc[4 * j + 3];
+  for (int slice = 0; slice < BN / Cols; ++slice) {
+    if (slice * Cols != col0) continue;  // unrolled: acc stays in registers (constant indices)
+    KILN_UNROLL
+    for (int jj = 0; jj < Cols / 8; ++jj) {
+      const int j = slice * (Cols / 8) + jj;
+      float* row0 = staged + r * kStride + 8 * jj + c;
+      float* row8 = row0 + 8 * kStride;
+      row0[0] = alpha * acc[4 * j], row0[1] = alpha * acc[4 * j + 1];
+      row8[0] = alpha * acc[4 * j + 2], row8[1] = alpha * acc[4 * j + 3];
+    }
   }
 }
 

@@ -85,6 +85,43 @@ __device__ inline void barrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+// One arrival that also tells the barrier to expect `bytes` more of asynchronous copies (the
+// phase completes when both the arrivals and the bytes are in).
+__device__ inline void barrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile(
+      "{\n"
+      ".reg .b64 state;\n"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n"
+      "}\n" ::"r"(smem_address(bar)),
+      "r"(bytes)
+      : "memory");
+}
+// Barrier initializations made visible to the asynchronous proxy (the bulk copies complete
+// transactions on them) before anyone uses them.
+__device__ inline void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// A bulk tensor copy (TMA) of the box at coordinates {c0, c1, c2} of the tensor `map` describes
+// into shared memory at `dst` (laid out as the map's swizzle says), completing its bytes on
+// `bar`. `map`: the address of a __grid_constant__ kernel parameter (a CUtensorMap).
+__device__ inline void bulk_tensor_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                      uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_address(bar))
+      : "memory");
+}
+// Hands registers between warpgroups (every warp of the warpgroup executes it): the copying
+// warpgroup gives its registers up to Regs a thread, the multiplying ones take up to Regs.
+template <int Regs>
+__device__ inline void release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs));
+}
+template <int Regs>
+__device__ inline void claim_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs));
+}
 // Named block barriers (0 is __syncthreads'): `threads` of the block, a multiple of 32, meet.
 __device__ inline void sync_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
