@@ -139,3 +139,20 @@ def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True
     if quantized_output:
         y, _ = b.qdq(y, -3.0, 3.0)
     return b.save(path, "x", [2, 5, k], y, [2, 5, n])
+
+
+def padded_depthwise(path, seed=0):
+    """Conv -> Clip -> Pad (zeros, asymmetric, as TensorFlow-style "same" exports write) -> Q/DQ
+    -> strided depthwise Conv -> Q/DQ: the Pad joins the depthwise convolution's padding."""
+    b = Builder(seed)
+    x, _ = b.qdq("x", -1.0, 1.0)
+    w1 = b.rng.standard_normal((16, 3, 1, 1)).astype(np.float32) * 0.5
+    y = b.node("Conv", [x, b.weight(w1, 0)], "conv")
+    y = b.node("Clip", [y, b.const("lo", np.float32(0)), b.const("hi", np.float32(6))], "clip")
+    pads = np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)
+    y = b.node("Pad", [y, b.const("pads", pads)], "pad")
+    y, _ = b.qdq(y, 0.0, 6.0)
+    w2 = b.rng.standard_normal((16, 1, 3, 3)).astype(np.float32) * 0.5
+    y = b.node("Conv", [y, b.weight(w2, 0)], "dw", group=16, strides=[2, 2])
+    y, _ = b.qdq(y, -6.0, 6.0)
+    return b.save(path, "x", [1, 3, 12, 12], y, [1, 16, 6, 6])

@@ -11,10 +11,12 @@
 // consecutive int8 nodes pass uint8 between them where the graph has a Q -> DQ pair (the next
 // node's DequantizeLinear reads what this one writes). Without it, the output stays float32.
 // Gemm's alpha joins the weight's scale, beta * C the bias, transB is undone on the weight.
+// A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding.
 // Anything else (a weight zero point other than 0, per-axis activations, float16 scales, a
 // computed bias) stays as it is: the reference path runs it. The pass runs before the weights'
 // DequantizeLinear would be folded to float (FoldConstants keeps them for it, keep_int8_weights)
 // and folds the ones it leaves.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/fused_activation.hpp"
@@ -162,6 +164,84 @@ std::optional<Kind> kind_of(const ir::Node& n) {
   return std::nullopt;
 }
 
+std::string string_attr(const ir::Node& n, const char* name, const std::string& fallback) {
+  const ir::Attribute* a = n.attribute(name);
+  return a && std::holds_alternative<std::string>(a->storage())
+             ? std::get<std::string>(a->storage())
+             : fallback;
+}
+
+// Pad(x, zeros on the spatial dims) -> QuantizeLinear -> DequantizeLinear -> convolutions (the
+// "same" padding TensorFlow-style exports write before a strided depthwise convolution): the
+// QuantizeLinear reads x and the convolutions pad themselves. Exact: a padded 0 quantizes to
+// the zero point, which dequantizes to 0, what a convolution's own padding reads (the int8
+// kernels pad with the zero point).
+bool fold_pad(Rewriter& rw, ir::Node& pad) {
+  ir::Value* padded = pad.output(0);
+  const std::optional<size_t> rank = rank_of(pad.input(0));
+  if (!rank || *rank < 3 || *rank > 5 || pad.inputs().size() < 2 || pad.inputs().size() > 3 ||
+      string_attr(pad, "mode", "constant") != "constant" || !rw.single_use(padded)) {
+    return false;
+  }
+  if (pad.inputs().size() == 3 && pad.input(2) && !is_scalar_constant(pad.input(2), 0.0)) {
+    return false;
+  }
+  const ir::Value* pv = pad.input(1);
+  if (!pv || !pv->is_constant() || pv->constant().dtype() != DataType::Int64 ||
+      pv->constant().numel() != static_cast<int64_t>(2 * *rank)) {
+    return false;
+  }
+  const std::vector<int64_t> pads = pv->constant().to_int64_vector();
+  const size_t r = *rank;
+  if (pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r + 1] != 0) return false;
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; })) return false;
+  ir::Node* q = rw.readers(padded)[0];
+  if (!is_op(q, "QuantizeLinear") || !plain_qdq_attributes(*q) || q->outputs().size() != 1 ||
+      !float_scale(q->input(1), 1) || q->input(1)->constant().numel() != 1 ||
+      rw.touched(q->output(0)) || rw.graph().is_output(q->output(0))) {
+    return false;
+  }
+  // Every reader of the quantized tensor a per-tensor DequantizeLinear read only by
+  // convolutions of explicit padding.
+  std::vector<ir::Node*> dqs, convs;
+  for (ir::Node* dq : rw.readers(q->output(0))) {
+    if (!is_op(dq, "DequantizeLinear") || !per_tensor_input(dq) || dq->input(0) != q->output(0) ||
+        rw.touched(dq->output(0)) || rw.graph().is_output(dq->output(0)) ||
+        rw.readers(dq->output(0)).empty()) {
+      return false;
+    }
+    for (ir::Node* c : rw.readers(dq->output(0))) {
+      if (!kind_of(*c) || *kind_of(*c) != Kind::Conv || c->input(0) != dq->output(0) ||
+          c->input(1) == dq->output(0) || string_attr(*c, "auto_pad", "NOTSET") != "NOTSET") {
+        return false;
+      }
+      convs.push_back(c);
+    }
+    dqs.push_back(dq);
+  }
+  const size_t nsp = r - 2;
+  for (ir::Node* c : convs) {
+    std::vector<int64_t> cp = ints_attr(*c, "pads").value_or(std::vector<int64_t>(2 * nsp, 0));
+    if (cp.size() != 2 * nsp) return false;
+    for (size_t d = 0; d < nsp; ++d) {
+      cp[d] += pads[2 + d];
+      cp[nsp + d] += pads[r + 2 + d];
+    }
+    c->set_attribute("pads", ir::Attribute(cp));
+    rw.touch(*c);
+  }
+  const Shape unpadded = *pad.input(0)->type().shape;
+  q->set_input(0, pad.input(0));
+  q->output(0)->set_type(TypeInfo::tensor(q->output(0)->type().dtype, unpadded));
+  rw.touch(*q);
+  for (ir::Node* dq : dqs) {
+    dq->output(0)->set_type(TypeInfo::tensor(dq->output(0)->type().dtype, unpadded));
+    rw.touch(*dq);
+  }
+  rw.remove(&pad);
+  return true;
+}
+
 bool fuse(Rewriter& rw, ir::Node& n) {
   const std::optional<Kind> kind = kind_of(n);
   if (!kind || n.outputs().size() != 1 || n.inputs().size() < 2) return false;
@@ -243,11 +323,15 @@ bool fuse(Rewriter& rw, ir::Node& n) {
 }  // namespace
 
 bool FuseQuantizedOps::apply(ir::Graph& root) const {
+  // The Pads first, so that the convolutions before them see their QuantizeLinear.
+  const bool pads = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
+    return is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n);
+  });
   const bool fused = rewrite_graph(root, fuse);
   // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as
   // FoldConstants would have done without keep_int8_weights.
   const bool folded = FoldConstants{}.apply(root);
-  return fused || folded;
+  return pads || fused || folded;
 }
 
 }  // namespace kiln::passes

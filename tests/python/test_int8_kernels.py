@@ -104,8 +104,9 @@ def test_conv_variants(tmp_path, case):
 
 def test_chain_keeps_uint8_between_int8_nodes(tmp_path):
     path = qdq.chain(tmp_path / "chain.onnx")
-    fast = session(path)
     check_against_reference(path, [1, 3, 12, 12], "FusedQLinearConv")
+    fast = session(path)
+    run(fast, inputs([1, 3, 12, 12]))
     ops = op_types(fast)
     # The Q -> DQ pairs between the convolutions are gone: only the input's QuantizeLinear
     # remains (the int8 nodes write and read uint8 themselves).
@@ -143,8 +144,10 @@ def test_threads_agree(tmp_path):
 def test_weight_zero_point_stays_on_the_reference_path(tmp_path):
     # oneDNN's int8 kernels take symmetric weights: a weight zero point keeps the float path.
     path = qdq.conv(tmp_path / "conv.onnx", w_zero=3)
-    got, want = check_against_reference(path, [2, 8, 10, 10], None)
-    ops = op_types(session(path))
+    check_against_reference(path, [2, 8, 10, 10], None)
+    s = session(path)
+    run(s, inputs([2, 8, 10, 10]))
+    ops = op_types(s)
     assert "FusedQLinearConv" not in ops and ("Conv" in ops or "FusedConv" in ops), ops
 
 
@@ -160,7 +163,9 @@ def test_uint8_weights_stay_on_the_reference_path(tmp_path):
             inits[n.input[2]].CopyFrom(numpy_helper.from_array(z.astype(np.uint8), n.input[2]))
     onnx.save(m, path)
     check_against_reference(path, [2, 8, 10, 10], None)
-    assert "FusedQLinearConv" not in op_types(session(path))
+    s = session(path)
+    run(s, inputs([2, 8, 10, 10]))
+    assert "FusedQLinearConv" not in op_types(s)
 
 
 def qlinear_conv_model(tmp_path, w_scale_count=4):
@@ -207,3 +212,13 @@ def test_malformed_qlinear_conv_is_a_clear_error(tmp_path):
     for optimize in (True, False):
         with pytest.raises(Exception, match="w_scale|w zero point|elements"):
             session(path, optimize=optimize).run(None, {"x": x})
+
+
+def test_zero_pad_joins_the_convolution(tmp_path):
+    path = qdq.padded_depthwise(tmp_path / "pad.onnx")
+    check_against_reference(path, [1, 3, 12, 12], "FusedQLinearConv")
+    s = session(path)
+    run(s, inputs([1, 3, 12, 12]))
+    ops = [e["op_type"] for e in s.get_profile()]
+    # No Pad left, and the first convolution writes uint8 for the depthwise one to read.
+    assert "Pad" not in ops and ops.count("QuantizeLinear") == 1, ops

@@ -4,7 +4,10 @@
 // kernels' per-element index and double vectors cost more than the convolutions beside them.
 // Bit for bit the reference's numerics: float32 division, ties to even, saturation, NaN to 0;
 // q - zero point times the scale in float32.
-#include <cmath>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/work_threads.hpp"
@@ -68,30 +71,59 @@ float scale_of(std::span<const DeviceTensor> in) {
   return *static_cast<const float*>(in[1].data);
 }
 
+// One thread's share, in a loop the compiler vectorizes (no OpenMP region around it).
 template <typename Q>
-void quantize(const float* x, Q* y, int64_t n, float scale, float zero, int threads) {
+void quantize_range(const float* x, Q* y, int64_t n, float scale, float zero) {
   constexpr float lo = std::is_same_v<Q, uint8_t> ? 0.f : -128.f;
   constexpr float hi = std::is_same_v<Q, uint8_t> ? 255.f : 127.f;
   // Rounding to nearest, ties to even: adding and taking away 1.5 * 2^23 rounds a float of
   // magnitude below 2^22 in the default rounding mode; larger ones saturate either way.
   constexpr float kRound = 12582912.0f;
-#pragma omp parallel for simd num_threads(threads) if (threads > 1) schedule(static)
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float q = x[i] / scale;
     float v = ((q + kRound) - kRound) + zero;
     v = v == v ? v : 0.f;  // NaN to 0, as the reference's
     v = v > lo ? v : lo;
     v = v < hi ? v : hi;
-    y[i] = static_cast<Q>(v);
+    y[i] = static_cast<Q>(static_cast<int32_t>(v));
   }
 }
 
 template <typename Q>
-void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zero, int threads) {
-#pragma omp parallel for simd num_threads(threads) if (threads > 1) schedule(static)
+void dequantize_range(const Q* x, float* y, int64_t n, float scale, int32_t zero) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero) * scale;
   }
+}
+
+// `fn(begin, end)` over [0, n) in `threads` contiguous shares.
+template <typename Fn>
+void split(int64_t n, int threads, Fn&& fn) {
+  if (threads <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    const int64_t chunk = (n + count - 1) / count;
+    const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    fn(begin, end);
+  }
+}
+
+template <typename Q>
+void quantize(const float* x, Q* y, int64_t n, float scale, float zero, int threads) {
+  split(n, threads,
+        [&](int64_t b, int64_t e) { quantize_range(x + b, y + b, e - b, scale, zero); });
+}
+
+template <typename Q>
+void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zero, int threads) {
+  split(n, threads,
+        [&](int64_t b, int64_t e) { dequantize_range(x + b, y + b, e - b, scale, zero); });
 }
 
 class Quantize final : public Kernel {
