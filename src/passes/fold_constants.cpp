@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "passes/pass.hpp"
@@ -7,6 +8,36 @@
 
 namespace kiln::passes {
 namespace {
+
+// A DequantizeLinear of an int8 constant that a convolution or matrix product reads as its
+// weight: FuseQuantizedOps makes it an int8 kernel's operand (and folds it when it does not).
+bool int8_weight_dequantize(const ir::Node& n,
+                            const std::map<const ir::Value*, std::vector<ir::Node*>>& uses) {
+  static const std::set<std::string> kReaders = {"Conv",        "FusedConv", "MatMul",
+                                                 "FusedMatMul", "Gemm",      "FusedGemm"};
+  if (n.op_type() != "DequantizeLinear" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
+      n.inputs().empty() || !n.input(0) || !n.input(0)->is_constant() ||
+      n.input(0)->constant().dtype() != DataType::Int8 || n.outputs().size() != 1) {
+    return false;
+  }
+  auto it = uses.find(n.output(0));
+  if (it == uses.end()) return false;
+  for (const ir::Node* r : it->second) {
+    if (!kReaders.count(r->op_type()) || r->inputs().size() < 2 || r->input(1) != n.output(0) ||
+        !r->input(0) || !r->input(0)->producer() ||
+        r->input(0)->producer()->op_type() != "DequantizeLinear" || r->outputs().empty()) {
+      continue;
+    }
+    // A BatchNormalization after it folds into float32 weights instead (FuseConvBatchNorm).
+    auto after = uses.find(r->output(0));
+    const bool batchnorm =
+        after != uses.end() &&
+        std::any_of(after->second.begin(), after->second.end(),
+                    [](const ir::Node* b) { return b->op_type() == "BatchNormalization"; });
+    if (!batchnorm) return true;
+  }
+  return false;
+}
 
 bool has_subgraph(const ir::Node& n) {
   for (const auto& [name, a] : n.attributes()) {
@@ -27,10 +58,14 @@ bool is_nondeterministic(const ir::Node& n) {
 
 bool FoldConstants::apply(ir::Graph& root) const {
   size_t limit = max_bytes;
-  return apply_recursively(root, [limit](ir::Graph& g) {
+  const bool keep_weights = keep_int8_weights;
+  return apply_recursively(root, [limit, keep_weights](ir::Graph& g) {
     bool changed = false;
+    std::map<const ir::Value*, std::vector<ir::Node*>> uses;
+    if (keep_weights) uses = g.compute_uses();
     for (ir::Node* n : g.nodes()) {
       if (is_nondeterministic(*n) || has_subgraph(*n)) continue;
+      if (keep_weights && int8_weight_dequantize(*n, uses)) continue;
       if (auto t = fold_shape_value(*n)) {
         g.replace_node_with_constants(n, {std::move(*t)});
         changed = true;

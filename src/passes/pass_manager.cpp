@@ -100,8 +100,11 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
   // transformer fusions, whose results (Gelu, LayerNormalization) the bias + activation fusion
   // and SkipLayerNormalization build on; the bias + activation fusion last, so that a bias
   // before a residual Add goes into SkipLayerNormalization rather than FusedMatMul.
-  return pm.add(EliminateIdentity{})
-      .add(FoldConstants{})
+  // On the CPU, the int8 weights of QDQ models stay int8 for FuseQuantizedOps (after the bias
+  // and activation fusion, whose results it takes).
+  const bool cpu = fuses_for_cpu(device);
+  pm.add(EliminateIdentity{})
+      .add(FoldConstants{.keep_int8_weights = cpu})
       .add(CancelTransposes{})
       .add(CollapseReshapes{})
       .add(FuseConvBatchNorm{})
@@ -110,9 +113,9 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
       .add(FuseGelu{})
       .add(FuseSkipLayerNorm{})
       .add(FuseAttention{.nan_guard = nan_guard})
-      .add(FuseBiasActivation{})
-      .add(EliminateCommonSubexpressions{})
-      .add(EliminateDeadCode{});
+      .add(FuseBiasActivation{});
+  if (cpu) pm.add(FuseQuantizedOps{});
+  return pm.add(EliminateCommonSubexpressions{}).add(EliminateDeadCode{});
 }
 
 PassManager& add_device_passes(PassManager& pm, std::string_view device) {

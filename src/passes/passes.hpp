@@ -32,6 +32,9 @@ struct EliminateIdentity {
 // nodes with subgraphs and results larger than `max_bytes`.
 struct FoldConstants {
   size_t max_bytes = size_t{16} << 20;
+  // Leaves DequantizeLinear nodes of int8 constant weights that a Conv, MatMul or Gemm reads
+  // (for FuseQuantizedOps, which reads the int8 weight itself and folds the rest).
+  bool keep_int8_weights = false;
   std::string_view name() const { return "fold_constants"; }
   bool apply(ir::Graph& graph) const;
 };
@@ -65,6 +68,19 @@ struct FuseGemmBatchNorm {
 // makes it FusedMatMulNBits. Only values read once and not graph outputs are fused away.
 struct FuseBiasActivation {
   std::string_view name() const { return "fuse_bias_activation"; }
+  bool apply(ir::Graph& graph) const;
+};
+
+// Static INT8 QDQ patterns into ai.kiln FusedQLinearConv / FusedQLinearMatMul, for the CPU's int8
+// kernels: DequantizeLinear(uint8 / int8 activation, per tensor) -> Conv / MatMul / Gemm (or
+// their fused forms) reading DequantizeLinear(int8 constant weight, zero point 0, per tensor or
+// per output channel) with a constant float32 bias [-> QuantizeLinear per tensor]; Gemm's alpha
+// and beta * C folded in, transB undone on the weight. Anything else is left to the reference
+// path. Then folds the weights' DequantizeLinear nodes it did not take (kept by
+// FoldConstants::keep_int8_weights). In add_default_passes for the CPU, after the bias and
+// activation fusion.
+struct FuseQuantizedOps {
+  std::string_view name() const { return "fuse_quantized_ops"; }
   bool apply(ir::Graph& graph) const;
 };
 

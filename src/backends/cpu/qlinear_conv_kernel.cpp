@@ -1,0 +1,194 @@
+// Int8 convolution on the CPU: ai.onnx QLinearConv and ai.kiln FusedQLinearConv (the static
+// QDQ pattern that passes/fuse_quantized_ops folds) through oneDNN's u8/s8 x s8 -> s32
+// convolution (VNNI where the CPU has it), the requantization, bias and activation in its
+// attributes (backends/cpu/qlinear_params.hpp). oneDNN's fast int8 kernels read and write
+// channels-last tensors only (on plain NCHW, and on nChw16c, it has only its reference kernel),
+// so a row-major side is reordered inside the kernel: at a byte an element for uint8, the
+// reorder costs a fraction of the product. The weights are packed once, when the kernel is made,
+// into the layout the primitive picks (with the compensation oneDNN keeps for the source's zero
+// point); the zero point holds in the padding too, as the reference's float zero padding does.
+#include <algorithm>
+
+#include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_params.hpp"
+#include "backends/cpu/work_threads.hpp"
+#include "backends/kernel_table.hpp"
+#include "ops/conv_utils.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+
+std::string check_qlinear_conv(const ir::Node& node) {
+  if (std::string why = check_qlinear(node, 0); !why.empty()) return why;
+  const size_t rank = node.input(0)->type().shape->rank();
+  if (rank < 3 || rank > 5) return "not a 1-D, 2-D or 3-D convolution";
+  if (constant_input(node, 3)->rank() != rank) return "x and w ranks differ";
+  if (ops::AttrReader(node).attr_int("group", 1) < 1) return "group < 1";
+  return "";
+}
+
+memory::format_tag channels_last_tag(size_t rank) {
+  return rank == 3 ? memory::format_tag::nwc
+                   : (rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
+}
+
+class QLinearConv final : public Kernel {
+ public:
+  explicit QLinearConv(const ir::Node& node)
+      : node_(node),
+        w_(*constant_input(node, 3)),
+        group_(ops::AttrReader(node).attr_int("group", 1)),
+        params_(qlinear_params(node, w_.dim(0))) {
+    if (auto x = declared_dims(node, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
+      prepared(*x);
+    }
+  }
+  std::string_view name() const override { return "onednn.qlinear_conv"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    const DeviceTensor& x = in[0];
+    const Entry& e = prepared(x.dims);
+    DeviceTensor y = out.allocate(0, params_.y_type, e.out_dims);
+    if (y.numel() == 0) return;
+    KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
+                   dims_to_string(x.dims));
+    dnnl::stream& s = dnnl_stream(stream);
+    ThreadLimit limit(e.threads);
+    memory src = wrap(plain_desc(x.dims, e.src_dt), x.data);
+    e.src_reorder.execute(s, src, e.src_buf);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, e.src_buf},
+                                            {DNNL_ARG_WEIGHTS, e.packed_w},
+                                            {DNNL_ARG_DST, e.dst_buf},
+                                            {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    if (!params_.bias.empty()) {
+      args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
+    }
+    e.prim.execute(s, args);
+    memory dst = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
+    e.dst_reorder.execute(s, e.dst_buf, dst);
+  }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> x_dims, out_dims;
+    memory::data_type src_dt, dst_dt;
+    int threads = 1;
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward prim;
+    dnnl::reorder src_reorder, dst_reorder;
+    // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
+    mutable memory src_buf, dst_buf, packed_w, scratch;
+    std::shared_ptr<void> packed_owner;
+  };
+
+  const Entry& prepared(const std::vector<int64_t>& x_dims) {
+    for (const Entry& e : cache_) {
+      if (e.x_dims == x_dims) return e;
+    }
+    ops::AttrReader attrs(node_);
+    const std::vector<int64_t>& wd = w_.dims();
+    attrs.check(x_dims.size() == wd.size(), "X {} and W {} must have the same rank",
+                dims_to_string(x_dims), dims_to_string(wd));
+    const int64_t c = x_dims[1], m = wd[0];
+    attrs.check(c % group_ == 0 && m % group_ == 0 && wd[1] * group_ == c,
+                "W {} does not match {} input channels in {} groups", dims_to_string(wd), c,
+                group_);
+    const std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+    if (attrs.has_attr("kernel_shape")) {
+      attrs.check(attrs.attr_ints("kernel_shape") == kernel, "kernel_shape does not match W {}",
+                  dims_to_string(wd));
+    }
+    const ops::window::WindowGeometry g = ops::window::forward_geometry(
+        attrs, std::vector<int64_t>(x_dims.begin() + 2, x_dims.end()), kernel, false);
+    Entry e;
+    e.x_dims = x_dims;
+    e.out_dims = {x_dims[0], m};
+    e.out_dims.insert(e.out_dims.end(), g.out.begin(), g.out.end());
+    check_output_fits(node_, e.out_dims);
+    e.src_dt = qlinear_dnnl_type(params_.x_type);
+    e.dst_dt = qlinear_dnnl_type(params_.y_type);
+    if (shape_numel(e.out_dims) == 0 || shape_numel(x_dims) == 0) {
+      cache_.push_back(std::move(e));
+      return cache_.back();
+    }
+    memory::dims strides, dil, pad_l, pad_r;
+    for (size_t d = 0; d < g.nsp; ++d) {
+      strides.push_back(g.strides[d]);
+      dil.push_back(g.dilations[d] - 1);  // oneDNN counts the gaps, ONNX the step
+      pad_l.push_back(g.pad_begin(d));
+      pad_r.push_back(g.pad_end(d));
+    }
+    // Grouped weights are the same bytes viewed as (G, M/G, C/G, k...).
+    std::vector<int64_t> gw = wd;
+    if (group_ > 1) {
+      gw[0] /= group_;
+      gw.insert(gw.begin(), group_);
+    }
+    const memory::format_tag tag = channels_last_tag(x_dims.size());
+    const memory::desc src_md(x_dims, e.src_dt, tag), dst_md(e.out_dims, e.dst_dt, tag);
+    const memory::desc bias_md =
+        params_.bias.empty() ? memory::desc() : plain_desc({m}, memory::data_type::f32);
+    const double outputs = static_cast<double>(shape_numel(e.out_dims));
+    const double w_numel = static_cast<double>(w_.numel());
+    e.threads = threads_for_work(2.0 * outputs * w_numel / static_cast<double>(m),
+                                 static_cast<double>(shape_numel(x_dims)) + w_numel + outputs);
+    ThreadLimit limit(e.threads);
+    try {
+      e.pd = dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(
+              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+              memory::desc(gw, memory::data_type::s8, memory::format_tag::any), bias_md, dst_md,
+              strides, dil, pad_l, pad_r),
+          params_.attr(m, 1 << 1), engine());
+      e.prim = dnnl::convolution_forward(e.pd);
+      e.scratch = memory(e.pd.scratchpad_desc(), engine());
+      note_implementation(node_, e.pd.impl_info_str());
+      e.src_buf = memory(e.pd.src_desc(), engine());
+      e.dst_buf = memory(e.pd.dst_desc(), engine());
+      e.src_reorder =
+          dnnl::reorder(memory(plain_desc(x_dims, e.src_dt), engine(), nullptr), e.src_buf);
+      e.dst_reorder =
+          dnnl::reorder(e.dst_buf, memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr));
+      // The weights packed once (with the source zero point's compensation where oneDNN keeps
+      // one in them).
+      e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
+      memory plain_w = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
+      dnnl::stream s(engine());
+      dnnl::reorder(plain_w, e.packed_w).execute(s, plain_w, e.packed_w);
+      s.wait();
+    } catch (const dnnl::error& err) {
+      fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
+           node_.label(), dims_to_string(x_dims), dims_to_string(wd), err.what());
+    }
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
+  const ir::Node& node_;
+  const Tensor& w_;
+  int64_t group_;
+  QLinearParams params_;
+  std::vector<Entry> cache_;  // one entry per input shape seen (a few at most)
+};
+
+std::unique_ptr<Kernel> create(const ir::Node& node) {
+  return std::make_unique<QLinearConv>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "QLinearConv",
+                      .name = "onednn.qlinear_conv",
+                      .check = check_qlinear_conv,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = "ai.kiln",
+                      .op_type = "FusedQLinearConv",
+                      .name = "onednn.qlinear_conv",
+                      .check = check_qlinear_conv,
+                      .create = create});
+
+}  // namespace kiln::backends::cpu

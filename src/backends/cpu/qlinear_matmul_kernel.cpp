@@ -1,0 +1,137 @@
+// Int8 matrix products on the CPU: ai.onnx QLinearMatMul and ai.kiln FusedQLinearMatMul (the
+// static QDQ MatMul / Gemm that passes/fuse_quantized_ops folds) through oneDNN's u8/s8 x s8 ->
+// s32 matmul (VNNI where the CPU has it): every row of A (of any rank >= 2) times one constant
+// int8 [K, N] weight, packed once into the layout the primitive picks; the requantization, bias
+// and activation in its attributes (backends/cpu/qlinear_params.hpp).
+#include <algorithm>
+
+#include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_params.hpp"
+#include "backends/cpu/work_threads.hpp"
+#include "backends/kernel_table.hpp"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+
+std::string check_qlinear_matmul(const ir::Node& node) {
+  const Tensor* b = node.inputs().size() > 3 && node.input(3) ? constant_input(node, 3) : nullptr;
+  if (!b || b->rank() != 2) return "the weight is not a constant 2-D tensor";
+  if (std::string why = check_qlinear(node, 1); !why.empty()) return why;
+  if (node.input(0)->type().shape->rank() < 2) return "a has rank < 2";
+  return "";
+}
+
+class QLinearMatMul final : public Kernel {
+ public:
+  explicit QLinearMatMul(const ir::Node& node)
+      : node_(node),
+        b_(*constant_input(node, 3)),
+        k_(b_.dim(0)),
+        n_(b_.dim(1)),
+        params_(qlinear_params(node, n_)) {
+    if (auto a = declared_dims(node, 0); a && std::count(a->begin(), a->end(), -1) == 0) {
+      prepared(shape_numel(*a) / std::max<int64_t>(k_, 1));
+    }
+  }
+  std::string_view name() const override { return "onednn.qlinear_matmul"; }
+
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+    const DeviceTensor& a = in[0];
+    KILN_CHECK_ARG(a.dims.size() >= 2 && a.dims.back() == k_,
+                   "node {}: QLinearMatMul of {} and {}: inner dims differ", node_.label(),
+                   dims_to_string(a.dims), dims_to_string(b_.dims()));
+    std::vector<int64_t> out_dims = a.dims;
+    out_dims.back() = n_;
+    check_output_fits(node_, out_dims);
+    DeviceTensor y = out.allocate(0, params_.y_type, out_dims);
+    if (y.numel() == 0) return;
+    const int64_t rows = a.numel() / std::max<int64_t>(k_, 1);
+    const Entry& e = prepared(rows);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+                                            {DNNL_ARG_WEIGHTS, e.packed_b},
+                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
+                                            {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    if (!params_.bias.empty()) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
+    ThreadLimit limit(e.threads);
+    e.prim.execute(dnnl_stream(stream), args);
+  }
+
+ private:
+  struct Entry {
+    int64_t rows = 0;
+    int threads = 1;
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+    mutable memory packed_b, scratch;  // oneDNN's execute takes non-const memories
+    std::shared_ptr<void> packed_owner;
+  };
+
+  const Entry& prepared(int64_t rows) {
+    for (const Entry& e : cache_) {
+      if (e.rows == rows) return e;
+    }
+    Entry e;
+    e.rows = rows;
+    e.threads = threads_for_work(2.0 * static_cast<double>(rows * n_ * k_),
+                                 static_cast<double>(rows * k_ + k_ * n_ + 4 * rows * n_));
+    if (rows == 0 || k_ == 0) {
+      KILN_CHECK(k_ > 0 || rows == 0, ErrorCode::Unsupported,
+                 "node {}: an int8 product over an empty K", node_.label());
+      cache_.push_back(std::move(e));
+      return cache_.back();
+    }
+    const memory::data_type at = qlinear_dnnl_type(params_.x_type);
+    const memory::data_type yt = qlinear_dnnl_type(params_.y_type);
+    ThreadLimit limit(e.threads);
+    try {
+      const memory::desc bias_md =
+          params_.bias.empty() ? memory::desc() : plain_desc({1, n_}, memory::data_type::f32);
+      e.pd = dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(plain_desc({rows, k_}, at),
+                             memory::desc({k_, n_}, memory::data_type::s8, memory::format_tag::any),
+                             bias_md, plain_desc({rows, n_}, yt)),
+          params_.attr(n_, 1 << 1), engine());
+      e.prim = dnnl::matmul(e.pd);
+      e.scratch = memory(e.pd.scratchpad_desc(), engine());
+      note_implementation(node_, e.pd.impl_info_str());
+      e.packed_b = owned_memory(e.pd.weights_desc(), e.packed_owner);
+      memory plain_b = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
+      dnnl::stream s(engine());
+      dnnl::reorder(plain_b, e.packed_b).execute(s, plain_b, e.packed_b);
+      s.wait();
+    } catch (const dnnl::error& err) {
+      fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
+           node_.label(), rows, dims_to_string(b_.dims()), err.what());
+    }
+    cache_.push_back(std::move(e));
+    return cache_.back();
+  }
+
+  const ir::Node& node_;
+  const Tensor& b_;
+  int64_t k_, n_;
+  QLinearParams params_;
+  std::vector<Entry> cache_;  // one entry per row count seen (a few at most)
+};
+
+std::unique_ptr<Kernel> create(const ir::Node& node) {
+  return std::make_unique<QLinearMatMul>(node);
+}
+
+}  // namespace
+
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "QLinearMatMul",
+                      .name = "onednn.qlinear_matmul",
+                      .check = check_qlinear_matmul,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .domain = "ai.kiln",
+                      .op_type = "FusedQLinearMatMul",
+                      .name = "onednn.qlinear_matmul",
+                      .check = check_qlinear_matmul,
+                      .create = create});
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,189 @@
+#include "backends/cpu/qlinear_params.hpp"
+
+#include <cmath>
+
+namespace kiln::backends::cpu {
+namespace {
+
+enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias };
+
+bool is_8bit(DataType t) {
+  return t == DataType::UInt8 || t == DataType::Int8;
+}
+
+const Tensor* slot_constant(const ir::Node& node, size_t slot) {
+  return slot < node.inputs().size() && node.input(slot) ? constant_input(node, slot) : nullptr;
+}
+bool has_slot(const ir::Node& node, size_t slot) {
+  return slot < node.inputs().size() && node.input(slot) != nullptr;
+}
+
+// "" when slot holds a float32 constant of 1 (or `channels`) positive finite values.
+std::string check_scale(const ir::Node& node, size_t slot, int64_t channels, const char* what) {
+  const Tensor* s = slot_constant(node, slot);
+  if (!s || s->dtype() != DataType::Float32 || s->rank() > 1) {
+    return fmt::format("{} is not a constant float32 scalar or vector", what);
+  }
+  if (s->numel() != 1 && s->numel() != channels) {
+    return fmt::format("{} has {} elements, not 1 or {}", what, s->numel(), channels);
+  }
+  for (int64_t i = 0; i < s->numel(); ++i) {
+    const float v = s->data<float>()[i];
+    if (!(v > 0) || !std::isfinite(v)) return fmt::format("{} is not positive and finite", what);
+  }
+  return "";
+}
+
+std::string check_zero(const ir::Node& node, size_t slot, DataType type, int64_t count,
+                       const char* what) {
+  if (!has_slot(node, slot)) return "";
+  const Tensor* z = slot_constant(node, slot);
+  if (!z || z->dtype() != type || z->rank() > 1 || z->numel() != count) {
+    return fmt::format("{} is not a constant {} of {} element(s)", what, dtype_name(type), count);
+  }
+  return "";
+}
+
+// The type the node's output has: y_zero_point's, else uint8 (ai.kiln; ai.onnx: x's) with a
+// y_scale, else float32.
+DataType output_type(const ir::Node& node, DataType x_type) {
+  if (has_slot(node, kYZero)) return node.input(kYZero)->type().dtype;
+  if (!has_slot(node, kYScale)) return DataType::Float32;
+  return node.domain() == ops::kKilnDomain ? DataType::UInt8 : x_type;
+}
+
+int32_t scalar_int(const Tensor* t) {
+  if (!t) return 0;
+  return t->dtype() == DataType::UInt8 ? t->data<uint8_t>()[0] : t->data<int8_t>()[0];
+}
+
+}  // namespace
+
+std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
+  const ir::Value* x = node.input(kX);
+  if (!x || !x->type().is_tensor() || !is_8bit(x->type().dtype) || !x->type().shape) {
+    return "x is not a uint8 or int8 tensor of known rank";
+  }
+  const Tensor* w = slot_constant(node, kW);
+  if (!w || w->dtype() != DataType::Int8) return "the weight is not a constant int8 tensor";
+  if (w_axis < 0 || static_cast<size_t>(w_axis) >= w->rank()) return "the weight's rank";
+  const int64_t channels = w->dim(static_cast<size_t>(w_axis));
+  if (std::string why = check_scale(node, kXScale, 1, "x_scale"); !why.empty()) return why;
+  if (slot_constant(node, kXScale)->numel() != 1) return "x_scale is not per tensor";
+  if (std::string why = check_zero(node, kXZero, x->type().dtype, 1, "x_zero_point");
+      !why.empty()) {
+    return why;
+  }
+  if (std::string why = check_scale(node, kWScale, channels, "w_scale"); !why.empty()) return why;
+  const int64_t w_params = slot_constant(node, kWScale)->numel();
+  if (std::string why = check_zero(node, kWZero, DataType::Int8, w_params, "w_zero_point");
+      !why.empty()) {
+    return why;
+  }
+  if (const Tensor* z = slot_constant(node, kWZero)) {
+    for (int64_t i = 0; i < z->numel(); ++i) {
+      if (z->data<int8_t>()[i] != 0) return "w_zero_point is not 0 (symmetric weights only)";
+    }
+  }
+  if (has_slot(node, kYScale)) {
+    if (std::string why = check_scale(node, kYScale, 1, "y_scale"); !why.empty()) return why;
+    if (slot_constant(node, kYScale)->numel() != 1) return "y_scale is not per tensor";
+  } else if (has_slot(node, kYZero)) {
+    return "y_zero_point without y_scale";
+  }
+  const DataType yt = output_type(node, x->type().dtype);
+  if (yt != DataType::Float32 &&
+      (!is_8bit(yt) || !check_zero(node, kYZero, yt, 1, "y_zero_point").empty())) {
+    return "y_zero_point is not a constant uint8 or int8 scalar";
+  }
+  if (node.outputs().size() != 1 || !node.output(0) || node.output(0)->type().dtype != yt) {
+    return "the output's type";
+  }
+  if (has_slot(node, kBias)) {
+    const Tensor* b = slot_constant(node, kBias);
+    const bool float_ok = node.domain() == ops::kKilnDomain && b && b->dtype() == DataType::Float32;
+    if (!b || !(float_ok || b->dtype() == DataType::Int32) || b->rank() != 1 ||
+        b->numel() != channels) {
+      return fmt::format("the bias is not a constant vector of {} elements", channels);
+    }
+  }
+  if (node.inputs().size() > kBias + 1) return "more inputs than QLinearConv's";
+  try {
+    dnnl::post_ops probe;
+    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
+  QLinearParams p;
+  p.x_type = node.input(kX)->type().dtype;
+  p.x_scale = slot_constant(node, kXScale)->data<float>()[0];
+  p.x_zero = scalar_int(slot_constant(node, kXZero));
+  const Tensor* ws = slot_constant(node, kWScale);
+  p.w_scale.assign(ws->data<float>(), ws->data<float>() + ws->numel());
+  p.y_type = output_type(node, p.x_type);
+  if (has_slot(node, kYScale)) {
+    p.y_scale = slot_constant(node, kYScale)->data<float>()[0];
+    p.y_zero = scalar_int(slot_constant(node, kYZero));
+  }
+  if (const Tensor* b = has_slot(node, kBias) ? slot_constant(node, kBias) : nullptr) {
+    p.bias.resize(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      const float unit = p.x_scale * p.w_scale[p.w_scale.size() == 1 ? 0 : c];
+      p.bias[c] = b->dtype() == DataType::Int32 ? static_cast<float>(b->data<int32_t>()[c])
+                                                : b->data<float>()[c] / unit;
+    }
+  }
+  p.act = node_activation(node);
+  return p;
+}
+
+dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) const {
+  using ops::Activation;
+  const bool quantized = y_type != DataType::Float32;
+  // Activations that commute with a positive scale run after the division by y_scale.
+  const bool scaled_act = act.kind == Activation::None || act.kind == Activation::Relu ||
+                          act.kind == Activation::LeakyRelu || act.kind == Activation::Clip;
+  const float out_div = quantized && scaled_act ? y_scale : 1.f;
+  std::vector<float> scales(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    scales[c] = x_scale * w_scale[w_scale.size() == 1 ? 0 : c] / out_div;
+  }
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (w_scale.size() == 1) {
+    a.set_output_scales(0, {scales[0]});
+  } else {
+    a.set_output_scales(channel_mask, scales);
+  }
+  if (x_zero != 0) a.set_zero_points(DNNL_ARG_SRC, 0, {x_zero});
+  if (quantized && y_zero != 0) a.set_zero_points(DNNL_ARG_DST, 0, {y_zero});
+  dnnl::post_ops ops;
+  ops::FusedActivation in_units = act;
+  if (act.kind == Activation::Clip && out_div != 1.f) {
+    in_units.alpha = act.alpha / out_div;
+    in_units.beta = act.beta / out_div;
+  }
+  append_activation(ops, in_units);
+  if (quantized && !scaled_act) {
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / y_scale, 0.f);
+  }
+  a.set_post_ops(ops);
+  return a;
+}
+
+dnnl::memory::data_type qlinear_dnnl_type(DataType t) {
+  switch (t) {
+    case DataType::UInt8:
+      return dnnl::memory::data_type::u8;
+    case DataType::Int8:
+      return dnnl::memory::data_type::s8;
+    default:
+      return dnnl::memory::data_type::f32;
+  }
+}
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,49 @@
+#pragma once
+// What the CPU's int8 convolution and matmul kernels read off a quantized node (ai.onnx
+// QLinearConv / QLinearMatMul, ai.kiln FusedQLinearConv / FusedQLinearMatMul: the same input
+// slots) and how they hand it to oneDNN: every scale and zero point a constant, the activation
+// per tensor (uint8 or int8), the weight a constant int8 tensor with zero points 0 (oneDNN's
+// int8 kernels take symmetric weights), one scale or one per output channel.
+//
+// oneDNN computes, per output channel c: dst = post_ops(output_scale[c] * (acc + bias[c])) +
+// dst_zero_point, rounded and saturated to the output type, where acc sums (x - x_zero) * w in
+// int32. So the bias goes in accumulator units (real bias / (x_scale w_scale[c])), and the
+// output scale is x_scale w_scale[c] (float32 output) or that over y_scale (quantized output).
+// An activation that commutes with a positive scale (Relu, LeakyRelu; Clip with its bounds
+// scaled) runs in the output's units; others run in real units, then a linear post-op divides
+// by y_scale.
+#include <string>
+#include <vector>
+
+#include "backends/cpu/onednn_common.hpp"
+
+namespace kiln::backends::cpu {
+
+struct QLinearParams {
+  DataType x_type = DataType::UInt8;
+  float x_scale = 1;
+  int32_t x_zero = 0;
+  std::vector<float> w_scale;  // one, or one per output channel
+  // The output: float32 (no y_scale), or uint8 / int8 with its scale and zero point.
+  DataType y_type = DataType::Float32;
+  float y_scale = 1;
+  int32_t y_zero = 0;
+  std::vector<float> bias;  // in accumulator units, one per output channel; empty when none
+  ops::FusedActivation act;
+
+  // oneDNN's attributes for `channels` output channels; `channel_mask` is the dst dims mask of
+  // the channel axis (1 << 1 for a convolution's NC..., 1 << 1 for a matmul's [rows, N]).
+  dnnl::primitive_attr attr(int64_t channels, int channel_mask) const;
+};
+
+// "" when the node's operands are what the kernels take (the weight in slot 3 with its output
+// channels along `w_axis`, counted from its first dim), else the reason it stays on the
+// reference kernel.
+std::string check_qlinear(const ir::Node& node, int64_t w_axis);
+// The node's parameters (check_qlinear passed). `channels`: the weight's output channels.
+QLinearParams qlinear_params(const ir::Node& node, int64_t channels);
+
+// oneDNN's type for uint8 / int8 / float32 tensors.
+dnnl::memory::data_type qlinear_dnnl_type(DataType t);
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,337 @@
+// Static INT8 QDQ patterns (what `kiln quantize` and onnxruntime's quantize_static write) into
+// the int8 nodes the CPU computes with oneDNN's int8 convolution and matmul:
+//
+//   DequantizeLinear(x_q, per tensor) -> Conv / FusedConv / MatMul / FusedMatMul / Gemm /
+//     FusedGemm (weight = DequantizeLinear(int8 constant, per tensor or per output channel,
+//     zero point 0); bias a float32 constant; the activation fused already or none)
+//     [-> QuantizeLinear(per tensor, uint8 or int8)]
+//
+// becomes ai.kiln FusedQLinearConv / FusedQLinearMatMul (ops/qlinear_fused.cpp) reading x_q and
+// the int8 weight directly; with the QuantizeLinear it writes the quantized tensor itself, so
+// consecutive int8 nodes pass uint8 between them where the graph has a Q -> DQ pair (the next
+// node's DequantizeLinear reads what this one writes). Without it, the output stays float32.
+// Gemm's alpha joins the weight's scale, beta * C the bias, transB is undone on the weight.
+// A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding.
+// Anything else (a weight zero point other than 0, per-axis activations, float16 scales, a
+// computed bias) stays as it is: the reference path runs it. The pass runs before the weights'
+// DequantizeLinear would be folded to float (FoldConstants keeps them for it, keep_int8_weights)
+// and folds the ones it leaves.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/fused_activation.hpp"
+#include "passes/passes.hpp"
+#include "passes/pattern_utils.hpp"
+
+namespace kiln::passes {
+namespace {
+
+enum class Kind { Conv, MatMul, Gemm };
+
+bool is_8bit(DataType t) {
+  return t == DataType::UInt8 || t == DataType::Int8;
+}
+
+// A float32 constant of one element, or of `channels` elements (per channel).
+bool float_scale(const ir::Value* v, int64_t channels) {
+  if (!v || !v->is_constant() || v->constant().dtype() != DataType::Float32) return false;
+  const Tensor& t = v->constant();
+  if (t.rank() > 1 || (t.numel() != 1 && t.numel() != channels)) return false;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float s = t.data<float>()[i];
+    if (!(s > 0) || !std::isfinite(s)) return false;
+  }
+  return true;
+}
+
+// Attributes of a QuantizeLinear / DequantizeLinear this pass understands: per tensor or per
+// axis (no blocks), no other output type, the default precision.
+bool plain_qdq_attributes(const ir::Node& n) {
+  for (const auto& [name, a] : n.attributes()) {
+    if (name == "axis" || name == "saturate") continue;
+    if (name == "block_size" && int_attr(n, "block_size", 0) == 0) continue;
+    return false;
+  }
+  return true;
+}
+
+// The quantized input of a per-tensor DequantizeLinear `dq` (uint8 or int8, constant scale
+// and zero point) with its scale and zero point; nullopt when `dq` is something else.
+struct TensorQuant {
+  ir::Value* q = nullptr;
+  ir::Value* scale = nullptr;
+  ir::Value* zero = nullptr;  // may be null (0)
+};
+
+bool constant_zero_point(const ir::Value* z, DataType type, int64_t count) {
+  return !z || (z->is_constant() && z->constant().dtype() == type && z->constant().rank() <= 1 &&
+                z->constant().numel() == count);
+}
+
+std::optional<TensorQuant> per_tensor_input(const ir::Node* dq) {
+  if (!dq || !plain_qdq_attributes(*dq) || dq->inputs().size() < 2) return std::nullopt;
+  ir::Value* q = dq->input(0);
+  ir::Value* zero = dq->inputs().size() > 2 ? dq->input(2) : nullptr;
+  if (!q || !q->type().is_tensor() || !is_8bit(q->type().dtype)) return std::nullopt;
+  if (!float_scale(dq->input(1), 1) || dq->input(1)->constant().numel() != 1) return std::nullopt;
+  if (!constant_zero_point(zero, q->type().dtype, 1)) return std::nullopt;
+  return TensorQuant{q, dq->input(1), zero};
+}
+
+// The int8 constant weight of `dq` (per tensor, or per channel along `axis` of its dims), zero
+// points all 0 (oneDNN's int8 kernels take symmetric weights).
+struct WeightQuant {
+  const Tensor* q = nullptr;
+  ir::Value* q_value = nullptr;
+  ir::Value* scale = nullptr;
+};
+
+std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
+  if (!dq || !plain_qdq_attributes(*dq) || dq->inputs().size() < 2) return std::nullopt;
+  ir::Value* w = dq->input(0);
+  if (!w || !w->is_constant() || w->constant().dtype() != DataType::Int8) return std::nullopt;
+  const Tensor& wt = w->constant();
+  const int64_t rank = static_cast<int64_t>(wt.rank());
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const int64_t channels = wt.dim(static_cast<size_t>(axis));
+  if (!float_scale(dq->input(1), channels)) return std::nullopt;
+  if (dq->input(1)->constant().numel() != 1) {
+    int64_t dq_axis = int_attr(*dq, "axis", 1);
+    if (dq_axis < 0) dq_axis += rank;
+    if (dq_axis != axis) return std::nullopt;
+  }
+  const ir::Value* zero = dq->inputs().size() > 2 ? dq->input(2) : nullptr;
+  if (!constant_zero_point(zero, DataType::Int8, dq->input(1)->constant().numel())) {
+    return std::nullopt;
+  }
+  if (zero) {
+    const Tensor& z = zero->constant();
+    for (int64_t i = 0; i < z.numel(); ++i) {
+      if (z.data<int8_t>()[i] != 0) return std::nullopt;
+    }
+  }
+  return WeightQuant{&wt, w, dq->input(1)};
+}
+
+// The QuantizeLinear that alone reads `y`, per tensor to uint8 or int8 with constant parameters.
+ir::Node* requantizing_reader(const Rewriter& rw, ir::Value* y) {
+  if (!rw.single_use(y)) return nullptr;
+  ir::Node* q = rw.readers(y)[0];
+  if (!is_op(q, "QuantizeLinear") || !plain_qdq_attributes(*q) || q->inputs().size() < 2 ||
+      q->outputs().size() != 1 || !q->output(0)) {
+    return nullptr;
+  }
+  if (!float_scale(q->input(1), 1) || q->input(1)->constant().numel() != 1) return nullptr;
+  const ir::Value* zero = q->inputs().size() > 2 ? q->input(2) : nullptr;
+  const DataType yt = zero ? zero->type().dtype : DataType::UInt8;
+  if (!is_8bit(yt) || !constant_zero_point(zero, yt, 1)) return nullptr;
+  if (q->output(0)->type().dtype != yt) return nullptr;
+  return q;
+}
+
+// A float32 vector of `n` (or a row [1, n], or one value broadcast) times `factor`, as the
+// fused node's bias; nullopt for anything else (a full [M, N] C).
+std::optional<Tensor> bias_vector(const ir::Value* c, int64_t n, double factor) {
+  if (!c) return std::nullopt;
+  if (!c->is_constant() || c->constant().dtype() != DataType::Float32) return std::nullopt;
+  const Tensor& t = c->constant();
+  const bool row = t.numel() == n && (t.rank() == 1 || (t.rank() == 2 && t.dim(0) == 1));
+  if (!row && t.numel() != 1) return std::nullopt;
+  Tensor b(DataType::Float32, {n});
+  for (int64_t j = 0; j < n; ++j) {
+    b.data<float>()[j] = static_cast<float>(factor * t.data<float>()[row ? j : 0]);
+  }
+  return b;
+}
+
+Tensor transposed(const Tensor& w) {
+  const int64_t r = w.dim(0), c = w.dim(1);
+  Tensor t(DataType::Int8, {c, r});
+  const int8_t* src = w.data<int8_t>();
+  int8_t* dst = t.data<int8_t>();
+  for (int64_t i = 0; i < r; ++i) {
+    for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
+  }
+  return t;
+}
+
+std::optional<Kind> kind_of(const ir::Node& n) {
+  if (is_op(&n, "Conv") || (is_kiln_op(&n, "FusedConv") && n.inputs().size() <= 3)) {
+    return Kind::Conv;
+  }
+  if (is_op(&n, "MatMul") || is_kiln_op(&n, "FusedMatMul")) return Kind::MatMul;
+  if (is_op(&n, "Gemm") || is_kiln_op(&n, "FusedGemm")) return Kind::Gemm;
+  return std::nullopt;
+}
+
+std::string string_attr(const ir::Node& n, const char* name, const std::string& fallback) {
+  const ir::Attribute* a = n.attribute(name);
+  return a && std::holds_alternative<std::string>(a->storage())
+             ? std::get<std::string>(a->storage())
+             : fallback;
+}
+
+// Pad(x, zeros on the spatial dims) -> QuantizeLinear -> DequantizeLinear -> convolutions (the
+// "same" padding TensorFlow-style exports write before a strided depthwise convolution): the
+// QuantizeLinear reads x and the convolutions pad themselves. Exact: a padded 0 quantizes to
+// the zero point, which dequantizes to 0, what a convolution's own padding reads (the int8
+// kernels pad with the zero point).
+bool fold_pad(Rewriter& rw, ir::Node& pad) {
+  ir::Value* padded = pad.output(0);
+  const std::optional<size_t> rank = rank_of(pad.input(0));
+  if (!rank || *rank < 3 || *rank > 5 || pad.inputs().size() < 2 || pad.inputs().size() > 3 ||
+      string_attr(pad, "mode", "constant") != "constant" || !rw.single_use(padded)) {
+    return false;
+  }
+  if (pad.inputs().size() == 3 && pad.input(2) && !is_scalar_constant(pad.input(2), 0.0)) {
+    return false;
+  }
+  const ir::Value* pv = pad.input(1);
+  if (!pv || !pv->is_constant() || pv->constant().dtype() != DataType::Int64 ||
+      pv->constant().numel() != static_cast<int64_t>(2 * *rank)) {
+    return false;
+  }
+  const std::vector<int64_t> pads = pv->constant().to_int64_vector();
+  const size_t r = *rank;
+  if (pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r + 1] != 0) return false;
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; })) return false;
+  ir::Node* q = rw.readers(padded)[0];
+  if (!is_op(q, "QuantizeLinear") || !plain_qdq_attributes(*q) || q->outputs().size() != 1 ||
+      !float_scale(q->input(1), 1) || q->input(1)->constant().numel() != 1 ||
+      rw.touched(q->output(0)) || rw.graph().is_output(q->output(0))) {
+    return false;
+  }
+  // Every reader of the quantized tensor a per-tensor DequantizeLinear read only by
+  // convolutions of explicit padding.
+  std::vector<ir::Node*> dqs, convs;
+  for (ir::Node* dq : rw.readers(q->output(0))) {
+    if (!is_op(dq, "DequantizeLinear") || !per_tensor_input(dq) || dq->input(0) != q->output(0) ||
+        rw.touched(dq->output(0)) || rw.graph().is_output(dq->output(0)) ||
+        rw.readers(dq->output(0)).empty()) {
+      return false;
+    }
+    for (ir::Node* c : rw.readers(dq->output(0))) {
+      if (!kind_of(*c) || *kind_of(*c) != Kind::Conv || c->input(0) != dq->output(0) ||
+          c->input(1) == dq->output(0) || string_attr(*c, "auto_pad", "NOTSET") != "NOTSET") {
+        return false;
+      }
+      convs.push_back(c);
+    }
+    dqs.push_back(dq);
+  }
+  const size_t nsp = r - 2;
+  for (ir::Node* c : convs) {
+    std::vector<int64_t> cp = ints_attr(*c, "pads").value_or(std::vector<int64_t>(2 * nsp, 0));
+    if (cp.size() != 2 * nsp) return false;
+    for (size_t d = 0; d < nsp; ++d) {
+      cp[d] += pads[2 + d];
+      cp[nsp + d] += pads[r + 2 + d];
+    }
+    c->set_attribute("pads", ir::Attribute(cp));
+    rw.touch(*c);
+  }
+  const Shape unpadded = *pad.input(0)->type().shape;
+  q->set_input(0, pad.input(0));
+  q->output(0)->set_type(TypeInfo::tensor(q->output(0)->type().dtype, unpadded));
+  rw.touch(*q);
+  for (ir::Node* dq : dqs) {
+    dq->output(0)->set_type(TypeInfo::tensor(dq->output(0)->type().dtype, unpadded));
+    rw.touch(*dq);
+  }
+  rw.remove(&pad);
+  return true;
+}
+
+bool fuse(Rewriter& rw, ir::Node& n) {
+  const std::optional<Kind> kind = kind_of(n);
+  if (!kind || n.outputs().size() != 1 || n.inputs().size() < 2) return false;
+  ir::Value* y = n.output(0);
+  if (!y || y->type().dtype != DataType::Float32) return false;
+  const std::optional<TensorQuant> x =
+      per_tensor_input(rw.producer(n.input(0), "DequantizeLinear"));
+  if (!x) return false;
+  const ir::Node* dqw = rw.producer(n.input(1), "DequantizeLinear");
+  const ir::Value* wv = dqw ? dqw->input(0) : nullptr;
+  if (!wv || !wv->is_constant()) return false;
+  const int64_t w_rank = static_cast<int64_t>(wv->constant().rank());
+  const bool trans_b = *kind == Kind::Gemm && int_attr(n, "transB", 0) != 0;
+  // The weight's output-channel axis.
+  int64_t axis = 0;
+  if (*kind == Kind::MatMul) axis = 1;
+  if (*kind == Kind::Gemm) axis = trans_b ? 0 : 1;
+  if (*kind != Kind::Conv && (w_rank != 2 || rank_of(n.input(0)).value_or(0) < 2)) return false;
+  std::optional<WeightQuant> w = int8_weight(dqw, axis);
+  if (!w) return false;
+  const int64_t m = w->q->dim(static_cast<size_t>(axis));
+
+  // The bias in real units, and for Gemm the weight's scale times alpha.
+  ir::Value* bias = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  ir::Value* w_scale = w->scale;
+  ir::Value* w_q = w->q_value;
+  if (*kind == Kind::Gemm) {
+    const float alpha = float_attr(n, "alpha", 1.f), beta = float_attr(n, "beta", 1.f);
+    if (int_attr(n, "transA", 0) != 0 || !(alpha > 0) || !std::isfinite(alpha)) return false;
+    if (bias && beta != 0.f) {
+      std::optional<Tensor> b = bias_vector(bias, m, beta);
+      if (!b) return false;
+      bias = rw.new_constant(y->name() + "_bias", std::move(*b));
+    } else {
+      bias = nullptr;
+    }
+    if (alpha != 1.f) {
+      Tensor s = w->scale->constant();
+      for (int64_t i = 0; i < s.numel(); ++i) s.data<float>()[i] *= alpha;
+      w_scale = rw.new_constant(w->scale->name() + "_alpha", std::move(s));
+    }
+    if (trans_b) w_q = rw.new_constant(w_q->name() + "_kn", transposed(*w->q));
+  } else if (bias) {
+    // Conv's B and FusedMatMul's bias: a float32 constant of M.
+    if (!bias->is_constant() || bias->constant().dtype() != DataType::Float32 ||
+        bias->constant().rank() != 1 || bias->constant().numel() != m) {
+      return false;
+    }
+  }
+
+  ir::Node* q = requantizing_reader(rw, y);
+  std::vector<ir::Value*> inputs = {x->q,
+                                    x->scale,
+                                    x->zero,
+                                    w_q,
+                                    w_scale,
+                                    nullptr,
+                                    q ? q->input(1) : nullptr,
+                                    q && q->inputs().size() > 2 ? q->input(2) : nullptr,
+                                    bias};
+  while (!inputs.empty() && !inputs.back()) inputs.pop_back();
+  ir::Value* result = q ? q->output(0) : y;
+  const int opset = import_kiln_domain(rw.graph());
+  ir::Value* out = rw.new_value(result->name() + "_int8", result->type());
+  ir::Node* fused =
+      rw.insert_node(&n, *kind == Kind::Conv ? "FusedQLinearConv" : "FusedQLinearMatMul",
+                     ops::kKilnDomain, std::move(inputs), {out}, opset);
+  for (const auto& [name, a] : n.attributes()) {
+    // Gemm's attributes are in the operands now.
+    if (*kind == Kind::Gemm && name != "activation" && name != "activation_params") continue;
+    fused->set_attribute(name, a);
+  }
+  std::vector<ir::Node*> dead = {&n};
+  if (q) dead.insert(dead.begin(), q);
+  rw.replace(result, out, dead);
+  return true;
+}
+
+}  // namespace
+
+bool FuseQuantizedOps::apply(ir::Graph& root) const {
+  // The Pads first, so that the convolutions before them see their QuantizeLinear.
+  const bool pads = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
+    return is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n);
+  });
+  const bool fused = rewrite_graph(root, fuse);
+  // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as
+  // FoldConstants would have done without keep_int8_weights.
+  const bool folded = FoldConstants{}.apply(root);
+  return pads || fused || folded;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,224 @@
+"""Static INT8 QDQ models on the CPU's int8 kernels (passes/fuse_quantized_ops, the oneDNN int8
+convolution and matmul): each small QDQ model (tools/make_qdq_models.py) runs optimized (the
+int8 nodes) and unoptimized (the reference path: DequantizeLinear, the float op, QuantizeLinear),
+and the two agree within one quantization step of the output (rounding), or to float rounding
+where the output stays float32; onnxruntime runs the same files within the same bounds. The
+optimized graph must hold the int8 nodes (the pass fired), and patterns it does not take (a
+weight zero point, uint8 weights) run the reference path and still agree."""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import make_qdq_models as qdq  # noqa: E402
+
+
+def session(path, optimize=True, threads=1):
+    opts = kiln.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.enable_profiling = True
+    if not optimize:
+        opts.graph_optimization_level = kiln.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return kiln.InferenceSession(path, opts)
+
+
+def run(sess, x):
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def op_types(sess):
+    return sorted({e["op_type"] for e in sess.get_profile()})
+
+
+def output_step(path):
+    """The scale of the QuantizeLinear before the graph output's DequantizeLinear (None when the
+    output is float32 straight from the op)."""
+    m = onnx.load(path)
+    out = m.graph.output[0].name
+    producer = {o: n for n in m.graph.node for o in n.output}
+    last = producer[out]
+    if last.op_type != "DequantizeLinear":
+        return None
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    return float(inits[last.input[1]])
+
+
+def inputs(shape, seed=1, lo=-1.5, hi=3.5):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def check_against_reference(path, shape, fused_op, seed=1):
+    fast, ref = session(path), session(path, optimize=False)
+    x = inputs(shape, seed)
+    got, want = run(fast, x), run(ref, x)
+    assert got.shape == want.shape
+    step = output_step(path)
+    if step is None:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    else:
+        diff = np.abs(got - want)
+        assert diff.max() <= step * 1.001, (diff.max(), step)
+        # Rounding differences only: nearly every value is exact.
+        assert (diff > step * 0.5).mean() < 0.02
+    ops = op_types(fast)
+    if fused_op:
+        assert fused_op in ops, ops
+        assert not {"Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm"} & set(ops)
+    # onnxruntime on the same file: the same bound against Kiln's reference path.
+    o = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    theirs = o.run(None, {o.get_inputs()[0].name: x})[0]
+    bound = step * 1.001 if step else 1e-3 * np.abs(want).max()
+    assert np.abs(theirs - want).max() <= bound
+    return got, want
+
+
+@pytest.mark.parametrize("act", [None, "relu", "clip"])
+@pytest.mark.parametrize("quantized_output", [True, False])
+def test_conv(tmp_path, act, quantized_output):
+    path = qdq.conv(tmp_path / "conv.onnx", act=act, quantized_output=quantized_output)
+    check_against_reference(path, [2, 8, 10, 10], "FusedQLinearConv")
+
+
+@pytest.mark.parametrize("case", [
+    dict(group=4, c=8, m=8),                       # grouped
+    dict(group=16, c=16, m=16, act="clip"),        # depthwise
+    dict(group=16, c=16, m=16, stride=2, hw=11),   # depthwise, strided, odd size
+    dict(per_channel=False),                       # per-tensor weights
+    dict(k=1, pad=0, bias=False),                  # pointwise, no bias
+    dict(x_dtype=np.int8),                         # int8 activations
+    dict(k=5, pad=2, stride=2, hw=13),             # padding read as the zero point
+])
+def test_conv_variants(tmp_path, case):
+    path = qdq.conv(tmp_path / "conv.onnx", **case)
+    c = case.get("c", 8)
+    hw = case.get("hw", 10)
+    check_against_reference(path, [2, c, hw, hw], "FusedQLinearConv")
+
+
+def test_chain_keeps_uint8_between_int8_nodes(tmp_path):
+    path = qdq.chain(tmp_path / "chain.onnx")
+    check_against_reference(path, [1, 3, 12, 12], "FusedQLinearConv")
+    fast = session(path)
+    run(fast, inputs([1, 3, 12, 12]))
+    ops = op_types(fast)
+    # The Q -> DQ pairs between the convolutions are gone: only the input's QuantizeLinear
+    # remains (the int8 nodes write and read uint8 themselves).
+    assert [e["op_type"] for e in fast.get_profile()].count("QuantizeLinear") == 1, ops
+    assert "DequantizeLinear" not in ops, ops
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(trans_b=0),
+    dict(alpha=0.5, beta=2.0),
+    dict(act="relu"),
+    dict(quantized_output=False),
+    dict(per_channel=False),
+])
+def test_gemm(tmp_path, case):
+    path = qdq.gemm(tmp_path / "gemm.onnx", **case)
+    check_against_reference(path, [4, 32], "FusedQLinearMatMul")
+
+
+@pytest.mark.parametrize("case", [dict(), dict(act=None), dict(quantized_output=False),
+                                  dict(per_channel=False)])
+def test_matmul(tmp_path, case):
+    path = qdq.matmul(tmp_path / "matmul.onnx", **case)
+    check_against_reference(path, [2, 5, 32], "FusedQLinearMatMul")
+
+
+def test_threads_agree(tmp_path):
+    path = qdq.conv(tmp_path / "conv.onnx", c=16, m=32, hw=20, act="relu")
+    x = inputs([2, 16, 20, 20])
+    one, two = run(session(path, threads=1), x), run(session(path, threads=2), x)
+    np.testing.assert_array_equal(one, two)
+
+
+def test_weight_zero_point_stays_on_the_reference_path(tmp_path):
+    # oneDNN's int8 kernels take symmetric weights: a weight zero point keeps the float path.
+    path = qdq.conv(tmp_path / "conv.onnx", w_zero=3)
+    check_against_reference(path, [2, 8, 10, 10], None)
+    s = session(path)
+    run(s, inputs([2, 8, 10, 10]))
+    ops = op_types(s)
+    assert "FusedQLinearConv" not in ops and ("Conv" in ops or "FusedConv" in ops), ops
+
+
+def test_uint8_weights_stay_on_the_reference_path(tmp_path):
+    path = qdq.conv(tmp_path / "conv.onnx")
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0].startswith("w"):
+            w = numpy_helper.to_array(inits[n.input[0]]).astype(np.int16) + 128
+            inits[n.input[0]].CopyFrom(numpy_helper.from_array(w.astype(np.uint8), n.input[0]))
+            z = numpy_helper.to_array(inits[n.input[2]]).astype(np.int16) + 128
+            inits[n.input[2]].CopyFrom(numpy_helper.from_array(z.astype(np.uint8), n.input[2]))
+    onnx.save(m, path)
+    check_against_reference(path, [2, 8, 10, 10], None)
+    s = session(path)
+    run(s, inputs([2, 8, 10, 10]))
+    assert "FusedQLinearConv" not in op_types(s)
+
+
+def qlinear_conv_model(tmp_path, w_scale_count=4):
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(np.float32(0.02), "xs"),
+        numpy_helper.from_array(np.uint8(120), "xz"),
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(np.full(w_scale_count, 0.01, np.float32), "ws"),
+        numpy_helper.from_array(np.zeros(w_scale_count, np.int8), "wz"),
+        numpy_helper.from_array(np.float32(0.05), "ys"),
+        numpy_helper.from_array(np.uint8(128), "yz"),
+        numpy_helper.from_array(rng.integers(-500, 500, 4).astype(np.int32), "b"),
+    ]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                            ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([node], "qlc",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    path = str(tmp_path / "qlinearconv.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def test_onnx_qlinear_conv_runs_on_the_int8_kernel(tmp_path):
+    path = qlinear_conv_model(tmp_path)
+    x = np.random.default_rng(4).integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)
+    fast, ref = session(path), session(path, optimize=False)
+    got = fast.run(None, {"x": x})[0]
+    want = ref.run(None, {"x": x})[0]
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+    o = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    theirs = o.run(None, {"x": x})[0]
+    assert np.abs(theirs.astype(np.int32) - want.astype(np.int32)).max() <= 1
+
+
+def test_malformed_qlinear_conv_is_a_clear_error(tmp_path):
+    # Three weight scales for four output channels: the op itself is invalid, on either path.
+    path = qlinear_conv_model(tmp_path, w_scale_count=3)
+    x = np.zeros((1, 3, 6, 6), np.uint8)
+    for optimize in (True, False):
+        with pytest.raises(Exception, match="w_scale|w zero point|elements"):
+            session(path, optimize=optimize).run(None, {"x": x})
+
+
+def test_zero_pad_joins_the_convolution(tmp_path):
+    path = qdq.padded_depthwise(tmp_path / "pad.onnx")
+    check_against_reference(path, [1, 3, 12, 12], "FusedQLinearConv")
+    s = session(path)
+    run(s, inputs([1, 3, 12, 12]))
+    ops = [e["op_type"] for e in s.get_profile()]
+    # No Pad left, and the first convolution writes uint8 for the depthwise one to read.
+    assert "Pad" not in ops and ops.count("QuantizeLinear") == 1, ops
