@@ -77,6 +77,17 @@ std::vector<Case> cases() {
        conv},
       {"conv_valid", "Conv", {x({1, 2, 7, 6}), w({3, 2, 3, 3})}, {s("auto_pad", "VALID")}, conv},
       {"conv_weights_as_input", "Conv", {x({1, 3, 6, 6}), x({2, 3, 3, 3}), x({2})}, pad1, conv},
+      // Few input channels (a network's stem: the GPU's own stem kernel), strided and dilated.
+      {"conv_stem_3x3_s2",
+       "Conv",
+       {x({2, 3, 17, 16}), w({16, 3, 3, 3}), w({16})},
+       pad1 + std::vector<Attr>{ints("strides", {2, 2})},
+       conv},
+      {"conv_stem_1ch_dilated",
+       "Conv",
+       {x({1, 1, 12, 11}), w({8, 1, 3, 3})},
+       {ints("dilations", {2, 2}), ints("pads", {2, 1, 1, 2})},
+       conv},
       // Depthwise: Kiln's own loop.
       {"depthwise_3x3",
        "Conv",
@@ -241,6 +252,13 @@ std::vector<Case> cases() {
                  kKiln,
                  1});
   }
+  c.push_back({"fused_conv_stem_clip6",
+               "FusedConv",
+               {x({2, 3, 15, 15}), w({32, 3, 3, 3}), w({32})},
+               pad1 + std::vector<Attr>{ints("strides", {2, 2})} + act("Clip", {0.f, 6.f}),
+               conv,
+               kKiln,
+               1});
   c.push_back({"fused_depthwise_clip6",
                "FusedConv",
                {x({1, 8, 6, 6}), w({8, 1, 3, 3}), w({8})},
