@@ -33,45 +33,56 @@ struct alignas(16) OutChunk {
   T v[kGroup];
 };
 
-template <typename T>
+// KH, KW, C: the filter's extent and the input channels as constants (0: read from the
+// arguments). MobileNetV2's and EfficientNet's 3x3x3 stems take the constant form, whose 27
+// loads are then issued together; others the general loop. Coordinates are 32-bit within an
+// image (the runtime checks that an image has fewer than 2^31 elements); blockIdx.y walks the
+// images.
+template <typename T, int KH, int KW, int C>
 __global__ void __launch_bounds__(kThreads)
     stem_conv_kernel(StemConvArgs a, float lo, float hi, bool clip) {
   __shared__ float w_s[kStemMaxWeights];
-  const int taps = a.kh * a.kw * a.c;
+  const int kh = KH > 0 ? KH : a.kh, kw = KW > 0 ? KW : a.kw, channels = C > 0 ? C : a.c;
+  const int taps = kh * kw * channels;
   for (int i = static_cast<int>(threadIdx.x); i < taps * a.f; i += kThreads) w_s[i] = a.w[i];
   __syncthreads();
-  const T* x = static_cast<const T*>(a.x);
-  T* y = static_cast<T*>(a.y);
   const int groups = a.f / kGroup;
-  const int64_t items = static_cast<int64_t>(a.n) * a.oh * a.ow * groups;
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; item < items;
-       item += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int g = static_cast<int>(item % groups);
-    const int64_t pixel = item / groups;
-    const int ox = static_cast<int>(pixel % a.ow);
-    const int64_t rest = pixel / a.ow;
-    const int oy = static_cast<int>(rest % a.oh);
-    const int64_t n = rest / a.oh;
+  const int per_image = a.oh * a.ow * groups;
+  const int item = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  if (item >= per_image) return;
+  const int g = item % groups;
+  const int pixel = item / groups;
+  const int ox = pixel % a.ow, oy = pixel / a.ow;
+  const int sc = static_cast<int>(a.x_stride_c), sh = static_cast<int>(a.x_stride_h);
+  const int sw = static_cast<int>(a.x_stride_w);
+  const int y0 = oy * a.stride_h - a.pad_top, x0 = ox * a.stride_w - a.pad_left;
+  for (int64_t n = blockIdx.y; n < a.n; n += gridDim.y) {
+    const T* xn = static_cast<const T*>(a.x) + n * a.x_stride_n;
     float acc[kGroup];
     KILN_UNROLL
     for (int k = 0; k < kGroup; ++k) acc[k] = a.bias ? a.bias[g * kGroup + k] : 0.f;
-    const T* xn = x + n * a.x_stride_n;
-    const float* wg = w_s + g * kGroup;
-    for (int r = 0; r < a.kh; ++r) {
-      const int iy = oy * a.stride_h - a.pad_top + r * a.dil_h;
-      const bool row_in = iy >= 0 && iy < a.h;
-      for (int s = 0; s < a.kw; ++s) {
-        const int ix = ox * a.stride_w - a.pad_left + s * a.dil_w;
-        const bool in = row_in && ix >= 0 && ix < a.w_in;
-        const T* px = xn + static_cast<int64_t>(iy) * a.x_stride_h + ix * a.x_stride_w;
-        const float* wt = wg + ((r * a.kw + s) * a.c) * a.f;
-        for (int c = 0; c < a.c; ++c) {
-          const float v = in ? to_float(px[c * a.x_stride_c]) : 0.f;
-          const float* wc = wt + c * a.f;
+    // One tap: input (r, s, c) times the group's weights of it.
+    auto tap = [&](int r, int s, int c) {
+      const int iy = y0 + r * a.dil_h, ix = x0 + s * a.dil_w;
+      const bool in = iy >= 0 && iy < a.h && ix >= 0 && ix < a.w_in;
+      const float v = in ? to_float(xn[iy * sh + ix * sw + c * sc]) : 0.f;
+      const float* wc = w_s + ((r * kw + s) * channels + c) * a.f + g * kGroup;
+      KILN_UNROLL
+      for (int k = 0; k < kGroup; ++k) acc[k] = fmaf(v, wc[k], acc[k]);
+    };
+    if constexpr (KH > 0 && KW > 0 && C > 0) {
+      KILN_UNROLL
+      for (int r = 0; r < KH; ++r) {
+        KILN_UNROLL
+        for (int s = 0; s < KW; ++s) {
           KILN_UNROLL
-          for (int k = 0; k < kGroup; ++k) acc[k] = fmaf(v, wc[k], acc[k]);
+          for (int c = 0; c < C; ++c) tap(r, s, c);
         }
       }
+    } else {
+      for (int r = 0; r < kh; ++r)
+        for (int s = 0; s < kw; ++s)
+          for (int c = 0; c < channels; ++c) tap(r, s, c);
     }
     OutChunk<T> out;
     KILN_UNROLL
@@ -80,7 +91,8 @@ __global__ void __launch_bounds__(kThreads)
                            : activate_general(acc[k], a.activation, a.act_alpha, a.act_beta);
       out.v[k] = from_float<T>(v);
     }
-    *reinterpret_cast<OutChunk<T>*>(y + pixel * a.f + g * kGroup) = out;
+    T* yn = static_cast<T*>(a.y) + n * per_image * kGroup;
+    *reinterpret_cast<OutChunk<T>*>(yn + item * kGroup) = out;
   }
 }
 
@@ -105,14 +117,19 @@ hipError_t launch_stem_conv(const StemConvArgs& a, hipStream_t stream) {
   } else if (a.activation != GemmActivation::None) {
     clip = false;
   }
-  const int64_t items = static_cast<int64_t>(a.n) * a.oh * a.ow * (a.f / kGroup);
-  const int64_t blocks_needed = (items + kThreads - 1) / kThreads;
-  // A grid-stride loop: at most 2^20 blocks (each stages the weights once).
-  const unsigned blocks =
-      static_cast<unsigned>(blocks_needed < (1 << 20) ? blocks_needed : 1 << 20);
+  const int64_t per_image = static_cast<int64_t>(a.oh) * a.ow * (a.f / kGroup);
+  if (per_image * kGroup >= (int64_t{1} << 31)) return hipErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((per_image + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(a.n < 65535 ? a.n : 65535));
+  const bool stem3 = a.kh == 3 && a.kw == 3 && a.c == 3;
   return dispatch_float(a.type, [&]<typename T>() {
-    hipLaunchKernelGGL(stem_conv_kernel<T>, dim3(blocks), dim3(kThreads), 0, stream, a, lo, hi,
-                       clip);
+    if (stem3) {
+      hipLaunchKernelGGL((stem_conv_kernel<T, 3, 3, 3>), grid, dim3(kThreads), 0, stream, a, lo, hi,
+                         clip);
+    } else {
+      hipLaunchKernelGGL((stem_conv_kernel<T, 0, 0, 0>), grid, dim3(kThreads), 0, stream, a, lo, hi,
+                         clip);
+    }
     return hipGetLastError();
   });
 }
