@@ -107,6 +107,7 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
       .add(FoldConstants{.keep_int8_weights = cpu})
       .add(CancelTransposes{})
       .add(CollapseReshapes{})
+      .add(FoldPadIntoConv{})
       .add(FuseConvBatchNorm{})
       .add(FuseGemmBatchNorm{})
       .add(FuseLayerNorm{})

@@ -46,6 +46,14 @@ struct EliminateCommonSubexpressions {
   bool apply(ir::Graph& graph) const;
 };
 
+// Folds Pad(x, zeros on the spatial dims) into the Conv / ai.kiln FusedConv nodes that read it
+// (every reader such a convolution with explicit pads): they read x with the Pad's amounts
+// added to their pads.
+struct FoldPadIntoConv {
+  std::string_view name() const { return "fold_pad_into_conv"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // Folds an inference-mode BatchNormalization into the Conv feeding it (constant weights, float32
 // or float64, the Conv output read only by the BatchNormalization).
 struct FuseConvBatchNorm {

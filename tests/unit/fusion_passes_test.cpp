@@ -345,6 +345,56 @@ TEST(MergeParallelMatMuls, GraphOutputsKeepTheirNamesAndUnsharedInputsStay) {
 namespace kiln {
 namespace {
 
+// TensorFlow-style "same" padding: Pad(zeros on H and W, asymmetric) before a strided (here
+// depthwise) convolution, read by one or two convolutions with pads of their own; the
+// convolutions take the Pad's amounts and the Pad goes.
+TEST(FoldPadIntoConv, ZeroSpatialPadsJoinTheConvolutions) {
+  for (int variant = 0; variant < 3; ++variant) {  // one Conv; Conv + FusedConv; opset 2 Pad
+    SCOPED_TRACE(variant);
+    auto build = [&] {
+      GraphBuilder b(variant == 2 ? 10 : 13);
+      ir::Value* x = b.input("x", {1, 4, 7, 8});
+      const std::vector<int64_t> pads = {0, 0, 0, 1, 0, 0, 1, 2};
+      ir::Value* p = variant == 2 ? b.op("Pad", {x}, {{"pads", ir::Attribute(pads)}})
+                                  : b.op("Pad", {x, b.ints(pads), b.scalar(0.f)});
+      b.output(b.op("Conv", {p, b.random({4, 1, 3, 3}), b.random({4})},
+                    {{"group", ir::Attribute(int64_t{4})},
+                     {"strides", ir::Attribute(std::vector<int64_t>{2, 2})}}));
+      if (variant == 1) {
+        b.output(b.op("Conv", {p, b.random({3, 4, 1, 1})},
+                      {{"pads", ir::Attribute(std::vector<int64_t>{1, 0, 0, 1})}}));
+      }
+      return b.graph;
+    };
+    auto g = expect_rewrite_keeps_results(build, passes::FoldPadIntoConv{});
+    const Hist want = variant == 1 ? Hist{{"Conv", 2}} : Hist{{"Conv", 1}};
+    EXPECT_EQ(ops_of(*g), want);
+  }
+}
+
+TEST(FoldPadIntoConv, LeavesPadsItCannotFold) {
+  // A non-zero value, a reflect mode, a channel pad, a Pad also read by a non-convolution, and
+  // a graph-output Pad stay.
+  for (int variant = 0; variant < 5; ++variant) {
+    SCOPED_TRACE(variant);
+    GraphBuilder b;
+    ir::Value* x = b.input("x", {1, 2, 6, 6});
+    std::vector<int64_t> pads = {0, 0, 1, 1, 0, 0, 1, 1};
+    if (variant == 2) pads[1] = 1;
+    std::vector<ir::Value*> in = {x, b.ints(pads)};
+    if (variant == 0) in.push_back(b.scalar(1.f));
+    std::map<std::string, ir::Attribute> attrs;
+    if (variant == 1) attrs.emplace("mode", ir::Attribute(std::string("reflect")));
+    ir::Value* p = b.op("Pad", in, attrs);
+    const int64_t c = variant == 2 ? 3 : 2;
+    b.output(b.op("Conv", {p, b.random({2, c, 3, 3})}));
+    if (variant == 3) b.output(b.op("Relu", {p}));
+    if (variant == 4) b.output(p);
+    EXPECT_FALSE(passes::FoldPadIntoConv{}.apply(*b.graph));
+    EXPECT_EQ(ops_of(*b.graph).count("Pad"), 1u);
+  }
+}
+
 // A ResNet block's end: Conv (with or without B) -> Add(residual) [-> Relu]; the residual on
 // either side of the Add. One FusedConv(X, W, B, Z) computes the same (its reference kernel adds
 // Z before the activation).
