@@ -2,8 +2,8 @@
 // Launcher of Kiln's own convolution for inputs of few channels (stem_conv.hip): a network's first
 // convolution (3 channels in, a few dozen out, 3x3: MobileNetV2's and EfficientNet's stems),
 // where the libraries pad the 3 channels to their tiles' width and ran MobileNetV2 b64's stem at
-// 390 us on the H100, 17x its memory time. Each output is a short dot product (27 multiply-adds
-// per channel), done on the CUDA cores in float32. Plain declarations.
+// 390 us on the H100, about 18x its memory time. Each output is a short dot product (27
+// multiply-adds per channel), done on the CUDA cores in float32. Plain declarations.
 #include <cstdint>
 
 #include "backends/gpu/kernels/gemm.hpp"  // GemmActivation: the fused kernels' activation

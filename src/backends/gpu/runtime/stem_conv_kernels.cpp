@@ -1,7 +1,7 @@
 // Conv and ai.kiln FusedConv of an input with few channels (group 1, at most 4 input channels,
 // a short filter: a network's stem) through Kiln's own kernel (kernels/stem_conv.hip), before
 // cuDNN, which padded the three channels to its tiles and took 390 us for MobileNetV2 b64's
-// 3x3 stem on an H100 (17x its memory time; bench/results/2026-12-06d-gpu-stem-conv.md). The
+// 3x3 stem on an H100 (about 18x its memory time; bench/results/2026-12-06d-gpu-stem-conv.md). The
 // kernel reads the input in either layout and writes channels-last; a row-major output (a
 // graph's edge) is transposed through scratch. float32, float16, bfloat16; any stride,
 // dilation and pads; bias and every fused activation. KILN_GPU_STEM=0 refuses every node, so
