@@ -7,6 +7,7 @@
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/gpu/runtime/node_attrs.hpp"
+#include "core/half.hpp"
 
 namespace kiln::backends::gpu {
 
@@ -60,6 +61,17 @@ std::string read_conv_node(const ir::Node& node, ConvNode& out) {
   if (std::string why = read_window_2d(node, "convolution", out); !why.empty()) return why;
   if (out.ceil_mode) return "ceil_mode is not a convolution's attribute";
   return "";
+}
+
+float constant_element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DataType::Float16:
+      return half_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
+    case DataType::BFloat16:
+      return bfloat16_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
+    default:
+      return static_cast<const float*>(t.raw_data())[i];
+  }
 }
 
 }  // namespace kiln::backends::gpu

@@ -10,6 +10,7 @@
 
 #include "backends/gpu/kernels/gemm.hpp"
 #include "backends/gpu/runtime/window_2d.hpp"
+#include "backends/kernel_table.hpp"
 #include "core/dtype.hpp"
 #include "ir/graph.hpp"
 
@@ -31,10 +32,42 @@ struct ConvNode : Window2d {
 // known activation and a residual of the input's type; else why not. Fills `out`.
 std::string read_conv_node(const ir::Node& node, ConvNode& out);
 
+// Element i of a constant float32, float16 or bfloat16 tensor (a convolution's weights or
+// bias) as float: what the own convolutions upload, widened once.
+float constant_element(const Tensor& t, int64_t i);
+
 // One run's output extent and pads for an input of h x w (window_2d.hpp).
 using ConvExtent = WindowExtent;
 inline ConvExtent conv_extent(const ConvNode& c, int64_t h, int64_t w) {
   return window_extent(c, h, w);
 }
+
+// A convolution kernel's two table entries, Conv and ai.kiln FusedConv, at `priority`:
+// CHECK(node, ConvNode&) says why the kernel cannot run a node (empty: it can) and fills the
+// ConvNode; KERNEL is constructed from (GpuBackendImpl&, node, ConvNode). Used inside an
+// anonymous namespace of the kernel's file.
+#define KILN_REGISTER_GPU_CONV_KERNEL(NAME, PRIORITY, CHECK, KERNEL)                     \
+  std::string check_conv_node(const ir::Node& node) {                                    \
+    ConvNode shape;                                                                      \
+    return CHECK(node, shape);                                                           \
+  }                                                                                      \
+  std::unique_ptr<Kernel> create_conv_kernel(Backend& backend, const ir::Node& node) {   \
+    ConvNode shape;                                                                      \
+    CHECK(node, shape); /* the table's create ran the check before */                    \
+    return std::make_unique<KERNEL>(static_cast<GpuBackendImpl&>(backend), node, shape); \
+  }                                                                                      \
+  KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,                                      \
+                        .op_type = "Conv",                                               \
+                        .name = NAME,                                                    \
+                        .priority = PRIORITY,                                            \
+                        .check = check_conv_node,                                        \
+                        .create = create_conv_kernel});                                  \
+  KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,                                      \
+                        .domain = "ai.kiln",                                             \
+                        .op_type = "FusedConv",                                          \
+                        .name = NAME,                                                    \
+                        .priority = PRIORITY,                                            \
+                        .check = check_conv_node,                                        \
+                        .create = create_conv_kernel})
 
 }  // namespace kiln::backends::gpu

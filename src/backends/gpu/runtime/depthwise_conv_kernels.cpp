@@ -20,7 +20,6 @@
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/kernel_table.hpp"
-#include "core/half.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
@@ -75,13 +74,13 @@ class DepthwiseKernel final : public Kernel {
     const int64_t c = shape_.channels, taps = shape_.kh * shape_.kw;
     std::vector<float> rsc(static_cast<size_t>(taps * c));
     for (int64_t ch = 0; ch < c; ++ch) {
-      for (int64_t t = 0; t < taps; ++t) rsc[t * c + ch] = to_float(w, ch * taps + t);
+      for (int64_t t = 0; t < taps; ++t) rsc[t * c + ch] = constant_element(w, ch * taps + t);
     }
     weights_ = backend_.upload(rsc.data(), rsc.size() * sizeof(float));
     const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
     if (b) {
       std::vector<float> bias(static_cast<size_t>(c));
-      for (int64_t ch = 0; ch < c; ++ch) bias[ch] = to_float(b->constant(), ch);
+      for (int64_t ch = 0; ch < c; ++ch) bias[ch] = constant_element(b->constant(), ch);
       bias_ = backend_.upload(bias.data(), bias.size() * sizeof(float));
     }
     tile_ = read_tile_override();
@@ -147,17 +146,6 @@ class DepthwiseKernel final : public Kernel {
   }
 
  private:
-  static float to_float(const Tensor& t, int64_t i) {
-    switch (t.dtype()) {
-      case DataType::Float16:
-        return half_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
-      case DataType::BFloat16:
-        return bfloat16_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
-      default:
-        return static_cast<const float*>(t.raw_data())[i];
-    }
-  }
-
   // KILN_GPU_TRACE=1: the plan for each new input shape.
   void trace(const kernels::DepthwiseArgs& a, const DeviceTensor& x, const DeviceTensor& y) {
     if (!std::getenv("KILN_GPU_TRACE") || x.dims == traced_) return;
@@ -181,32 +169,9 @@ class DepthwiseKernel final : public Kernel {
   std::vector<int64_t> traced_;
 };
 
-std::string check_node(const ir::Node& node) {
-  ConvNode shape;
-  return check(node, shape);
-}
-
-std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
-  ConvNode shape;
-  check(node, shape);  // the table's create ran the check before
-  return std::make_unique<DepthwiseKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
-}
-
 // Priority 1: before cuDNN's convolution (gpu.cudnn.conv, priority 0), which takes the nodes
 // this kernel refuses (and every one with KILN_GPU_DEPTHWISE=0).
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "Conv",
-                      .name = kDepthwiseKernel,
-                      .priority = 1,
-                      .check = check_node,
-                      .create = create});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedConv",
-                      .name = kDepthwiseKernel,
-                      .priority = 1,
-                      .check = check_node,
-                      .create = create});
+KILN_REGISTER_GPU_CONV_KERNEL(kDepthwiseKernel, 1, check, DepthwiseKernel);
 
 }  // namespace
 }  // namespace kiln::backends::gpu

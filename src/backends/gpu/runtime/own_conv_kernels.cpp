@@ -218,32 +218,9 @@ class OwnConvKernel final : public Kernel {
   int64_t partial_capacity_ = 0;
 };
 
-std::string check_node(const ir::Node& node) {
-  ConvNode shape;
-  return check(node, shape);
-}
-
-std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
-  ConvNode shape;
-  check(node, shape);  // the table's create ran the check before
-  return std::make_unique<OwnConvKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
-}
-
 // Priority -1: after cuDNN's convolution (gpu.cudnn.conv) where there is one, unless the
 // backend's KernelPreference puts Kiln's own kernels first; after the depthwise kernel (1).
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "Conv",
-                      .name = kOwnConvKernel,
-                      .priority = -1,
-                      .check = check_node,
-                      .create = create});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedConv",
-                      .name = kOwnConvKernel,
-                      .priority = -1,
-                      .check = check_node,
-                      .create = create});
+KILN_REGISTER_GPU_CONV_KERNEL(kOwnConvKernel, -1, check, OwnConvKernel);
 
 }  // namespace
 }  // namespace kiln::backends::gpu

@@ -20,7 +20,6 @@
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
 #include "backends/kernel_table.hpp"
-#include "core/half.hpp"
 #include "ir/graph.hpp"
 
 namespace kiln::backends::gpu {
@@ -57,17 +56,6 @@ std::string check(const ir::Node& node, ConvNode& out) {
   return "";
 }
 
-float element(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::Float16:
-      return half_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
-    case DataType::BFloat16:
-      return bfloat16_bits_to_float(static_cast<const uint16_t*>(t.raw_data())[i]);
-    default:
-      return static_cast<const float*>(t.raw_data())[i];
-  }
-}
-
 class StemConvKernel final : public Kernel {
  public:
   StemConvKernel(GpuBackendImpl& backend, const ir::Node& node, const ConvNode& shape)
@@ -84,12 +72,13 @@ class StemConvKernel final : public Kernel {
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t r = 0; r < kh; ++r)
           for (int64_t s = 0; s < kw; ++s)
-            rscf[((r * kw + s) * c + ci) * f + o] = element(w, ((o * c + ci) * kh + r) * kw + s);
+            rscf[((r * kw + s) * c + ci) * f + o] =
+                constant_element(w, ((o * c + ci) * kh + r) * kw + s);
     weights_ = backend_.upload(rscf.data(), rscf.size() * sizeof(float));
     const ir::Value* b = node.inputs().size() > 2 ? node.input(2) : nullptr;
     if (b) {
       std::vector<float> bias(static_cast<size_t>(f));
-      for (int64_t o = 0; o < f; ++o) bias[o] = element(b->constant(), o);
+      for (int64_t o = 0; o < f; ++o) bias[o] = constant_element(b->constant(), o);
       bias_ = backend_.upload(bias.data(), bias.size() * sizeof(float));
     }
   }
@@ -159,32 +148,9 @@ class StemConvKernel final : public Kernel {
   std::vector<int64_t> traced_;
 };
 
-std::string check_node(const ir::Node& node) {
-  ConvNode shape;
-  return check(node, shape);
-}
-
-std::unique_ptr<Kernel> create(Backend& backend, const ir::Node& node) {
-  ConvNode shape;
-  check(node, shape);  // the table's create ran the check before
-  return std::make_unique<StemConvKernel>(static_cast<GpuBackendImpl&>(backend), node, shape);
-}
-
 // Priority 2: before the depthwise kernel (1, which takes no node this one takes) and cuDNN's
 // convolution (gpu.cudnn.conv, 0), which takes the nodes this kernel refuses.
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .op_type = "Conv",
-                      .name = kStemKernel,
-                      .priority = 2,
-                      .check = check_node,
-                      .create = create});
-KILN_REGISTER_KERNEL({.backend = kGpuKernelTable,
-                      .domain = "ai.kiln",
-                      .op_type = "FusedConv",
-                      .name = kStemKernel,
-                      .priority = 2,
-                      .check = check_node,
-                      .create = create});
+KILN_REGISTER_GPU_CONV_KERNEL(kStemKernel, 2, check, StemConvKernel);
 
 }  // namespace
 }  // namespace kiln::backends::gpu
