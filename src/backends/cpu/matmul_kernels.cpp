@@ -17,16 +17,6 @@ namespace {
 
 using dnnl::memory;
 
-std::string check_activation(const ir::Node& node) {
-  try {
-    dnnl::post_ops probe;
-    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-
 // An output computed without a product (an empty reduction): float32 values written in the
 // output's type.
 void write_floats(const std::vector<float>& v, const DeviceTensor& y) {
@@ -56,7 +46,7 @@ std::string check_matmul(const ir::Node& node) {
   } else if (node.inputs().size() != 2) {
     return "MatMul takes 2 inputs";
   }
-  return check_activation(node);
+  return check_activation_post_ops(node);
 }
 
 class OnednnMatMul final : public Kernel {
@@ -219,7 +209,7 @@ std::string check_gemm(const ir::Node& node) {
   if (node.input(2) && beta != 1.f && beta != 0.f && *type != DataType::Float32) {
     return "beta other than 0 or 1 with a bfloat16 C";
   }
-  return check_activation(node);
+  return check_activation_post_ops(node);
 }
 
 class OnednnGemm final : public Kernel {

@@ -89,12 +89,7 @@ void dequantize_column(const uint8_t* codes, const float* scale, const float* ze
 
 std::string check_matmul_nbits(const ir::Node& node) {
   if (std::string why = check_f32_input(node, 0, 1, 8); !why.empty()) return why;
-  try {
-    dnnl::post_ops probe;
-    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
-  } catch (const Error& e) {
-    return e.message();
-  }
+  if (std::string why = check_activation_post_ops(node); !why.empty()) return why;
   if (std::string why = check_f32_outputs(node); !why.empty()) return why;
   if (node.inputs().size() < 3 || node.inputs().size() > 6) return "MatMulNBits takes 3-6 inputs";
   const Tensor* b = constant_input(node, 1);

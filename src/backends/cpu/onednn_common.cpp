@@ -273,6 +273,16 @@ ops::FusedActivation node_activation(const ir::Node& node) {
   return ops::FusedActivation::from_node(ops::AttrReader(node));
 }
 
+std::string check_activation_post_ops(const ir::Node& node) {
+  try {
+    dnnl::post_ops probe;
+    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
 void note_implementation(const ir::Node& node, const char* impl) {
   if (std::string_view(impl).rfind("ref", 0) != 0) return;
   static std::mutex mutex;

@@ -86,6 +86,10 @@ class ActivationPass {
 // The fused activation of an ai.kiln node; None for plain ONNX ops. Throws for a malformed one.
 ops::FusedActivation node_activation(const ir::Node& node);
 
+// Empty when the node's fused activation (none for plain ONNX ops) becomes oneDNN post-ops,
+// else why not (a malformed activation's message too).
+std::string check_activation_post_ops(const ir::Node& node);
+
 // Logs (info level, once per op type) when oneDNN picked its slow reference implementation.
 void note_implementation(const ir::Node& node, const char* impl);
 

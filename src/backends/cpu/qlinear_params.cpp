@@ -108,13 +108,7 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
     }
   }
   if (node.inputs().size() > kBias + 1) return "more inputs than QLinearConv's";
-  try {
-    dnnl::post_ops probe;
-    if (!append_activation(probe, node_activation(node))) return "activation has no post-op";
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
+  return check_activation_post_ops(node);
 }
 
 QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
