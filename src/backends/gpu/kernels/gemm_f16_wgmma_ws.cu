@@ -297,14 +297,16 @@ hipError_t launch_ws_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   if constexpr (Tma) {
     // The tensor coordinates are 32-bit.
     if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.batch > INT_MAX) {
-      return hipErrorInvalidValue;
+      return launch_ws_tile<BN, TB, Conv, false>(p, split, stream);
     }
     const bool encoded =
         encode_operand(maps.a, maps.batched_a, p.a, p.m, p.k, p.k, p.batch, p.stride_a, kWgBM) &&
         (TB ? encode_operand(maps.b, maps.batched_b, p.b, p.n, p.k, p.k, p.batch, p.stride_b, BN)
             : encode_operand(maps.b, maps.batched_b, p.b, p.k, p.n, p.n, p.batch, p.stride_b,
                              kWgBK));
-    if (!encoded) return hipErrorInvalidValue;
+    // A driver without tensor maps (or one that refuses these): the same tile, copied by
+    // cp.async.
+    if (!encoded) return launch_ws_tile<BN, TB, Conv, false>(p, split, stream);
   }
   auto* kernel = &wgmma_ws_kernel<BN, TB, Conv, Tma>;
   static unsigned long long devices_done = 0;
