@@ -164,13 +164,6 @@ std::optional<Kind> kind_of(const ir::Node& n) {
   return std::nullopt;
 }
 
-std::string string_attr(const ir::Node& n, const char* name, const std::string& fallback) {
-  const ir::Attribute* a = n.attribute(name);
-  return a && std::holds_alternative<std::string>(a->storage())
-             ? std::get<std::string>(a->storage())
-             : fallback;
-}
-
 // Pad(x, zeros on the spatial dims) -> QuantizeLinear -> DequantizeLinear -> convolutions (the
 // "same" padding TensorFlow-style exports write before a strided depthwise convolution): the
 // QuantizeLinear reads x and the convolutions pad themselves. Exact: a padded 0 quantizes to
@@ -178,23 +171,9 @@ std::string string_attr(const ir::Node& n, const char* name, const std::string& 
 // kernels pad with the zero point).
 bool fold_pad(Rewriter& rw, ir::Node& pad) {
   ir::Value* padded = pad.output(0);
-  const std::optional<size_t> rank = rank_of(pad.input(0));
-  if (!rank || *rank < 3 || *rank > 5 || pad.inputs().size() < 2 || pad.inputs().size() > 3 ||
-      string_attr(pad, "mode", "constant") != "constant" || !rw.single_use(padded)) {
-    return false;
-  }
-  if (pad.inputs().size() == 3 && pad.input(2) && !is_scalar_constant(pad.input(2), 0.0)) {
-    return false;
-  }
-  const ir::Value* pv = pad.input(1);
-  if (!pv || !pv->is_constant() || pv->constant().dtype() != DataType::Int64 ||
-      pv->constant().numel() != static_cast<int64_t>(2 * *rank)) {
-    return false;
-  }
-  const std::vector<int64_t> pads = pv->constant().to_int64_vector();
-  const size_t r = *rank;
-  if (pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r + 1] != 0) return false;
-  if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; })) return false;
+  const std::optional<std::vector<int64_t>> pads = zero_spatial_pads(pad);
+  if (!pads || !rw.single_use(padded)) return false;
+  const size_t r = pads->size() / 2;
   ir::Node* q = rw.readers(padded)[0];
   if (!is_op(q, "QuantizeLinear") || !plain_qdq_attributes(*q) || q->outputs().size() != 1 ||
       !float_scale(q->input(1), 1) || q->input(1)->constant().numel() != 1 ||
@@ -212,22 +191,15 @@ bool fold_pad(Rewriter& rw, ir::Node& pad) {
     }
     for (ir::Node* c : rw.readers(dq->output(0))) {
       if (!kind_of(*c) || *kind_of(*c) != Kind::Conv || c->input(0) != dq->output(0) ||
-          c->input(1) == dq->output(0) || string_attr(*c, "auto_pad", "NOTSET") != "NOTSET") {
+          c->input(1) == dq->output(0) || !has_explicit_pads(*c, r - 2)) {
         return false;
       }
       convs.push_back(c);
     }
     dqs.push_back(dq);
   }
-  const size_t nsp = r - 2;
   for (ir::Node* c : convs) {
-    std::vector<int64_t> cp = ints_attr(*c, "pads").value_or(std::vector<int64_t>(2 * nsp, 0));
-    if (cp.size() != 2 * nsp) return false;
-    for (size_t d = 0; d < nsp; ++d) {
-      cp[d] += pads[2 + d];
-      cp[nsp + d] += pads[r + 2 + d];
-    }
-    c->set_attribute("pads", ir::Attribute(cp));
+    add_spatial_pads(*c, *pads);
     rw.touch(*c);
   }
   const Shape unpadded = *pad.input(0)->type().shape;

@@ -161,6 +161,58 @@ std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const char* nam
   return std::get<std::vector<int64_t>>(a->storage());
 }
 
+std::string string_attr(const ir::Node& n, const char* name, const std::string& fallback) {
+  const ir::Attribute* a = n.attribute(name);
+  return a && std::holds_alternative<std::string>(a->storage())
+             ? std::get<std::string>(a->storage())
+             : fallback;
+}
+
+std::optional<std::vector<int64_t>> zero_spatial_pads(const ir::Node& pad) {
+  const std::optional<size_t> rank = pad.inputs().empty() ? std::nullopt : rank_of(pad.input(0));
+  if (!rank || *rank < 3 || *rank > 5 || string_attr(pad, "mode", "constant") != "constant" ||
+      pad.outputs().size() != 1) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> pads;
+  if (pad.opset() < 11) {
+    std::optional<std::vector<int64_t>> attr = ints_attr(pad, "pads");
+    if (!attr || float_attr(pad, "value", 0.f) != 0.f) return std::nullopt;
+    pads = *attr;
+  } else {
+    // Inputs: data, pads, optional constant_value (an axes input, opset 18, is refused).
+    if (pad.inputs().size() < 2 || pad.inputs().size() > 3 || !pad.input(1)) return std::nullopt;
+    if (pad.inputs().size() == 3 && pad.input(2) && !is_scalar_constant(pad.input(2), 0.0)) {
+      return std::nullopt;
+    }
+    const ir::Value* pv = pad.input(1);
+    if (!pv->is_constant() || pv->constant().dtype() != DataType::Int64) return std::nullopt;
+    pads = pv->constant().to_int64_vector();
+  }
+  const size_t r = *rank;
+  if (pads.size() != 2 * r || pads[0] != 0 || pads[1] != 0 || pads[r] != 0 || pads[r + 1] != 0 ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; })) {
+    return std::nullopt;
+  }
+  return pads;
+}
+
+bool has_explicit_pads(const ir::Node& conv, size_t spatial) {
+  if (string_attr(conv, "auto_pad", "NOTSET") != "NOTSET") return false;
+  const std::optional<std::vector<int64_t>> cp = ints_attr(conv, "pads");
+  return !cp || cp->size() == 2 * spatial;
+}
+
+void add_spatial_pads(ir::Node& conv, const std::vector<int64_t>& pad_pads) {
+  const size_t r = pad_pads.size() / 2, spatial = r - 2;
+  std::vector<int64_t> cp = ints_attr(conv, "pads").value_or(std::vector<int64_t>(2 * spatial, 0));
+  for (size_t d = 0; d < spatial; ++d) {
+    cp[d] += pad_pads[2 + d];
+    cp[spatial + d] += pad_pads[r + 2 + d];
+  }
+  conv.set_attribute("pads", ir::Attribute(cp));
+}
+
 std::optional<std::vector<int64_t>> axes_of(const ir::Node& n) {
   if (auto a = ints_attr(n, "axes")) return a;
   if (n.attribute("axes")) return std::nullopt;

@@ -82,6 +82,7 @@ ir::Value* other_input(const ir::Node& n, const ir::Value* v);
 int64_t int_attr(const ir::Node& n, const char* name, int64_t fallback);
 float float_attr(const ir::Node& n, const char* name, float fallback);
 std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const char* name);
+std::string string_attr(const ir::Node& n, const char* name, const std::string& fallback);
 // The axes of ReduceMean / Squeeze / Unsqueeze: the attribute (older opsets) or the constant
 // input 1; nullopt when not constant. An absent axes input gives an empty vector.
 std::optional<std::vector<int64_t>> axes_of(const ir::Node& n);
@@ -92,6 +93,16 @@ std::optional<std::vector<int64_t>> perm_of(const ir::Node& transpose);
 // Dims equal for certain: both static and equal, or the same named symbol.
 bool same_dim(const Dim& a, const Dim& b);
 bool same_shape(const ir::Value* a, const ir::Value* b);
+
+// A Pad that a convolution's own padding can replace: constant mode, value 0 (absent or a
+// constant), constant non-negative amounts on the spatial dims of a rank 3-5 input and none on
+// the batch and channel dims, no axes input. Its pads ([begins..., ends...] over every dim),
+// else nullopt.
+std::optional<std::vector<int64_t>> zero_spatial_pads(const ir::Node& pad);
+// `conv` (Conv / FusedConv) has explicit pads (auto_pad NOTSET) for `spatial` dims or none.
+bool has_explicit_pads(const ir::Node& conv, size_t spatial);
+// Adds a zero_spatial_pads result to `conv`'s pads (which has_explicit_pads accepted).
+void add_spatial_pads(ir::Node& conv, const std::vector<int64_t>& pad_pads);
 
 // Element i of a float or double tensor as double, and back (constants the passes rewrite).
 double element(const Tensor& t, int64_t i);
