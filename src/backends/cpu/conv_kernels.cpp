@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -356,8 +357,10 @@ class OnednnConv final : public Kernel {
   }
 
   const Entry& prepared(const DeviceTensor& x, const DeviceTensor& w, bool bias) {
-    for (const Entry& e : cache_) {
-      if (e.x_dims == x.dims && e.w_dims == w.dims && e.bias == bias) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) {
+          return e.x_dims == x.dims && e.w_dims == w.dims && e.bias == bias;
+        })) {
+      return *hit;
     }
     ConvGeometry cg = conv_geometry(node_, x, w);
     Entry e;
@@ -398,8 +401,7 @@ class OnednnConv final : public Kernel {
                      node_.label(), nsp);
           e.blocked_way = true;
           prepare_blocked(e, x, bias_md, strides, dil, pad_l, pad_r);
-          cache_.push_back(std::move(e));
-          return cache_.back();
+          return cache_.add(std::move(e));
         }
         // Float32: the activation is a pass of its own (see after_); others fuse it.
         dnnl::primitive_attr attr = user_scratchpad();
@@ -422,8 +424,7 @@ class OnednnConv final : public Kernel {
              node_.label(), dims_to_string(x.dims), dims_to_string(w.dims), err.what());
       }
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
@@ -432,7 +433,7 @@ class OnednnConv final : public Kernel {
   DataType type_;               // float32 or bfloat16 (check_conv)
   dnnl::memory::data_type dt_;  // the same for oneDNN
   int in_block_ = 0, out_block_ = 0;
-  std::vector<Entry> cache_;              // one entry per input shape seen (a few at most)
+  ShapeCache<Entry> cache_;               // an entry per input shape seen (bounded)
   std::optional<PackedWeight> stored_w_;  // the engine's packed W, when it stores one
 };
 

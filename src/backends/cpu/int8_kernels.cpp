@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 
@@ -164,8 +165,8 @@ class Int8MatMul final : public Kernel {
   };
 
   const Entry& prepared(int64_t rows) {
-    for (const Entry& e : cache_) {
-      if (e.rows == rows) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) { return e.rows == rows; })) {
+      return *hit;
     }
     const int64_t k = b_dims_[0], n = b_dims_[1];
     Entry e;
@@ -189,14 +190,13 @@ class Int8MatMul final : public Kernel {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_dims_), err.what());
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   std::vector<int64_t> b_dims_;
   std::vector<int32_t> colsum_;  // of B's columns, for A's zero point
-  std::vector<Entry> cache_;
+  ShapeCache<Entry> cache_;
 };
 
 }  // namespace

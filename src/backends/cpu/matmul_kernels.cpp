@@ -8,6 +8,7 @@
 #include "core/half_convert.hpp"
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -110,8 +111,10 @@ class OnednnMatMul final : public Kernel {
 
   const Entry& prepared(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
                         bool bias) {
-    for (const Entry& e : cache_) {
-      if (e.a_dims == a_in && e.b_dims == b_in && e.bias == bias) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) {
+          return e.a_dims == a_in && e.b_dims == b_in && e.bias == bias;
+        })) {
+      return *hit;
     }
     Entry e;
     e.a_dims = a_in;
@@ -179,15 +182,14 @@ class OnednnMatMul final : public Kernel {
              dims_to_string(a_in), dims_to_string(b_in), err.what());
       }
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   ops::FusedActivation act_;
   DataType type_;               // float32 or bfloat16 (check_matmul)
   dnnl::memory::data_type dt_;  // the same for oneDNN
-  std::vector<Entry> cache_;
+  ShapeCache<Entry> cache_;
 };
 
 // ---- Gemm / FusedGemm ----
@@ -291,11 +293,11 @@ class OnednnGemm final : public Kernel {
 
   const Entry& prepared(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                         const std::vector<int64_t>* c) {
-    for (const Entry& e : cache_) {
-      if (e.a_dims == a && e.b_dims == b && e.c_in.has_value() == (c != nullptr) &&
-          (!c || *e.c_in == *c)) {
-        return e;
-      }
+    if (const Entry* hit = cache_.find([&](const Entry& e) {
+          return e.a_dims == a && e.b_dims == b && e.c_in.has_value() == (c != nullptr) &&
+                 (!c || *e.c_in == *c);
+        })) {
+      return *hit;
     }
     KILN_CHECK_ARG(a.size() == 2 && b.size() == 2, "node {}: Gemm takes 2-D A and B, got {} {}",
                    node_.label(), dims_to_string(a), dims_to_string(b));
@@ -353,8 +355,7 @@ class OnednnGemm final : public Kernel {
              node_.label(), dims_to_string(a), dims_to_string(b), err.what());
       }
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
@@ -364,7 +365,7 @@ class OnednnGemm final : public Kernel {
   float alpha_ = 1, beta_ = 1;
   bool trans_a_ = false, trans_b_ = false;
   std::vector<float> scaled_c_;
-  std::vector<Entry> cache_;
+  ShapeCache<Entry> cache_;
 };
 
 std::unique_ptr<Kernel> create_matmul(const ir::Node& node) {

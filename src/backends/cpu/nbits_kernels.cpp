@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/matmul_nbits_layout.hpp"
@@ -187,8 +188,9 @@ class NBitsMatMul final : public Kernel {
   };
 
   const Entry& prepared(int64_t rows, bool bias) {
-    for (const Entry& e : cache_) {
-      if (e.rows == rows && e.bias == bias) return e;
+    if (const Entry* hit =
+            cache_.find([&](const Entry& e) { return e.rows == rows && e.bias == bias; })) {
+      return *hit;
     }
     using dnnl::memory;
     const int64_t k = layout_.k, n = layout_.n;
@@ -218,16 +220,14 @@ class NBitsMatMul final : public Kernel {
            node_.label(), rows, k, n, err.what());
     }
     // A few row counts at most in practice (batch x sequence); bound the cache anyway.
-    if (cache_.size() >= 16) cache_.erase(cache_.begin());
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   ops::NBitsLayout layout_;
   ops::FusedActivation act_;  // None for MatMulNBits
   ops::NBitsBlockParams params_;
-  std::vector<Entry> cache_;
+  ShapeCache<Entry> cache_;
 };
 
 }  // namespace

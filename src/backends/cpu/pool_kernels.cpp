@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -77,8 +78,8 @@ class OnednnPool final : public Kernel {
   };
 
   const Entry& prepared(const std::vector<int64_t>& x) {
-    for (const Entry& e : cache_) {
-      if (e.x_dims == x) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) { return e.x_dims == x; })) {
+      return *hit;
     }
     ops::AttrReader attrs(node_);
     attrs.check(x.size() == kernel_.size() + 2, "kernel_shape {} does not match X {}",
@@ -124,15 +125,14 @@ class OnednnPool final : public Kernel {
              dims_to_string(x), err.what());
       }
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   bool max_ = true, ceil_ = false, include_pad_ = false;
   int block_ = 0;
   std::vector<int64_t> kernel_;
-  std::vector<Entry> cache_;
+  ShapeCache<Entry> cache_;
 };
 
 std::string check_global_pool(const ir::Node& node) {

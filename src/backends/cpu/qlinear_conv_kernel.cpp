@@ -11,6 +11,7 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/conv_utils.hpp"
@@ -84,8 +85,8 @@ class QLinearConv final : public Kernel {
   };
 
   const Entry& prepared(const std::vector<int64_t>& x_dims) {
-    for (const Entry& e : cache_) {
-      if (e.x_dims == x_dims) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) { return e.x_dims == x_dims; })) {
+      return *hit;
     }
     ops::AttrReader attrs(node_);
     const std::vector<int64_t>& wd = w_.dims();
@@ -110,8 +111,7 @@ class QLinearConv final : public Kernel {
     e.src_dt = qlinear_dnnl_type(params_.x_type);
     e.dst_dt = qlinear_dnnl_type(params_.y_type);
     if (shape_numel(e.out_dims) == 0 || shape_numel(x_dims) == 0) {
-      cache_.push_back(std::move(e));
-      return cache_.back();
+      return cache_.add(std::move(e));
     }
     memory::dims strides, dil, pad_l, pad_r;
     for (size_t d = 0; d < g.nsp; ++d) {
@@ -162,15 +162,14 @@ class QLinearConv final : public Kernel {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
            node_.label(), dims_to_string(x_dims), dims_to_string(wd), err.what());
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   const Tensor& w_;
   int64_t group_;
   QLinearParams params_;
-  std::vector<Entry> cache_;  // one entry per input shape seen (a few at most)
+  ShapeCache<Entry> cache_;  // an entry per input shape seen (bounded)
 };
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {

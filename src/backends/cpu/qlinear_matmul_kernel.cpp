@@ -7,6 +7,7 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
+#include "backends/cpu/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 
@@ -69,8 +70,8 @@ class QLinearMatMul final : public Kernel {
   };
 
   const Entry& prepared(int64_t rows) {
-    for (const Entry& e : cache_) {
-      if (e.rows == rows) return e;
+    if (const Entry* hit = cache_.find([&](const Entry& e) { return e.rows == rows; })) {
+      return *hit;
     }
     Entry e;
     e.rows = rows;
@@ -79,8 +80,7 @@ class QLinearMatMul final : public Kernel {
     if (rows == 0 || k_ == 0) {
       KILN_CHECK(k_ > 0 || rows == 0, ErrorCode::Unsupported,
                  "node {}: an int8 product over an empty K", node_.label());
-      cache_.push_back(std::move(e));
-      return cache_.back();
+      return cache_.add(std::move(e));
     }
     const memory::data_type at = qlinear_dnnl_type(params_.x_type);
     const memory::data_type yt = qlinear_dnnl_type(params_.y_type);
@@ -105,15 +105,14 @@ class QLinearMatMul final : public Kernel {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());
     }
-    cache_.push_back(std::move(e));
-    return cache_.back();
+    return cache_.add(std::move(e));
   }
 
   const ir::Node& node_;
   const Tensor& b_;
   int64_t k_, n_;
   QLinearParams params_;
-  std::vector<Entry> cache_;  // one entry per row count seen (a few at most)
+  ShapeCache<Entry> cache_;  // an entry per row count seen (bounded)
 };
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {
