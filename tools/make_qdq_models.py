@@ -127,8 +127,10 @@ def gemm(path, k=32, n=24, trans_b=1, alpha=1.0, beta=1.0, act=None, quantized_o
     return b.save(path, "x", [4, k], y, [4, n])
 
 
-def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True, seed=0):
-    """x[2, 5, k] -> Q/DQ -> MatMul(DQ(int8 W[k, n])) -> Add(bias) [-> Relu] [-> Q/DQ] -> y."""
+def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True, seed=0,
+           dynamic=False):
+    """x[2, 5, k] -> Q/DQ -> MatMul(DQ(int8 W[k, n])) -> Add(bias) [-> Relu] [-> Q/DQ] -> y
+    (`dynamic`: x[batch, rows, k], both dims named)."""
     b = Builder(seed)
     x, _ = b.qdq("x", -2.0, 2.0)
     w = b.rng.standard_normal((k, n)).astype(np.float32) * 0.2
@@ -138,7 +140,8 @@ def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True
         y = b.node("Relu", [y], "relu")
     if quantized_output:
         y, _ = b.qdq(y, -3.0, 3.0)
-    return b.save(path, "x", [2, 5, k], y, [2, 5, n])
+    lead = ["batch", "rows"] if dynamic else [2, 5]
+    return b.save(path, "x", lead + [k], y, lead + [n])
 
 
 def padded_depthwise(path, seed=0):

@@ -114,6 +114,20 @@ def test_chain_keeps_uint8_between_int8_nodes(tmp_path):
     assert "DequantizeLinear" not in ops, ops
 
 
+def test_matmul_of_varying_rows_through_one_session(tmp_path):
+    """One session, row counts that change run to run: each gets its own prepared product (the
+    packed weight shared where the layout is the same), and every run matches the reference."""
+    path = qdq.matmul(str(tmp_path / "m.onnx"), dynamic=True)
+    fast, ref = session(path), session(path, optimize=False)
+    step = output_step(path)
+    for seed, shape in enumerate([(1, 3, 32), (2, 5, 32), (4, 7, 32), (1, 3, 32), (3, 1, 32)]):
+        x = inputs(shape, seed)
+        got, want = run(fast, x), run(ref, x)
+        assert got.shape == want.shape == shape[:2] + (16,)
+        assert np.abs(got - want).max() <= step * 1.001
+    assert "FusedQLinearMatMul" in op_types(fast)
+
+
 @pytest.mark.parametrize("case", [
     dict(),
     dict(trans_b=0),

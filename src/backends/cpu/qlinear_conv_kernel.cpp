@@ -151,13 +151,21 @@ class QLinearConv final : public Kernel {
           dnnl::reorder(memory(plain_desc(x_dims, e.src_dt), engine(), nullptr), e.src_buf);
       e.dst_reorder =
           dnnl::reorder(e.dst_buf, memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr));
-      // The weights packed once (with the source zero point's compensation where oneDNN keeps
-      // one in them).
-      e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
-      memory plain_w = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
-      dnnl::stream s(engine());
-      dnnl::reorder(plain_w, e.packed_w).execute(s, plain_w, e.packed_w);
-      s.wait();
+      // The weights packed once per layout (with the source zero point's compensation where
+      // oneDNN keeps one in them): an entry of another input shape whose primitive took the
+      // same layout lends its bytes.
+      if (const Entry* same = cache_.find([&](const Entry& c) {
+            return c.packed_w && c.pd.weights_desc() == e.pd.weights_desc();
+          })) {
+        e.packed_w = same->packed_w;
+        e.packed_owner = same->packed_owner;
+      } else {
+        e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
+        memory plain_w = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
+        dnnl::stream s(engine());
+        dnnl::reorder(plain_w, e.packed_w).execute(s, plain_w, e.packed_w);
+        s.wait();
+      }
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
            node_.label(), dims_to_string(x_dims), dims_to_string(wd), err.what());

@@ -96,11 +96,20 @@ class QLinearMatMul final : public Kernel {
       e.prim = dnnl::matmul(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
       note_implementation(node_, e.pd.impl_info_str());
-      e.packed_b = owned_memory(e.pd.weights_desc(), e.packed_owner);
-      memory plain_b = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
-      dnnl::stream s(engine());
-      dnnl::reorder(plain_b, e.packed_b).execute(s, plain_b, e.packed_b);
-      s.wait();
+      // One packing per layout: an entry of another row count whose primitive took the same
+      // one lends its bytes.
+      if (const Entry* same = cache_.find([&](const Entry& c) {
+            return c.packed_b && c.pd.weights_desc() == e.pd.weights_desc();
+          })) {
+        e.packed_b = same->packed_b;
+        e.packed_owner = same->packed_owner;
+      } else {
+        e.packed_b = owned_memory(e.pd.weights_desc(), e.packed_owner);
+        memory plain_b = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
+        dnnl::stream s(engine());
+        dnnl::reorder(plain_b, e.packed_b).execute(s, plain_b, e.packed_b);
+        s.wait();
+      }
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());
