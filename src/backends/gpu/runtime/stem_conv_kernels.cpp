@@ -129,7 +129,7 @@ class StemConvKernel final : public Kernel {
     a.pad_top = static_cast<int>(extent.pads[0]), a.pad_left = static_cast<int>(extent.pads[1]);
     a.activation = shape_.activation;
     a.act_alpha = shape_.act_alpha, a.act_beta = shape_.act_beta;
-    if (std::getenv("KILN_GPU_TRACE") && x.dims != traced_) {
+    if (trace_ && x.dims != traced_) {
       traced_ = x.dims;
       std::fprintf(stderr, "kiln gpu: %s %s %s (%s) -> %s\n", kStemKernel, label_.c_str(),
                    dims_to_string(x.dims).c_str(), x.layout.to_string().c_str(),
@@ -145,6 +145,8 @@ class StemConvKernel final : public Kernel {
   std::string label_;
   DeviceBuffer weights_, bias_;
   ChannelsLastIo io_;
+  const bool trace_ =
+      std::getenv("KILN_GPU_TRACE") != nullptr;  // KILN_GPU_TRACE=1: each shape's plan
   std::vector<int64_t> traced_;
 };
 
