@@ -140,7 +140,12 @@ def main():
             args = ["compile", onnx_path, "-o", engine, "--no-verify", "--device", "gpu"]
             if precision == "fp16":
                 args.append("--fp16")
-            kiln(a.kiln, *args)
+            # The fp16 compile's tactic choices (each convolution's candidates and times).
+            traced = precision == "fp16"
+            r = kiln(a.kiln, *args, env=dict(os.environ, KILN_GPU_TRACE="1") if traced else None)
+            if traced:
+                print("\n".join(line for line in r.stderr.splitlines()
+                                if "gpu.cudnn.conv" in line and "whole call" in line), flush=True)
             row[f"kiln_compile_s_{precision}"] = round(time.time() - t0, 2)
             outdir = os.path.join(a.work, f"out_b{batch}_{precision}")
             r = kiln(a.kiln, "run", engine, "--device", "gpu", "--input", f"input={x_pb}",

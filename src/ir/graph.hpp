@@ -53,6 +53,7 @@ class Node {
   const std::map<std::string, Attribute>& attributes() const { return attrs_; }
   const Attribute* attribute(const std::string& name) const;
   void set_attribute(const std::string& name, Attribute a) { attrs_[name] = std::move(a); }
+  void remove_attribute(const std::string& name) { attrs_.erase(name); }
   Graph* owner() const { return owner_; }
   // "Conv 'conv1'" or "Conv #3" — for error messages.
   std::string label() const;

@@ -1,7 +1,9 @@
 // ai.kiln FusedConv, FusedGemm and FusedMatMul: Conv / Gemm / MatMul (+ bias) followed by one of
 // the activations of ops/fused_activation.hpp. Written by passes/fuse_bias_activation.
 //   FusedConv(X, W, B?, Z?)  Conv's inputs and attributes, plus Z (a residual of the result's
-//                          shape, added before the activation: passes/fuse_conv_residual).
+//                          shape, added before the activation: passes/fuse_conv_residual),
+//                          and `input_max` (float): X is read as min(X, input_max), the upper
+//                          half of its producer's Clip (passes/fold_clip_into_depthwise).
 //   FusedGemm(A, B, C?)    Gemm's inputs and attributes, then the activation.
 //   FusedMatMul(A, B, bias?)  MatMul, plus a 1-D bias of the output's last dim, then the
 //                          activation.
@@ -26,9 +28,20 @@ std::vector<const RtValue*> inputs_of(const KernelContext& ctx, size_t count) {
   return in;
 }
 
+// X with every element above `max` lowered to it (NaN stays NaN).
+Tensor clipped_above(const Tensor& x, float max) {
+  return map_float(x, "FusedConv input_max", [&](double v) { return v > max ? double{max} : v; });
+}
+
 void fused_conv(KernelContext& ctx) {
   const FusedActivation act = FusedActivation::from_node(ctx);
-  std::vector<RtValue> out = run_wrapped_kernel(ctx, "Conv", kConvOpset, inputs_of(ctx, 3));
+  std::vector<const RtValue*> in = inputs_of(ctx, 3);
+  RtValue clipped;
+  if (ctx.node().attribute("input_max")) {
+    clipped = RtValue(clipped_above(ctx.input(0), ctx.attr_float("input_max")));
+    in[0] = &clipped;
+  }
+  std::vector<RtValue> out = run_wrapped_kernel(ctx, "Conv", kConvOpset, in);
   if (!ctx.has_input(3)) {
     ctx.set_output(0, apply_activation(out[0].tensor(), act));
     return;

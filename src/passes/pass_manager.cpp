@@ -122,6 +122,7 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
 PassManager& add_device_passes(PassManager& pm, std::string_view device) {
   if (fuses_for_cpu(device)) return pm;
   return pm.add(FuseConvResidual{})
+      .add(FoldClipIntoDepthwise{})
       .add(MergeParallelMatMuls{})
       .add(FoldAttentionTransposes{})
       .add(EliminateDeadCode{});

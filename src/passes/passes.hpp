@@ -100,6 +100,14 @@ struct FuseConvResidual {
   bool apply(ir::Graph& graph) const;
 };
 
+// FusedConv ending in Clip(0, max) whose result only depthwise FusedConvs read: Relu there, and
+// input_max = max on the readers (the depthwise kernel clips as it loads). A device pass
+// (add_device_passes): the GPU's depthwise kernel takes input_max, the CPU's oneDNN does not.
+struct FoldClipIntoDepthwise {
+  std::string_view name() const { return "fold_clip_into_depthwise"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // MatMuls / FusedMatMuls reading the same input with constant 2-D weights of the same row count
 // (and the same attributes, biases alike) become one over the weights side by side, then a Split
 // of its last axis: Q, K and V projections as one GEMM. A device pass (add_device_passes).

@@ -6,6 +6,8 @@
 // every-backend harness runs the same kernel through the executor on a real GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -27,6 +29,7 @@ struct Conv {
   bool bias = true, residual = false;
   GemmActivation act = GemmActivation::None;
   float alpha = 0.f, beta = 0.f;
+  float input_max = __builtin_huge_valf();  // FusedConv's input_max (+inf: none)
   int vector_bytes = 0, pixels = 0, rows = 0;
   bool misaligned = false;  // tensors one element past an aligned address: scalar loads
   int oh() const { return (h + pt + pb - dh * (kh - 1) - 1) / sh + 1; }
@@ -106,6 +109,7 @@ void check(const Conv& p, FloatType type, const std::string& what, bool expect_t
   a.kh = p.kh, a.kw = p.kw, a.stride_h = p.sh, a.stride_w = p.sw;
   a.pad_top = p.pt, a.pad_left = p.pl, a.dil_h = p.dh, a.dil_w = p.dw;
   a.activation = p.act, a.act_alpha = p.alpha, a.act_beta = p.beta;
+  a.input_max = p.input_max;
   a.multiprocessors = 1;
   a.vector_bytes = p.vector_bytes, a.pixels = p.pixels, a.rows = p.rows;
   EXPECT_EQ(depthwise_plan(a).tiled, expect_tiled);
@@ -127,8 +131,8 @@ void check(const Conv& p, FloatType type, const std::string& what, bool expect_t
             for (int s = 0; s < p.kw; ++s) {
               const int ih = i * p.sh - p.pt + r * p.dh, iw = j * p.sw - p.pl + s * p.dw;
               if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-              sum += double(xs[((size_t(n) * p.h + ih) * p.w + iw) * p.c + c]) *
-                     ws[(size_t(r) * p.kw + s) * p.c + c];
+              const double xv = xs[((size_t(n) * p.h + ih) * p.w + iw) * p.c + c];
+              sum += std::min(xv, double(p.input_max)) * ws[(size_t(r) * p.kw + s) * p.c + c];
             }
           const size_t o = ((size_t(n) * oh + i) * ow + j) * p.c + c;
           if (p.bias) sum += bs[c];
@@ -188,6 +192,21 @@ TEST(GpuDepthwiseEmulated, TiledEdgesPadsAndRowStrides) {
     Conv r;  // default plan (vector of four, pixels and rows by the work)
     r.n = 2, r.h = r.w = 14, r.c = 40, r.sh = r.sw = 2;
     check(r, t, n + " default plan", true);
+  }
+}
+
+// The producer's clip moved into the reader (input_max): tiled and generic kernels clip what
+// they load, and pads stay 0. The inputs lie in (-2, 2): a bound of 0.5 clips a third of them.
+TEST(GpuDepthwiseEmulated, InputMaxClipsWhatIsLoaded) {
+  for (FloatType t : kTypes) {
+    const std::string n = type_name(t);
+    Conv tiled;
+    tiled.n = 2, tiled.h = 11, tiled.w = 13, tiled.c = 16, tiled.input_max = 0.5f;
+    tiled.act = GemmActivation::Clip, tiled.alpha = 0.f, tiled.beta = 6.f;
+    check(tiled, t, n + " tiled input_max", true);
+    Conv generic = tiled;
+    generic.sh = generic.sw = 3;  // W stride 3: the generic kernel
+    check(generic, t, n + " generic input_max", false);
   }
 }
 

@@ -809,6 +809,23 @@ void conv_cases(std::vector<Case>& c) {
   // Depthwise with ReLU6 (MobileNetV2's blocks), in float16 too: that model's float16 engine was
   // wrong on the H200 while its float32 one was right. Kiln's own depthwise kernel takes it
   // before cuDNN (KILN_GPU_DEPTHWISE=0 gives it back).
+  // The upper half of the producer's ReLU6 moved into the reader (fold_clip_into_depthwise):
+  // x read as min(x, 0.5) by both kernels (the inputs lie in (-2, 2), so many are clipped) and by
+  // the generic one (stride 3). The CPU's oneDNN refuses input_max: the reference runs it there.
+  for (int64_t stride : {1, 3}) {
+    both(c,
+         {.name = "gpu_fused_depthwise_input_max_s" + std::to_string(stride),
+          .op = "FusedConv",
+          .inputs = {x({2, 32, 9, 9}), w({32, 1, 3, 3}), w({32})},
+          .attrs = {ints("pads", {1, 1, 1, 1}), ints("strides", {stride, stride}), i("group", 32),
+                    s("activation", "Clip"), floats("activation_params", {0.f, 6.f}),
+                    f("input_max", 0.5f)},
+          .kernel = kRef,
+          .domain = "ai.kiln",
+          .opset = 1,
+          .gpu = "gpu.depthwise_conv"},
+         kFp16);
+  }
   both(c,
        {.name = "gpu_fused_depthwise_clip6",
         .op = "FusedConv",
@@ -832,10 +849,11 @@ void conv_cases(std::vector<Case>& c) {
        kFp16);
 }
 
-// FusedMatMul / FusedGemm with activations cuBLASLt's epilogue lacks (BERT's Gelu, Silu): the
-// product, then an element-wise pass.
+// FusedMatMul / FusedGemm with activations beyond Relu: Gelu in cuBLASLt's epilogue (its tanh form:
+// GeluTanh, and an erf Gelu in float16), the others (Silu, Tanh, a float32 erf Gelu) the product
+// and then an element-wise pass.
 void gemm_activation_cases(std::vector<Case>& c) {
-  for (const char* act : {"Gelu", "Silu", "Tanh"}) {
+  for (const char* act : {"Gelu", "GeluTanh", "Silu", "Tanh"}) {
     both(c,
          {.name = std::string("gpu_fused_matmul_") + act,
           .op = "FusedMatMul",
@@ -847,6 +865,16 @@ void gemm_activation_cases(std::vector<Case>& c) {
           .gpu = "gpu.gemm"},
          kFp16);
   }
+  both(c,
+       {.name = "gpu_fused_matmul_gelu_no_bias_batched",
+        .op = "FusedMatMul",
+        .inputs = {x({3, 24, 40}), w({3, 40, 16})},
+        .attrs = {s("activation", "Gelu")},
+        .kernel = "onednn.matmul",
+        .domain = "ai.kiln",
+        .opset = 1,
+        .gpu = "gpu.gemm"},
+       kFp16);
   both(
       c,
       {.name = "gpu_fused_gemm_leaky_relu",

@@ -444,5 +444,57 @@ TEST(FuseConvResidual, LeavesBroadcastAddsConstantsAndSharedResults) {
     EXPECT_FALSE(passes::FuseConvResidual{}.apply(*build(variant)));
   }
 }
+// The bias and activation fusion, then the clip's move into depthwise readers (as the GPU's
+// passes run them).
+struct FuseThenFoldClip {
+  std::string_view name() const { return "fuse_bias_activation+fold_clip_into_depthwise"; }
+  bool apply(ir::Graph& g) const {
+    passes::FuseBiasActivation{}.apply(g);
+    return passes::FoldClipIntoDepthwise{}.apply(g);
+  }
+};
+
+// MobileNetV2's inverted residual: a 1x1 expansion ending in ReLU6, read by a depthwise 3x3 (also
+// ReLU6). The expansion keeps Relu; the depthwise FusedConv clips its input at 6 as it reads it.
+// Weights up to 3 make the expansion's results pass 6 often, so the move is exercised.
+std::shared_ptr<ir::Graph> expansion_then_depthwise(int variant) {
+  GraphBuilder b;
+  ir::Value* x = b.input("x", {1, 4, 6, 6});
+  ir::Value* e = b.op("Conv", {x, b.random({8, 4, 1, 1}, -3, 3), b.random({8})});
+  const float lo = variant == 3 ? -1.f : 0.f;
+  ir::Value* clipped = b.op("Clip", {e, b.scalar(lo), b.scalar(6.f)});
+  const bool grouped = variant != 2;  // 2: a plain 3x3 convolution reads the expansion
+  ir::Value* d = b.op("Conv", {clipped, b.random({8, grouped ? 1 : 8, 3, 3}), b.random({8})},
+                      {{"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})},
+                       {"group", ir::Attribute(int64_t{grouped ? 8 : 1})}});
+  b.output(b.op("Clip", {d, b.scalar(0.f), b.scalar(6.f)}));
+  if (variant == 1) b.output(clipped);  // the clipped expansion is also a graph output
+  return b.graph;
+}
+
+TEST(FoldClipIntoDepthwise, ExpansionKeepsReluAndTheDepthwiseReaderClipsItsInput) {
+  auto g =
+      expect_rewrite_keeps_results([] { return expansion_then_depthwise(0); }, FuseThenFoldClip{});
+  ASSERT_EQ(g->node_count(), 2u) << ir::print_graph(*g);
+  const ir::Node* expansion = g->nodes().front();
+  const ir::Node* depthwise = g->nodes().back();
+  EXPECT_EQ(attr_string(*expansion, "activation"), "Relu");
+  EXPECT_EQ(expansion->attribute("activation_params"), nullptr);
+  EXPECT_EQ(attr_string(*depthwise, "activation"), "Clip");
+  const ir::Attribute* max = depthwise->attribute("input_max");
+  ASSERT_NE(max, nullptr);
+  EXPECT_EQ(std::get<float>(max->storage()), 6.f);
+}
+
+TEST(FoldClipIntoDepthwise, LeavesGraphOutputsOtherReadersAndOtherClips) {
+  // 1: the clipped values are a graph output; 2: an ungrouped convolution reads them; 3: the
+  // Clip's lower bound is not 0 (no Relu to keep).
+  for (int variant = 1; variant <= 3; ++variant) {
+    SCOPED_TRACE(variant);
+    std::shared_ptr<ir::Graph> g = expansion_then_depthwise(variant);
+    passes::FuseBiasActivation{}.apply(*g);
+    EXPECT_FALSE(passes::FoldClipIntoDepthwise{}.apply(*g)) << ir::print_graph(*g);
+  }
+}
 }  // namespace
 }  // namespace kiln

@@ -44,6 +44,7 @@ std::string check_conv(const ir::Node& node) {
   if (std::string why = check_float_input(node, 2, *type, 1, 1, true); !why.empty()) return why;
   if (std::string why = check_float_outputs(node, *type); !why.empty()) return why;
   if (node.inputs().size() > 3) return "more than 3 inputs";
+  if (node.attribute("input_max")) return "FusedConv's input_max (a clipped input)";
   if (node.input(0)->type().shape->rank() != node.input(1)->type().shape->rank()) {
     return "X and W ranks differ";
   }

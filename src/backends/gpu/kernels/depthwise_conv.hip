@@ -101,6 +101,14 @@ __device__ inline void load_bias(const float* bias, int c0, float (&out)[V]) {
   }
 }
 
+// The input's clip from above (DepthwiseArgs::input_max): one select an element (NaN stays NaN,
+// as in the reference), +inf a no-op.
+template <int V>
+__device__ inline void clip_above(float (&v)[V], float max) {
+  KILN_UNROLL
+  for (int k = 0; k < V; ++k) v[k] = v[k] > max ? max : v[k];
+}
+
 // Item -> (n, first output row, first output column, first channel).
 struct Coords {
   int n, oh0, ow0, c0;
@@ -162,6 +170,7 @@ __global__ void __launch_bounds__(kThreads)
           float xv[V];
           if (iw >= 0 && iw < a.w_in) {
             load_floats<T, V>(row + iw * a.c, xv);
+            clip_above<V>(xv, a.input_max);
           } else {
             KILN_UNROLL
             for (int k = 0; k < V; ++k) xv[k] = 0.f;
@@ -207,6 +216,7 @@ __global__ void __launch_bounds__(kThreads)
         if (iw < 0 || iw >= a.w_in) continue;
         float xv[V], wv[V];
         load_floats<T, V>(row + iw * a.c, xv);
+        clip_above<V>(xv, a.input_max);
         load_floats<float, V>(a.w + (r * a.kw + s) * a.c + at.c0, wv);
         KILN_UNROLL
         for (int k = 0; k < V; ++k) acc[k] = fmaf(xv[k], wv[k], acc[k]);

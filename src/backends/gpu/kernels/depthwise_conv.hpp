@@ -11,9 +11,10 @@
 
 namespace kiln::backends::gpu::kernels {
 
-// y[n, oh, ow, c] = act(sum_{r,s} x[n, oh sh - pt + r dh, ow sw - pl + s dw, c] w[r, s, c]
+// y[n, oh, ow, c] = act(sum_{r,s} x'[n, oh sh - pt + r dh, ow sw - pl + s dw, c] w[r, s, c]
 //                       + bias[c] + z[n, oh, ow, c])
-// with x read as 0 outside [0, h) x [0, w). The bottom and right pads only set oh / ow, which
+// with x' = min(x, input_max) (FusedConv's input_max, +inf when none), read as 0 outside
+// [0, h) x [0, w). The bottom and right pads only set oh / ow, which
 // the caller computes. Weights are float32 [kh, kw, c] (the constant reordered and widened
 // once), bias float32 [c] or null; x, z (null: none) and y are of `type`.
 struct DepthwiseArgs {
@@ -27,7 +28,10 @@ struct DepthwiseArgs {
   int kh = 0, kw = 0, stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0, dil_h = 1, dil_w = 1;
   GemmActivation activation = GemmActivation::None;
   float act_alpha = 0.f, act_beta = 0.f;  // Clip: min, max; LeakyRelu: alpha; HardSigmoid
-  int multiprocessors = 1;                // of the device: sizes the work per thread
+  // The upper half of the producer's Clip, applied as x is loaded: the producer's epilogue keeps
+  // the Relu half (passes/fold_clip_into_depthwise). +inf: none.
+  float input_max = __builtin_huge_valf();
+  int multiprocessors = 1;  // of the device: sizes the work per thread
   // Tuning overrides, 0 for the launcher's choice: bytes of channels per thread load (16 or 8:
   // 8 / 4 channels of a 16-bit type, 4 / 2 of float32), output pixels per thread along W (2 or
   // 4) and output rows per thread along H (1, 2 or 4) in the tiled kernels.

@@ -5,7 +5,9 @@
 // symmetric pads. Activations are channels-last (NHWC, the layout cuDNN's tensor-core kernels
 // read and write) wherever the plan can keep them so; a row-major input or output is transformed
 // by cuDNN into the kernel's own scratch. The algorithm is the fastest cudnnFind measures on the
-// device at the first run of each input shape (a tactic timed on the real device).
+// device at the first run of each input shape (a tactic timed on the real device); a float16
+// convolution also times cuBLASLt's product (1x1) and Kiln's own implicit GEMM, which fuses every
+// activation, against cuDNN's whole call (its bias, residual and activation passes included).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "backends/gpu/runtime/conv_gemm.hpp"
+#include "backends/gpu/runtime/conv_node.hpp"
 #include "backends/gpu/runtime/cudnn_api.hpp"
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
@@ -69,6 +72,10 @@ std::string check(const ir::Node& node, ConvShape& out) {
           "Sigmoid, Tanh and Silu are)",
           act);
     }
+  }
+  if (node.attribute("input_max")) {
+    return "cuDNN's convolution does not clip its input (FusedConv's input_max): the depthwise "
+           "kernel does";
   }
   const ir::Value* x = node.input(0);
   const ir::Value* w = node.inputs().size() > 1 ? node.input(1) : nullptr;
@@ -217,6 +224,10 @@ class ConvKernel final : public Kernel {
     for (TensorDesc* d : {&x_desc_, &y_desc_, &x_plain_, &y_plain_}) {
       cudnn_check(dnn.tensor_create(&d->out()), "cudnnCreateTensorDescriptor");
     }
+    const char* own = std::getenv("KILN_GPU_CONV_OWN");
+    if (dtype_ == DataType::Float16 && !(own && std::string_view(own) == "0")) {
+      own_ = make_own_conv_kernel(backend, node);  // null where it refuses the node
+    }
   }
 
   std::string_view name() const override { return kConvKernel; }
@@ -247,6 +258,11 @@ class ConvKernel final : public Kernel {
     const bool x_nhwc = x.layout.kind == Layout::Kind::ChannelsLast;
     const bool y_nhwc = y.layout.kind == Layout::Kind::ChannelsLast;
     prepare(x, y, x_nhwc, y_nhwc);
+    if (use_own_) {
+      SameOutput same(y);
+      own_->run(in, same, stream);
+      return;
+    }
     const void* xp = x.data;
     if (!x_nhwc) {
       const float one = 1.f, zero = 0.f;
@@ -382,15 +398,18 @@ class ConvKernel final : public Kernel {
                    fused_identity_ ? " fused" : "", use_gemm_ ? "cuBLASLt" : "cuDNN");
     }
     if (!use_gemm_) gemm_workspace_ = DeviceBuffer();
+    if (use_own_) workspace_ = DeviceBuffer();
     unfused_ = false;
     key_ = key;
   }
 
-  // One shape's choice: the cuDNN algorithm, its fused identity call, or the 1x1 product.
+  // One shape's choice: the cuDNN algorithm, its fused identity call, the 1x1 product, or Kiln's
+  // own convolution.
   struct Choice {
     int algo = 0;
     bool fused_identity = false;
     bool gemm = false;
+    bool own = false;
   };
 
   bool one_by_one() const {
@@ -425,11 +444,13 @@ class ConvKernel final : public Kernel {
                               algo, &bytes) != CUDNN_STATUS_SUCCESS) {
       return false;
     }
+    if (c.own && !own_) return false;
     use_gemm_ = false;
     if (c.gemm) {
       if (!prepare_gemm(x, x_nhwc, y_nhwc)) return false;
       use_gemm_ = true;
     }
+    use_own_ = c.own;
     algo_ = algo;
     fused_identity_ = c.fused_identity;
     workspace_ = backend_.allocate(bytes);
@@ -501,30 +522,68 @@ class ConvKernel final : public Kernel {
       }
     }
     use_gemm_ = false;
+    use_own_ = false;
     double gemm_ms = -1;
     if (prepare_gemm(x, x_nhwc, y_nhwc)) {
       gemm_ms = time_gemm(x_tmp.data(), y_tmp.data());
       use_gemm_ = gemm_ms < perf[pick].time;
     }
+    // Kiln's own convolution against the library's whole call (its separate bias, residual and
+    // activation passes too), both channels-last on the same scratch.
+    double library_ms = -1, own_ms = -1;
+    if (own_) {
+      DeviceBuffer z_tmp;
+      if (shape_.residual) z_tmp = backend_.allocate(shape_numel(y.dims) * elem);
+      const void* zp = shape_.residual ? z_tmp.data() : nullptr;
+      library_ms = replayed_ms([&] {
+        if (use_gemm_) {
+          gemm_.run(x_tmp.data(), weights_.data(), has_bias_ ? bias_.data() : nullptr, zp,
+                    y_tmp.data(), gemm_workspace_.data(), compute_handle());
+          post_activation(y_tmp.data());
+        } else {
+          convolve(x_tmp.data(), y_tmp.data(), zp);
+        }
+      });
+      std::vector<DeviceTensor> in(shape_.residual ? 4 : 1);
+      in[0] = {dtype_, x.dims, x_tmp.data(), Layout::channels_last()};
+      if (shape_.residual) in[3] = {dtype_, y.dims, z_tmp.data(), Layout::channels_last()};
+      SameOutput same({dtype_, y.dims, y_tmp.data(), Layout::channels_last()});
+      try {
+        own_ms = replayed_ms([&] { own_->run(in, same, backend_.compute_stream()); });
+        use_own_ = own_ms < library_ms;
+      } catch (const Error& e) {
+        // A shape the own convolution refuses at the run (past its index limits): the library.
+        if (std::getenv("KILN_GPU_TRACE")) {
+          std::fprintf(stderr, "kiln gpu: %s %s: own convolution refused: %s\n", kConvKernel,
+                       label_.c_str(), e.message().c_str());
+        }
+      }
+      unfused_ = false;  // the real run decides again on its own operands
+    }
     if (std::getenv("KILN_GPU_TRACE")) {
       std::fprintf(stderr,
-                   "kiln gpu: %s %s %s: cuDNN algo %d%s %.4f ms (%zu bytes), cuBLASLt %.4f ms: "
-                   "%s\n",
+                   "kiln gpu: %s %s %s: cuDNN algo %d%s %.4f ms (%zu bytes), cuBLASLt %.4f ms, "
+                   "whole call %.4f ms, own %.4f ms: %s\n",
                    kConvKernel, label_.c_str(), dims_to_string(x.dims).c_str(),
                    static_cast<int>(algo_), fused_identity_ ? " fused" : "",
-                   static_cast<double>(perf[pick].time), perf[pick].memory, gemm_ms,
-                   use_gemm_ ? "cuBLASLt" : "cuDNN");
+                   static_cast<double>(perf[pick].time), perf[pick].memory, gemm_ms, library_ms,
+                   own_ms,
+                   use_own_    ? "own"
+                   : use_gemm_ ? "cuBLASLt"
+                               : "cuDNN");
     }
-    return {static_cast<int>(algo_), fused_identity_, use_gemm_};
+    return {static_cast<int>(algo_), fused_identity_, use_gemm_, use_own_};
   }
 
  public:
-  // One entry per shape timed: "N,C,H,W,x_nhwc,y_nhwc=algo,fused,gemm", joined by ';'.
+  // One entry per shape timed: "N,C,H,W,x_nhwc,y_nhwc=algo,fused,gemm,own", joined by ';'
+  // (engines written before the own candidate have three choices: read as not own).
   std::string tactics() const override {
     std::string out;
     for (const auto& [key, c] : timed_) {
       if (!out.empty()) out += ';';
-      out += fmt::format("{}={},{:d},{:d}", fmt::join(key, ","), c.algo, c.fused_identity, c.gemm);
+      out += fmt::format("{}={},{:d},{:d},{:d}", fmt::join(key, ","), c.algo, c.fused_identity,
+                         c.gemm, c.own);
     }
     return out;
   }
@@ -535,33 +594,75 @@ class ConvKernel final : public Kernel {
       if (eq == std::string_view::npos) return;  // not this build's form: time afresh
       std::vector<int64_t> key, choice;
       if (!parse_int_list(entry.substr(0, eq), key) || key.size() != 6 ||
-          !parse_int_list(entry.substr(eq + 1), choice) || choice.size() != 3) {
+          !parse_int_list(entry.substr(eq + 1), choice) ||
+          (choice.size() != 3 && choice.size() != 4)) {
         return;
       }
-      parsed[key] = {static_cast<int>(choice[0]), choice[1] != 0, choice[2] != 0};
+      parsed[key] = {static_cast<int>(choice[0]), choice[1] != 0, choice[2] != 0,
+                     choice.size() == 4 && choice[3] != 0};
     }
     timed_ = std::move(parsed);
   }
 
  private:
-  // The 1x1 product's median time over a few runs on the compute stream, in ms.
-  double time_gemm(const void* x, void* y) {
+  hipStream_t compute_handle() { return gpu_stream(backend_.compute_stream()).handle(); }
+
+  // The median time of `run_once` over five runs after a warm-up on the compute stream, in ms.
+  template <typename F>
+  double median_ms(F&& run_once) {
     Stream& stream = backend_.compute_stream();
-    hipStream_t h = gpu_stream(stream).handle();
-    const void* bias = has_bias_ ? bias_.data() : nullptr;
-    const void* z = shape_.residual ? y : nullptr;
-    gemm_.run(x, weights_.data(), bias, z, y, gemm_workspace_.data(), h);  // warm
+    run_once();
     std::vector<double> ms;
     for (int i = 0; i < 5; ++i) {
       std::unique_ptr<Event> begin = backend_.create_event(), end = backend_.create_event();
       begin->record(stream);
-      gemm_.run(x, weights_.data(), bias, z, y, gemm_workspace_.data(), h);
+      run_once();
       end->record(stream);
       end->synchronize();
       ms.push_back(end->elapsed_ms(*begin));
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
+  }
+
+  // The time of one `run_once` as a replayed plan runs it: recorded kRuns times back to back
+  // into one graph, the graph replayed (a warm-up, then the median of five, divided by kRuns).
+  // Timed one launch at a time instead, the host's own cost of each call is in the figure: a
+  // cuDNN call at batch 1 measured 40-120 us that way against 10-20 us for Kiln's kernel, and
+  // the replayed ResNet-50 b1 that chose by it ran 0.43 ms instead of 0.31 (H100,
+  // 2026-12-06). Falls back to launch-by-launch timing where the work cannot be recorded.
+  template <typename F>
+  double replayed_ms(F&& run_once) {
+    constexpr int kRuns = 8;
+    Stream& stream = backend_.compute_stream();
+    run_once();  // anything a first call sets up happens outside the recording
+    std::unique_ptr<CapturedWork> work;
+    bool capturing = false;
+    try {
+      stream.begin_capture();
+      capturing = true;
+      for (int i = 0; i < kRuns; ++i) run_once();
+      capturing = false;
+      work = stream.end_capture();
+    } catch (const Error&) {
+      if (capturing) {
+        try {
+          stream.end_capture();  // closes the recording a failed call left open
+        } catch (const Error&) {
+        }
+      }
+      return median_ms(run_once);
+    }
+    return median_ms([&] { work->replay(stream); }) / kRuns;
+  }
+
+  // The 1x1 product's median time, in ms.
+  double time_gemm(const void* x, void* y) {
+    const void* bias = has_bias_ ? bias_.data() : nullptr;
+    const void* z = shape_.residual ? y : nullptr;
+    return median_ms([&] {
+      gemm_.run(x, weights_.data(), bias, z, y, gemm_workspace_.data(), compute_handle());
+    });
   }
 
   GpuBackendImpl& backend_;
@@ -573,6 +674,8 @@ class ConvKernel final : public Kernel {
   DeviceBuffer weights_, bias_, workspace_, x_scratch_, y_scratch_, z_scratch_, gemm_workspace_;
   ConvGemm gemm_;
   bool use_gemm_ = false;        // the 1x1 product through cuBLASLt was faster at this shape
+  std::unique_ptr<Kernel> own_;  // Kiln's own convolution (float16), the tactic's other candidate
+  bool use_own_ = false;         // it was faster than the library's whole call at this shape
   bool fused_identity_ = false;  // bias / residual without Relu in cuDNN's fused call
   bool unfused_ = false;         // cuDNN refused the fused call at this shape: separate calls
   FilterDesc filter_;

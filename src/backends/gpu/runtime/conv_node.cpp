@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/gpu/runtime/gemm_node.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
@@ -60,7 +61,18 @@ std::string read_conv_node(const ir::Node& node, ConvNode& out) {
   }
   if (std::string why = read_window_2d(node, "convolution", out); !why.empty()) return why;
   if (out.ceil_mode) return "ceil_mode is not a convolution's attribute";
+  if (node.attribute("input_max")) {
+    out.input_max = float_attr(node, "input_max", out.input_max);
+    if (std::isnan(out.input_max)) return "FusedConv's input_max is NaN";
+  }
   return "";
+}
+
+std::string refuse_input_max(const ConvNode& c, std::string_view kernel) {
+  if (std::isinf(c.input_max) && c.input_max > 0) return "";
+  return fmt::format(
+      "{} does not clip its input (FusedConv's input_max {}): the depthwise kernel does", kernel,
+      c.input_max);
 }
 
 float constant_element(const Tensor& t, int64_t i) {

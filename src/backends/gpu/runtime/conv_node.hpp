@@ -5,6 +5,8 @@
 // depthwise kernel (depthwise_conv_kernels.cpp) and the implicit-GEMM one (own_conv_kernels.cpp),
 // each of which adds its own limits (groups, channel counts).
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,13 @@ struct ConvNode : Window2d {
   float act_alpha = 0.f, act_beta = 0.f;
   bool bias = false;
   bool residual = false;  // FusedConv's Z (input 3), added before the activation
+  // FusedConv's input_max: X read as min(X, input_max) (+inf: none). Only the depthwise kernel
+  // takes it; the others refuse it (refuse_input_max).
+  float input_max = std::numeric_limits<float>::infinity();
 };
+
+// Why a kernel that does not clip its input cannot run `c` ("" when it has no input_max).
+std::string refuse_input_max(const ConvNode& c, std::string_view kernel);
 
 // Empty when `node` is a 2-D convolution of float32, float16 or bfloat16 with a static channel
 // count, constant weights [filters, channels / groups, kh, kw] of the input's type, an optional
@@ -41,6 +49,12 @@ using ConvExtent = WindowExtent;
 inline ConvExtent conv_extent(const ConvNode& c, int64_t h, int64_t w) {
   return window_extent(c, h, w);
 }
+
+class GpuBackendImpl;
+
+// Kiln's own implicit-GEMM convolution (gpu.own.conv, own_conv_kernels.cpp) for `node`, or null
+// where it refuses the node: cuDNN's convolution (gpu.cudnn.conv) times it as a tactic.
+std::unique_ptr<Kernel> make_own_conv_kernel(GpuBackendImpl& backend, const ir::Node& node);
 
 // A convolution kernel's two table entries, Conv and ai.kiln FusedConv, at `priority`:
 // CHECK(node, ConvNode&) says why the kernel cannot run a node (empty: it can) and fills the

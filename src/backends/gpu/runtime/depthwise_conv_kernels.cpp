@@ -138,6 +138,7 @@ class DepthwiseKernel final : public Kernel {
     a.pad_top = static_cast<int>(pads[0]), a.pad_left = static_cast<int>(pads[1]);
     a.activation = shape_.activation;
     a.act_alpha = shape_.act_alpha, a.act_beta = shape_.act_beta;
+    a.input_max = shape_.input_max;
     a.multiprocessors = multiprocessors_;
     a.vector_bytes = tile_.vector_bytes, a.pixels = tile_.pixels, a.rows = tile_.rows;
     trace(a, x, y);

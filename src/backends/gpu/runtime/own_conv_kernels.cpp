@@ -33,6 +33,7 @@ constexpr int64_t kIndexLimit = int64_t{1} << 31;
 
 std::string check(const ir::Node& node, ConvNode& out) {
   if (std::string why = read_conv_node(node, out); !why.empty()) return why;
+  if (std::string why = refuse_input_max(out, "Kiln's own convolution"); !why.empty()) return why;
   if (out.dtype != DataType::Float32 && out.dtype != DataType::Float16) {
     return fmt::format("Kiln's own convolution takes float32 or float16, not {}",
                        dtype_name(out.dtype));
@@ -223,4 +224,10 @@ class OwnConvKernel final : public Kernel {
 KILN_REGISTER_GPU_CONV_KERNEL(kOwnConvKernel, -1, check, OwnConvKernel);
 
 }  // namespace
+
+std::unique_ptr<Kernel> make_own_conv_kernel(GpuBackendImpl& backend, const ir::Node& node) {
+  ConvNode shape;
+  if (!check(node, shape).empty()) return nullptr;
+  return std::make_unique<OwnConvKernel>(backend, node, shape);
+}
 }  // namespace kiln::backends::gpu

@@ -39,6 +39,7 @@ bool turned_off() {
 std::string check(const ir::Node& node, ConvNode& out) {
   if (turned_off()) return "KILN_GPU_STEM=0 turns Kiln's stem convolution off";
   if (std::string why = read_conv_node(node, out); !why.empty()) return why;
+  if (std::string why = refuse_input_max(out, "the stem kernel"); !why.empty()) return why;
   if (out.groups != 1) return fmt::format("grouped ({} groups)", out.groups);
   if (out.channels > kMaxChannels) {
     return fmt::format("{} input channels (at most {})", out.channels, kMaxChannels);
