@@ -224,8 +224,10 @@ class ConvKernel final : public Kernel {
     for (TensorDesc* d : {&x_desc_, &y_desc_, &x_plain_, &y_plain_}) {
       cudnn_check(dnn.tensor_create(&d->out()), "cudnnCreateTensorDescriptor");
     }
+    // Opt-in until it has won on a device: its first measurement (2026-12-06, fifth session)
+    // timed cuDNN on the wrong stream.
     const char* own = std::getenv("KILN_GPU_CONV_OWN");
-    if (dtype_ == DataType::Float16 && !(own && std::string_view(own) == "0")) {
+    if (dtype_ == DataType::Float16 && own && std::string_view(own) == "1") {
       own_ = make_own_conv_kernel(backend, node);  // null where it refuses the node
     }
   }
@@ -257,6 +259,9 @@ class ConvKernel final : public Kernel {
     cudnn_check(dnn.set_stream(dnn.handle, s.handle()), "cudnnSetStream");
     const bool x_nhwc = x.layout.kind == Layout::Kind::ChannelsLast;
     const bool y_nhwc = y.layout.kind == Layout::Kind::ChannelsLast;
+    // The candidates are timed on the stream the run queues on (cuDNN's handle is set to it):
+    // an executor's stream, not necessarily the backend's compute stream.
+    timing_stream_ = &stream;
     prepare(x, y, x_nhwc, y_nhwc);
     if (use_own_) {
       SameOutput same(y);
@@ -466,7 +471,7 @@ class ConvKernel final : public Kernel {
     DeviceBuffer find_ws = backend_.allocate(kFindWorkspace);
     DeviceBuffer x_tmp = backend_.allocate(shape_numel(x.dims) * elem);
     DeviceBuffer y_tmp = backend_.allocate(shape_numel(y.dims) * elem);
-    backend_.fill_device(x_tmp.data(), 0, x_tmp.size(), backend_.compute_stream());
+    backend_.fill_device(x_tmp.data(), 0, x_tmp.size(), *timing_stream_);
     constexpr int kCandidates = 8;
     cudnnConvolutionFwdAlgoPerf_t perf[kCandidates];
     int found = 0;
@@ -549,7 +554,7 @@ class ConvKernel final : public Kernel {
       if (shape_.residual) in[3] = {dtype_, y.dims, z_tmp.data(), Layout::channels_last()};
       SameOutput same({dtype_, y.dims, y_tmp.data(), Layout::channels_last()});
       try {
-        own_ms = replayed_ms([&] { own_->run(in, same, backend_.compute_stream()); });
+        own_ms = replayed_ms([&] { own_->run(in, same, *timing_stream_); });
         use_own_ = own_ms < library_ms;
       } catch (const Error& e) {
         // A shape the own convolution refuses at the run (past its index limits): the library.
@@ -605,12 +610,12 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  hipStream_t compute_handle() { return gpu_stream(backend_.compute_stream()).handle(); }
+  hipStream_t compute_handle() { return gpu_stream(*timing_stream_).handle(); }
 
   // The median time of `run_once` over five runs after a warm-up on the compute stream, in ms.
   template <typename F>
   double median_ms(F&& run_once) {
-    Stream& stream = backend_.compute_stream();
+    Stream& stream = *timing_stream_;
     run_once();
     std::vector<double> ms;
     for (int i = 0; i < 5; ++i) {
@@ -627,14 +632,13 @@ class ConvKernel final : public Kernel {
 
   // The time of one `run_once` as a replayed plan runs it: recorded kRuns times back to back
   // into one graph, the graph replayed (a warm-up, then the median of five, divided by kRuns).
-  // Timed one launch at a time instead, the host's own cost of each call is in the figure: a
-  // cuDNN call at batch 1 measured 40-120 us that way against 10-20 us for Kiln's kernel, and
-  // the replayed ResNet-50 b1 that chose by it ran 0.43 ms instead of 0.31 (H100,
-  // 2026-12-06). Falls back to launch-by-launch timing where the work cannot be recorded.
+  // Timed one launch at a time instead, the host's cost of each call (cuDNN's is the largest) is
+  // in the figure wherever it exceeds the device's. Falls back to launch-by-launch timing where
+  // the work cannot be recorded.
   template <typename F>
   double replayed_ms(F&& run_once) {
     constexpr int kRuns = 8;
-    Stream& stream = backend_.compute_stream();
+    Stream& stream = *timing_stream_;
     run_once();  // anything a first call sets up happens outside the recording
     std::unique_ptr<CapturedWork> work;
     bool capturing = false;
@@ -676,8 +680,9 @@ class ConvKernel final : public Kernel {
   bool use_gemm_ = false;        // the 1x1 product through cuBLASLt was faster at this shape
   std::unique_ptr<Kernel> own_;  // Kiln's own convolution (float16), the tactic's other candidate
   bool use_own_ = false;         // it was faster than the library's whole call at this shape
-  bool fused_identity_ = false;  // bias / residual without Relu in cuDNN's fused call
-  bool unfused_ = false;         // cuDNN refused the fused call at this shape: separate calls
+  Stream* timing_stream_ = nullptr;  // the stream of the run that times the candidates
+  bool fused_identity_ = false;      // bias / residual without Relu in cuDNN's fused call
+  bool unfused_ = false;             // cuDNN refused the fused call at this shape: separate calls
   FilterDesc filter_;
   ConvDesc conv_;
   ActDesc act_, identity_, post_act_;
