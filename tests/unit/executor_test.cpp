@@ -227,6 +227,34 @@ TEST(Executor, DynamicBatchWithinTheDeclaredRange) {
       ErrorCode::InvalidArgument, "outside the declared range");
 }
 
+// Constant weights of Gemm (transposed, a classifier's) and MatMul are packed once into the layout
+// oneDNN's primitive picks; each row count gets its own primitive, and an entry whose layout is
+// the same reuses the packed bytes. Every batch, in any order, matches the reference.
+TEST(Executor, PackedMatrixWeightsServeEveryBatch) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input(
+      "x", TypeInfo::tensor(DataType::Float32, Shape({Dim::symbol("batch", 1, 64), Dim(48)})));
+  ir::Node* gemm = node(*g, "Gemm",
+                        {x, g->add_initializer("w", random_tensor({40, 48}, 1)),
+                         g->add_initializer("b", random_tensor({40}, 2))},
+                        "h");
+  gemm->set_attribute("transB", ir::Attribute(int64_t{1}));
+  ir::Node* matmul = node(
+      *g, "MatMul", {gemm->output(0), g->add_initializer("v", random_tensor({40, 24}, 3))}, "y");
+  g->add_output(matmul->output(0));
+  passes::InferShapes{}.apply(*g);
+  runtime::Executor ex(g);
+  std::vector<std::string> kernels;
+  for (const auto& c : ex.kernel_choices()) kernels.push_back(c.kernel);
+  EXPECT_EQ(kernels, (std::vector<std::string>{"onednn.gemm", "onednn.matmul"}));
+  runtime::Interpreter ref(g);
+  for (int64_t batch : {1, 64, 7, 1, 33}) {
+    Tensor xv = random_tensor({batch, 48}, static_cast<unsigned>(batch) + 10);
+    expect_close(ex.run({xv})[0], ref.run(std::vector<RtValue>{xv})[0]);
+  }
+}
+
 TEST(Executor, UsesAStoredPlanAsItIs) {
   auto g = cnn();
   engine::ExecutionPlan plan = runtime::Executor(g).execution_plan();
