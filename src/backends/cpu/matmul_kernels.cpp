@@ -5,6 +5,8 @@
 // read in place. Float32, or bfloat16 (`--bf16` engines) on a CPU with
 // bfloat16 instructions: every operand of that type, oneDNN accumulating in float32.
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/half_convert.hpp"
 
@@ -32,6 +34,16 @@ void write_floats(const std::vector<float>& v, const DeviceTensor& y) {
 float float_at(const void* data, DataType type, int64_t i) {
   return type == DataType::BFloat16 ? bfloat16_bits_to_float(static_cast<const uint16_t*>(data)[i])
                                     : static_cast<const float*>(data)[i];
+}
+
+// Whether constant B operands are packed (pack_constant_b): on unless KILN_CPU_PACK_WEIGHTS=0,
+// which reads them in place as before, to measure the difference in one build.
+bool pack_constant_weights() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CPU_PACK_WEIGHTS");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return on;
 }
 
 // A constant B (a layer's weights) in the layout `e`'s primitive picked (format_tag::any),
@@ -198,7 +210,8 @@ class OnednnMatMul final : public Kernel {
           4.0 * static_cast<double>(shape_numel(a) + shape_numel(b)) + 4.0 * outputs);
       ThreadLimit limit(e.threads);
       // A constant 2-D B (a layer's weights) in whatever layout the primitive reads fastest.
-      const bool pack = constant_b_ && b.size() == 2 && constant_b_->dims() == b;
+      const bool pack =
+          constant_b_ && b.size() == 2 && constant_b_->dims() == b && pack_constant_weights();
       try {
         e.pd = dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(
@@ -381,7 +394,7 @@ class OnednnGemm final : public Kernel {
                                    4.0 * (static_cast<double>(e.k) * (e.m + e.n) + mn));
       ThreadLimit limit(e.threads);
       // A constant B in whatever layout the primitive reads fastest (pack_constant_b).
-      const bool pack = constant_b_ && constant_b_->dims() == b;
+      const bool pack = constant_b_ && constant_b_->dims() == b && pack_constant_weights();
       try {
         e.pd = dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(a_md,
