@@ -5,6 +5,8 @@ them): onnxruntime's pool spins after its runs, and in one process with Kiln it 
 from Kiln's threads (a 2-thread Kiln run read 3-5x slower beside it than alone).
 
     python3 bench/cpu_one_session.py kiln|ort MODEL.onnx --input x=1,1280 --threads 2 --reps 300
+    python3 bench/cpu_one_session.py kiln BERT.onnx --input input_ids=1,128:int64:30522 \
+        --input attention_mask=1,128:int64 --input token_type_ids=1,128:int64:1
 Prints one number. KILN_PY: where the kiln package is (default: installed).
 """
 import argparse
@@ -19,14 +21,24 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("runtime", choices=["kiln", "ort"])
     p.add_argument("model")
-    p.add_argument("--input", required=True, help="NAME=D0,D1,... (float32, random)")
+    p.add_argument("--input", required=True, action="append",
+                   help="NAME=D0,D1,... (float32, random), or NAME=D0,D1:int64[:HIGH] (random "
+                        "integers in [0, HIGH), default 2); repeatable")
     p.add_argument("--threads", type=int, default=0, help="0: the runtime's default")
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--rounds", type=int, default=5)
     a = p.parse_args()
-    name, dims = a.input.split("=")
-    x = np.random.default_rng(1).standard_normal([int(d) for d in dims.split(",")])
-    feeds = {name: x.astype(np.float32)}
+    rng = np.random.default_rng(1)
+    feeds = {}
+    for spec in a.input:
+        name, rest = spec.split("=")
+        dims, _, kind = rest.partition(":")
+        shape = [int(d) for d in dims.split(",")]
+        if kind.startswith("int64"):
+            high = int(kind.split(":")[1]) if ":" in kind else 2
+            feeds[name] = rng.integers(0, high, shape).astype(np.int64)
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
     if a.runtime == "ort":
         import onnxruntime as ort
         so = ort.SessionOptions()
