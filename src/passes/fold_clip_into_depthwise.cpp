@@ -10,6 +10,7 @@
 // A device pass (add_device_passes): the GPU's depthwise kernel reads input_max; on the CPU,
 // oneDNN's convolution would fuse the Clip into its own post-ops, and a FusedConv with input_max
 // runs on the reference kernel there.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -54,13 +55,12 @@ bool fold(Rewriter& rw, ir::Node& conv) {
   ir::Value* y = conv.output(0);
   if (!is_float_value(y)) return false;
   const std::vector<ir::Node*>& readers = rw.readers(y);
-  if (readers.empty()) return false;
-  std::vector<const ir::Node*> depthwise;
-  for (const ir::Node* r : readers) {
-    if (!depthwise_reader(r, y)) return false;
-    depthwise.push_back(r);
+  if (!std::all_of(readers.begin(), readers.end(),
+                   [&](const ir::Node* r) { return depthwise_reader(r, y); })) {
+    return false;
   }
-  if (!rw.used_only_by(y, depthwise)) return false;  // a graph output keeps its Clip
+  // At least one reader, and no graph output (which keeps its Clip).
+  if (!rw.used_only_by(y, {readers.begin(), readers.end()})) return false;
   conv.remove_attribute("activation_params");
   ops::FusedActivation relu;
   relu.kind = ops::Activation::Relu;

@@ -46,27 +46,17 @@ bool pack_constant_weights() {
   return on;
 }
 
-// A constant B (a layer's weights) in the layout `e`'s primitive picked (format_tag::any),
-// packed once per layout: an entry of another shape whose primitive took the same one lends its
-// bytes. Read in place instead, brgemm copied all of B into its blocks at every run
-// (MobileNetV2's classifier, 1 x 1280 x 1000: 185 us at 1 thread against onnxruntime's 75).
-// Nothing is packed where the primitive reads B's own layout.
+// A constant B (a layer's weights) in the layout the primitive of `e` picked (format_tag::any),
+// packed once per layout (pack_once_per_layout). Read in place instead, brgemm copied all of B
+// into its blocks at every run (MobileNetV2's classifier, 1 x 1280 x 1000: 185 us at 1 thread
+// against onnxruntime's 75). Nothing is packed where the primitive reads B's own layout.
 template <typename Cache, typename Entry>
 void pack_constant_b(const Cache& cache, Entry& e, const memory::desc& plain_b_md,
                      const void* b_data) {
   if (e.pd.weights_desc() == plain_b_md) return;
-  if (const Entry* same = cache.find([&](const Entry& other) {
-        return other.packed_b && other.pd.weights_desc() == e.pd.weights_desc();
-      })) {
-    e.packed_b = same->packed_b;
-    e.packed_owner = same->packed_owner;
-    return;
-  }
-  e.packed_b = owned_memory(e.pd.weights_desc(), e.packed_owner);
-  memory plain_b = wrap(plain_b_md, b_data);
-  dnnl::stream s(engine());
-  dnnl::reorder(plain_b, e.packed_b).execute(s, plain_b, e.packed_b);
-  s.wait();
+  e.packed_b = pack_once_per_layout(
+      cache, [](const Entry& other) -> const PackedConstant& { return other.packed_b; },
+      wrap(plain_b_md, b_data), e.pd.weights_desc());
 }
 
 // ---- MatMul / FusedMatMul ----
@@ -125,7 +115,7 @@ class OnednnMatMul final : public Kernel {
     }
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-        {DNNL_ARG_WEIGHTS, e.packed_b ? e.packed_b : wrap(e.pd.weights_desc(), b.data)},
+        {DNNL_ARG_WEIGHTS, e.packed_b ? e.packed_b.mem : wrap(e.pd.weights_desc(), b.data)},
         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
@@ -146,8 +136,7 @@ class OnednnMatMul final : public Kernel {
     // breaks a primitive run on another thread than the one it first ran on.
     mutable memory scratch;
     // A constant 2-D B in the layout the primitive picked (pack_constant_b; null: in place).
-    mutable memory packed_b;
-    std::shared_ptr<void> packed_owner;
+    PackedConstant packed_b;
   };
 
   const Entry& prepared(const std::vector<int64_t>& a_in, const std::vector<int64_t>& b_in,
@@ -313,7 +302,7 @@ class OnednnGemm final : public Kernel {
     }
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-        {DNNL_ARG_WEIGHTS, e.packed_b ? e.packed_b : wrap(e.pd.weights_desc(), b.data)},
+        {DNNL_ARG_WEIGHTS, e.packed_b ? e.packed_b.mem : wrap(e.pd.weights_desc(), b.data)},
         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (c) {
       memory::desc c_md = plain_desc(e.c_dims, scaled_c_.empty() ? dt_ : memory::data_type::f32);
@@ -339,8 +328,7 @@ class OnednnGemm final : public Kernel {
     // breaks a primitive run on another thread than the one it first ran on.
     mutable memory scratch;
     // A constant B in the layout the primitive picked, packed once (null: B read in place).
-    mutable memory packed_b;
-    std::shared_ptr<void> packed_owner;
+    PackedConstant packed_b;
   };
 
   const Entry& prepared(const std::vector<int64_t>& a, const std::vector<int64_t>& b,

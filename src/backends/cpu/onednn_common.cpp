@@ -84,6 +84,16 @@ dnnl::memory owned_memory(const dnnl::memory::desc& md, std::shared_ptr<void>& o
   return dnnl::memory(md, engine(), p);
 }
 
+PackedConstant pack_constant(const dnnl::memory& plain, const dnnl::memory::desc& layout) {
+  PackedConstant p;
+  p.mem = owned_memory(layout, p.owner);
+  dnnl::stream s(engine());
+  dnnl::memory src = plain;  // execute takes non-const memories; this one only shares the handle
+  dnnl::reorder(src, p.mem).execute(s, src, p.mem);
+  s.wait();
+  return p;
+}
+
 std::string layout_key(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked || d.extra.flags != dnnl_memory_extra_flag_none) return "";

@@ -64,6 +64,32 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, engine(), const_cast<void*>(data));
 }
 
+// A constant (a layer's weights) in the layout a primitive picked, and the buffer that keeps it.
+struct PackedConstant {
+  mutable dnnl::memory mem;  // null: not packed (oneDNN's execute takes non-const memories)
+  std::shared_ptr<void> owner;
+  explicit operator bool() const { return static_cast<bool>(mem); }
+};
+
+// `plain` reordered into `layout` once, in a buffer of its own (owned_memory).
+PackedConstant pack_constant(const dnnl::memory& plain, const dnnl::memory::desc& layout);
+
+// One packing per layout across a kernel's prepared shapes: the packing an entry of `cache` (a
+// ShapeCache, each entry's packing given by `packed_of`) already made in `layout`, shared, or
+// `plain` packed now. At most one copy per entry the cache holds, in practice one: oneDNN's
+// layouts depend on the weights' dims, not on the row count.
+template <typename Cache, typename PackedOf>
+PackedConstant pack_once_per_layout(const Cache& cache, PackedOf packed_of,
+                                    const dnnl::memory& plain, const dnnl::memory::desc& layout) {
+  if (const auto* same = cache.find([&](const auto& entry) {
+        const PackedConstant& p = packed_of(entry);
+        return p && p.mem.get_desc() == layout;
+      })) {
+    return packed_of(*same);
+  }
+  return pack_constant(plain, layout);
+}
+
 // Appends `act` as eltwise post-ops (HardSigmoid takes two); false when oneDNN has no match.
 bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);
 // A fused activation applied in place after a kernel that cannot fuse it cheaply (oneDNN's

@@ -60,7 +60,7 @@ class QLinearConv final : public Kernel {
     memory src = wrap(plain_desc(x.dims, e.src_dt), x.data);
     e.src_reorder.execute(s, src, e.src_buf);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, e.src_buf},
-                                            {DNNL_ARG_WEIGHTS, e.packed_w},
+                                            {DNNL_ARG_WEIGHTS, e.packed_w.mem},
                                             {DNNL_ARG_DST, e.dst_buf},
                                             {DNNL_ARG_SCRATCHPAD, e.scratch}};
     if (!params_.bias.empty()) {
@@ -80,8 +80,8 @@ class QLinearConv final : public Kernel {
     dnnl::convolution_forward prim;
     dnnl::reorder src_reorder, dst_reorder;
     // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
-    mutable memory src_buf, dst_buf, packed_w, scratch;
-    std::shared_ptr<void> packed_owner;
+    mutable memory src_buf, dst_buf, scratch;
+    PackedConstant packed_w;
   };
 
   const Entry& prepared(const std::vector<int64_t>& x_dims) {
@@ -154,18 +154,9 @@ class QLinearConv final : public Kernel {
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
       // same layout lends its bytes.
-      if (const Entry* same = cache_.find([&](const Entry& c) {
-            return c.packed_w && c.pd.weights_desc() == e.pd.weights_desc();
-          })) {
-        e.packed_w = same->packed_w;
-        e.packed_owner = same->packed_owner;
-      } else {
-        e.packed_w = owned_memory(e.pd.weights_desc(), e.packed_owner);
-        memory plain_w = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
-        dnnl::stream s(engine());
-        dnnl::reorder(plain_w, e.packed_w).execute(s, plain_w, e.packed_w);
-        s.wait();
-      }
+      e.packed_w = pack_once_per_layout(
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; },
+          wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data()), e.pd.weights_desc());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
            node_.label(), dims_to_string(x_dims), dims_to_string(wd), err.what());

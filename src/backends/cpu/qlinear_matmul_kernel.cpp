@@ -51,7 +51,7 @@ class QLinearMatMul final : public Kernel {
     const int64_t rows = a.numel() / std::max<int64_t>(k_, 1);
     const Entry& e = prepared(rows);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-                                            {DNNL_ARG_WEIGHTS, e.packed_b},
+                                            {DNNL_ARG_WEIGHTS, e.packed_b.mem},
                                             {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
                                             {DNNL_ARG_SCRATCHPAD, e.scratch}};
     if (!params_.bias.empty()) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
@@ -65,8 +65,8 @@ class QLinearMatMul final : public Kernel {
     int threads = 1;
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
-    mutable memory packed_b, scratch;  // oneDNN's execute takes non-const memories
-    std::shared_ptr<void> packed_owner;
+    PackedConstant packed_b;
+    mutable memory scratch;  // oneDNN's execute takes non-const memories
   };
 
   const Entry& prepared(int64_t rows) {
@@ -98,18 +98,9 @@ class QLinearMatMul final : public Kernel {
       note_implementation(node_, e.pd.impl_info_str());
       // One packing per layout: an entry of another row count whose primitive took the same
       // one lends its bytes.
-      if (const Entry* same = cache_.find([&](const Entry& c) {
-            return c.packed_b && c.pd.weights_desc() == e.pd.weights_desc();
-          })) {
-        e.packed_b = same->packed_b;
-        e.packed_owner = same->packed_owner;
-      } else {
-        e.packed_b = owned_memory(e.pd.weights_desc(), e.packed_owner);
-        memory plain_b = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
-        dnnl::stream s(engine());
-        dnnl::reorder(plain_b, e.packed_b).execute(s, plain_b, e.packed_b);
-        s.wait();
-      }
+      e.packed_b = pack_once_per_layout(
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; },
+          wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data()), e.pd.weights_desc());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());
