@@ -18,6 +18,7 @@ struct In {
   bool absent = false;                   // an empty optional slot
   DataType dtype = DataType::Undefined;  // Undefined: the case's dtype
   std::vector<int64_t> values;           // integer / bool contents (else random)
+  std::vector<double> reals;             // float contents (else random)
 };
 
 using Attr = std::pair<std::string, ir::Attribute>;
@@ -78,6 +79,10 @@ inline In ints_in(std::vector<int64_t> d, std::vector<int64_t> values,
                   DataType t = DataType::Int64) {
   return {std::move(d), true, false, t, std::move(values)};
 }
+// A constant float32 tensor with the given contents (Resize's scales and roi).
+inline In reals_in(std::vector<int64_t> d, std::vector<double> values) {
+  return {std::move(d), true, false, DataType::Float32, {}, std::move(values)};
+}
 // A graph input of integers with the given contents (fed, not constant).
 inline In ints_fed(std::vector<int64_t> d, std::vector<int64_t> values,
                    DataType t = DataType::Int64) {
@@ -111,5 +116,7 @@ std::vector<Case> gpu_depthwise_cases();
 std::vector<Case> gpu_conv_cases();
 // Kiln's own pooling (gpu.own.pool, backend_ops_pool_cases.cpp).
 std::vector<Case> gpu_pool_cases();
+// The GPU's Resize (gpu.resize, backend_ops_resize_cases.cpp).
+std::vector<Case> gpu_resize_cases();
 
 }  // namespace kiln::backend_ops

@@ -462,8 +462,17 @@ std::vector<Case> cases() {
 // the reference and the fast kernel read the same values; integers in [-3, 3]; bools 0 or 1.
 // With `special`, some floats are NaN, +inf and -inf (every 5th, 7th and 11th element).
 Tensor random_tensor(const std::vector<int64_t>& dims, DataType dtype, std::mt19937& rng,
-                     bool positive, const std::vector<int64_t>& values = {}, bool special = false) {
+                     bool positive, const std::vector<int64_t>& values = {}, bool special = false,
+                     const std::vector<double>& reals = {}) {
   Tensor t(dtype, dims);
+  if (!reals.empty()) {
+    EXPECT_EQ(dtype, DataType::Float32) << "given float contents are float32";
+    EXPECT_EQ(static_cast<int64_t>(reals.size()), t.numel());
+    for (int64_t k = 0; k < t.numel() && k < static_cast<int64_t>(reals.size()); ++k) {
+      t.data<float>()[k] = static_cast<float>(reals[static_cast<size_t>(k)]);
+    }
+    return t;
+  }
   std::uniform_real_distribution<float> dist(positive ? 0.1f : -2.f, 2.f);
   std::uniform_int_distribution<int64_t> small(-3, 3), bit(0, 1), byte(0, 255);
   auto next_float = [&](int64_t k) {
@@ -531,8 +540,8 @@ Built build(const Case& c) {
     if (in.absent) {
       inputs.push_back(nullptr);
     } else if (in.constant) {
-      inputs.push_back(
-          g.add_initializer(name, random_tensor(in.dims, dtype, rng, c.positive, in.values)));
+      inputs.push_back(g.add_initializer(
+          name, random_tensor(in.dims, dtype, rng, c.positive, in.values, false, in.reals)));
     } else {
       inputs.push_back(g.add_input(name, TypeInfo::tensor(dtype, Shape::from_values(in.dims))));
       b.feeds.push_back(random_tensor(in.dims, dtype, rng, c.positive, in.values, c.special));

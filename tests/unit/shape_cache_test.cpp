@@ -1,15 +1,15 @@
-// The CPU kernels' cache of prepared primitives by shape (backends/cpu/shape_cache.hpp): bounded,
+// The kernels' cache of prepared primitives by shape (backends/shape_cache.hpp): bounded,
 // oldest out first, and an entry found or added stays where it is while the others change.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "backends/cpu/shape_cache.hpp"
+#include "backends/shape_cache.hpp"
 
 namespace kiln {
 namespace {
 
-using backends::cpu::ShapeCache;
+using backends::ShapeCache;
 
 struct Entry {
   std::vector<int64_t> dims;

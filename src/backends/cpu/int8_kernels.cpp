@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/cpu/shape_cache.hpp"
+#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/cpu/shape_cache.hpp"
+#include "backends/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"

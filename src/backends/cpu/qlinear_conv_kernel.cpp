@@ -11,7 +11,7 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
-#include "backends/cpu/shape_cache.hpp"
+#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/conv_utils.hpp"

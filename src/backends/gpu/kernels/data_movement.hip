@@ -1,5 +1,5 @@
-// Element moves by size: the element types are unsigned integers of 1, 2, 4 and 8 bytes, so
-// one instantiation serves every dtype of that size (bool, fp16, float, int64, ...).
+// Element moves by size (dispatch_size): the element types are unsigned integers of 1, 2, 4 and
+// 8 bytes, so one instantiation serves every dtype of that size (bool, fp16, float, int64, ...).
 #include <climits>
 
 #include "backends/gpu/kernels/data_movement.hpp"
@@ -7,41 +7,6 @@
 
 namespace kiln::backends::gpu::kernels {
 namespace {
-
-template <int Size>
-struct Word;
-template <>
-struct Word<1> {
-  using type = uint8_t;
-};
-template <>
-struct Word<2> {
-  using type = uint16_t;
-};
-template <>
-struct Word<4> {
-  using type = uint32_t;
-};
-template <>
-struct Word<8> {
-  using type = uint64_t;
-};
-
-// Calls f.template operator()<W>() with W the unsigned word of `size` bytes.
-template <typename F>
-hipError_t dispatch_size(int size, F&& f) {
-  switch (size) {
-    case 1:
-      return f.template operator()<Word<1>::type>();
-    case 2:
-      return f.template operator()<Word<2>::type>();
-    case 4:
-      return f.template operator()<Word<4>::type>();
-    case 8:
-      return f.template operator()<Word<8>::type>();
-  }
-  return hipErrorInvalidValue;
-}
 
 template <typename W, typename Index>
 __global__ void strided_copy_kernel(const W* src, W* dst, Index n, StridedShape s) {

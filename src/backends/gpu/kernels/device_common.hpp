@@ -143,6 +143,45 @@ __device__ inline float block_all_reduce(float v, Op op, float* scratch) {
   return r;
 }
 
+// ---- elements moved as words ----
+
+// The unsigned word of Size bytes: kernels that only move elements (copies, gathers, nearest
+// resizing) take one instantiation per size for every dtype of that size.
+template <int Size>
+struct Word;
+template <>
+struct Word<1> {
+  using type = uint8_t;
+};
+template <>
+struct Word<2> {
+  using type = uint16_t;
+};
+template <>
+struct Word<4> {
+  using type = uint32_t;
+};
+template <>
+struct Word<8> {
+  using type = uint64_t;
+};
+
+// Calls f.template operator()<W>() with W the unsigned word of `size` bytes.
+template <typename F>
+hipError_t dispatch_size(int size, F&& f) {
+  switch (size) {
+    case 1:
+      return f.template operator()<Word<1>::type>();
+    case 2:
+      return f.template operator()<Word<2>::type>();
+    case 4:
+      return f.template operator()<Word<4>::type>();
+    case 8:
+      return f.template operator()<Word<8>::type>();
+  }
+  return hipErrorInvalidValue;
+}
+
 // ---- launch sizes ----
 
 constexpr int kBlock = 256;

@@ -161,6 +161,23 @@ inline std::optional<std::vector<int64_t>> constant_ints(const ir::Node& node, s
   return out;
 }
 
+// A constant input's elements as double (a float32/float64 initializer), or nullopt.
+inline std::optional<std::vector<double>> constant_floats(const ir::Node& node, size_t slot) {
+  const ir::Value* v = node.input(slot);
+  if (!v || !v->is_constant()) return std::nullopt;
+  const Tensor& t = v->constant();
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DataType::Float64) {
+    std::memcpy(out.data(), t.raw_data(), out.size() * sizeof(double));
+  } else if (t.dtype() == DataType::Float32) {
+    const auto* p = static_cast<const float*>(t.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
 // A constant one-element float input as float32, or nullopt.
 inline std::optional<float> constant_scalar(const ir::Node& node, size_t slot) {
   const ir::Value* v = node.input(slot);

@@ -1,5 +1,6 @@
 #pragma once
-// A kernel's prepared primitives (and the buffers they own) by the shapes it ran, bounded. Where
+// A kernel's prepared primitives (and the buffers they own) by the shapes it ran, bounded: the
+// CPU kernels' oneDNN primitives, the GPU Resize's uploaded taps. Where
 // a model's dims vary per request (a client picks them), a kernel would otherwise keep one entry
 // per shape it ever saw; past kMaxEntries the oldest entry goes. Entries live in a deque, so the
 // one find or add returns stays where it is until the kernel's next add (kernels use it within
@@ -8,7 +9,7 @@
 #include <deque>
 #include <utility>
 
-namespace kiln::backends::cpu {
+namespace kiln::backends {
 
 template <typename Entry>
 class ShapeCache {
@@ -35,4 +36,4 @@ class ShapeCache {
   std::deque<Entry> entries_;
 };
 
-}  // namespace kiln::backends::cpu
+}  // namespace kiln::backends
