@@ -81,7 +81,7 @@ run() {
   if [ "${KILN_GPU_QUICK:-0}" != 0 ] && [ "${KILN_GPU_HARNESS:-0}" != 0 ]; then
     echo "== every-backend harness (quick mode)"
     k env KILN_EXPECT_DEVICES=gpu "$root/bin/kiln_unit_tests" \
-      --gtest_filter='Devices/*gpu*' --gtest_brief=1 \
+      --gtest_filter="${KILN_GPU_HARNESS_FILTER:-Devices/*gpu*}" --gtest_brief=1 \
       --gtest_output="xml:$OUT/backend_ops.xml" 2>&1 | tail -n 25 || status=$?
     echo "== the convolution choices of the residual cases"
     k env KILN_EXPECT_DEVICES=gpu KILN_GPU_TRACE=1 "$root/bin/kiln_unit_tests" \

@@ -1,11 +1,11 @@
 // RNN, GRU and LSTM: one reference loop over directions, batch entries and time steps, computed
 // in double. Gate layouts follow ONNX: GRU W/R/B hold z, r, h; LSTM holds i, o, f, c.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "ops/control_real_io.hpp"
 #include "ops/op_utils.hpp"
+#include "ops/recurrent_activations.hpp"
 #include "ops/registry.hpp"
 
 namespace kiln::ops {
@@ -16,9 +16,7 @@ using ctl::to_doubles;
 
 enum class Cell { Rnn, Gru, Lstm };
 
-struct Activation {
-  std::string name;  // lower case
-  double alpha = 0, beta = 0;
+struct Activation : RecurrentActivation {
   double operator()(double x) const {
     if (name == "sigmoid") return 1.0 / (1.0 + std::exp(-x));
     if (name == "tanh") return std::tanh(x);
@@ -34,62 +32,6 @@ struct Activation {
     return x;
   }
 };
-
-// Default (alpha, beta) of each activation, and whether it reads them from the attribute lists.
-bool activation_defaults(const std::string& n, double& a, double& b, int& uses) {
-  uses = 0;
-  a = b = 0;
-  if (n == "sigmoid" || n == "tanh" || n == "relu" || n == "softsign" || n == "softplus") {
-    return true;
-  }
-  if (n == "leakyrelu")
-    a = 0.01, uses = 1;
-  else if (n == "thresholdedrelu")
-    a = 1.0, uses = 1;
-  else if (n == "elu")
-    a = 1.0, uses = 1;
-  else if (n == "affine")
-    a = 1.0, b = 0.0, uses = 2;
-  else if (n == "scaledtanh")
-    a = 1.0, b = 1.0, uses = 2;
-  else if (n == "hardsigmoid")
-    a = 0.2, b = 0.5, uses = 2;
-  else
-    return false;
-  return true;
-}
-
-std::vector<Activation> read_activations(const KernelContext& ctx,
-                                         const std::vector<std::string>& defaults, int dirs) {
-  std::vector<std::string> names;
-  if (ctx.has_attr("activations")) {
-    names = ctx.attr_strings("activations");
-    if (names.size() == defaults.size() && dirs == 2) {  // one list shared by both directions
-      std::vector<std::string> twice = names;
-      twice.insert(twice.end(), names.begin(), names.end());
-      names = twice;
-    }
-    ctx.check(names.size() == defaults.size() * static_cast<size_t>(dirs),
-              "{} activations given, expected {}", names.size(),
-              defaults.size() * static_cast<size_t>(dirs));
-  } else {
-    for (int d = 0; d < dirs; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
-  }
-  std::vector<float> alphas = ctx.attr_floats("activation_alpha", {});
-  std::vector<float> betas = ctx.attr_floats("activation_beta", {});
-  size_t ai = 0, bi = 0;
-  std::vector<Activation> out;
-  for (std::string n : names) {
-    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
-    Activation a{n};
-    int uses = 0;
-    if (!activation_defaults(n, a.alpha, a.beta, uses)) ctx.unsupported("activation '{}'", n);
-    if (uses >= 1 && ai < alphas.size()) a.alpha = alphas[ai++];
-    if (uses >= 2 && bi < betas.size()) a.beta = betas[bi++];
-    out.push_back(a);
-  }
-  return out;
-}
 
 void recurrent(KernelContext& ctx, Cell cell) {
   const int gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
@@ -177,7 +119,11 @@ void recurrent(KernelContext& ctx, Cell cell) {
                                           : cell == Cell::Gru
                                               ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                               : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
-  std::vector<Activation> acts = read_activations(ctx, default_acts, static_cast<int>(dirs));
+  std::vector<Activation> acts;
+  for (RecurrentActivation& a :
+       read_recurrent_activations(ctx, default_acts, static_cast<int>(dirs))) {
+    acts.push_back({std::move(a)});
+  }
   const size_t per_dir = default_acts.size();
 
   std::vector<double> y(static_cast<size_t>(seq * dirs * batch * hidden), 0.0);

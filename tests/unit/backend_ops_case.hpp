@@ -118,5 +118,7 @@ std::vector<Case> gpu_conv_cases();
 std::vector<Case> gpu_pool_cases();
 // The GPU's Resize (gpu.resize, backend_ops_resize_cases.cpp).
 std::vector<Case> gpu_resize_cases();
+// The GPU's LSTM (gpu.lstm, backend_ops_lstm_cases.cpp).
+std::vector<Case> gpu_lstm_cases();
 
 }  // namespace kiln::backend_ops

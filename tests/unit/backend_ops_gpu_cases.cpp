@@ -950,6 +950,7 @@ std::vector<Case> gpu_cases() {
   for (Case& g : gpu_conv_cases()) c.push_back(std::move(g));
   for (Case& g : gpu_pool_cases()) c.push_back(std::move(g));
   for (Case& g : gpu_resize_cases()) c.push_back(std::move(g));
+  for (Case& g : gpu_lstm_cases()) c.push_back(std::move(g));
   return c;
 }
 

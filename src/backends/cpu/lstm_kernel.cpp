@@ -19,12 +19,23 @@ namespace {
 
 using dnnl::memory;
 
+// R's declared last dim when static, else 0.
+int64_t declared_hidden(const ir::Node& node) {
+  const ir::Value* r = node.inputs().size() > 2 ? node.input(2) : nullptr;
+  if (!r || !r->type().is_tensor() || !r->type().shape || r->type().shape->rank() != 3) return 0;
+  const Dim& d = r->type().shape->dims()[2];
+  return d.is_static() ? d.value() : 0;
+}
+
 std::string check_lstm(const ir::Node& node) {
   if (node.opset() < 7) return "opset < 7 (output_sequence semantics)";
   ops::AttrReader attrs(node);
   if (attrs.attr_int("layout", 0) != 0) return "layout 1";
   if (attrs.attr_int("input_forget", 0) != 0) return "input_forget";
   if (attrs.has_attr("clip")) return "clip";
+  if (attrs.attr_int("hidden_size", declared_hidden(node)) <= 0) {
+    return "hidden_size unknown (no attribute and R's last dim not static)";
+  }
   if (attrs.has_attr("activation_alpha") || attrs.has_attr("activation_beta")) {
     return "activation parameters";
   }
@@ -52,7 +63,8 @@ class LstmKernel final : public Kernel {
  public:
   explicit LstmKernel(const ir::Node& node) : node_(node) {
     ops::AttrReader attrs(node);
-    hidden_ = attrs.attr_int("hidden_size", 0);
+    // hidden_size may be left out: R's last dim says it (as the reference reads it).
+    hidden_ = attrs.attr_int("hidden_size", declared_hidden(node));
     const std::string dir = attrs.attr_string("direction", "forward");
     attrs.check(dir == "forward" || dir == "reverse" || dir == "bidirectional",
                 "unknown direction '{}'", dir);
