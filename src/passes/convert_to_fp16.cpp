@@ -8,7 +8,9 @@
 #include "core/half_convert.hpp"
 #include "core/log.hpp"
 #include "ir/node_reads.hpp"
+#include "ops/fused_activation.hpp"
 #include "ops/op_traits.hpp"
+#include "ops/registry.hpp"
 #include "passes/pass.hpp"
 #include "passes/passes.hpp"
 
@@ -32,7 +34,22 @@ namespace {
 // Left float32: reductions whose result can exceed 65504 (ReduceSum, ReduceSumSquare,
 // ReduceL1/L2, ReduceProd, ReduceLogSumExp), Exp / Log / Pow / Reciprocal (overflow or
 // cancellation), CumSum, Range, Resize's scales, anything with a subgraph, random ops.
+// An ai.kiln PointChain converts when every op in it would (its `ops` names the ai.onnx ops it
+// replaced; GeluTanh is Gelu): a chain with Exp stays float32, as Exp alone would.
+const ops::Fp16Slots* point_chain_rule(const ir::Node& n) {
+  static const ops::Fp16Slots kSafe{.safe = true};
+  const ir::Attribute* a = n.attribute("ops");
+  if (!a || a->kind() != ir::AttrKind::Strings) return nullptr;
+  for (std::string op : std::get<std::vector<std::string>>(a->storage())) {
+    if (op == "GeluTanh") op = "Gelu";
+    const ops::OpDef* def = ops::OpRegistry::instance().newest("", op);
+    if (!def || !def->traits.fp16.safe) return nullptr;
+  }
+  return &kSafe;
+}
+
 const ops::Fp16Slots* rule_of(const ir::Node& n) {
+  if (n.domain() == ops::kKilnDomain && n.op_type() == "PointChain") return point_chain_rule(n);
   const ops::Fp16Slots& slots = ops::traits_of(n).fp16;
   return slots.safe ? &slots : nullptr;
 }

@@ -85,6 +85,12 @@ bool fuses_for_cpu(std::string_view device) {
   return first == "cpu" || first.empty();
 }
 
+// A GPU target ("gpu", "cuda:sm_90", "hip:gfx90a"): where ai.kiln PointChain has a kernel.
+bool targets_gpu(std::string_view device) {
+  const std::string_view first = device.substr(0, device.find(','));
+  return first == "gpu" || first.starts_with("cuda") || first.starts_with("hip");
+}
+
 }  // namespace
 
 PassManager& add_default_passes(PassManager& pm, std::string_view device, bool float16_follows) {
@@ -121,11 +127,12 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
 
 PassManager& add_device_passes(PassManager& pm, std::string_view device) {
   if (fuses_for_cpu(device)) return pm;
-  return pm.add(FuseConvResidual{})
+  pm.add(FuseConvResidual{})
       .add(FoldClipIntoDepthwise{})
       .add(MergeParallelMatMuls{})
-      .add(FoldAttentionTransposes{})
-      .add(EliminateDeadCode{});
+      .add(FoldAttentionTransposes{});
+  if (targets_gpu(device)) pm.add(FusePointChains{});
+  return pm.add(EliminateDeadCode{});
 }
 
 }  // namespace kiln::passes

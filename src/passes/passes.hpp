@@ -108,6 +108,14 @@ struct FoldClipIntoDepthwise {
   bool apply(ir::Graph& graph) const;
 };
 
+// Element-wise ops in a row, each result read only by the next and all of one shape (their other
+// operands broadcast into it), become one ai.kiln PointChain (at most 8 ops, 3 operands). A device
+// pass (add_device_passes): the GPU runs the chain as one kernel.
+struct FusePointChains {
+  std::string_view name() const { return "fuse_point_chains"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // MatMuls / FusedMatMuls reading the same input with constant 2-D weights of the same row count
 // (and the same attributes, biases alike) become one over the weights side by side, then a Split
 // of its last axis: Q, K and V projections as one GEMM. A device pass (add_device_passes).

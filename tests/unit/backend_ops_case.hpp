@@ -120,5 +120,7 @@ std::vector<Case> gpu_pool_cases();
 std::vector<Case> gpu_resize_cases();
 // The GPU's LSTM (gpu.lstm, backend_ops_lstm_cases.cpp).
 std::vector<Case> gpu_lstm_cases();
+// The GPU's PointChain (gpu.point_chain, backend_ops_point_chain_cases.cpp).
+std::vector<Case> gpu_point_chain_cases();
 
 }  // namespace kiln::backend_ops

@@ -951,6 +951,7 @@ std::vector<Case> gpu_cases() {
   for (Case& g : gpu_pool_cases()) c.push_back(std::move(g));
   for (Case& g : gpu_resize_cases()) c.push_back(std::move(g));
   for (Case& g : gpu_lstm_cases()) c.push_back(std::move(g));
+  for (Case& g : gpu_point_chain_cases()) c.push_back(std::move(g));
   return c;
 }
 
