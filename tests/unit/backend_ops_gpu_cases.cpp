@@ -341,6 +341,33 @@ void softmax_cases(std::vector<Case>& c) {
 
 void norm_cases(std::vector<Case>& c) {
   const char* ln = "cpu.layer_norm";
+  // Batch normalization after a Concat (what the convolutions cannot absorb), and LRN (AlexNet's
+  // size 5, an even size, a 3-D input); positive inputs keep the variances positive.
+  both(c,
+       {.name = "gpu_batch_norm",
+        .op = "BatchNormalization",
+        .inputs = {x({2, 6, 5, 7}), w({6}), w({6}), w({6}), w({6})},
+        .attrs = {f("epsilon", 1e-3f)},
+        .kernel = "cpu.batchnorm",
+        .positive = true,
+        .gpu = "gpu.batch_norm"},
+       kFp16);
+  both(c,
+       {.name = "gpu_lrn_size5",
+        .op = "LRN",
+        .inputs = {x({2, 7, 4, 5})},
+        .attrs = {i("size", 5), f("alpha", 1e-2f), f("beta", 0.75f), f("bias", 2.f)},
+        .kernel = "cpu.lrn",
+        .gpu = "gpu.lrn"},
+       kRef);
+  both(c,
+       {.name = "gpu_lrn_even_3d",
+        .op = "LRN",
+        .inputs = {x({3, 6, 9})},
+        .attrs = {i("size", 4), f("alpha", 0.2f)},
+        .kernel = "reference",
+        .gpu = "gpu.lrn"},
+       kRef);
   both(c,
        {.name = "gpu_layer_norm_last",
         .op = "LayerNormalization",
