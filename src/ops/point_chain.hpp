@@ -36,6 +36,7 @@ enum class PointOp : uint8_t {
   Clip,             // min (alpha), max (beta)
   GeluErf,
   GeluTanh,
+  Silu,  // no ONNX op of its own: a fused activation's pass after a GEMM
   // binary
   Add,
   Sub,
@@ -117,6 +118,8 @@ KILN_HOST_DEVICE T apply_point_step(const PointStep& s, T v, T operand) {
       return gelu_erf(v);
     case PointOp::GeluTanh:
       return gelu_tanh(v);
+    case PointOp::Silu:
+      return silu(v);
     case PointOp::Add:
       return add(lhs, rhs);
     case PointOp::Sub:

@@ -37,6 +37,7 @@ constexpr std::pair<const char*, PointOp> kOps[] = {
     {"Clip", PointOp::Clip},
     {"Gelu", PointOp::GeluErf},
     {"GeluTanh", PointOp::GeluTanh},
+    {"Silu", PointOp::Silu},
     {"Add", PointOp::Add},
     {"Sub", PointOp::Sub},
     {"Mul", PointOp::Mul},
@@ -89,7 +90,7 @@ std::string point_step_of(const ir::Node& node, point::PointStep& step) {
   }
   std::optional<PointOp> op;
   for (const auto& [name, o] : kOps) {
-    if (node.op_type() == name && o != PointOp::GeluTanh) op = o;
+    if (node.op_type() == name && o != PointOp::GeluTanh && o != PointOp::Silu) op = o;
   }
   if (!op) return fmt::format("{} is no element-wise op of a point chain", node.op_type());
   step = point::PointStep{};

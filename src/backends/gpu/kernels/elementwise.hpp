@@ -6,36 +6,13 @@
 
 #include "backends/gpu/kernels/kernel_types.hpp"
 #include "backends/gpu/vendor.hpp"
+#include "ops/point_chain.hpp"
 
 namespace kiln::backends::gpu::kernels {
 
-enum class UnaryOp {
-  Relu,
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Reciprocal,
-  Tanh,
-  Sigmoid,
-  Erf,
-  Sign,
-  Softplus,
-  Softsign,
-  Elu,          // alpha
-  Selu,         // alpha, gamma (beta)
-  Celu,         // alpha
-  LeakyRelu,    // alpha
-  HardSigmoid,  // alpha, beta
-  HardSwish,
-  Mish,
-  ThresholdedRelu,  // alpha
-  Clip,             // alpha = min, beta = max
-  GeluErf,
-  GeluTanh,
-  Silu,
-};
+// The unary ops are the point chains' (ops/point_chain.hpp): one list of ops and formulas for the
+// single kernels, the chains and the reference. A binary PointOp is refused by launch_unary.
+using UnaryOp = point::PointOp;
 
 struct UnaryParams {
   UnaryOp op = UnaryOp::Relu;

@@ -14,6 +14,7 @@
 #include "backends/gpu/runtime/node_attrs.hpp"
 #include "backends/gpu/runtime/strided_shape.hpp"
 #include "backends/kernel_table.hpp"
+#include "ops/point_chain_nodes.hpp"
 
 namespace kiln::backends::gpu {
 namespace {
@@ -79,59 +80,20 @@ std::string check_output_type(const ir::Node& node) {
   return "";
 }
 
-// The op's parameters from the node; "" or why they cannot be had.
+// The op's parameters from the node (ops/point_chain_nodes: the reading the point chains
+// share); "" or why they cannot be had.
 std::string unary_params(const UnaryEntry& e, const ir::Node& node, kernels::UnaryParams& p) {
-  p.op = e.op;
-  switch (e.op) {
-    case UnaryOp::Elu:
-    case UnaryOp::Celu:
-    case UnaryOp::ThresholdedRelu:
-      p.alpha = float_attr(node, "alpha", 1.f);
-      break;
-    case UnaryOp::LeakyRelu:
-      p.alpha = float_attr(node, "alpha", 0.01f);
-      break;
-    case UnaryOp::Selu:
-      p.alpha = float_attr(node, "alpha", 1.67326319217681884765625f);
-      p.beta = float_attr(node, "gamma", 1.05070102214813232421875f);
-      break;
-    case UnaryOp::HardSigmoid:
-      p.alpha = float_attr(node, "alpha", 0.2f);
-      p.beta = float_attr(node, "beta", 0.5f);
-      break;
-    case UnaryOp::GeluErf: {
-      const std::string approx = string_attr(node, "approximate", "none");
-      if (approx == "tanh") {
-        p.op = UnaryOp::GeluTanh;
-      } else if (approx != "none") {
-        return fmt::format("Gelu approximation '{}' is unknown", approx);
-      }
-      break;
-    }
-    case UnaryOp::Clip: {
-      p.alpha = -std::numeric_limits<float>::infinity();
-      p.beta = std::numeric_limits<float>::infinity();
-      if (node.opset() < 11) {
-        // Clip-6 defaults to the float range; Clip-1 had no bound.
-        if (node.opset() >= 6) {
-          p.alpha = std::numeric_limits<float>::lowest();
-          p.beta = std::numeric_limits<float>::max();
-        }
-        p.alpha = float_attr(node, "min", p.alpha);
-        p.beta = float_attr(node, "max", p.beta);
-        break;
-      }
-      for (size_t slot = 1; slot < node.inputs().size() && slot < 3; ++slot) {
-        if (!node.input(slot)) continue;
-        const std::optional<float> v = constant_scalar(node, slot);
-        if (!v) return "Clip on the GPU needs constant one-element min and max";
-        (slot == 1 ? p.alpha : p.beta) = *v;
-      }
-      break;
-    }
-    default:
-      break;
+  point::PointStep step;
+  try {
+    if (std::string why = ops::point_step_of(node, step); !why.empty()) return why;
+  } catch (const Error& err) {
+    return err.message();
   }
+  if (step.op != e.op && !(e.op == UnaryOp::GeluErf && step.op == UnaryOp::GeluTanh))
+    return fmt::format("{} read as another op", node.op_type());
+  p.op = step.op;
+  p.alpha = step.alpha;
+  p.beta = step.beta;
   return "";
 }
 
