@@ -1,5 +1,7 @@
 #!/bin/bash
 # bench/results/2026-12-06f-cpu-thread-threshold.md. Interleaved: 2 threads, KILN_CPU_MIN_US_PER_THREAD 25 vs 5, onnxruntime; separate processes.
+# Models: /usr/bin/python3 bench/export_torchvision.py /tmp/tq/tv NAME (mobilenet_v2, efficientnet_b0,
+# resnet50); /tmp/mlp2.onnx is a 256-512-256 MLP with a free batch dim. KILN_PY: the built package.
 cd /work/main
 export KILN_PY=/work/main/build/python
 run() { # label model input reps
