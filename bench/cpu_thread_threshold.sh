@@ -2,8 +2,8 @@
 # bench/results/2026-12-06f-cpu-thread-threshold.md. Interleaved: 2 threads, KILN_CPU_MIN_US_PER_THREAD 25 vs 5, onnxruntime; separate processes.
 # Models: /usr/bin/python3 bench/export_torchvision.py /tmp/tq/tv NAME (mobilenet_v2, efficientnet_b0,
 # resnet50); /tmp/mlp2.onnx is a 256-512-256 MLP with a free batch dim. KILN_PY: the built package.
-cd /work/main
-export KILN_PY=/work/main/build/python
+cd "$(dirname "$0")/.."
+export KILN_PY=${KILN_PY:-$PWD/build/python}
 run() { # label model input reps
   for r in 1 2 3 4; do
     a=$(KILN_CPU_MIN_US_PER_THREAD=25 python3 bench/cpu_one_session.py kiln $2 --input $3 --threads 2 --reps $4 --rounds 3 2>/dev/null)
