@@ -296,7 +296,12 @@ class BinaryKernel final : public Kernel {
     const auto* po = static_cast<const float*>(other.data);
     auto* py = static_cast<float*>(y.data);
     const BinaryOp op = op_;
-#pragma omp parallel for schedule(static) if (n * cb * hw > 32768)
+    // Threads by the elements' work, as oneDNN's path takes them (the test here had counted
+    // channel blocks times pixels, 1/16 of the elements, so EfficientNet's squeeze-and-excite
+    // Muls of 0.1-0.5 M elements ran on one thread at 2).
+    const double elements = static_cast<double>(n * cb * hw * b);
+    const int threads = threads_for_work(elements, 12.0 * elements);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t i = 0; i < n * cb; ++i) {
       const int64_t nn = i / cb, c0 = (i % cb) * b;
       const int64_t lanes = std::min(b, c - c0);
