@@ -1,7 +1,7 @@
 #pragma once
 // A kernel's prepared primitives (and the buffers they own) by the shapes it ran, bounded: the
-// CPU kernels' oneDNN primitives, the GPU Resize's uploaded taps. Where
-// a model's dims vary per request (a client picks them), a kernel would otherwise keep one entry
+// CPU kernels' oneDNN primitives, the GPU Resize's uploaded taps, the GPU LSTM's scratch. Where a
+// model's dims vary per request (a client picks them), a kernel would otherwise keep one entry
 // per shape it ever saw; past kMaxEntries the oldest entry goes. Entries live in a deque, so the
 // one find or add returns stays where it is until the kernel's next add (kernels use it within
 // one run or one preparation).

@@ -10,9 +10,9 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 
 namespace kiln::backends::cpu {
 namespace {

@@ -11,10 +11,10 @@
 #include "core/half_convert.hpp"
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 
 namespace kiln::backends::cpu {
 namespace {

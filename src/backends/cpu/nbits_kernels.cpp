@@ -12,9 +12,9 @@
 #include <unordered_map>
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 #include "ops/matmul_nbits_layout.hpp"
 
 namespace kiln::backends::cpu {

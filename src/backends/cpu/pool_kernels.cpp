@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 #include "ops/conv_utils.hpp"
 
 namespace kiln::backends::cpu {

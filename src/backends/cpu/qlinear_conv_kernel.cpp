@@ -11,9 +11,9 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 #include "ops/conv_utils.hpp"
 
 namespace kiln::backends::cpu {

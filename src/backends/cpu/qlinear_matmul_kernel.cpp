@@ -7,9 +7,9 @@
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
-#include "backends/shape_cache.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
+#include "backends/shape_cache.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
