@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -147,11 +149,10 @@ std::vector<point::PointStep> read_point_chain(const AttrReader& attrs) {
               "step");
   std::vector<point::PointStep> steps(ops.size());
   for (size_t k = 0; k < ops.size(); ++k) {
-    bool known = false;
-    for (const auto& [name, o] : kOps) {
-      if (ops[k] == name) steps[k].op = o, known = true;
-    }
-    attrs.check(known, "unknown point chain op '{}'", ops[k]);
+    const auto* known = std::find_if(std::begin(kOps), std::end(kOps),
+                                     [&](const auto& e) { return ops[k] == e.first; });
+    attrs.check(known != std::end(kOps), "unknown point chain op '{}'", ops[k]);
+    steps[k].op = known->second;
     attrs.check(operands[k] >= 0 && operands[k] < point::kMaxPointInputs,
                 "point chain operand {} (0 to {})", operands[k], point::kMaxPointInputs - 1);
     steps[k].operand = static_cast<int8_t>(operands[k]);

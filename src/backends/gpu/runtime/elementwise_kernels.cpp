@@ -20,40 +20,40 @@ namespace kiln::backends::gpu {
 namespace {
 
 using kernels::BinaryOp;
-using kernels::UnaryOp;
 
+// The op and its parameters are read from the node (ops::point_step_of); the table names the
+// kernels.
 struct UnaryEntry {
   const char* op_type;
   const char* kernel;
-  UnaryOp op;
   const char* domain = "";
 };
 
 constexpr UnaryEntry kUnary[] = {
-    {"Relu", "gpu.relu", UnaryOp::Relu},
-    {"Neg", "gpu.neg", UnaryOp::Neg},
-    {"Abs", "gpu.abs", UnaryOp::Abs},
-    {"Exp", "gpu.exp", UnaryOp::Exp},
-    {"Log", "gpu.log", UnaryOp::Log},
-    {"Sqrt", "gpu.sqrt", UnaryOp::Sqrt},
-    {"Reciprocal", "gpu.reciprocal", UnaryOp::Reciprocal},
-    {"Tanh", "gpu.tanh", UnaryOp::Tanh},
-    {"Sigmoid", "gpu.sigmoid", UnaryOp::Sigmoid},
-    {"Erf", "gpu.erf", UnaryOp::Erf},
-    {"Sign", "gpu.sign", UnaryOp::Sign},
-    {"Softplus", "gpu.softplus", UnaryOp::Softplus},
-    {"Softsign", "gpu.softsign", UnaryOp::Softsign},
-    {"Elu", "gpu.elu", UnaryOp::Elu},
-    {"Selu", "gpu.selu", UnaryOp::Selu},
-    {"Celu", "gpu.celu", UnaryOp::Celu},
-    {"LeakyRelu", "gpu.leaky_relu", UnaryOp::LeakyRelu},
-    {"HardSigmoid", "gpu.hard_sigmoid", UnaryOp::HardSigmoid},
-    {"HardSwish", "gpu.hard_swish", UnaryOp::HardSwish},
-    {"Mish", "gpu.mish", UnaryOp::Mish},
-    {"ThresholdedRelu", "gpu.thresholded_relu", UnaryOp::ThresholdedRelu},
-    {"Clip", "gpu.clip", UnaryOp::Clip},
-    {"Gelu", "gpu.gelu", UnaryOp::GeluErf},
-    {"Gelu", "gpu.gelu", UnaryOp::GeluErf, "ai.kiln"},
+    {"Relu", "gpu.relu"},
+    {"Neg", "gpu.neg"},
+    {"Abs", "gpu.abs"},
+    {"Exp", "gpu.exp"},
+    {"Log", "gpu.log"},
+    {"Sqrt", "gpu.sqrt"},
+    {"Reciprocal", "gpu.reciprocal"},
+    {"Tanh", "gpu.tanh"},
+    {"Sigmoid", "gpu.sigmoid"},
+    {"Erf", "gpu.erf"},
+    {"Sign", "gpu.sign"},
+    {"Softplus", "gpu.softplus"},
+    {"Softsign", "gpu.softsign"},
+    {"Elu", "gpu.elu"},
+    {"Selu", "gpu.selu"},
+    {"Celu", "gpu.celu"},
+    {"LeakyRelu", "gpu.leaky_relu"},
+    {"HardSigmoid", "gpu.hard_sigmoid"},
+    {"HardSwish", "gpu.hard_swish"},
+    {"Mish", "gpu.mish"},
+    {"ThresholdedRelu", "gpu.thresholded_relu"},
+    {"Clip", "gpu.clip"},
+    {"Gelu", "gpu.gelu"},
+    {"Gelu", "gpu.gelu", "ai.kiln"},
 };
 
 struct BinaryEntry {
@@ -82,36 +82,31 @@ std::string check_output_type(const ir::Node& node) {
 
 // The op's parameters from the node (ops/point_chain_nodes: the reading the point chains
 // share); "" or why they cannot be had.
-std::string unary_params(const UnaryEntry& e, const ir::Node& node, kernels::UnaryParams& p) {
+std::string unary_params(const ir::Node& node, kernels::UnaryParams& p) {
   point::PointStep step;
   try {
     if (std::string why = ops::point_step_of(node, step); !why.empty()) return why;
   } catch (const Error& err) {
     return err.message();
   }
-  if (step.op != e.op && !(e.op == UnaryOp::GeluErf && step.op == UnaryOp::GeluTanh))
-    return fmt::format("{} read as another op", node.op_type());
   p.op = step.op;
   p.alpha = step.alpha;
   p.beta = step.beta;
   return "";
 }
 
-std::string check_unary(const UnaryEntry& e, const ir::Node& node) {
+std::string check_unary(const ir::Node& node) {
   if (std::string why = check_float_input(node, 0); !why.empty()) return why;
-  const size_t max_inputs = e.op == UnaryOp::Clip ? 3 : 1;
-  if (node.inputs().size() > max_inputs)
-    return fmt::format("{} with {} inputs", node.op_type(), node.inputs().size());
   if (std::string why = check_output_type(node); !why.empty()) return why;
   kernels::UnaryParams p;
-  return unary_params(e, node, p);
+  return unary_params(node, p);  // also the input count (Clip takes three)
 }
 
 class UnaryKernel final : public Kernel {
  public:
   UnaryKernel(const UnaryEntry& e, const ir::Node& node)
       : name_(e.kernel), dtype_(node.input(0)->type().dtype) {
-    unary_params(e, node, params_);
+    unary_params(node, params_);
   }
   std::string_view name() const override { return name_; }
   // Element by element: any layout, the output in the input's.
@@ -136,13 +131,6 @@ class UnaryKernel final : public Kernel {
   DataType dtype_;
   kernels::UnaryParams params_;
 };
-
-// Whether the declared shapes are known to be equal (then layouts may be blocked alike).
-bool same_declared_shape(const ir::Node& node) {
-  const TypeInfo* a = tensor_type(node.input(0));
-  const TypeInfo* b = tensor_type(node.input(1));
-  return a && b && a->shape && b->shape && *a->shape == *b->shape;
-}
 
 std::string check_binary(const ir::Node& node) {
   if (node.inputs().size() != 2)
@@ -177,7 +165,7 @@ class BinaryKernel final : public Kernel {
       : name_(e.kernel),
         op_(e.op),
         dtype_(node.input(0)->type().dtype),
-        uniform_(same_declared_shape(node)) {}
+        uniform_(same_declared_shapes(node)) {}
   std::string_view name() const override { return name_; }
   // Operands of one declared shape go element by element in any shared layout; a broadcast
   // walks row-major dims.
@@ -235,7 +223,7 @@ const bool kRegistered = [] {
     def.op_type = e.op_type;
     def.name = e.kernel;
     def.in_place_inputs = {0};
-    def.check = [e](const ir::Node& n) { return check_unary(e, n); };
+    def.check = check_unary;
     def.create = [e](const ir::Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<UnaryKernel>(e, n);
     };

@@ -137,6 +137,18 @@ inline std::optional<std::vector<int64_t>> static_dims(const ir::Value* v) {
   return t->shape->values();
 }
 
+// Whether every input's declared shape is known and equal to input 0's (then element-wise
+// kernels may read them all in one shared layout, blocked alike).
+inline bool same_declared_shapes(const ir::Node& node) {
+  const TypeInfo* x = tensor_type(node.input(0));
+  if (!x || !x->shape) return false;
+  for (const ir::Value* v : node.inputs()) {
+    const TypeInfo* t = tensor_type(v);
+    if (!t || !t->shape || !(*t->shape == *x->shape)) return false;
+  }
+  return true;
+}
+
 // The declared rank, when known.
 inline std::optional<int64_t> known_rank(const ir::Value* v) {
   const TypeInfo* t = tensor_type(v);

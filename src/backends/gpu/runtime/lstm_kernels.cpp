@@ -22,14 +22,12 @@ using kernels::RnnActivation;
 
 constexpr const char* kName = "gpu.lstm";
 
+// What the node fixes: the launch's arguments that hold for every run (type, directions,
+// layout, activations, clip, input_forget), read once.
 struct LstmNode {
   DataType dtype = DataType::Float32;
-  int dirs = 1;
-  bool reverse = false, batch_major = false;
-  kernels::RnnAct acts[2][3];
-  bool has_clip = false, input_forget = false;
-  float clip = 0.f;
   int64_t hidden_size = 0;  // the attribute, 0 when absent
+  kernels::LstmArgs args;
 };
 
 std::optional<RnnActivation> activation_kind(const std::string& name) {
@@ -51,10 +49,6 @@ std::optional<RnnActivation> activation_kind(const std::string& name) {
   return std::nullopt;
 }
 
-bool wants(const ir::Node& node, size_t slot) {
-  return slot < node.outputs().size() && node.output(slot) != nullptr;
-}
-
 // Reads the node into `out`; "" or why the GPU cannot take it.
 std::string read_node(const ir::Node& node, LstmNode& out) {
   const TypeInfo* x = tensor_type(node.input(0));
@@ -63,6 +57,8 @@ std::string read_node(const ir::Node& node, LstmNode& out) {
                        x ? x->to_string() : std::string("a missing X"));
   }
   out.dtype = x->dtype;
+  kernels::LstmArgs& a = out.args;
+  a.type = out.dtype == DataType::Float16 ? kernels::FloatType::F16 : kernels::FloatType::F32;
   if (!x->shape || x->shape->rank() != 3) return "LSTM on the GPU needs a 3-D X";
   for (size_t slot = 1; slot < node.inputs().size(); ++slot) {
     const ir::Value* v = node.input(slot);
@@ -81,24 +77,24 @@ std::string read_node(const ir::Node& node, LstmNode& out) {
     const ops::AttrReader attrs(node);
     const int64_t layout = node.opset() >= 14 ? attrs.attr_int("layout", 0) : 0;
     if (layout != 0 && layout != 1) return fmt::format("LSTM layout {}", layout);
-    out.batch_major = layout == 1;
+    a.batch_major = layout == 1;
     const std::string direction = attrs.attr_string("direction", "forward");
     if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
       return fmt::format("LSTM direction '{}'", direction);
     }
-    out.dirs = direction == "bidirectional" ? 2 : 1;
-    out.reverse = direction == "reverse";
+    a.dirs = direction == "bidirectional" ? 2 : 1;
+    a.reverse = direction == "reverse";
     const std::vector<ops::RecurrentActivation> acts =
-        ops::read_recurrent_activations(attrs, {"Sigmoid", "Tanh", "Tanh"}, out.dirs);
+        ops::read_recurrent_activations(attrs, {"Sigmoid", "Tanh", "Tanh"}, a.dirs);
     for (size_t k = 0; k < acts.size(); ++k) {
       const std::optional<RnnActivation> kind = activation_kind(acts[k].name);
       if (!kind) return fmt::format("LSTM activation '{}' on the GPU", acts[k].name);
-      out.acts[k / 3][k % 3] = {*kind, static_cast<float>(acts[k].alpha),
-                                static_cast<float>(acts[k].beta)};
+      a.act[k / 3][k % 3] = {*kind, static_cast<float>(acts[k].alpha),
+                             static_cast<float>(acts[k].beta)};
     }
-    out.has_clip = attrs.has_attr("clip");
-    out.clip = out.has_clip ? attrs.attr_float("clip") : 0.f;
-    out.input_forget = attrs.attr_int("input_forget", 0) != 0;
+    a.has_clip = attrs.has_attr("clip");
+    a.clip = a.has_clip ? attrs.attr_float("clip") : 0.f;
+    a.input_forget = attrs.attr_int("input_forget", 0) != 0;
     out.hidden_size = attrs.attr_int("hidden_size", 0);
   } catch (const Error& e) {
     return e.message();
@@ -120,14 +116,14 @@ struct ShapeScratch {
 class LstmKernel final : public Kernel {
  public:
   LstmKernel(GpuBackendImpl& backend, const ir::Node& node)
-      : backend_(backend),
-        label_(node.name()),
-        matrix_tiles_(has_matrix_tiles(backend.device_info())),
-        wgmma_(has_wgmma(backend.device_info())),
-        multiprocessors_(backend.device_info().multiprocessors) {
-    const std::string why = read_node(node, node_);
+      : backend_(backend), label_(node.name()) {
+    const std::string why = read_node(node, lstm_);
     KILN_CHECK(why.empty(), ErrorCode::Internal, "{} {}: {}", kName, label_, why);
-    for (size_t k = 0; k < 3; ++k) wants_[k] = wants(node, k);
+    kernels::LstmArgs& a = lstm_.args;
+    a.matrix_tiles = has_matrix_tiles(backend.device_info());
+    a.wgmma = has_wgmma(backend.device_info());
+    a.multiprocessors = backend.device_info().multiprocessors;
+    for (size_t k = 0; k < 3; ++k) wants_[k] = node.output(k) != nullptr;
   }
   std::string_view name() const override { return kName; }
 
@@ -139,16 +135,14 @@ class LstmKernel final : public Kernel {
     KILN_CHECK_ARG(x.dims.size() == 3 && r.dims.size() == 3 && w.dims.size() == 3,
                    "{} {}: X {}, W {} and R {} must be 3-D", kName, label_, dims_to_string(x.dims),
                    dims_to_string(w.dims), dims_to_string(r.dims));
-    kernels::LstmArgs a;
-    a.type = node_.dtype == DataType::Float16 ? kernels::FloatType::F16 : kernels::FloatType::F32;
-    a.seq = node_.batch_major ? x.dims[1] : x.dims[0];
-    a.batch = node_.batch_major ? x.dims[0] : x.dims[1];
+    kernels::LstmArgs a = lstm_.args;
+    a.seq = a.batch_major ? x.dims[1] : x.dims[0];
+    a.batch = a.batch_major ? x.dims[0] : x.dims[1];
     a.input = x.dims[2];
     a.hidden = r.dims[2];
-    KILN_CHECK_ARG(node_.hidden_size <= 0 || node_.hidden_size == a.hidden,
-                   "{} {}: hidden_size {} but R is {}", kName, label_, node_.hidden_size,
+    KILN_CHECK_ARG(lstm_.hidden_size <= 0 || lstm_.hidden_size == a.hidden,
+                   "{} {}: hidden_size {} but R is {}", kName, label_, lstm_.hidden_size,
                    dims_to_string(r.dims));
-    a.dirs = node_.dirs;
     const int64_t gates = 4 * a.hidden;
     KILN_CHECK_ARG(a.hidden > 0 && w.dims == (std::vector<int64_t>{a.dirs, gates, a.input}) &&
                        r.dims == (std::vector<int64_t>{a.dirs, gates, a.hidden}),
@@ -167,25 +161,21 @@ class LstmKernel final : public Kernel {
     a.h0 = optional(5, states, "initial_h");
     a.c0 = optional(6, states, "initial_c");
     a.p = optional(7, a.dirs * 3 * a.hidden, "P");
-    a.reverse = node_.reverse;
-    a.batch_major = node_.batch_major;
-    a.x = x.data, a.w = w.data, a.r = r.data;
-    for (int d = 0; d < 2; ++d)
-      for (int k = 0; k < 3; ++k) a.act[d][k] = node_.acts[d][k];
-    a.has_clip = node_.has_clip, a.clip = node_.clip, a.input_forget = node_.input_forget;
-    a.matrix_tiles = matrix_tiles_, a.wgmma = wgmma_, a.multiprocessors = multiprocessors_;
+    a.x = x.data;
+    a.w = w.data;
+    a.r = r.data;
     const std::vector<int64_t> state_dims = a.batch_major
                                                 ? std::vector<int64_t>{a.batch, a.dirs, a.hidden}
                                                 : std::vector<int64_t>{a.dirs, a.batch, a.hidden};
     if (wants_[0]) {
       a.y = outputs
-                .allocate(0, node_.dtype,
+                .allocate(0, lstm_.dtype,
                           a.batch_major ? std::vector<int64_t>{a.batch, a.seq, a.dirs, a.hidden}
                                         : std::vector<int64_t>{a.seq, a.dirs, a.batch, a.hidden})
                 .data;
     }
-    if (wants_[1]) a.y_h = outputs.allocate(1, node_.dtype, state_dims).data;
-    if (wants_[2]) a.y_c = outputs.allocate(2, node_.dtype, state_dims).data;
+    if (wants_[1]) a.y_h = outputs.allocate(1, lstm_.dtype, state_dims).data;
+    if (wants_[2]) a.y_c = outputs.allocate(2, lstm_.dtype, state_dims).data;
     a.scratch = scratch_for(x.dims, r.dims, a);
     check_launch(kernels::launch_lstm(a, gpu_stream(stream).handle()), kName);
   }
@@ -205,10 +195,8 @@ class LstmKernel final : public Kernel {
 
   GpuBackendImpl& backend_;
   std::string label_;
-  LstmNode node_;
+  LstmNode lstm_;
   bool wants_[3] = {};
-  bool matrix_tiles_, wgmma_;
-  int multiprocessors_;
   ShapeCache<ShapeScratch> cache_;
 };
 

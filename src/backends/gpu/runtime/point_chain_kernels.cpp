@@ -36,15 +36,6 @@ std::string check(const ir::Node& node) {
   return "";
 }
 
-bool same_declared_shapes(const ir::Node& node) {
-  const TypeInfo* x = tensor_type(node.input(0));
-  for (const ir::Value* v : node.inputs()) {
-    const TypeInfo* t = tensor_type(v);
-    if (!x || !t || !x->shape || !t->shape || !(*x->shape == *t->shape)) return false;
-  }
-  return true;
-}
-
 class PointChainKernel final : public Kernel {
  public:
   explicit PointChainKernel(const ir::Node& node)
