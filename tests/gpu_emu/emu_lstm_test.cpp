@@ -187,3 +187,29 @@ TEST(GpuLstmEmulated, BidirectionalLengthsPeepholesBothLayouts) {
     }
   }
 }
+
+// A run-time length outside [0, seq] (the reference refuses it; the kernel cannot raise from the
+// device) reads as 0: that entry's Y stays zeros and its states are the initial ones, and no
+// step reads past X.
+TEST(GpuLstmEmulated, LengthOutsideTheSequenceReadsAsZero) {
+  const int64_t seq = 2, batch = 2, in = 3, hidden = 2, g = 4 * hidden;
+  std::vector<float> x(seq * batch * in, 0.5f), w(g * in, 0.25f), r(g * hidden, -0.25f);
+  std::vector<float> h0 = {0.1f, 0.2f, 0.3f, 0.4f}, c0 = {0.5f, 0.6f, 0.7f, 0.8f};
+  const std::vector<int32_t> lens = {7, -1};
+  LstmArgs a;
+  a.seq = seq, a.batch = batch, a.input = in, a.hidden = hidden;
+  a.reverse = true;  // a length past seq would index past X here first
+  a.lens = lens.data();
+  a.act[0][0].kind = RnnActivation::Sigmoid;
+  a.act[0][1].kind = RnnActivation::Tanh;
+  a.act[0][2].kind = RnnActivation::Tanh;
+  std::vector<float> y(seq * batch * hidden, 99.f), yh(batch * hidden), yc(batch * hidden);
+  a.x = x.data(), a.w = w.data(), a.r = r.data(), a.h0 = h0.data(), a.c0 = c0.data();
+  a.y = y.data(), a.y_h = yh.data(), a.y_c = yc.data();
+  std::vector<char> scratch(lstm_scratch_bytes(a));
+  a.scratch = scratch.data();
+  ASSERT_EQ(launch_lstm(a, nullptr), hipSuccess);
+  for (float v : y) EXPECT_EQ(v, 0.f);
+  EXPECT_EQ(yh, h0);
+  EXPECT_EQ(yc, c0);
+}

@@ -94,7 +94,10 @@ __global__ void gates_kernel(Direction dir, Gates gt, int64_t step, const T* xw,
   auto clipped = [&](float v) { return gt.has_clip ? fminf(fmaxf(v, -gt.clip), gt.clip) : v; };
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t b = i / hidden, j = i % hidden;
-    const int64_t len = lens ? lens[b] : dir.seq;
+    int64_t len = lens ? lens[b] : dir.seq;
+    // A length outside [0, seq] (a run-time input: no device sync to raise it) reads as 0: the
+    // entry keeps its initial state and its Y stays zeros, and nothing is read past X.
+    if (len < 0 || len > dir.seq) len = 0;
     if (step >= len) continue;
     const int64_t t = dir.reverse ? len - 1 - step : step;
     const int64_t row = dir.batch_major ? b * dir.seq + t : t * dir.batch + b;

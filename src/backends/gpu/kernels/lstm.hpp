@@ -46,7 +46,7 @@ struct LstmArgs {
   const void* w = nullptr;        // [dirs, 4 hidden, input]
   const void* r = nullptr;        // [dirs, 4 hidden, hidden]
   const void* b = nullptr;        // [dirs, 8 hidden]: W's biases, then R's
-  const int32_t* lens = nullptr;  // [batch], each in [0, seq]
+  const int32_t* lens = nullptr;  // [batch]; one outside [0, seq] is taken as 0
   const void* h0 = nullptr;
   const void* c0 = nullptr;
   const void* p = nullptr;  // peepholes [dirs, 3 hidden]: i, o, f

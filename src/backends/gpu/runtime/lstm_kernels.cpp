@@ -10,6 +10,7 @@
 #include "backends/gpu/runtime/gpu_backend_impl.hpp"
 #include "backends/gpu/runtime/gpu_stream.hpp"
 #include "backends/gpu/runtime/kernel_util.hpp"
+#include "backends/gpu/runtime/node_attrs.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
 #include "ops/kernel_context.hpp"
@@ -71,6 +72,15 @@ std::string read_node(const ir::Node& node, LstmNode& out) {
     if (!t || t->dtype != want) {
       return fmt::format("LSTM input {} must be a {} tensor on the GPU, not {}", slot,
                          dtype_name(want), t ? t->to_string() : std::string("a non-tensor"));
+    }
+  }
+  // Constant lengths are checked here, so a bad one gets the reference's error on the CPU; the
+  // kernel reads a run-time one outside [0, seq] as 0.
+  if (const std::optional<std::vector<int64_t>> lens = constant_ints(node, 4)) {
+    const Dim& seq = x->shape->dims()[node.opset() >= 14 && int_attr(node, "layout", 0) ? 1 : 0];
+    for (int64_t len : *lens) {
+      if (len < 0 || (seq.is_static() && len > seq.value()))
+        return fmt::format("LSTM sequence_lens holds {}, outside [0, seq]", len);
     }
   }
   try {
