@@ -153,8 +153,12 @@ std::vector<point::PointStep> read_point_chain(const AttrReader& attrs) {
                                      [&](const auto& e) { return ops[k] == e.first; });
     attrs.check(known != std::end(kOps), "unknown point chain op '{}'", ops[k]);
     steps[k].op = known->second;
-    attrs.check(operands[k] >= 0 && operands[k] < point::kMaxPointInputs,
-                "point chain operand {} (0 to {})", operands[k], point::kMaxPointInputs - 1);
+    // An operand names one of the node's inputs (0: the running value), so no kernel reads a
+    // slot the node does not have.
+    const auto inputs = static_cast<int64_t>(attrs.node().inputs().size());
+    attrs.check(operands[k] >= 0 && operands[k] < point::kMaxPointInputs && operands[k] < inputs,
+                "point chain operand {} of a node with {} inputs (at most {})", operands[k], inputs,
+                point::kMaxPointInputs);
     steps[k].operand = static_cast<int8_t>(operands[k]);
     steps[k].value_second = second[k] != 0;
     steps[k].alpha = params[2 * k];

@@ -17,7 +17,8 @@ namespace kiln::ops {
 std::string point_step_of(const ir::Node& node, point::PointStep& step);
 
 // The attributes of an ai.kiln PointChain: `ops` (names), `operands` and `value_second` (ints)
-// and `params` (two floats a step). read_point_chain throws InvalidArgument on a malformed node.
+// and `params` (two floats a step). read_point_chain throws InvalidArgument on a malformed node
+// (an unknown op, wrong counts, an operand past the node's inputs).
 std::vector<point::PointStep> read_point_chain(const AttrReader& attrs);
 void write_point_chain(ir::Node& node, const std::vector<point::PointStep>& steps);
 

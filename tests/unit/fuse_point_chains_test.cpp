@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "graph_builder.hpp"
+#include "ops/point_chain_nodes.hpp"
 #include "passes/passes.hpp"
 
 namespace kiln {
@@ -104,6 +105,19 @@ TEST(FusePointChains, Float16ConversionFollowsTheOpsInTheChain) {
     EXPECT_EQ(chain->input(0)->type().dtype,
               std::string(unary) == "Relu" ? DataType::Float16 : DataType::Float32);
   }
+}
+
+// A malformed chain (an engine's bytes) is refused when read: an operand past the node's inputs
+// would have the GPU kernel read a slot the node does not have.
+TEST(FusePointChains, ReadingRefusesAnOperandPastTheInputs) {
+  GraphBuilder b;
+  b.output(b.op("Relu", {b.op("Add", {b.input("x", {3, 4}), b.random({4})})}));
+  ASSERT_TRUE(passes::FusePointChains{}.apply(*b.graph));
+  ir::Node* chain = b.graph->nodes().front();
+  ASSERT_EQ(chain->inputs().size(), 2u);
+  EXPECT_NO_THROW(ops::read_point_chain(ops::AttrReader(*chain)));
+  chain->set_attribute("operands", ir::Attribute(std::vector<int64_t>{2, 0}));
+  EXPECT_THROW(ops::read_point_chain(ops::AttrReader(*chain)), Error);
 }
 
 }  // namespace
