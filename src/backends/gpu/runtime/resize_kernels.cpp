@@ -8,6 +8,7 @@
 // (the taps are planned on the host per input shape and uploaded once for it).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/gpu/kernels/resize.hpp"
@@ -64,6 +65,24 @@ std::string read_inputs(const ir::Node& node, const ops::resizing::ResizeAttrs& 
   return "";
 }
 
+// Each output element sums the product of its resized dims' taps (2 x 2 bilinear, 4 x 4
+// bicubic); an antialiased shrink widens them by the factor. Past this many an element the GPU
+// refuses the shape (the CPU's separable passes take it), so no launch runs unbounded work.
+constexpr int64_t kMaxTapsPerElement = 4096;
+
+// Why the taps of `plan` are too many for the GPU, or "".
+std::string too_many_taps(const ops::resizing::ResizePlan& plan) {
+  int64_t taps = 1;
+  for (const ops::resizing::AxisPlan& p : plan.axes) {
+    if (!p.identity && p.out > 0) taps *= std::min<int64_t>(p.taps, kMaxTapsPerElement + 1);
+    if (taps > kMaxTapsPerElement) {
+      return fmt::format("Resize with more than {} taps an output element on the GPU",
+                         kMaxTapsPerElement);
+    }
+  }
+  return "";
+}
+
 std::string check(const ir::Node& node) {
   if (node.opset() < 10) return "Resize before opset 10";
   if (std::string why = check_movable_input(node, 0); !why.empty()) return why;
@@ -81,7 +100,14 @@ std::string check(const ir::Node& node) {
     }
     (void)ops::resizing::resize_axes(attrs, static_cast<size_t>(*rank));
     ResizeInputs inputs;
-    return read_inputs(node, a, inputs);
+    if (std::string why = read_inputs(node, a, inputs); !why.empty()) return why;
+    // With static dims the plan is known now: a shape with too many taps stays on the CPU.
+    if (const std::optional<std::vector<int64_t>> dims = static_dims(node.input(0))) {
+      return too_many_taps(ops::resizing::make_resize_plan(
+          attrs, a, *dims, ops::resizing::resize_axes(attrs, dims->size()), inputs.scales,
+          inputs.sizes, inputs.roi));
+    }
+    return "";
   } catch (const Error& e) {
     return e.message();
   }
@@ -173,6 +199,7 @@ class ResizeKernel final : public Kernel {
     const std::vector<int64_t> axes = ops::resizing::resize_axes(attrs, dims.size());
     const ops::resizing::ResizePlan plan = ops::resizing::make_resize_plan(
         attrs, attrs_, dims, axes, inputs_.scales, inputs_.sizes, inputs_.roi);
+    if (std::string why = too_many_taps(plan); !why.empty()) attrs.fail("{}", why);
     ShapeTaps t;
     t.in_dims = dims;
     t.out_dims = plan.out_dims;
