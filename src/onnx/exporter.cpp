@@ -1,4 +1,5 @@
 // IR -> ONNX ModelProto, so any graph Kiln holds can be saved and opened in Netron.
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -93,7 +94,9 @@ void export_graph(const ir::Graph& g, onnx::GraphProto* gp) {
 
 onnx::ModelProto export_model(const ir::Model& m) {
   onnx::ModelProto p;
-  p.set_ir_version(m.ir_version ? m.ir_version : 8);
+  // IR version 4 is the first whose initializers need not be listed as inputs (the importer
+  // reads older models' listed initializers as weights, so they are written unlisted).
+  p.set_ir_version(m.ir_version ? std::max<int64_t>(m.ir_version, 4) : 8);
   p.set_producer_name(m.producer_name.empty() ? "kiln" : m.producer_name);
   p.set_producer_version(m.producer_version.empty() ? KILN_VERSION : m.producer_version);
   p.set_domain(m.domain);

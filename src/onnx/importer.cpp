@@ -111,9 +111,14 @@ class Importer {
       KILN_CHECK_ARG(inits.emplace(t.name(), &t).second,
                      "graph '{}': initializer '{}' is defined twice", g.name(), t.name());
     }
+    // Before IR version 4 every initializer had to be listed among the main graph's inputs: such
+    // a listing declares a weight, not an input a caller may override (onnxruntime reads it the
+    // same way). Kept as inputs, they could not fold or fuse, and a GPU copied them every run.
+    const bool initializers_listed_as_inputs = depth == 0 && model_.ir_version() < 4;
     for (const auto& in : gp.input()) {
       std::string ctx = fmt::format("graph '{}' input '{}'", g.name(), in.name());
       KILN_CHECK_ARG(!in.name().empty(), "graph '{}': an input has no name", g.name());
+      if (initializers_listed_as_inputs && inits.count(in.name())) continue;
       ir::Value* v =
           g.add_input(in.name(), in.has_type() ? type_from_proto(in.type(), ctx) : TypeInfo{});
       auto it = inits.find(in.name());

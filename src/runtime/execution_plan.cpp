@@ -79,11 +79,12 @@ int ExecutionPlan::need_in(int v, Backend* device) {
   values_.push_back({values_[v].value, device, v});
   constants_.emplace_back();
   copies_[key] = c;
-  // A feed can replace an initializer that is also a graph input: that one is copied per run.
+  // An initializer is uploaded once. One that is also a graph input keeps its Copy step too:
+  // a run that feeds it copies the feed there (Executor::Run::run_copy skips the others).
   const ir::Value* value = values_[v].value;
-  if (value->is_constant() && !graph_->is_input(value)) {
+  if (value->is_constant()) {
     uploads_pending_.push_back(c);
-    return c;
+    if (!graph_->is_input(value)) return c;
   }
   PlanStep copy;
   copy.kind = StepKind::Copy;

@@ -95,6 +95,12 @@ class ExecutionPlan {
   const std::vector<PlanValue>& values() const { return values_; }
   // By plan value: an initializer's data (host), its upload to a device, or None.
   const std::vector<RtValue>& constants() const { return constants_; }
+  // An upload of an initializer that is also a graph input: a run that feeds that input
+  // replaces it (its Copy step copies the feed); other runs read the upload.
+  bool overridable_upload(int v) const {
+    return v >= 0 && values_[v].copy_of >= 0 && !constants_[v].is_none() &&
+           graph_->is_input(values_[v].value);
+  }
   const std::vector<ArenaRange>& ranges() const { return ranges_; }
   // By plan value: its layout (row-major, or channel-blocked between the kernels that agreed).
   const std::vector<backends::Layout>& layouts() const { return layouts_; }

@@ -173,6 +173,13 @@ class Executor::Run {
       return;
     }
     const Tensor& t = src.value.tensor();
+    // An initializer that is a graph input, not fed this run: its upload (in values_ since the
+    // run began) holds the same bytes.
+    const std::vector<RtValue>& constants = ex_.plan_->constants();
+    if (ex_.plan_->overridable_upload(to) && constants[from].is_tensor() &&
+        t.raw_data() == constants[from].tensor().raw_data()) {
+      return;
+    }
     Backend* dst_device = ex_.plan_->values()[to].device;
     // Off a device: into memory that device copies to fastest (page-locked on a GPU), unless
     // the value has space in the host arena.

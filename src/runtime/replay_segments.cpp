@@ -62,8 +62,10 @@ std::vector<ReplaySegment> find_replay_segments(const ExecutionPlan& plan) {
       for (size_t k = seg.first; k <= seg.last; ++k) {
         for (int v : steps[k].inputs) {
           // Constants are the same device memory every run (uploaded once at open): no need
-          // to compare them before each replay.
-          if (v >= 0 && !produced.count(v) && plan.constants()[v].is_none()) reads.insert(v);
+          // to compare them before each replay, unless a feed may replace one.
+          if (v >= 0 && !produced.count(v) &&
+              (plan.constants()[v].is_none() || plan.overridable_upload(v)))
+            reads.insert(v);
         }
       }
       seg.reads.assign(reads.begin(), reads.end());

@@ -173,6 +173,42 @@ TEST(FakeDevice, ProfilesDeviceStepsWithItsEvents) {
   for (const runtime::NodeTiming& t : ex.last_profile()) EXPECT_GE(t.microseconds, 0.0);
 }
 
+// An initializer that is also a graph input (a default a run may replace) is uploaded once and
+// copied only on runs that feed it; a run after a fed one reads the default again, also from a
+// recorded segment (the upload and the fed copy are different memory, so the recording made
+// for one is not replayed for the other).
+TEST(FakeDevice, OverridableInitializerUploadsOnceAndCopiesOnlyWhenFed) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input("x", f32({4, 8}));
+  ir::Value* k = g->add_input("k", f32({4, 8}));
+  k->set_constant(random_tensor({4, 8}, 3));
+  ir::Value* m = node(*g, "Mul", {x, k}, "m");
+  ir::Value* r = node(*g, "Relu", {m}, "r");
+  ir::Value* q = node(*g, "Mul", {r, k}, "q");
+  g->add_output(node(*g, "Relu", {q}, "y"));
+  passes::InferShapes{}.apply(*g);
+  FakeDevice dev;
+  dev.can_capture = true;
+  runtime::ExecutorOptions options;
+  options.backends = {&dev};
+  runtime::Executor ex(g, options);
+  EXPECT_EQ(ex.plan().uploads(), 1u);
+  ASSERT_EQ(ex.replay_segment_count(), 1u);
+  runtime::Interpreter ref(g);
+  const Tensor fed = random_tensor({4, 8}, 4);
+  int expected_to_device = 1;  // the upload
+  for (int i = 0; i < 8; ++i) {
+    const bool feed = i == 4 || i == 5;
+    Tensor xv = random_tensor({4, 8}, 30 + i);
+    std::vector<RtValue> in = {xv, feed ? RtValue(fed) : RtValue()};
+    expect_close(ex.run(in)[0], ref.run(in)[0]);
+    expected_to_device += feed ? 2 : 1;
+    EXPECT_EQ(dev.to_device, expected_to_device) << "run " << i << (feed ? " (fed)" : "");
+  }
+  EXPECT_GE(dev.replays, 3) << "runs 2, 3 and 7 replay";
+}
+
 // Mul -> Relu and Add -> Add run back to back on the device: two segments, each recorded on
 // the second run and replayed from then on without calling its kernels; Mul(r, k) stands alone
 // between copies and runs every time. Results match the reference on every run, with new
@@ -399,7 +435,8 @@ TEST(BackendRegistry, UnitNumbersNameUnitsOfOneDevice) {
   EXPECT_EQ(&registry.get("cpu:0"), &registry.get("cpu"));
   expect_error([&] { registry.get("cpu:1"); }, ErrorCode::Unsupported,
                "'cpu' has one unit only ('cpu:0')");
-  for (const char* bad : {"units-device:", "units-device:x", "units-device:-1", "units-device:1x"}) {
+  for (const char* bad :
+       {"units-device:", "units-device:x", "units-device:-1", "units-device:1x"}) {
     expect_error([&] { registry.get(bad); }, ErrorCode::InvalidArgument, "must be a unit number");
   }
   expect_error([&] { registry.get("tpu:0"); }, ErrorCode::Unsupported, "unknown device 'tpu:0'");

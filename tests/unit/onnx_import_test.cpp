@@ -86,6 +86,29 @@ TEST(OnnxImport, ExportRoundTripKeepsGraphAndNumbers) {
   EXPECT_EQ(out[0].tensor().data<float>()[2], 4.0f);
 }
 
+// Before IR version 4 every initializer was listed among the inputs: a weight, not an input
+// (it folds and fuses, and a GPU uploads it once). From version 4 a listed one may be fed.
+TEST(OnnxImport, InitializersListedAsInputsAreWeightsBeforeIrVersion4) {
+  for (int64_t ir_version : {3, 4}) {
+    onnx::ModelProto m = add_model();
+    m.set_ir_version(ir_version);
+    add_tensor_io(m.mutable_graph()->add_input(), "bias", {3});
+    ir::Model model = onnx_io::import_model_proto(m, {});
+    const ir::Graph& g = *model.graph;
+    const ir::Value* bias = g.find_local_value("bias");
+    ASSERT_NE(bias, nullptr);
+    EXPECT_TRUE(bias->is_constant());
+    EXPECT_EQ(g.inputs().size(), ir_version < 4 ? 1u : 2u) << "IR version " << ir_version;
+    EXPECT_EQ(g.is_input(bias), ir_version >= 4) << "IR version " << ir_version;
+    // Written back, the weight is unlisted, so the file says IR version 4 at least, and reads
+    // back the same way.
+    onnx::ModelProto out = onnx_io::export_model(model);
+    EXPECT_GE(out.ir_version(), 4);
+    ir::Model again = onnx_io::import_model_proto(out, {});
+    EXPECT_EQ(again.graph->inputs().size(), g.inputs().size());
+  }
+}
+
 TEST(OnnxImport, TruncatedOrCorruptBytesAreAClearError) {
   std::string bytes = bytes_of(add_model());
   for (size_t cut : {bytes.size() / 2, bytes.size() - 1, size_t{3}}) {
