@@ -3,6 +3,7 @@
 // the product to the tile op's launcher, each in a source of its own (gemm_f32.hip,
 // gemm_f16.hip, gemm_f16_fma.hip).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -117,11 +118,26 @@ int64_t reduction_steps(const GemmArgs& p, const TileInfo& t) {
   const int bk = p.type == FloatType::F16 ? t.f16_bk : t.f32_bk;
   return (p.k + bk - 1) / bk;
 }
-// Whether the reduction is split: the output tiles fill under half the multiprocessors and
-// there are at least two parts' worth of steps (choose_split; the capacity may still say one).
-bool splits_reduction(const GemmArgs& p, const TileInfo& t) {
+// Blocks of tile `t` that run on the device at once. The two-block wgmma tiles are sized so
+// that two share a multiprocessor: counted as one slot each, 100 output tiles (ResNet-50 b64's
+// 7x7 512-channel products) look like 76 % of an H100's 132 multiprocessors and are not split,
+// though they fill 38 % of its 264 slots. KILN_GPU_SPLIT_SLOTS=1 counts both slots (opt-in until
+// it has been timed on a GPU).
+int64_t block_slots(const GemmArgs& p, const TileInfo& t) {
+  static const bool count_pairs = [] {
+    const char* e = std::getenv("KILN_GPU_SPLIT_SLOTS");
+    return e && std::strcmp(e, "1") == 0;
+  }();
   const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
-  return output_tiles(p, t) * 2 <= sms && reduction_steps(p, t) >= 2 * kMinStepsPerSplit;
+  const bool pair = t.id == TileId::Warpgroup128Pair || t.id == TileId::Warpgroup64Pair;
+  return count_pairs && pair ? 2 * sms : sms;
+}
+
+// Whether the reduction is split: the output tiles fill under half the block slots and there
+// are at least two parts' worth of steps (choose_split; the capacity may still say one).
+bool splits_reduction(const GemmArgs& p, const TileInfo& t) {
+  return output_tiles(p, t) * 2 <= block_slots(p, t) &&
+         reduction_steps(p, t) >= 2 * kMinStepsPerSplit;
 }
 
 // The tile that finishes first by a simple model: the busiest multiprocessor runs
@@ -169,10 +185,10 @@ const TileInfo& choose_tile(const GemmArgs& p) {
 }
 
 // Split-K (GemmArgs::partials): a product whose reduction splits_reduction cuts is cut into as
-// many parts as fill the multiprocessors (at most 16, each of at least 4 steps), as far as
+// many parts as fill the block slots (at most 16, each of at least 4 steps), as far as
 // `capacity` floats of partials allow; the parts are then evened out. Otherwise one part.
 SplitK choose_split(const GemmArgs& p, const TileInfo& t, int64_t capacity) {
-  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  const int64_t sms = block_slots(p, t);
   const int64_t tiles = output_tiles(p, t);
   const int64_t steps = reduction_steps(p, t);
   SplitK one{1, static_cast<int>(steps)};
