@@ -123,14 +123,22 @@ int64_t reduction_steps(const GemmArgs& p, const TileInfo& t) {
 // 7x7 512-channel products) look like 76 % of an H100's 132 multiprocessors and are not split,
 // though they fill 38 % of its 264 slots. KILN_GPU_SPLIT_SLOTS=1 counts both slots (opt-in until
 // it has been timed on a GPU).
-int64_t block_slots(const GemmArgs& p, const TileInfo& t) {
-  static const bool count_pairs = [] {
+bool split_counts_pairs() {
+  static const bool on = [] {
     const char* e = std::getenv("KILN_GPU_SPLIT_SLOTS");
     return e && std::strcmp(e, "1") == 0;
   }();
+  return on;
+}
+int64_t block_slots(const GemmArgs& p, const TileInfo& t) {
   const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
   const bool pair = t.id == TileId::Warpgroup128Pair || t.id == TileId::Warpgroup64Pair;
-  return count_pairs && pair ? 2 * sms : sms;
+  return split_counts_pairs() && pair ? 2 * sms : sms;
+}
+// Partials a kernel may allocate for its split. Under KILN_GPU_SPLIT_SLOTS, 4x: two parts of
+// those 7x7 products take 12.8 MB (an experiment: each node holds its own).
+int64_t max_partial_floats() {
+  return split_counts_pairs() ? 4 * kMaxGemmPartialFloats : kMaxGemmPartialFloats;
 }
 
 // Whether the reduction is split: the output tiles fill under half the block slots and there
@@ -242,7 +250,7 @@ hipError_t launch_finish_split(const GemmArgs& p, int count, hipStream_t stream)
 
 int64_t gemm_partial_floats(const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return 0;
-  const SplitK split = choose_split(args, choose_tile(args), kMaxGemmPartialFloats);
+  const SplitK split = choose_split(args, choose_tile(args), max_partial_floats());
   return split.count > 1 ? split.count * args.batch * args.m * args.n : 0;
 }
 
