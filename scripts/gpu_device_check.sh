@@ -352,6 +352,18 @@ EOF2
       cp -r "$root/models-full/results" "$OUT/models_full_results_$precision" 2>/dev/null || true
       rm -rf "$root/models-full/results"
     done
+    # KILN_GPU_PROFILE_FULL="light_densenet121 ...": `kiln profile --device gpu` of those cases
+    # (fp32, the slowest nodes, each convolution's choice from KILN_GPU_TRACE) and `kiln bench`.
+    for case in ${KILN_GPU_PROFILE_FULL:-}; do
+      local model="$root/models-full/cases/$case/model.onnx"
+      [ -f "$model" ] || { echo "no case $case"; continue; }
+      echo "== profile of $case on the GPU (fp32)"
+      k env KILN_GPU_TRACE=1 "$root/bin/kiln" profile "$model" --device gpu --iterations 20 \
+        --warmup 3 --top 20 > "$OUT/profile_$case.txt" 2>&1 || status=$?
+      grep -v "^kiln gpu:" "$OUT/profile_$case.txt" | tail -n 32
+      k "$root/bin/kiln" bench "$model" --device gpu 2>&1 | grep -E "latency|device" ||
+        status=$?
+    done
   fi
   if [ "${KILN_GPU_MODELS:-1}" != 0 ]; then
     echo "== ResNet-50: Kiln on the GPU against onnxruntime (accuracy) and torch's best (speed)"

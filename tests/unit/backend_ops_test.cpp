@@ -388,6 +388,36 @@ std::vector<Case> cases() {
                "",
                15,
                true});
+  // The edges of static INT8 regions: per-tensor QuantizeLinear (NaN, infinities, saturation,
+  // ties to even; lengths off the 16-lane vectors) and DequantizeLinear, exact.
+  std::vector<double> ties;
+  for (int k = -40; k < 40; ++k) ties.push_back(0.25 * k + 0.125);  // x / 0.25 = k + 0.5
+  ties.insert(ties.end(), {1e9, -1e9, 31.9, -32.1, 0.0, -0.0});
+  c.push_back({.name = "quantize_linear_u8",
+               .op = "QuantizeLinear",
+               .inputs = {x({3, 37}), reals_in({}, {0.05}), ints_in({}, {128}, DataType::UInt8)},
+               .kernel = "cpu.quantize_linear",
+               .special = true});
+  c.push_back({.name = "quantize_linear_s8",
+               .op = "QuantizeLinear",
+               .inputs = {x({5, 19}), reals_in({}, {0.01}), ints_in({}, {9}, DataType::Int8)},
+               .kernel = "cpu.quantize_linear",
+               .special = true});
+  c.push_back(
+      {.name = "quantize_linear_s8_ties",
+       .op = "QuantizeLinear",
+       .inputs = {reals_in({2, 43}, ties), reals_in({}, {0.25}), ints_in({}, {-3}, DataType::Int8)},
+       .kernel = "cpu.quantize_linear"});
+  c.push_back({.name = "dequantize_linear_u8",
+               .op = "DequantizeLinear",
+               .inputs = {typed({3, 37}, DataType::UInt8), reals_in({}, {0.05}),
+                          ints_in({}, {7}, DataType::UInt8)},
+               .kernel = "cpu.dequantize_linear"});
+  c.push_back({.name = "dequantize_linear_s8",
+               .op = "DequantizeLinear",
+               .inputs = {typed({2, 41}, DataType::Int8), reals_in({}, {0.125}),
+                          ints_in({}, {-5}, DataType::Int8)},
+               .kernel = "cpu.dequantize_linear"});
   // The dynamic INT8 path (kiln quantize --dynamic): DynamicQuantizeLinear, and MatMulInteger of
   // a uint8 activation (with its zero point) and a constant int8 weight; integer results, exact.
   c.push_back({.name = "dynamic_quantize_linear",

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/quantize_loops.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 
@@ -71,33 +72,6 @@ float scale_of(std::span<const DeviceTensor> in) {
   return *static_cast<const float*>(in[1].data);
 }
 
-// One thread's share, in a loop the compiler vectorizes (no OpenMP region around it).
-template <typename Q>
-void quantize_range(const float* x, Q* y, int64_t n, float scale, float zero) {
-  constexpr float lo = std::is_same_v<Q, uint8_t> ? 0.f : -128.f;
-  constexpr float hi = std::is_same_v<Q, uint8_t> ? 255.f : 127.f;
-  // Rounding to nearest, ties to even: adding and taking away 1.5 * 2^23 rounds a float of
-  // magnitude below 2^22 in the default rounding mode; larger ones saturate either way.
-  constexpr float kRound = 12582912.0f;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float q = x[i] / scale;
-    float v = ((q + kRound) - kRound) + zero;
-    v = v == v ? v : 0.f;  // NaN to 0, as the reference's
-    v = v > lo ? v : lo;
-    v = v < hi ? v : hi;
-    y[i] = static_cast<Q>(static_cast<int32_t>(v));
-  }
-}
-
-template <typename Q>
-void dequantize_range(const Q* x, float* y, int64_t n, float scale, int32_t zero) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero) * scale;
-  }
-}
-
 // `fn(begin, end)` over [0, n) in `threads` contiguous shares.
 template <typename Fn>
 void split(int64_t n, int threads, Fn&& fn) {
@@ -114,16 +88,22 @@ void split(int64_t n, int threads, Fn&& fn) {
   }
 }
 
-template <typename Q>
-void quantize(const float* x, Q* y, int64_t n, float scale, float zero, int threads) {
+// Each thread's share through the vector loops (backends/cpu/quantize_loops).
+void quantize(const float* x, uint8_t* y, int64_t n, float scale, float zero, int threads) {
   split(n, threads,
-        [&](int64_t b, int64_t e) { quantize_range(x + b, y + b, e - b, scale, zero); });
+        [&](int64_t b, int64_t e) { quantize_to_u8(x + b, y + b, e - b, scale, zero); });
 }
-
-template <typename Q>
-void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zero, int threads) {
+void quantize(const float* x, int8_t* y, int64_t n, float scale, float zero, int threads) {
   split(n, threads,
-        [&](int64_t b, int64_t e) { dequantize_range(x + b, y + b, e - b, scale, zero); });
+        [&](int64_t b, int64_t e) { quantize_to_s8(x + b, y + b, e - b, scale, zero); });
+}
+void dequantize(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero, int threads) {
+  split(n, threads,
+        [&](int64_t b, int64_t e) { dequantize_from_u8(x + b, y + b, e - b, scale, zero); });
+}
+void dequantize(const int8_t* x, float* y, int64_t n, float scale, int32_t zero, int threads) {
+  split(n, threads,
+        [&](int64_t b, int64_t e) { dequantize_from_s8(x + b, y + b, e - b, scale, zero); });
 }
 
 class Quantize final : public Kernel {
