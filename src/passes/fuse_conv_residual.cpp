@@ -1,8 +1,7 @@
 // Conv (or FusedConv without an activation) -> Add(the result, a residual of its shape)
 // [-> Relu] becomes one FusedConv(X, W, B, Z): y = act(conv(X) + B + Z). cuDNN's fused
-// convolution computes exactly that in one kernel (the residual blocks of ResNets end so), so
-// the pass is one of the GPU's (add_device_passes): the CPU's oneDNN convolution does not take a
-// residual input and would run the node on the reference kernel.
+// convolution computes exactly that in one kernel, and oneDNN's with its sum post-op (the
+// residual blocks of ResNets end so): one of the device passes (add_device_passes) of both.
 #include <cstring>
 
 #include "ops/fused_activation.hpp"

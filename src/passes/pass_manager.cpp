@@ -126,7 +126,8 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
 }
 
 PassManager& add_device_passes(PassManager& pm, std::string_view device) {
-  if (fuses_for_cpu(device)) return pm;
+  // The CPU's oneDNN convolution adds a residual with its sum post-op (onednn.conv).
+  if (fuses_for_cpu(device)) return pm.add(FuseConvResidual{}).add(EliminateDeadCode{});
   pm.add(FuseConvResidual{})
       .add(FoldClipIntoDepthwise{})
       .add(MergeParallelMatMuls{})

@@ -81,11 +81,17 @@ StepMemoryPlan plan_step_memory(const std::vector<MemoryStep>& steps,
               values[x].type_key != values[v].type_key) {
             continue;
           }
-          // The space must be dead after this step, and no other input may read it here.
+          // The space must be dead after this step, and no other input slot may read it here
+          // (the same value in a slot not declared in place, a convolution's X also its
+          // residual Z, reads elements the output overwrites).
           const int sp = space_of[x];
           bool other_reader = false;
-          for (int other : s.inputs) {
-            other_reader |= other >= 0 && other != x && space_of[other] == sp;
+          for (size_t j = 0; j < s.inputs.size(); ++j) {
+            const int other = s.inputs[j];
+            if (j == in || other < 0 || space_of[other] != sp) continue;
+            const bool safe_slot = other == x && std::find(s.in_place.begin(), s.in_place.end(),
+                                                           j) != s.in_place.end();
+            other_reader |= !safe_slot;
           }
           if (spaces[sp].last <= i && !other_reader) {
             shares = x;

@@ -78,12 +78,12 @@ std::vector<Case> gpu_conv_cases() {
          fused(std::string("fused_") + act, {x({2, 16, 7, 7}), w({16, 16, 3, 3}), w({16})}, act));
   }
   both(c, fused("fused_clip6", {x({1, 8, 8, 8}), w({32, 8, 3, 3}), w({32})}, "Clip", {0.f, 6.f}));
-  // The residual Z (passes/fuse_conv_residual; the CPU runs it on the reference kernel, which
-  // rounds the convolution to float16 before adding Z: two roundings).
+  // The residual Z (passes/fuse_conv_residual; the CPU adds it with oneDNN's sum post-op; the
+  // reference rounds the convolution to float16 before adding Z: two roundings).
   for (const char* act : {"Relu", "None"}) {
     Case r = fused(std::string("residual_") + act,
                    {x({2, 16, 7, 7}), w({16, 16, 3, 3}), w({16}), x({2, 16, 7, 7})}, act);
-    r.kernel = kRef;
+    r.kernel = kCpuConv;
     r.reference_roundings = 2;
     both(c, r);
   }

@@ -15,6 +15,7 @@ namespace {
 constexpr const char* kGpu = "gpu.depthwise_conv";
 constexpr const char* kCpuDw = "cpu.depthwise_conv";
 constexpr const char* kRef = "reference";
+constexpr const char* kCpuConv = "onednn.conv";
 
 // A depthwise case over input dims {n, c, h, w} with a k x k filter (a bias unless `bias` is
 // false); `attrs` beyond group.
@@ -48,7 +49,7 @@ void add(std::vector<Case>& out, Case c, bool with_bf16 = false) {
     b.name += "_bf16";
     b.dtype = DataType::BFloat16;
     // oneDNN's bfloat16 convolution where the CPU has the instructions, else (and for what the
-    // CPU runs on its reference kernel in float32: the residual) the widening twin.
+    // CPU runs on its reference kernel in float32) the widening twin.
     b.kernel = c.kernel != kRef && backends::cpu::cpu_has_bf16() ? "onednn.conv" : "cpu.bf16";
     out.push_back(std::move(b));
   }
@@ -97,17 +98,18 @@ std::vector<Case> gpu_depthwise_cases() {
   for (const Act& a : acts) {
     add(c, dw(std::string("3x3_") + a.name, "FusedConv", {2, 24, 7, 7}, 3, act(a.name, a.params)));
   }
-  // The residual Z (passes/fuse_conv_residual; the CPU runs it on the reference kernel).
+  // The residual Z (passes/fuse_conv_residual; the CPU's own depthwise loop refuses it, oneDNN's
+  // convolution adds it with its sum post-op).
   for (const char* a : {"None", "Relu"}) {
     Case r = dw(std::string("residual_") + a, "FusedConv", {2, 32, 8, 8}, 3, act(a));
     r.inputs.push_back(x({2, 32, 8, 8}));
-    r.kernel = kRef;
+    r.kernel = kCpuConv;
     add(c, r, std::string(a) == "None");
   }
   Case r = dw("residual_s2_relu6", "FusedConv", {1, 16, 9, 9}, 3, act("Clip", {0.f, 6.f}));
   r.attrs.push_back(s2);
   r.inputs.push_back(x({1, 16, 5, 5}));
-  r.kernel = kRef;
+  r.kernel = kCpuConv;
   add(c, r);
   return c;
 }

@@ -809,7 +809,7 @@ void attention_cases(std::vector<Case>& c) {
 }
 
 // cuDNN convolutions with what the GPU fuses into them: a residual Z (FusedConv's fourth input,
-// from passes/fuse_conv_residual; the CPU runs it on the reference kernel, float16 through its
+// from passes/fuse_conv_residual; the CPU adds it with oneDNN's sum post-op, float16 through its
 // float32 twin) and the activations cuDNN applies after the sums. Z is a graph input here, so it
 // arrives row-major and the kernel transforms it to channels-last.
 void conv_cases(std::vector<Case>& c) {
@@ -823,7 +823,7 @@ void conv_cases(std::vector<Case>& c) {
           .op = "FusedConv",
           .inputs = {x({2, 5, 7, 7}), w({6, 5, 3, 3}), w({6}), x({2, 6, 7, 7})},
           .attrs = attrs,
-          .kernel = kRef,
+          .kernel = "onednn.conv",
           .domain = "ai.kiln",
           .opset = 1,
           .gpu = kConv},
@@ -869,7 +869,7 @@ void conv_cases(std::vector<Case>& c) {
         .op = "FusedConv",
         .inputs = {x({1, 16, 5, 5}), w({8, 16, 1, 1}), w({8}), x({1, 8, 5, 5})},
         .attrs = {s("activation", "Relu")},
-        .kernel = kRef,
+        .kernel = "onednn.conv",
         .domain = "ai.kiln",
         .opset = 1,
         .gpu = kConv},

@@ -221,6 +221,30 @@ TEST_F(BlockedLayout, ResidualPoolingAndGlobalPool) {
   });
 }
 
+// FusedConv's residual Z (oneDNN's sum post-op) on blocked tensors: Z in the output's layout,
+// the result in Z's space where Z dies there, but never when Z is also the convolution's X
+// (the output would overwrite input elements the windows still read).
+TEST_F(BlockedLayout, ResidualConvolutionsInPlaceOnlyWhereSafe) {
+  Chain c(9);
+  ir::Value* x = c.input("x", {1, 3, 12, 12});
+  ir::Value* a = c.conv(x, 3, 16, 3, {{"pads", ints({1, 1, 1, 1})}});
+  const A pad1 = {{"pads", ints({1, 1, 1, 1})}, {"activation", ir::Attribute(std::string("Relu"))}};
+  ir::Value* r = c.node("FusedConv", {a, c.weight({16, 16, 3, 3}), c.weight({16}), a}, pad1,
+                        "ai.kiln");  // X is Z
+  ir::Value* b = c.conv(r, 16, 16, 3, {{"pads", ints({1, 1, 1, 1})}});
+  ir::Value* s = c.node("FusedConv", {b, c.weight({16, 16, 3, 3}), c.weight({16}), r}, pad1,
+                        "ai.kiln");  // Z dies here
+  ir::Value* y = c.conv(s, 16, 5, 1);
+  c.compare({y}, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, r, b, s}) EXPECT_EQ(ex.layout_block(v), block_) << v->name();
+    EXPECT_EQ(ex.kernel_choices()[1].kernel, "onednn.conv");
+    const runtime::ExecutionPlan& plan = ex.plan();
+    auto offset = [&](const ir::Value* v) { return plan.ranges()[plan.value_index(v)].offset; };
+    EXPECT_NE(offset(r), offset(a)) << "X is also Z: no space shared";
+    EXPECT_EQ(offset(s), offset(r)) << "Z dies at its convolution: the result takes its space";
+  });
+}
+
 TEST_F(BlockedLayout, BoundariesStayRowMajor) {
   Chain c(5);
   ir::Value* x = c.input("x", {1, 4, 8, 8});

@@ -43,7 +43,17 @@ std::string check_conv(const ir::Node& node) {
   if (std::string why = check_float_input(node, 1, *type, 3, 5); !why.empty()) return why;
   if (std::string why = check_float_input(node, 2, *type, 1, 1, true); !why.empty()) return why;
   if (std::string why = check_float_outputs(node, *type); !why.empty()) return why;
-  if (node.inputs().size() > 3) return "more than 3 inputs";
+  // FusedConv's residual Z (passes/fuse_conv_residual): added by oneDNN's sum post-op before
+  // the activation, in the output's layout.
+  if (node.inputs().size() > 4 || (node.inputs().size() == 4 && node.domain().empty())) {
+    return "more than 3 inputs";
+  }
+  if (node.inputs().size() == 4) {
+    if (std::string why = check_float_input(node, 3, *type, 3, 5); !why.empty()) return why;
+    const Shape* z = node.input(3)->type().shape ? &*node.input(3)->type().shape : nullptr;
+    const Shape* y = node.output(0)->type().shape ? &*node.output(0)->type().shape : nullptr;
+    if (!z || !y || !(*z == *y)) return "the residual's shape is not the result's";
+  }
   if (node.attribute("input_max")) return "FusedConv's input_max (a clipped input)";
   if (node.input(0)->type().shape->rank() != node.input(1)->type().shape->rank()) {
     return "X and W ranks differ";
@@ -108,7 +118,8 @@ class OnednnConv final : public Kernel {
         act_(node_activation(node)),
         after_(act_),
         type_(node.input(0)->type().dtype),
-        dt_(dnnl_type(type_)) {}
+        dt_(dnnl_type(type_)),
+        residual_(node.inputs().size() > 3 && node.input(3)) {}
   std::string_view name() const override { return "onednn.conv"; }
 
   BlockedLayouts blocked_layouts() const override {
@@ -124,7 +135,9 @@ class OnednnConv final : public Kernel {
       const bool depthwise = c == group && m == group;
       ok = depthwise || (c > 0 && m > 0 && (c / group) % b == 0 && (m / group) % b == 0);
     }
-    return {.input0 = ok, .output0 = ok};
+    // The residual is read in the output's layout (it becomes the primitive's dst before the
+    // sum post-op adds the convolution to it).
+    return {.input0 = ok, .output0 = ok, .follows = residual_ ? 3 : -1};
   }
 
   // The executor calls this at open for every layout (row-major too). With static shapes the
@@ -176,11 +189,24 @@ class OnednnConv final : public Kernel {
     if (y.numel() == 0) return;
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
                    dims_to_string(x.dims));
+    const DeviceTensor* z = residual_ ? &in[3] : nullptr;
+    if (z) {
+      KILN_CHECK_ARG(z->dims == y.dims && z->dtype == y.dtype,
+                     "node {}: the residual is {} {}, the result {} {}", node_.label(),
+                     dtype_name(z->dtype), dims_to_string(z->dims), dtype_name(y.dtype),
+                     dims_to_string(y.dims));
+      KILN_CHECK(z->layout == y.layout, ErrorCode::Internal,
+                 "node {}: the residual in layout {}, the result in {}", node_.label(),
+                 z->layout.to_string(), y.layout.to_string());
+    }
     ThreadLimit limit(e.threads);
     if (e.blocked_way) {
-      run_blocked(e, x, w, b, y, stream);
+      run_blocked(e, x, w, b, z, y, stream);
       return;
     }
+    // The sum post-op adds the convolution to what dst holds: the residual (in place when the
+    // planner gave the result the residual's space).
+    if (z && z->data != y.data) std::memcpy(y.data, z->data, y.nbytes());
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
         {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), w.data)},
@@ -249,7 +275,8 @@ class OnednnConv final : public Kernel {
   }
 
   void run_blocked(const Entry& e, const DeviceTensor& x, const DeviceTensor& w,
-                   const DeviceTensor* b, const DeviceTensor& y, Stream& stream) {
+                   const DeviceTensor* b, const DeviceTensor* z, const DeviceTensor& y,
+                   Stream& stream) {
     dnnl::stream& s = dnnl_stream(stream);
     dnnl::memory src = wrap(tensor_desc(x), x.data);
     if (e.src_reorder) {
@@ -264,6 +291,12 @@ class OnednnConv final : public Kernel {
       dnnl::reorder(plain_w, weights).execute(s, plain_w, weights);
     }
     dnnl::memory dst = e.dst_reorder ? e.dst_buf : wrap(tensor_desc(y), y.data);
+    if (z && e.dst_reorder) {
+      dnnl::memory plain_z = wrap(tensor_desc(*z), z->data);
+      dnnl::reorder(plain_z, dst).execute(s, plain_z, dst);
+    } else if (z && z->data != y.data) {
+      std::memcpy(y.data, z->data, tensor_desc(y).get_size());
+    }
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (b) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), b->data);
@@ -288,6 +321,7 @@ class OnednnConv final : public Kernel {
     dnnl::memory::desc dst_md =
         out_block_ ? blocked_desc(e.out_dims, out_block_, dt_) : any(e.out_dims);
     dnnl::post_ops ops;
+    if (residual_) ops.append_sum(1.f);
     append_activation(ops, act_);
     dnnl::primitive_attr attr = user_scratchpad();
     attr.set_post_ops(ops);
@@ -406,11 +440,10 @@ class OnednnConv final : public Kernel {
         }
         // Float32: the activation is a pass of its own (see after_); others fuse it.
         dnnl::primitive_attr attr = user_scratchpad();
-        if (type_ != DataType::Float32) {
-          dnnl::post_ops ops;
-          append_activation(ops, act_);
-          attr.set_post_ops(ops);
-        }
+        dnnl::post_ops ops;
+        if (residual_) ops.append_sum(1.f);
+        if (type_ != DataType::Float32) append_activation(ops, act_);
+        attr.set_post_ops(ops);
         e.pd = dnnl::convolution_forward::primitive_desc(
             dnnl::convolution_forward::desc(
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -433,6 +466,7 @@ class OnednnConv final : public Kernel {
   ActivationPass after_;
   DataType type_;               // float32 or bfloat16 (check_conv)
   dnnl::memory::data_type dt_;  // the same for oneDNN
+  bool residual_;               // FusedConv's Z (input 3): y = act(conv + B + Z)
   int in_block_ = 0, out_block_ = 0;
   ShapeCache<Entry> cache_;               // an entry per input shape seen (bounded)
   std::optional<PackedWeight> stored_w_;  // the engine's packed W, when it stores one
@@ -441,6 +475,7 @@ class OnednnConv final : public Kernel {
 // Depthwise: group == C == M, 2-D. W is (C, 1, kh, kw).
 std::string check_depthwise(const ir::Node& node) {
   if (std::string why = check_conv(node); !why.empty()) return why;
+  if (node.inputs().size() > 3) return "a residual input (onednn.conv adds it)";
   // Kiln's own loop is float32 (bfloat16 ones go to oneDNN).
   if (node.input(0)->type().dtype != DataType::Float32) return "not float32";
   auto x = declared_dims(node, 0), w = declared_dims(node, 1);
@@ -568,10 +603,13 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                       .priority = 1,
                       .check = check_depthwise,
                       .create = create_depthwise});
+// The result may take the residual's space (the sum post-op reads each element of dst before
+// it writes it).
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .domain = "ai.kiln",
                       .op_type = "FusedConv",
                       .name = "onednn.conv",
+                      .in_place_inputs = {3},
                       .check = check_conv,
                       .create = create_conv});
 
