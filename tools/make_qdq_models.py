@@ -111,6 +111,25 @@ def chain(path, seed=0):
     return b.save(path, "x", [1, 3, 12, 12], y, [1, 8, 6, 6])
 
 
+def residual(path, relu=True, seed=0):
+    """A ResNet block's end: x -> Conv -> Relu -> Q/DQ -> Conv (float out) -> Add(the first
+    Relu's float output) [-> Relu]: the Add (and Relu) join the second int8 convolution."""
+    b = Builder(seed)
+    x, _ = b.qdq("x", -1.0, 1.0)
+    w1 = b.rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.3
+    a = b.node("Conv", [x, b.weight(w1, 0), b.const("b1", np.zeros(16, np.float32))], "conv1",
+               pads=[1, 1, 1, 1])
+    a = b.node("Relu", [a], "relu1")
+    q, _ = b.qdq(a, 0.0, 3.0)
+    w2 = b.rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.2
+    y = b.node("Conv", [q, b.weight(w2, 0), b.const("b2", np.full(16, 0.1, np.float32))],
+               "conv2", pads=[1, 1, 1, 1])
+    y = b.node("Add", [y, a], "add")
+    if relu:
+        y = b.node("Relu", [y], "relu2")
+    return b.save(path, "x", [1, 8, 10, 10], y, [1, 16, 10, 10])
+
+
 def gemm(path, k=32, n=24, trans_b=1, alpha=1.0, beta=1.0, act=None, quantized_output=True,
          per_channel=True, seed=0):
     """x[4, k] -> Q/DQ -> Gemm(DQ(int8 W), C[n]) [-> Relu] [-> Q/DQ] -> y[4, n]."""

@@ -3,7 +3,9 @@
 //   DequantizeLinear(x) -> Conv / MatMul (weight = DequantizeLinear(int8 constant))
 //     [+ bias] [-> activation] [-> QuantizeLinear]
 //   FusedQLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale?, y_zero_point?,
-//                    B?)          Conv's attributes
+//                    B?, Z?)      Conv's attributes
+//     (Z: a float32 residual of the result's shape, added before the activation, from
+//     passes/fuse_conv_residual: DequantizeLinear -> Conv -> Add(Z) [-> Relu])
 //   FusedQLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale?,
 //                      y_zero_point?, bias?)
 // The slots are those of ai.onnx QLinearConv / QLinearMatMul, so one CPU kernel runs both. What
@@ -32,7 +34,7 @@ constexpr int kConvOpset = 11;
 constexpr int kMatMulOpset = 13;
 
 // Slots shared by both ops.
-enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias };
+enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias, kResidual };
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;
@@ -168,7 +170,20 @@ void fused_qlinear_conv(KernelContext& ctx) {
   if (o.bias) b.emplace(std::move(*o.bias));
   std::vector<RtValue> out =
       run_wrapped_kernel(ctx, "Conv", kConvOpset, {&x, &w, b ? &*b : nullptr});
-  ctx.set_output(0, requantized(ctx, apply_activation(out[0].tensor(), act)));
+  Tensor y = out[0].tensor();
+  if (ctx.has_input(kResidual)) {
+    // In float32, as the Add it replaces.
+    const Tensor& z = ctx.input(kResidual);
+    ctx.check(z.dtype() == DataType::Float32 && z.dims() == y.dims(),
+              "the residual must be float32 {} like the result, got {}", dims_to_string(y.dims()),
+              z.describe());
+    Tensor sum(DataType::Float32, y.dims());
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      sum.data<float>()[i] = y.data<float>()[i] + z.data<float>()[i];
+    }
+    y = std::move(sum);
+  }
+  ctx.set_output(0, requantized(ctx, apply_activation(y, act)));
 }
 
 void fused_qlinear_matmul(KernelContext& ctx) {

@@ -2,6 +2,8 @@
 // [-> Relu] becomes one FusedConv(X, W, B, Z): y = act(conv(X) + B + Z). cuDNN's fused
 // convolution computes exactly that in one kernel, and oneDNN's with its sum post-op (the
 // residual blocks of ResNets end so): one of the device passes (add_device_passes) of both.
+// On the CPU a static INT8 convolution with a float32 result (ai.kiln FusedQLinearConv) takes
+// the residual the same way, in its slot 9.
 #include <cstring>
 
 #include "ops/fused_activation.hpp"
@@ -17,11 +19,23 @@ bool without_activation(const ir::Node& n) {
                 std::get<std::string>(a->storage()) == "None");
 }
 
+// FusedQLinearConv (a static INT8 convolution, passes/fuse_quantized_ops) with a float32
+// result (no y_scale), no activation and no residual yet: Z goes in its slot 9.
+constexpr size_t kQLinearResidual = 9;
+bool float_qlinear_conv(const ir::Node& n) {
+  return n.domain() == ops::kKilnDomain && n.op_type() == "FusedQLinearConv" &&
+         n.inputs().size() <= kQLinearResidual && without_activation(n) &&
+         n.outputs().size() == 1 && n.output(0) && n.output(0)->type().dtype == DataType::Float32;
+}
+
 bool fuse(Rewriter& rw, ir::Node& conv) {
   const bool plain = is_op(&conv, "Conv");
   const bool fused = conv.domain() == ops::kKilnDomain && conv.op_type() == "FusedConv" &&
                      conv.inputs().size() <= 3 && without_activation(conv);
-  if ((!plain && !fused) || conv.outputs().size() != 1 || conv.inputs().size() < 2) return false;
+  const bool qlinear = float_qlinear_conv(conv);
+  if ((!plain && !fused && !qlinear) || conv.outputs().size() != 1 || conv.inputs().size() < 2) {
+    return false;
+  }
   ir::Value* y = conv.output(0);
   if (!is_float_value(y) || !rw.single_use(y) || !y->type().shape) return false;
   ir::Node* add = rw.readers(y)[0];
@@ -36,7 +50,7 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
     return false;
   }
   ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
-  if (!b) {
+  if (!b && !qlinear) {
     // FusedConv's inputs are positional: a zero bias keeps Z in slot 3.
     const ir::Value* w = conv.input(1);
     if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
@@ -59,8 +73,15 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
   const int opset = import_kiln_domain(g);
   ir::Value* out = rw.new_value(result->name() + "_fused", result->type());
   // At the last node of the pattern: the residual is computed by then.
-  ir::Node* node = rw.insert_node(dead.front(), "FusedConv", ops::kKilnDomain,
-                                  {conv.input(0), conv.input(1), b, z}, {out}, opset);
+  std::vector<ir::Value*> inputs = {conv.input(0), conv.input(1), b, z};
+  if (qlinear) {
+    // Its slots as they were (absent ones stay empty), the bias in 8, Z in 9.
+    inputs.assign(kQLinearResidual + 1, nullptr);
+    for (size_t k = 0; k < conv.inputs().size(); ++k) inputs[k] = conv.input(k);
+    inputs[kQLinearResidual] = z;
+  }
+  ir::Node* node = rw.insert_node(dead.front(), qlinear ? "FusedQLinearConv" : "FusedConv",
+                                  ops::kKilnDomain, inputs, {out}, opset);
   for (const auto& [name, a] : conv.attributes()) {
     if (name != "activation" && name != "activation_params") node->set_attribute(name, a);
   }

@@ -114,6 +114,17 @@ def test_chain_keeps_uint8_between_int8_nodes(tmp_path):
     assert "DequantizeLinear" not in ops, ops
 
 
+@pytest.mark.parametrize("relu", [True, False])
+def test_residual_add_joins_the_int8_convolution(tmp_path, relu):
+    path = qdq.residual(tmp_path / "residual.onnx", relu=relu)
+    check_against_reference(path, [1, 8, 10, 10], "FusedQLinearConv")
+    fast = session(path)
+    run(fast, inputs([1, 8, 10, 10]))
+    ops = [e["op_type"] for e in fast.get_profile()]
+    # The float32 residual goes into the second convolution (oneDNN's sum post-op).
+    assert "Add" not in ops and "Relu" not in ops, ops
+
+
 def test_matmul_of_varying_rows_through_one_session(tmp_path):
     """One session, row counts that change run to run: each gets its own prepared product (the
     packed weight shared where the layout is the same), and every run matches the reference."""

@@ -66,6 +66,14 @@ class QLinearConv final : public Kernel {
     if (!params_.bias.empty()) {
       args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
     }
+    if (params_.residual) {
+      const DeviceTensor& z = in[9];
+      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == DataType::Float32,
+                     "node {}: the residual is {} {}, the result float32 {}", node_.label(),
+                     dtype_name(z.dtype), dims_to_string(z.dims), dims_to_string(e.out_dims));
+      memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
+      e.residual_reorder.execute(s, plain_z, e.dst_buf);
+    }
     e.prim.execute(s, args);
     memory dst = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
     e.dst_reorder.execute(s, e.dst_buf, dst);
@@ -78,7 +86,7 @@ class QLinearConv final : public Kernel {
     int threads = 1;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward prim;
-    dnnl::reorder src_reorder, dst_reorder;
+    dnnl::reorder src_reorder, dst_reorder, residual_reorder;
     // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
     mutable memory src_buf, dst_buf, scratch;
     PackedConstant packed_w;
@@ -151,6 +159,11 @@ class QLinearConv final : public Kernel {
           dnnl::reorder(memory(plain_desc(x_dims, e.src_dt), engine(), nullptr), e.src_buf);
       e.dst_reorder =
           dnnl::reorder(e.dst_buf, memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr));
+      // The residual into dst before the product (the sum post-op adds to what dst holds).
+      if (params_.residual) {
+        e.residual_reorder =
+            dnnl::reorder(memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr), e.dst_buf);
+      }
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
       // same layout lends its bytes.

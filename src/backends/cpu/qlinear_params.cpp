@@ -5,7 +5,8 @@
 namespace kiln::backends::cpu {
 namespace {
 
-enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias };
+// kResidual: ai.kiln FusedQLinearConv's float32 Z (passes/fuse_conv_residual).
+enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias, kResidual };
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;
@@ -107,7 +108,19 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
       return fmt::format("the bias is not a constant vector of {} elements", channels);
     }
   }
-  if (node.inputs().size() > kBias + 1) return "more inputs than QLinearConv's";
+  if (has_slot(node, kResidual)) {
+    // Added by the sum post-op to the float32 result, before the activation.
+    const ir::Value* z = node.input(kResidual);
+    const ir::Value* y = node.output(0);
+    if (node.domain() != ops::kKilnDomain || node.op_type() != "FusedQLinearConv") {
+      return "a residual input on another op than FusedQLinearConv";
+    }
+    if (yt != DataType::Float32 || z->type().dtype != DataType::Float32 || !z->type().shape ||
+        !y->type().shape || !(*z->type().shape == *y->type().shape)) {
+      return "the residual is not a float32 tensor of the float32 result's shape";
+    }
+  }
+  if (node.inputs().size() > kResidual + 1) return "more inputs than FusedQLinearConv's";
   return check_activation_post_ops(node);
 }
 
@@ -132,6 +145,7 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
     }
   }
   p.act = node_activation(node);
+  p.residual = has_slot(node, kResidual);
   return p;
 }
 
@@ -156,6 +170,7 @@ dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) con
   if (x_zero != 0) a.set_zero_points(DNNL_ARG_SRC, 0, {x_zero});
   if (quantized && y_zero != 0) a.set_zero_points(DNNL_ARG_DST, 0, {y_zero});
   dnnl::post_ops ops;
+  if (residual) ops.append_sum(1.f);  // float32 output only (check_qlinear)
   ops::FusedActivation in_units = act;
   if (act.kind == Activation::Clip && out_div != 1.f) {
     in_units.alpha = act.alpha / out_div;

@@ -30,6 +30,9 @@ struct QLinearParams {
   int32_t y_zero = 0;
   std::vector<float> bias;  // in accumulator units, one per output channel; empty when none
   ops::FusedActivation act;
+  // FusedQLinearConv's float32 residual Z: the kernel puts it in dst, the sum post-op adds the
+  // scaled product to it before the activation.
+  bool residual = false;
 
   // oneDNN's attributes for `channels` output channels; `channel_mask` is the dst dims mask of
   // the channel axis (1 << 1 for a convolution's NC..., 1 << 1 for a matmul's [rows, N]).
