@@ -70,9 +70,42 @@ def test_bf16_cnn_runs_bf16_kernels_within_the_limit(kiln, tmp_path):
     kernels = kernels_of(kiln, tmp_path / "m_bf16.kiln", tmp_path, {"image": x})
     compute = [k for op, k in kernels.values() if op in ("Conv", "FusedConv", "Gemm", "FusedGemm")]
     assert compute and all(k in ("onednn.conv", "onednn.gemm") for k in compute), kernels
-    # The residual Add and the Relus on the bfloat16 element-wise kernels, not the widening twin.
-    joins = [k for op, k in kernels.values() if op in ("Add", "Relu")]
-    assert joins and all(k == "cpu.bf16_eltwise" for k in joins), kernels
+    # The residual Add (and its Relu) joins its convolution (oneDNN's sum post-op in bfloat16);
+    # element-wise nodes left run the bfloat16 kernels, not the widening twin.
+    ops = [op for op, _ in kernels.values()]
+    assert "Add" not in ops, kernels
+    joins = [k for op, k in kernels.values() if op in ("Add", "Relu", "Mul", "Sub")]
+    assert all(k == "cpu.bf16_eltwise" for k in joins), kernels
+
+
+@needs_bf16
+def test_bf16_eltwise_runs_the_adds_and_relus_convolutions_cannot_take(kiln, tmp_path):
+    """Two activated convolutions summed (no residual to fuse: each has its Relu), then Relu and
+    Mul: the element-wise nodes on the bfloat16 kernels, not the widening twin."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(3)
+    w = [numpy_helper.from_array((rng.standard_normal((16, 3, 3, 3)) * 0.2).astype(np.float32),
+                                 f"w{i}") for i in range(2)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Add", ["r0", "r1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Mul", ["r", "r0"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], w)
+    model = tmp_path / "sum.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    engine = tmp_path / "sum.kiln"
+    r = kiln("compile", model, "-o", engine, "--bf16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    kernels = kernels_of(kiln, engine, tmp_path, {"x": x})
+    joins = [k for op, k in kernels.values() if op in ("Add", "Relu", "Mul")]
+    assert len(joins) == 3 and all(k == "cpu.bf16_eltwise" for k in joins), kernels
 
 
 @needs_bf16
