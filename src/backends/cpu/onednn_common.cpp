@@ -1,4 +1,6 @@
 #include "backends/cpu/onednn_common.hpp"
+
+#include "backends/cpu/silu_loop.hpp"
 #include "backends/cpu/work_threads.hpp"
 
 #include <algorithm>
@@ -256,6 +258,19 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
       }
       return;
     }
+  }
+  if (act_.kind == Activation::Silu) {
+    // Kiln's vector loop (backends/cpu/silu_loop.hpp: oneDNN's swish costs more than the pass's
+    // memory traffic).
+    constexpr int64_t kChunk = 1 << 14;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int threads =
+        threads_for_work(20.0 * static_cast<double>(n), 8.0 * static_cast<double>(n));
+#pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 1 && threads > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      silu_in_place(data + c * kChunk, std::min(kChunk, n - c * kChunk));
+    }
+    return;
   }
   if (n != prim_n_) {
     threads_ = threads_for_work(10.0 * static_cast<double>(n), 8.0 * static_cast<double>(n));
