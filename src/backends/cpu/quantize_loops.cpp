@@ -39,8 +39,10 @@ void dequantize_portable(const Q* x, float* y, int64_t n, float scale, int32_t z
 #ifdef KILN_QUANTIZE_AVX512
 // GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_ps(), which its
 // -Wmaybe-uninitialized reports once inlined; the values are never read.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // GCC leaves out the vzeroupper it owes before a tail call (the portable remainder), which slows
 // every legacy-SSE instruction after it (core/half_convert.cpp measured 2x): cleared explicitly.
 __attribute__((target("avx"))) inline void clean_upper_state() {
@@ -85,7 +87,9 @@ __attribute__((target("avx512f"))) void dequantize_avx512(const Q* x, float* y, 
   dequantize_portable(x + i, y + i, n - i, scale, zero);
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");

@@ -17,8 +17,10 @@ void silu_portable(float* x, int64_t n) {
 #ifdef KILN_SILU_AVX512
 // GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_ps(), which its
 // -Wmaybe-uninitialized reports once inlined; the values are never read.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx"))) inline void clean_upper_state() {
   _mm256_zeroupper();
 }
@@ -57,7 +59,9 @@ __attribute__((target("avx512f"))) void silu_avx512(float* x, int64_t n) {
   clean_upper_state();
   silu_portable(x + i, n - i);
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
