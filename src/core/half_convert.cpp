@@ -4,12 +4,8 @@
 
 #include "core/half.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's avx512fintrin.h trips its own -Wmaybe-uninitialized in _mm512_cvtph_ps.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "core/x86_simd.hpp"
+#ifdef KILN_X86_SIMD
 #define KILN_HAVE_X86_HALF 1
 #endif
 
@@ -25,13 +21,7 @@ void floats_to_halves_scalar(const float* in, uint16_t* out, size_t n) {
 }
 
 #ifdef KILN_HAVE_X86_HALF
-// GCC leaves out the vzeroupper it owes before a tail call (the scalar remainder below), so the
-// upper halves of the vector registers stay dirty and every legacy-SSE instruction after it
-// (the double arithmetic of the reference kernels) runs much slower: measured 2x on the small
-// BERT's attention and LayerNorm kernels. Clear them explicitly.
-__attribute__((target("avx"))) inline void clean_upper_state() {
-  _mm256_zeroupper();
-}
+using simd::clean_upper_state;
 
 __attribute__((target("avx512f"))) void halves_to_floats_avx512(const uint16_t* in, float* out,
                                                                 size_t n) {

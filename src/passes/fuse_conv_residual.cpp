@@ -4,6 +4,7 @@
 // residual blocks of ResNets end so): one of the device passes (add_device_passes) of both.
 // On the CPU a static INT8 convolution with a float32 result (ai.kiln FusedQLinearConv) takes
 // the residual the same way, in its slot 9.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/fused_activation.hpp"
@@ -49,14 +50,23 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
       !(*add->output(0)->type().shape == *y->type().shape)) {
     return false;
   }
-  ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
-  if (!b && !qlinear) {
-    // FusedConv's inputs are positional: a zero bias keeps Z in slot 3.
-    const ir::Value* w = conv.input(1);
-    if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
-    Tensor zeros(y->type().dtype, {(*w->type().shape)[0].value()});
-    std::memset(zeros.raw_data(), 0, zeros.nbytes());
-    b = rw.new_constant(y->name() + "_zero_bias", std::move(zeros));
+  // The new node's inputs. FusedQLinearConv: its slots as they were (absent ones empty), Z in 9.
+  // FusedConv: X, W, B, Z, positional, so a missing bias becomes a zero one.
+  std::vector<ir::Value*> inputs;
+  if (qlinear) {
+    inputs.assign(kQLinearResidual + 1, nullptr);
+    std::copy(conv.inputs().begin(), conv.inputs().end(), inputs.begin());
+    inputs[kQLinearResidual] = z;
+  } else {
+    ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
+    if (!b) {
+      const ir::Value* w = conv.input(1);
+      if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
+      Tensor zeros(y->type().dtype, {(*w->type().shape)[0].value()});
+      std::memset(zeros.raw_data(), 0, zeros.nbytes());
+      b = rw.new_constant(y->name() + "_zero_bias", std::move(zeros));
+    }
+    inputs = {conv.input(0), conv.input(1), b, z};
   }
   ir::Value* result = add->output(0);
   std::vector<ir::Node*> dead = {add, &conv};
@@ -73,13 +83,6 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
   const int opset = import_kiln_domain(g);
   ir::Value* out = rw.new_value(result->name() + "_fused", result->type());
   // At the last node of the pattern: the residual is computed by then.
-  std::vector<ir::Value*> inputs = {conv.input(0), conv.input(1), b, z};
-  if (qlinear) {
-    // Its slots as they were (absent ones stay empty), the bias in 8, Z in 9.
-    inputs.assign(kQLinearResidual + 1, nullptr);
-    for (size_t k = 0; k < conv.inputs().size(); ++k) inputs[k] = conv.input(k);
-    inputs[kQLinearResidual] = z;
-  }
   ir::Node* node = rw.insert_node(dead.front(), qlinear ? "FusedQLinearConv" : "FusedConv",
                                   ops::kKilnDomain, inputs, {out}, opset);
   for (const auto& [name, a] : conv.attributes()) {

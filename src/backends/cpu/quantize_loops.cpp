@@ -2,10 +2,7 @@
 
 #include <type_traits>
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define KILN_QUANTIZE_AVX512 1
-#endif
+#include "core/x86_simd.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -36,18 +33,8 @@ void dequantize_portable(const Q* x, float* y, int64_t n, float scale, int32_t z
     y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero) * scale;
 }
 
-#ifdef KILN_QUANTIZE_AVX512
-// GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_ps(), which its
-// -Wmaybe-uninitialized reports once inlined; the values are never read.
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// GCC leaves out the vzeroupper it owes before a tail call (the portable remainder), which slows
-// every legacy-SSE instruction after it (core/half_convert.cpp measured 2x): cleared explicitly.
-__attribute__((target("avx"))) inline void clean_upper_state() {
-  _mm256_zeroupper();
-}
+#ifdef KILN_X86_SIMD
+using simd::clean_upper_state;
 
 // The same numerics 16 at a time: the division in float32, the rounding to nearest even as
 // roundscale does it (exact, as the portable loop's addition is below 2^22; above, both
@@ -86,29 +73,20 @@ __attribute__((target("avx512f"))) void dequantize_avx512(const Q* x, float* y, 
   clean_upper_state();
   dequantize_portable(x + i, y + i, n - i, scale, zero);
 }
-
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
 #endif
 
 template <typename Q>
 void quantize_any(const float* x, Q* y, int64_t n, float scale, float zero) {
-#ifdef KILN_QUANTIZE_AVX512
-  if (has_avx512()) return quantize_avx512(x, y, n, scale, zero);
+#ifdef KILN_X86_SIMD
+  if (simd::has_avx512f()) return quantize_avx512(x, y, n, scale, zero);
 #endif
   quantize_portable(x, y, n, scale, zero);
 }
 
 template <typename Q>
 void dequantize_any(const Q* x, float* y, int64_t n, float scale, int32_t zero) {
-#ifdef KILN_QUANTIZE_AVX512
-  if (has_avx512()) return dequantize_avx512(x, y, n, scale, zero);
+#ifdef KILN_X86_SIMD
+  if (simd::has_avx512f()) return dequantize_avx512(x, y, n, scale, zero);
 #endif
   dequantize_portable(x, y, n, scale, zero);
 }

@@ -2,10 +2,7 @@
 
 #include <cmath>
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define KILN_SILU_AVX512 1
-#endif
+#include "core/x86_simd.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -14,16 +11,8 @@ void silu_portable(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.f + std::exp(-x[i]));
 }
 
-#ifdef KILN_SILU_AVX512
-// GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_ps(), which its
-// -Wmaybe-uninitialized reports once inlined; the values are never read.
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-__attribute__((target("avx"))) inline void clean_upper_state() {
-  _mm256_zeroupper();
-}
+#ifdef KILN_X86_SIMD
+using simd::clean_upper_state;
 
 // exp(v) for v >= -87.3 (inf past 88.7): v = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r
 // is exact to float precision), e^r by its Taylor series to r^7 (the remainder is below 1e-8
@@ -59,21 +48,13 @@ __attribute__((target("avx512f"))) void silu_avx512(float* x, int64_t n) {
   clean_upper_state();
   silu_portable(x + i, n - i);
 }
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
 #endif
 
 }  // namespace
 
 void silu_in_place(float* x, int64_t n) {
-#ifdef KILN_SILU_AVX512
-  if (has_avx512()) return silu_avx512(x, n);
+#ifdef KILN_X86_SIMD
+  if (simd::has_avx512f()) return silu_avx512(x, n);
 #endif
   silu_portable(x, n);
 }
