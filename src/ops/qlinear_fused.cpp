@@ -189,6 +189,7 @@ void fused_qlinear_conv(KernelContext& ctx) {
 void fused_qlinear_matmul(KernelContext& ctx) {
   const FusedActivation act = FusedActivation::from_node(ctx);
   ctx.check(ctx.input(kW).rank() >= 1, "b must have rank >= 1");
+  ctx.check(!ctx.has_input(kResidual), "FusedQLinearMatMul takes no residual input (slot 9)");
   Operands o = dequantized(ctx, 1);  // b's last axis
   const RtValue a(std::move(o.x)), b(std::move(o.w));
   std::vector<RtValue> out = run_wrapped_kernel(ctx, "MatMul", kMatMulOpset, {&a, &b});

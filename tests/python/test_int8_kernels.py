@@ -239,6 +239,30 @@ def test_malformed_qlinear_conv_is_a_clear_error(tmp_path):
             session(path, optimize=optimize).run(None, {"x": x})
 
 
+def test_residual_slot_on_a_qlinear_matmul_is_refused(tmp_path):
+    # Slot 9 (a residual) is FusedQLinearConv's only: on FusedQLinearMatMul it is an error, not
+    # an input the reference quietly drops.
+    f32, u8 = TensorProto.FLOAT, TensorProto.UINT8
+    inits = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z"),
+             numpy_helper.from_array(np.ones((4, 3), np.int8), "w"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "wz")]
+    node = helper.make_node("FusedQLinearMatMul", ["a", "s", "z", "w", "ws", "wz", "", "", "", "r"],
+                            ["y"], domain="ai.kiln")
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("a", u8, [2, 4]), helper.make_tensor_value_info("r", f32, [2, 3])],
+        [helper.make_tensor_value_info("y", f32, [2, 3])], inits)
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("ai.kiln", 1)]), path)
+    feeds = {"a": np.full((2, 4), 130, np.uint8), "r": np.ones((2, 3), np.float32)}
+    for optimize in (True, False):
+        with pytest.raises(Exception, match="no residual input"):
+            session(str(path), optimize=optimize).run(None, feeds)
+
+
 def test_zero_pad_joins_the_convolution(tmp_path):
     path = qdq.padded_depthwise(tmp_path / "pad.onnx")
     check_against_reference(path, [1, 3, 12, 12], "FusedQLinearConv")
