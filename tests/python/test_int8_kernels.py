@@ -252,7 +252,8 @@ def test_residual_slot_on_a_qlinear_matmul_is_refused(tmp_path):
                             ["y"], domain="ai.kiln")
     graph = helper.make_graph(
         [node], "g",
-        [helper.make_tensor_value_info("a", u8, [2, 4]), helper.make_tensor_value_info("r", f32, [2, 3])],
+        [helper.make_tensor_value_info("a", u8, [2, 4]),
+         helper.make_tensor_value_info("r", f32, [2, 3])],
         [helper.make_tensor_value_info("y", f32, [2, 3])], inits)
     path = tmp_path / "mm.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
