@@ -96,7 +96,8 @@ run() {
   # every shape with each tile forced (to check the choice; "mma": by shape without the sm_90
   # warpgroup tiles). Runs in quick mode too;
   # KILN_GPU_OWN_GEMM=0 skips it.
-  if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ]; then
+  # KILN_GPU_OWN_GEMM_TIMING=0: the harness cases only.
+  if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ] && [ "${KILN_GPU_OWN_GEMM_TIMING:-1}" != 0 ]; then
     echo "== own GEMM vs cuBLASLt"
     k env KILN_GPU_TRACE=1 "$root/bin/kiln" devices --gemm --repeats 10 > "$OUT/own_gemm_run.txt" 2>&1 ||
       status=$?
@@ -104,6 +105,8 @@ run() {
     echo "-- tiles chosen (M N K: tile)" | tee -a "$OUT/own_gemm.txt"
     grep "^kiln gpu: gpu.own.gemm" "$OUT/own_gemm_run.txt" | sed 's/^kiln gpu: gpu.own.gemm gemm: //' |
       tee -a "$OUT/own_gemm.txt"
+  fi
+  if [ "${KILN_GPU_OWN_GEMM:-1}" != 0 ]; then
     # "mma": the choice by shape without the warpgroup tiles (KILN_GPU_WGMMA=0), as before them.
     for tile in ${KILN_GPU_OWN_GEMM_TILES:-}; do
       local wgmma=1
@@ -375,9 +378,16 @@ EOF2
   if [ "${KILN_GPU_OWN_MODELS:-0}" != 0 ]; then
     # Kiln's own kernels alone (KILN_GPU_OWN_KERNELS=only: the AMD-portable path) against the
     # libraries on ResNet-50, whole and per convolution (bench/gpu/own_vs_lib.py).
-    echo "== own kernels vs cuDNN / cuBLASLt on ResNet-50 (fp16)"
-    python3 "$carry/own_vs_lib.py" "$root/kiln_wrapped" "$root/models" "$OUT/own_vs_lib.json" \
-      --batches "${KILN_GPU_OWN_BATCHES:-1,64}" 2>&1 | tee "$OUT/own_vs_lib.txt" || status=$?
+    # KILN_GPU_OWN_VARIANTS="NAME:VAR=VALUE,VAR=VALUE ...": one run each, in turn, with those
+    # variables (e.g. "split0:KILN_GPU_SPLIT_SLOTS=0 tma:KILN_GPU_GEMM_TILE=t128x128x64").
+    local variant
+    for variant in ${KILN_GPU_OWN_VARIANTS:-default:}; do
+      local vname=${variant%%:*} vars=${variant#*:}
+      echo "== own kernels vs cuDNN / cuBLASLt on ResNet-50 (fp16), $vname: ${vars:-as set}"
+      env ${vars//,/ } python3 "$carry/own_vs_lib.py" "$root/kiln_wrapped" "$root/models" \
+        "$OUT/own_vs_lib_$vname.json" --batches "${KILN_GPU_OWN_BATCHES:-1,64}" 2>&1 |
+        tee "$OUT/own_vs_lib_$vname.txt" || status=$?
+    done
   fi
   if [ "${KILN_GPU_TACTICS:-0}" != 0 ] && [ -f "$root/models/resnet50_b1.onnx" ]; then
     # Tactics chosen at compile time (issue 11): `kiln compile --device gpu` times each

@@ -118,34 +118,50 @@ int64_t reduction_steps(const GemmArgs& p, const TileInfo& t) {
   const int bk = p.type == FloatType::F16 ? t.f16_bk : t.f32_bk;
   return (p.k + bk - 1) / bk;
 }
-// Blocks of tile `t` that run on the device at once. The two-block wgmma tiles are sized so
-// that two share a multiprocessor: counted as one slot each, 100 output tiles (ResNet-50 b64's
-// 7x7 512-channel products) look like 76 % of an H100's 132 multiprocessors and are not split,
-// though they fill 38 % of its 264 slots. KILN_GPU_SPLIT_SLOTS=1 counts both slots (opt-in until
-// it has been timed on a GPU).
-bool split_counts_pairs() {
+// Split-K by a model of the busiest multiprocessor (KILN_GPU_SPLIT_SLOTS=1, opt-in until it
+// has been timed on a GPU). The default rule splits only products whose tiles fill under half
+// the multiprocessors; it leaves ResNet-50 b64's 7x7 products (M 3136, N 512: 100 two-block
+// tiles on an H100's 132 multiprocessors) in one part, each multiprocessor running one block
+// of a tile sized to share it with another.
+bool split_by_model() {
   static const bool on = [] {
     const char* e = std::getenv("KILN_GPU_SPLIT_SLOTS");
     return e && std::strcmp(e, "1") == 0;
   }();
   return on;
 }
-int64_t block_slots(const GemmArgs& p, const TileInfo& t) {
-  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
-  const bool pair = t.id == TileId::Warpgroup128Pair || t.id == TileId::Warpgroup64Pair;
-  return split_counts_pairs() && pair ? 2 * sms : sms;
-}
-// Partials a kernel may allocate for its split. Under KILN_GPU_SPLIT_SLOTS, 4x: two parts of
-// those 7x7 products take 12.8 MB (an experiment: each node holds its own).
+// Partials a kernel may allocate for its split. Under the model, 4x: two parts of those 7x7
+// products take 12.8 MB (an experiment: each node holds its own).
 int64_t max_partial_floats() {
-  return split_counts_pairs() ? 4 * kMaxGemmPartialFloats : kMaxGemmPartialFloats;
+  return split_by_model() ? 4 * kMaxGemmPartialFloats : kMaxGemmPartialFloats;
 }
 
-// Whether the reduction is split: the output tiles fill under half the block slots and there
-// are at least two parts' worth of steps (choose_split; the capacity may still say one).
+// Whether the reduction is split by the default rule: the output tiles fill under half the
+// multiprocessors and there are at least two parts' worth of steps (choose_split; the capacity
+// may still say one).
 bool splits_reduction(const GemmArgs& p, const TileInfo& t) {
-  return output_tiles(p, t) * 2 <= block_slots(p, t) &&
-         reduction_steps(p, t) >= 2 * kMinStepsPerSplit;
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  return output_tiles(p, t) * 2 <= sms && reduction_steps(p, t) >= 2 * kMinStepsPerSplit;
+}
+
+// The model's cost of a split into `count` parts, in reduction steps of one block: the busiest
+// multiprocessor runs ceil(blocks / multiprocessors) blocks of ceil(steps / count) steps, each
+// part also writing its float32 partial tile and the finishing kernel reading them back (about
+// kPartialSteps steps' time each, spread over the multiprocessors). A two-block tile alone on
+// a multiprocessor has no partner to hide its waits behind: it runs at kLoneBlockSpeed. Both
+// constants are estimates for the H100, to be replaced by what a GPU measures.
+constexpr double kPartialSteps = 4.0, kLoneBlockSpeed = 0.6;
+double split_cost(const GemmArgs& p, const TileInfo& t, int64_t count) {
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  const int64_t tiles = output_tiles(p, t), blocks = tiles * count;
+  const int64_t busiest = (blocks + sms - 1) / sms;
+  const int64_t steps = (reduction_steps(p, t) + count - 1) / count;
+  const bool pair = t.id == TileId::Warpgroup128Pair || t.id == TileId::Warpgroup64Pair;
+  const double partial = count > 1 ? kPartialSteps : 0.0;
+  double cost = static_cast<double>(busiest) * (static_cast<double>(steps) + partial);
+  if (pair && busiest == 1) cost /= kLoneBlockSpeed;
+  if (count > 1) cost += static_cast<double>(blocks) * kPartialSteps / static_cast<double>(sms);
+  return cost;
 }
 
 // The tile that finishes first by a simple model: the busiest multiprocessor runs
@@ -193,18 +209,27 @@ const TileInfo& choose_tile(const GemmArgs& p) {
 }
 
 // Split-K (GemmArgs::partials): a product whose reduction splits_reduction cuts is cut into as
-// many parts as fill the block slots (at most 16, each of at least 4 steps), as far as
-// `capacity` floats of partials allow; the parts are then evened out. Otherwise one part.
+// many parts as fill the multiprocessors (at most 16, each of at least 4 steps), as far as
+// `capacity` floats of partials allow; the parts are then evened out. Under the model
+// (split_by_model), the count of least split_cost instead. Otherwise one part.
 SplitK choose_split(const GemmArgs& p, const TileInfo& t, int64_t capacity) {
-  const int64_t sms = block_slots(p, t);
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
   const int64_t tiles = output_tiles(p, t);
   const int64_t steps = reduction_steps(p, t);
-  SplitK one{1, static_cast<int>(steps)};
-  if (!splits_reduction(p, t)) return one;
-  int64_t count =
-      std::min<int64_t>({(sms + tiles - 1) / tiles, steps / kMinStepsPerSplit, kMaxSplits});
   const int64_t per_part = p.batch * p.m * p.n;
-  while (count > 1 && count * per_part > capacity) --count;
+  SplitK one{1, static_cast<int>(steps)};
+  const int64_t most = std::min<int64_t>(steps / kMinStepsPerSplit, kMaxSplits);
+  int64_t count = 1;
+  if (split_by_model()) {
+    double best = split_cost(p, t, 1);
+    for (int64_t c = 2; c <= most && c * per_part <= capacity; ++c) {
+      const double cost = split_cost(p, t, c);
+      if (cost < best) best = cost, count = c;
+    }
+  } else if (splits_reduction(p, t)) {
+    count = std::min<int64_t>((sms + tiles - 1) / tiles, most);
+    while (count > 1 && count * per_part > capacity) --count;
+  }
   if (count < 2 || p.batch * count > 65535) return one;
   const int64_t per = (steps + count - 1) / count;
   return {static_cast<int>((steps + per - 1) / per), static_cast<int>(per)};

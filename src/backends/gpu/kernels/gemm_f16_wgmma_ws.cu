@@ -8,11 +8,13 @@
 //   `full[s]` completes when stage s's copies have landed, `empty[s]` when the eight consumer
 //   warps have finished the products that read it. So the producer runs up to a whole ring
 //   ahead of the products, and the consumers never wait for copies to be issued.
-// - Two producers. **Bulk tensor copies** (Tma, plain products: Hopper's TMA unit): one thread
-//   issues each stage as a few tensor copies (a tensor map per operand, set up by the host at
-//   the launch) that land already in the 128-byte swizzle and complete `full[s]` themselves by
-//   their byte count; rows and columns past the matrix arrive as zeros. **cp.async** (the
-//   implicit-GEMM convolution, whose A no tensor map describes): the 128 producer threads run
+// - Two producers. **Bulk tensor copies** (Tma: Hopper's TMA unit): one thread issues each
+//   stage as a few tensor copies (a tensor map per operand, set up by the host at the launch)
+//   that land already in the 128-byte swizzle and complete `full[s]` themselves by their byte
+//   count; rows and columns past the matrix arrive as zeros. An implicit-GEMM convolution's A
+//   is copied in im2col mode (the map walks output pixels through the input's windows, the
+//   step's filter tap as offsets; channels a multiple of 64). **cp.async** (a convolution the
+//   im2col map cannot describe, or a driver without tensor maps): the 128 producer threads run
 //   the portable stagers, and a thread arrives for step t once it issued step t + kLag (its
 //   copies of t are then waited for with kLag groups still in flight); the consumers release
 //   step t - 1 after issuing t, so they hold two stages: kLag = kStages - 2.
@@ -81,7 +83,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   constexpr int kEpilogueCols = Shape::kEpilogueCols;
   constexpr int kAccStride = kWgAccStride<kEpilogueCols>;
   constexpr int kConsumerWarps = 8;
-  static_assert(!(Tma && Conv), "no tensor map describes the implicit convolution's A");
 
   __shared__ uint64_t full[kStages], empty[kStages];
   KILN_DYNAMIC_SHARED(Bytes16, ws_smem);
@@ -133,8 +134,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         int64_t zz, m0, n0;
         locate(tile, zz, m0, n0);
         const BlockPart part = block_part(p, split, BK, zz);
-        const int za = maps.batched_a ? static_cast<int>(part.z) : 0;
+        [[maybe_unused]] const int za = maps.batched_a ? static_cast<int>(part.z) : 0;
         const int zb = maps.batched_b ? static_cast<int>(part.z) : 0;
+        // A convolution's tile starts at output pixel m0: image, and its window's corner.
+        int image = 0, corner_h = 0, corner_w = 0;
+        if constexpr (Conv) {
+          const ConvGeometry& cg = p.conv;
+          const int64_t plane = cg.oh * cg.ow, at = m0 % plane;
+          image = static_cast<int>(m0 / plane);
+          corner_h = static_cast<int>(at / cg.ow) * cg.stride_h - cg.pad_top;
+          corner_w = static_cast<int>(at % cg.ow) * cg.stride_w - cg.pad_left;
+        }
         for (int t = 0; t < part.steps; ++t, ++g) {
           const uint32_t s = g % kStages;
           // Refilling: the consumers' release of this stage's previous use.
@@ -142,7 +152,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           S* st = stages + s * St::kElems;
           const int k0 = (part.first_step + t) * BK;
           wgmma::barrier_arrive_expect(&full[s], kStageBytes);
-          wgmma::bulk_tensor_3d(st, &maps.a, k0, static_cast<int>(m0), za, &full[s]);
+          if constexpr (Conv) {
+            // The reduction runs over (r, s, c) with c fastest; a step's 64 channels lie in one
+            // tap (the launcher took only channel counts that are multiples of 64).
+            const int channels = static_cast<int>(p.conv.c);
+            const int tap = k0 / channels, tap_r = tap / p.conv.s;
+            wgmma::bulk_im2col_4d(st, &maps.a, k0 - tap * channels, corner_w, corner_h, image,
+                                  static_cast<uint16_t>((tap - tap_r * p.conv.s) * p.conv.dil_w),
+                                  static_cast<uint16_t>(tap_r * p.conv.dil_h), &full[s]);
+          } else {
+            wgmma::bulk_tensor_3d(st, &maps.a, k0, static_cast<int>(m0), za, &full[s]);
+          }
           if constexpr (TB) {
             wgmma::bulk_tensor_3d(st + LA::kElems, &maps.b, k0, static_cast<int>(n0), zb, &full[s]);
           } else {
@@ -287,6 +307,59 @@ bool encode_operand(CUtensorMap& map, int& batched, const void* data, int64_t ro
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// cuTensorMapEncodeIm2col, from the driver the runtime loaded.
+PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col() {
+  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeIm2col_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(f);
+  }();
+  return fn;
+}
+
+// The im2col tensor map of an implicit convolution's channels-last input (p.conv: `images` of
+// h x w x c float16): boxes of kWgBM output pixels x 64 channels (128 bytes: the 128-byte
+// swizzle, the layout the tiled A box lands in). The bounding box is the filter's first tap's
+// window corners over the output: from -pads to the last output position's corner, walked at the
+// convolution's strides; the tap's offsets shift it. False where the convolution does not fit
+// the map (channels not a multiple of 64, corners, strides or offsets past what im2col mode
+// encodes) or the driver refuses it.
+bool encode_conv_input(CUtensorMap& map, const GemmArgs& p) {
+  const ConvGeometry& g = p.conv;
+  const PFN_cuTensorMapEncodeIm2col_v12000 encode = encode_im2col();
+  if (!encode || g.c % kWgBK != 0 || g.oh <= 0 || g.ow <= 0 || p.m % (g.oh * g.ow) != 0) {
+    return false;
+  }
+  const int64_t images = p.m / (g.oh * g.ow);
+  const int64_t upper_h = (g.oh - 1) * g.stride_h - g.pad_top - (g.h - 1);
+  const int64_t upper_w = (g.ow - 1) * g.stride_w - g.pad_left - (g.w - 1);
+  // A 4-d map's corners are 8-bit signed, its offsets 8-bit unsigned, its strides at most 8.
+  auto corner = [](int64_t v) { return v >= -128 && v <= 127; };
+  if (!corner(-g.pad_top) || !corner(-g.pad_left) || !corner(upper_h) || !corner(upper_w) ||
+      (g.r - 1) * g.dil_h > 255 || (g.s - 1) * g.dil_w > 255 || g.stride_h > 8 || g.stride_w > 8 ||
+      g.stride_h < 1 || g.stride_w < 1) {
+    return false;
+  }
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(g.c), static_cast<cuuint64_t>(g.w),
+                              static_cast<cuuint64_t>(g.h), static_cast<cuuint64_t>(images)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(g.c) * 2,
+                                 static_cast<cuuint64_t>(g.w * g.c) * 2,
+                                 static_cast<cuuint64_t>(g.h * g.w * g.c) * 2};
+  const int lower[2] = {static_cast<int>(-g.pad_left), static_cast<int>(-g.pad_top)};
+  const int upper[2] = {static_cast<int>(upper_w), static_cast<int>(upper_h)};
+  const cuuint32_t steps[4] = {1, static_cast<cuuint32_t>(g.stride_w),
+                               static_cast<cuuint32_t>(g.stride_h), 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(p.a), dims, strides,
+                lower, upper, kWgBK, kWgBM, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int BN, bool TB, bool Conv, bool Tma>
 hipError_t launch_ws_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   const int64_t tiles = ((p.m + kWgBM - 1) / kWgBM) * ((p.n + BN - 1) / BN) * p.batch * split.count;
@@ -300,7 +373,9 @@ hipError_t launch_ws_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
       return launch_ws_tile<BN, TB, Conv, false>(p, split, stream);
     }
     const bool encoded =
-        encode_operand(maps.a, maps.batched_a, p.a, p.m, p.k, p.k, p.batch, p.stride_a, kWgBM) &&
+        (Conv ? encode_conv_input(maps.a, p)
+              : encode_operand(maps.a, maps.batched_a, p.a, p.m, p.k, p.k, p.batch, p.stride_a,
+                               kWgBM)) &&
         (TB ? encode_operand(maps.b, maps.batched_b, p.b, p.n, p.k, p.k, p.batch, p.stride_b, BN)
             : encode_operand(maps.b, maps.batched_b, p.b, p.k, p.n, p.n, p.batch, p.stride_b,
                              kWgBK));
@@ -319,11 +394,11 @@ hipError_t launch_ws_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   return hipGetLastError();
 }
 
-// Tma: the bulk-copy producer where it can take the product (not a convolution), else the
-// cp.async one.
+// Tma: the bulk-copy producer where it can take the product (a convolution's A in im2col
+// mode), else the cp.async one.
 template <int BN, bool Tma>
 hipError_t launch_ws_width(const GemmArgs& p, SplitK split, hipStream_t stream) {
-  if (p.conv_a) return launch_ws_tile<BN, true, true, false>(p, split, stream);
+  if (p.conv_a) return launch_ws_tile<BN, true, true, Tma>(p, split, stream);
   return p.trans_b ? launch_ws_tile<BN, true, false, Tma>(p, split, stream)
                    : launch_ws_tile<BN, false, false, Tma>(p, split, stream);
 }

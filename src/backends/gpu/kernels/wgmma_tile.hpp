@@ -112,6 +112,21 @@ __device__ inline void bulk_tensor_3d(void* dst, const void* map, int c0, int c1
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_address(bar))
       : "memory");
 }
+// A bulk tensor copy in im2col mode (the implicit convolution's A) of the channels-last 4-d
+// tensor `map` describes: the box's pixels are output positions, walked from the input position
+// {w, h} of image n (the first pixel's window corner) along the map's traversal strides,
+// through rows and images; each pixel brings the map's channels from channel c of the filter tap
+// at offsets {off_w, off_h} into its window. Positions outside the map's bounding box (the
+// padding) arrive as zeros.
+__device__ inline void bulk_im2col_4d(void* dst, const void* map, int c, int w, int h, int n,
+                                      uint16_t off_w, uint16_t off_h, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(smem_address(bar)),
+      "h"(off_w), "h"(off_h)
+      : "memory");
+}
 // Hands registers between warpgroups (every warp of the warpgroup executes it): the copying
 // warpgroup gives its registers up to Regs a thread, the multiplying ones take up to Regs.
 template <int Regs>
