@@ -141,6 +141,14 @@ struct BlockedLayouts {
   // Broadcast style: input `follows` and output 0 share one layout; the other inputs are
   // row-major (a per-channel scale of a blocked tensor). -1: none.
   int follows = -1;
+  // The layout this kernel's non-row-major tensors take: row-major (the default) means the
+  // backend's activation_layout(). The CPU's int8 convolutions exchange channels-last tensors
+  // (oneDNN's int8 kernels have no other fast layout) beside its float32 channel-blocked ones.
+  Layout layout;
+  // Uniform / broadcast style only: the kernel computes element by element over memory, so its
+  // group may take any one layout its producer chose (QuantizeLinear per tensor). Only such
+  // kernels and those that declare `layout` exchange 8-bit integer tensors non-row-major.
+  bool any_layout = false;
 };
 
 // Where a kernel's outputs go. The executor hands out the output's planned arena slot (sized for

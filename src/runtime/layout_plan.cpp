@@ -1,24 +1,54 @@
 #include "runtime/layout_plan.hpp"
 
 #include <limits>
+#include <optional>
 
 #include "runtime/memory_planner.hpp"
 
 namespace kiln::runtime {
 namespace {
 
-// A 4-D float tensor with a static channel count: the only values a blocked layout applies to
-// (float16 ones only channels-last: the CPU's blocked kernels are float32).
-bool blockable_type(const ir::Value& v, backends::Layout layout) {
+using backends::Layout;
+
+bool is_8bit(DataType t) {
+  return t == DataType::UInt8 || t == DataType::Int8;
+}
+
+// A 4-D tensor with a static channel count of a type `layout` takes: float32 in either; float16
+// only channels-last (the GPU's), bfloat16 only channel-blocked (`--bf16` engines' CPU
+// convolutions); 8-bit integers only channels-last (the CPU's int8 convolutions), and only
+// between kernels that say so (checked by the caller).
+bool blockable_type(const ir::Value& v, Layout layout) {
   const TypeInfo& t = v.type();
-  // bfloat16 blocked: `--bf16` engines' convolutions on the CPU (only kernels that compute in
-  // bfloat16 declare blocked layouts for such values).
-  const bool dtype_ok =
-      t.dtype == DataType::Float32 ||
-      (t.dtype == DataType::Float16 && layout.kind == backends::Layout::Kind::ChannelsLast) ||
-      (t.dtype == DataType::BFloat16 && layout.kind == backends::Layout::Kind::ChannelBlocked);
+  const bool last = layout.kind == Layout::Kind::ChannelsLast;
+  const bool dtype_ok = t.dtype == DataType::Float32 || (t.dtype == DataType::Float16 && last) ||
+                        (t.dtype == DataType::BFloat16 && !last) || (is_8bit(t.dtype) && last);
   return t.is_tensor() && dtype_ok && t.shape && t.shape->rank() == 4 &&
          t.shape->dims()[1].is_static();
+}
+
+// The non-row-major layout a step's kernel exchanges: its own, else its backend's.
+Layout kernel_layout(const LayoutStep& s) {
+  return s.layouts.layout.is_row_major() ? s.backend->activation_layout() : s.layouts.layout;
+}
+
+bool is_group_step(const LayoutStep& s) {
+  return s.backend && (s.layouts.uniform || s.layouts.follows >= 0);
+}
+
+// Whether input slot k of a group step belongs to its group (shares output 0's layout).
+bool in_group(const LayoutStep& s, size_t k) {
+  return s.layouts.uniform || static_cast<int>(k) == s.layouts.follows;
+}
+
+// Whether a group step can compute with its group in `layout`.
+bool group_takes(const LayoutStep& s, Layout layout) {
+  return s.layouts.any_layout || layout == kernel_layout(s);
+}
+
+// Whether a kernel said it handles 8-bit integer tensors non-row-major.
+bool takes_8bit(const LayoutStep& s) {
+  return !s.layouts.layout.is_row_major() || s.layouts.any_layout;
 }
 
 }  // namespace
@@ -33,19 +63,39 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
       if (v >= 0) producer[v] = static_cast<int>(s);
     }
   }
-  // Candidates: producer and every reader agree that the value may be blocked.
-  // block[v]: the value may take its producer's activation layout (decided below).
-  std::vector<bool> block(n, false);
-  for (size_t v = 0; v < n; ++v) {
-    const int p = producer[v];
-    if (pinned[v] || p < 0) continue;
-    const LayoutStep& ps = steps[p];
-    if (!ps.backend || ps.backend->activation_layout().is_row_major()) continue;
-    if (!blockable_type(*values[v], ps.backend->activation_layout())) continue;
-    if (ps.outputs.empty() || ps.outputs[0] != static_cast<int>(v)) continue;
-    if (!ps.layouts.output0 && !ps.layouts.uniform && ps.layouts.follows < 0) continue;
-    block[v] = true;
+  // want[v]: the layout v takes if it is not row-major. A kernel that writes output 0 in its
+  // own right gives its layout; a group step (element-wise, broadcast) the one its group's
+  // inputs share, in step order (producers first).
+  std::vector<std::optional<Layout>> want(n);
+  for (const LayoutStep& s : steps) {
+    if (!s.backend || s.outputs.empty()) continue;
+    const int v = s.outputs[0];
+    if (v < 0 || pinned[v] || producer[v] < 0) continue;
+    std::optional<Layout> layout;
+    if (is_group_step(s)) {
+      bool agree = true, none = true;
+      for (size_t k = 0; k < s.inputs.size(); ++k) {
+        const int in = s.inputs[k];
+        if (in < 0 || !in_group(s, k)) continue;
+        none = false;
+        if (!want[in] || (layout && *layout != *want[in])) {
+          agree = false;
+        } else {
+          layout = want[in];
+        }
+      }
+      if (none) layout = kernel_layout(s);  // a group of the output alone
+      if (!agree || (layout && !group_takes(s, *layout))) layout.reset();
+    } else if (s.layouts.output0) {
+      layout = kernel_layout(s);
+    }
+    if (!layout || layout->is_row_major() || !blockable_type(*values[v], *layout)) continue;
+    if (is_8bit(values[v]->type().dtype) && !takes_8bit(s)) continue;
+    want[v] = layout;
   }
+  // Candidates: producer and every reader agree on the value's layout.
+  std::vector<bool> block(n, false);
+  for (size_t v = 0; v < n; ++v) block[v] = want[v].has_value();
   for (const LayoutStep& s : steps) {
     for (int v : s.reads) {
       if (v < 0 || !block[v]) continue;
@@ -54,23 +104,25 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
       for (size_t k = 0; k < s.inputs.size() && ok; ++k) {
         if (s.inputs[k] != v) continue;
         as_input = true;
-        ok = s.layouts.uniform || (k == 0 && s.layouts.input0) ||
-             static_cast<int>(k) == s.layouts.follows;
+        if (is_group_step(s) && in_group(s, k)) {
+          ok = group_takes(s, *want[v]);
+        } else {
+          ok = k == 0 && s.layouts.input0 && kernel_layout(s) == *want[v];
+        }
+        if (is_8bit(values[v]->type().dtype)) ok = ok && takes_8bit(s);
       }
       if (!ok || !as_input) block[v] = false;  // a capture is read by the host: row-major
     }
   }
-  // Uniform steps: all operands blocked or none, until nothing changes.
+  // Group steps: all operands of the group in its layout or none, until nothing changes.
   for (bool changed = true; changed;) {
     changed = false;
     for (const LayoutStep& s : steps) {
-      if (!s.backend || (!s.layouts.uniform && s.layouts.follows < 0)) continue;
+      if (!is_group_step(s)) continue;
       std::vector<int> group;
       for (size_t k = 0; k < s.inputs.size(); ++k) {
         const int v = s.inputs[k];
-        if (v >= 0 && (s.layouts.uniform || static_cast<int>(k) == s.layouts.follows)) {
-          group.push_back(v);
-        }
+        if (v >= 0 && in_group(s, k)) group.push_back(v);
       }
       if (!s.outputs.empty() && s.outputs[0] >= 0) group.push_back(s.outputs[0]);
       bool all = !group.empty();
@@ -87,7 +139,7 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
   }
   std::vector<backends::Layout> layouts(n);
   for (size_t v = 0; v < n; ++v) {
-    if (block[v]) layouts[v] = steps[producer[v]].backend->activation_layout();
+    if (block[v]) layouts[v] = *want[v];
   }
   return layouts;
 }

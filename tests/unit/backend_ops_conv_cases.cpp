@@ -37,6 +37,15 @@ Case fused(std::string name, std::vector<In> inputs, const char* act,
   return c;
 }
 
+// Pushes only the float16 twin of `c`: the products the bulk-copy tiles take. Their float32
+// twins' long reductions (576 terms) on the CPU's oneDNN kernel differ from the reference by
+// more than float32's tolerance near zero, and float32 never reaches those tiles.
+void f16_only(std::vector<Case>& out, Case c) {
+  std::vector<Case> both_types;
+  both(both_types, std::move(c));
+  out.push_back(std::move(both_types.back()));
+}
+
 }  // namespace
 
 std::vector<Case> gpu_conv_cases() {
@@ -68,30 +77,31 @@ std::vector<Case> gpu_conv_cases() {
            .inputs = {x({1, 8, 9, 9}), w({8, 8, 3, 3}), w({8})},
            .attrs = {s("auto_pad", "SAME_UPPER"), ints("strides", {2, 2})},
            .kernel = kCpuConv});
-  // Channels a multiple of 64: on sm_90 the bulk-copy tiles (KILN_GPU_GEMM_TILE=t128x128x64)
-  // copy A in im2col mode. Output tiles that cross images and end past M, strides, dilations,
-  // asymmetric pads, a strided 1x1 (ResNet's downsample) and the residual.
-  both(c, {.name = "3x3_64_channels",
-           .op = "Conv",
-           .inputs = {x({2, 64, 9, 9}), w({72, 64, 3, 3}), w({72})},
-           .attrs = {pad1},
-           .kernel = kCpuConv});
-  both(c,
-       {.name = "strided_dilated_asymmetric_pads_128_channels",
-        .op = "Conv",
-        .inputs = {x({1, 128, 11, 10}), w({40, 128, 3, 3}), w({40})},
-        .attrs = {ints("pads", {1, 0, 0, 2}), ints("strides", {2, 1}), ints("dilations", {1, 2})},
-        .kernel = kCpuConv});
-  both(c, {.name = "1x1_s2_64_channels",
-           .op = "Conv",
-           .inputs = {x({3, 64, 15, 15}), w({48, 64, 1, 1})},
-           .attrs = {ints("strides", {2, 2})},
-           .kernel = kCpuConv});
+  // Channels a multiple of 64, float16: on sm_90 the bulk-copy tiles
+  // (KILN_GPU_GEMM_TILE=t128x128x64) copy A in im2col mode. Output tiles that cross images and end
+  // past M, strides, dilations, asymmetric pads, a strided 1x1 (ResNet's downsample) and the
+  // residual.
+  f16_only(c, {.name = "3x3_64_channels",
+               .op = "Conv",
+               .inputs = {x({2, 64, 9, 9}), w({72, 64, 3, 3}), w({72})},
+               .attrs = {pad1},
+               .kernel = kCpuConv});
+  f16_only(
+      c, {.name = "strided_dilated_asymmetric_pads_128_channels",
+          .op = "Conv",
+          .inputs = {x({1, 128, 11, 10}), w({40, 128, 3, 3}), w({40})},
+          .attrs = {ints("pads", {1, 0, 0, 2}), ints("strides", {2, 1}), ints("dilations", {1, 2})},
+          .kernel = kCpuConv});
+  f16_only(c, {.name = "1x1_s2_64_channels",
+               .op = "Conv",
+               .inputs = {x({3, 64, 15, 15}), w({48, 64, 1, 1})},
+               .attrs = {ints("strides", {2, 2})},
+               .kernel = kCpuConv});
   {
     Case r = fused("residual_64_channels",
                    {x({2, 64, 7, 7}), w({64, 64, 3, 3}), w({64}), x({2, 64, 7, 7})}, "Relu");
     r.reference_roundings = 2;
-    both(c, r);
+    f16_only(c, r);
   }
   // ResNet-50's last 1x1 at batch 1 in small: the reduction split into parts.
   both(c, {.name = "1x1_split_reduction",

@@ -3,10 +3,12 @@
 // convolution (VNNI where the CPU has it), the requantization, bias and activation in its
 // attributes (backends/cpu/qlinear_params.hpp). oneDNN's fast int8 kernels read and write
 // channels-last tensors only (on plain NCHW, and on nChw16c, it has only its reference kernel),
-// so a row-major side is reordered inside the kernel: at a byte an element for uint8, the
-// reorder costs a fraction of the product. The weights are packed once, when the kernel is made,
-// into the layout the primitive picks (with the compensation oneDNN keeps for the source's zero
-// point); the zero point holds in the padding too, as the reference's float zero padding does.
+// so it exchanges channels-last 2-D tensors with its neighbours (BlockedLayouts::layout: the
+// next int8 convolution, QuantizeLinear, a residual's float32 sum) and reorders only a row-major
+// side inside (a graph input or output, a float32 kernel's channel-blocked tensor): on ResNet-50
+// those reorders had cost as much as the products. The weights are packed once, when the kernel is
+// made, into the layout the primitive picks (with the compensation oneDNN keeps for the source's
+// zero point); the zero point holds in the padding too, as the reference's float zero padding does.
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
@@ -20,6 +22,13 @@ namespace kiln::backends::cpu {
 namespace {
 
 using dnnl::memory;
+
+// FusedQLinearConv's residual Z (passes/fuse_conv_residual).
+constexpr int kResidualSlot = 9;
+
+bool is_channels_last(Layout layout) {
+  return layout.kind == Layout::Kind::ChannelsLast;
+}
 
 std::string check_qlinear_conv(const ir::Node& node) {
   if (std::string why = check_qlinear(node, 0); !why.empty()) return why;
@@ -47,6 +56,15 @@ class QLinearConv final : public Kernel {
     }
   }
   std::string_view name() const override { return "onednn.qlinear_conv"; }
+  // 2-D: the input, the output and the residual (which becomes the result's memory before the
+  // product) channels-last, each independently of the input.
+  BlockedLayouts blocked_layouts() const override {
+    if (w_.rank() != 4) return {};
+    return {.input0 = true,
+            .output0 = true,
+            .follows = params_.residual ? kResidualSlot : -1,
+            .layout = Layout::channels_last()};
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
@@ -55,28 +73,47 @@ class QLinearConv final : public Kernel {
     if (y.numel() == 0) return;
     KILN_CHECK_ARG(x.numel() > 0, "node {}: empty input {} for a non-empty output", node_.label(),
                    dims_to_string(x.dims));
+    const bool src_last = is_channels_last(x.layout), dst_last = is_channels_last(y.layout);
     dnnl::stream& s = dnnl_stream(stream);
     ThreadLimit limit(e.threads);
-    memory src = wrap(plain_desc(x.dims, e.src_dt), x.data);
-    e.src_reorder.execute(s, src, e.src_buf);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, e.src_buf},
+    // A channels-last side is the primitive's memory itself; a row-major one goes through the
+    // entry's buffer.
+    memory src = src_last ? wrap(e.pd.src_desc(), x.data) : e.src_buf;
+    if (!src_last) {
+      memory plain_x = wrap(plain_desc(x.dims, e.src_dt), x.data);
+      e.src_reorder.execute(s, plain_x, src);
+    }
+    memory dst = dst_last ? wrap(e.pd.dst_desc(), y.data) : e.dst_buf;
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
                                             {DNNL_ARG_WEIGHTS, e.packed_w.mem},
-                                            {DNNL_ARG_DST, e.dst_buf},
+                                            {DNNL_ARG_DST, dst},
                                             {DNNL_ARG_SCRATCHPAD, e.scratch}};
     if (!params_.bias.empty()) {
       args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
     }
     if (params_.residual) {
-      const DeviceTensor& z = in[9];
+      // The sum post-op adds the product to what dst holds: the residual first (nothing to
+      // copy when the result took its space).
+      const DeviceTensor& z = in[kResidualSlot];
       KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == DataType::Float32,
                      "node {}: the residual is {} {}, the result float32 {}", node_.label(),
                      dtype_name(z.dtype), dims_to_string(z.dims), dims_to_string(e.out_dims));
-      memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
-      e.residual_reorder.execute(s, plain_z, e.dst_buf);
+      KILN_CHECK(z.layout == y.layout, ErrorCode::Internal,
+                 "node {}: the residual in layout {}, the result in {}", node_.label(),
+                 z.layout.to_string(), y.layout.to_string());
+      if (!dst_last) {
+        memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
+        e.residual_reorder.execute(s, plain_z, dst);
+      } else if (z.data != y.data) {
+        memory last_z = wrap(e.pd.dst_desc(), z.data);
+        e.residual_copy.execute(s, last_z, dst);
+      }
     }
     e.prim.execute(s, args);
-    memory dst = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
-    e.dst_reorder.execute(s, e.dst_buf, dst);
+    if (!dst_last) {
+      memory plain_y = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
+      e.dst_reorder.execute(s, dst, plain_y);
+    }
   }
 
  private:
@@ -86,7 +123,7 @@ class QLinearConv final : public Kernel {
     int threads = 1;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward prim;
-    dnnl::reorder src_reorder, dst_reorder, residual_reorder;
+    dnnl::reorder src_reorder, dst_reorder, residual_reorder, residual_copy;
     // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
     mutable memory src_buf, dst_buf, scratch;
     PackedConstant packed_w;
@@ -163,6 +200,8 @@ class QLinearConv final : public Kernel {
       if (params_.residual) {
         e.residual_reorder =
             dnnl::reorder(memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr), e.dst_buf);
+        e.residual_copy = dnnl::reorder(memory(e.pd.dst_desc(), engine(), nullptr),
+                                        memory(e.pd.dst_desc(), engine(), nullptr));
       }
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
@@ -199,6 +238,8 @@ KILN_REGISTER_KERNEL({.backend = "cpu",
                       .domain = "ai.kiln",
                       .op_type = "FusedQLinearConv",
                       .name = "onednn.qlinear_conv",
+                      // The residual's space: it is read into the result before the product.
+                      .in_place_inputs = {kResidualSlot},
                       .check = check_qlinear_conv,
                       .create = create});
 

@@ -3,7 +3,9 @@
 // float32 sum read by the next int8 node, a float32 op between int8 ones), where the reference
 // kernels' per-element index and double vectors cost more than the convolutions beside them.
 // Bit for bit the reference's numerics: float32 division, ties to even, saturation, NaN to 0;
-// q - zero point times the scale in float32.
+// q - zero point times the scale in float32. Element by element over memory, so the input and
+// the result share whatever layout the neighbours exchange (the int8 convolutions'
+// channels-last tensors; BlockedLayouts::any_layout).
 #include <omp.h>
 
 #include <algorithm>
@@ -110,13 +112,17 @@ class Quantize final : public Kernel {
  public:
   explicit Quantize(const ir::Node& node) : type_(node.output(0)->type().dtype) {}
   std::string_view name() const override { return "cpu.quantize_linear"; }
+  BlockedLayouts blocked_layouts() const override { return {.follows = 0, .any_layout = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
     const float scale = scale_of(in);
     const float zero = static_cast<float>(zero_point(in));
     DeviceTensor y = out.allocate(0, type_, x.dims);
-    const int64_t n = x.numel();
+    KILN_CHECK(y.layout == x.layout, ErrorCode::Internal,
+               "the input in layout {}, the result in {}", x.layout.to_string(),
+               y.layout.to_string());
+    const int64_t n = x.storage_numel();
     const int threads =
         threads_for_work(2.0 * static_cast<double>(n), 5.0 * static_cast<double>(n));
     const auto* px = static_cast<const float*>(x.data);
@@ -135,13 +141,17 @@ class Dequantize final : public Kernel {
  public:
   Dequantize() = default;
   std::string_view name() const override { return "cpu.dequantize_linear"; }
+  BlockedLayouts blocked_layouts() const override { return {.follows = 0, .any_layout = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
     const float scale = scale_of(in);
     const int32_t zero = zero_point(in);
     DeviceTensor y = out.allocate(0, DataType::Float32, x.dims);
-    const int64_t n = x.numel();
+    KILN_CHECK(y.layout == x.layout, ErrorCode::Internal,
+               "the input in layout {}, the result in {}", x.layout.to_string(),
+               y.layout.to_string());
+    const int64_t n = x.storage_numel();
     const int threads = threads_for_work(static_cast<double>(n), 5.0 * static_cast<double>(n));
     auto* py = static_cast<float*>(y.data);
     if (x.dtype == DataType::UInt8) {
