@@ -144,22 +144,35 @@ TEST(Int8Layout, ChannelsLastBetweenInt8Convolutions) {
   });
 }
 
-TEST(Int8Layout, FloatKernelsBesideStayRowMajor) {
-  // An int8 convolution's float32 result read by a float32 kernel (MaxPool, on the CPU's
-  // channel-blocked layout) and by QuantizeLinear: no layout suits every reader, so it is
-  // row-major, and so is the pooled value (uint8 is never channel-blocked).
+TEST(Int8Layout, PoolingTakesTheInt8Layout) {
+  // A static QDQ ResNet's stem: an int8 convolution's float32 result, MaxPool, QuantizeLinear.
+  Int8Graph g;
+  ir::Value* x = g.input({1, 16, 10, 10});
+  ir::Value* a = g.conv(g.quantize(x, 1.f), 16, 16, 0.f);
+  ir::Value* p = g.op("MaxPool", {a},
+                      {{"kernel_shape", ir::Attribute(std::vector<int64_t>{3, 3})},
+                       {"strides", ir::Attribute(std::vector<int64_t>{2, 2})},
+                       {"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})}});
+  ir::Value* qp = g.quantize(p, 8.f);
+  ir::Value* y = g.conv(qp, 16, 8, 0.f);
+  g.compare(y, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, p, qp}) {
+      EXPECT_EQ(g.layout(ex, v), Layout::channels_last()) << v->name();
+    }
+  });
+}
+
+TEST(Int8Layout, AFloatKernelBesideKeepsRowMajor) {
+  // The float32 result also read by Relu (the CPU's element-wise kernels take their backend's
+  // channel-blocked layout only): no layout suits every reader, so it is row-major, and so is
+  // its quantized copy (uint8 is never channel-blocked).
   Int8Graph g;
   ir::Value* x = g.input({1, 16, 8, 8});
   ir::Value* a = g.conv(g.quantize(x, 1.f), 16, 16, 0.f);
-  ir::Value* p = g.op("MaxPool", {a},
-                      {{"kernel_shape", ir::Attribute(std::vector<int64_t>{2, 2})},
-                       {"strides", ir::Attribute(std::vector<int64_t>{2, 2})}});
+  ir::Value* r = g.op("Relu", {a});
   ir::Value* qa = g.quantize(a, 8.f);
   ir::Value* b = g.conv(qa, 16, 16, 0.f);
-  ir::Value* y = g.op("Add", {g.op("MaxPool", {b},
-                                   {{"kernel_shape", ir::Attribute(std::vector<int64_t>{2, 2})},
-                                    {"strides", ir::Attribute(std::vector<int64_t>{2, 2})}}),
-                              p});
+  ir::Value* y = g.op("Add", {b, r});
   g.compare(y, [&](const runtime::Executor& ex) {
     EXPECT_TRUE(g.layout(ex, a).is_row_major());
     EXPECT_TRUE(g.layout(ex, qa).is_row_major());

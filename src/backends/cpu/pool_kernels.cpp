@@ -41,15 +41,17 @@ class OnednnPool final : public Kernel {
     }
   }
   std::string_view name() const override { return "onednn.pool"; }
-  // 2-D pooling reads and writes one layout: plain, or blocked (oneDNN's jit pooling).
-  BlockedLayouts blocked_layouts() const override { return {.uniform = kernel_.size() == 2}; }
+  // 2-D pooling reads and writes one layout: plain, blocked (the float32 convolutions'), or
+  // channels-last (an int8 convolution's float32 result: a static QDQ network's first
+  // MaxPool); oneDNN's jit pooling takes each.
+  BlockedLayouts blocked_layouts() const override {
+    return {.uniform = kernel_.size() == 2, .any_layout = true};
+  }
   void set_layouts(Layout input0, Layout output0) override {
-    const int input0_block = input0.block, output0_block = output0.block;
-    KILN_CHECK(input0_block == output0_block, ErrorCode::Internal,
-               "node {}: pooling from layout block {} to {}", node_.label(), input0_block,
-               output0_block);
-    if (input0_block == block_ && !cache_.empty()) return;
-    block_ = input0_block;
+    KILN_CHECK(input0 == output0, ErrorCode::Internal, "node {}: pooling from layout {} to {}",
+               node_.label(), input0.to_string(), output0.to_string());
+    if (input0 == layout_ && !cache_.empty()) return;
+    layout_ = input0;
     cache_.clear();
     if (auto x = declared_dims(node_, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
       prepared(*x);
@@ -58,9 +60,9 @@ class OnednnPool final : public Kernel {
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& x = in[0];
-    KILN_CHECK(x.layout.block == block_, ErrorCode::Internal,
-               "node {}: input in layout block {}, prepared for {}", node_.label(), x.layout.block,
-               block_);
+    KILN_CHECK(x.layout == layout_, ErrorCode::Internal,
+               "node {}: input in layout {}, prepared for {}", node_.label(), x.layout.to_string(),
+               layout_.to_string());
     const Entry& e = prepared(x.dims);
     DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
     if (y.numel() == 0) return;
@@ -112,11 +114,8 @@ class OnednnPool final : public Kernel {
                                       : dnnl::algorithm::pooling_avg_exclude_padding);
       try {
         e.pd = dnnl::pooling_v2_forward::primitive_desc(
-            dnnl::pooling_v2_forward::desc(
-                dnnl::prop_kind::forward_inference, alg,
-                block_ ? blocked_desc(x, block_) : plain_desc(x),
-                block_ ? blocked_desc(e.out_dims, block_) : plain_desc(e.out_dims), strides, kernel,
-                dil, pad_l, pad_r),
+            dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, alg, desc_in(x),
+                                           desc_in(e.out_dims), strides, kernel, dil, pad_l, pad_r),
             engine());
         e.prim = dnnl::pooling_v2_forward(e.pd);
         note_implementation(node_, e.pd.impl_info_str());
@@ -128,9 +127,23 @@ class OnednnPool final : public Kernel {
     return cache_.add(std::move(e));
   }
 
+  // A float32 tensor of `dims` in the layout the kernel was told.
+  dnnl::memory::desc desc_in(const std::vector<int64_t>& dims) const {
+    switch (layout_.kind) {
+      case Layout::Kind::ChannelBlocked:
+        return blocked_desc(dims, layout_.block);
+      case Layout::Kind::ChannelsLast:
+        return dnnl::memory::desc(dims, dnnl::memory::data_type::f32,
+                                  dnnl::memory::format_tag::nhwc);
+      case Layout::Kind::RowMajor:
+        break;
+    }
+    return plain_desc(dims);
+  }
+
   const ir::Node& node_;
   bool max_ = true, ceil_ = false, include_pad_ = false;
-  int block_ = 0;
+  Layout layout_;
   std::vector<int64_t> kernel_;
   ShapeCache<Entry> cache_;
 };
