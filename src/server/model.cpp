@@ -148,9 +148,9 @@ void ModelVersion::load_model(ModelLoadSpec& spec) {
   so.request_timeout_us = spec.request_timeout_us;
   so.cancel = spec.cancel;
   if (config_.has_sequence_batching()) {
-    SequenceOptions sequence =
-        plan_sequence(config_, sessions.front()->inputs(), sessions.front()->outputs(),
-                      spec.model_dir, sessions.size());
+    SequenceOptions sequence = plan_sequence(
+        config_, sessions.front()->inputs(), sessions.front()->outputs(), spec.model_dir,
+        sessions.size(), spec.request_memory ? spec.request_memory->limit() : SIZE_MAX);
     sequence_ = std::make_unique<SequenceBatcher>(
         std::move(so), std::move(sequence), std::move(sessions), statistics_, spec.request_memory);
     return;

@@ -288,12 +288,14 @@ void SequenceBatcher::fail_expired_locked(size_t instance, Clock::time_point now
 
 void SequenceBatcher::release_finished_locked(size_t instance, Clock::time_point now,
                                               Clock::time_point& wake) {
-  const auto idle = std::chrono::microseconds(sequence_.max_idle_us);
-  // Ended and drained, or idle past the limit: the slot and the state go back.
+  // Ended and drained, or idle past the limit: the slot and the state go back. The arithmetic
+  // saturates: an idle limit near 2^64 us means "never".
   auto finished = [&](Sequence& seq) {
     if (seq.running || !seq.queue.empty()) return false;
-    if (seq.ended || now - seq.last_arrival >= idle) return true;
-    wake = std::min(wake, seq.last_arrival + idle);
+    const Clock::time_point idle_at =
+        runtime::deadline_after(seq.last_arrival, sequence_.max_idle_us);
+    if (seq.ended || now >= idle_at) return true;
+    wake = std::min(wake, idle_at);
     return false;
   };
   auto forget = [&](const std::shared_ptr<Sequence>& seq) {
@@ -372,8 +374,8 @@ bool SequenceBatcher::take_batch_locked(size_t instance, Clock::time_point now,
     const double wanted =
         std::ceil(sequence_.minimum_slot_utilization * double(sequence_.slots_per_instance));
     const bool utilized = sequence_.minimum_slot_utilization > 0 && double(chosen.size()) >= wanted;
-    const Clock::time_point ready_at = ready.front()->queue.front()->enqueued +
-                                       std::chrono::microseconds(sequence_.max_queue_delay_us);
+    const Clock::time_point ready_at = runtime::deadline_after(
+        ready.front()->queue.front()->enqueued, sequence_.max_queue_delay_us);
     if (!at_preferred && !utilized && now < ready_at) {
       wake = std::min(wake, ready_at);
       return false;

@@ -1,10 +1,8 @@
 #include "server/sequence_config.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "server/infer_types.hpp"
 
@@ -149,18 +147,33 @@ void check_state(const Batching::State& s, const std::string& model) {
 }
 
 // The tensor a sequence starts from: initial_state (zeros or a file's raw bytes) or, without
-// one, zeros with every variable dim empty.
+// one, zeros with every variable dim empty. Its size is checked against `max_bytes` (what one
+// sequence's state may lease) before anything is allocated.
 Tensor initial_state(const Batching::State& s, const std::string& model_dir,
-                     const std::string& model) {
+                     const std::string& model, size_t max_bytes) {
   const DataType dtype = datatype_from_config(s.data_type());
   std::vector<int64_t> dims;
   if (s.initial_state_size() == 0) {
     for (int64_t d : s.dims()) dims.push_back(d < 0 ? 0 : d);
-    return Tensor(dtype, dims);
+  } else {
+    dims.assign(s.initial_state(0).dims().begin(), s.initial_state(0).dims().end());
   }
-  const Batching::InitialState& init = s.initial_state(0);
-  dims.assign(init.dims().begin(), init.dims().end());
+  size_t bytes = dtype_size(dtype);
+  for (int64_t d : dims) {
+    const auto n = static_cast<size_t>(d);
+    KILN_CHECK_ARG(n == 0 || bytes <= max_bytes / n,
+                   "model '{}': the initial state of '{}' (dims {}) is larger than the server's "
+                   "request memory budget ({} bytes)",
+                   model, s.input_name(), dims_to_string(dims), max_bytes);
+    bytes *= n;
+  }
+  KILN_CHECK_ARG(bytes <= max_bytes,
+                 "model '{}': the initial state of '{}' is {} bytes, larger than the server's "
+                 "request memory budget ({} bytes)",
+                 model, s.input_name(), bytes, max_bytes);
   Tensor t(dtype, dims);
+  if (s.initial_state_size() == 0) return t;
+  const Batching::InitialState& init = s.initial_state(0);
   if (init.has_zero_data()) return t;
   // The file is named inside <model_dir>/initial_state/, as Triton reads it; nothing outside.
   const std::string& file = init.data_file();
@@ -173,15 +186,12 @@ Tensor initial_state(const Batching::State& s, const std::string& model_dir,
   std::ifstream in(path, std::ios::binary);
   KILN_CHECK_ARG(in.good(), "model '{}': cannot read initial_state data_file '{}'", model,
                  path.string());
-  std::vector<char> bytes;
-  bytes.resize(t.nbytes());
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
   const size_t got = static_cast<size_t>(in.gcount());
   KILN_CHECK_ARG(got == t.nbytes(),
                  "initial_state setting expects {} bytes, but the data provided from {} only has "
                  "{} bytes.",
                  t.nbytes(), file, got);
-  if (t.nbytes() > 0) std::memcpy(t.raw_data(), bytes.data(), t.nbytes());
   return t;
 }
 
@@ -297,7 +307,7 @@ void validate_sequence_config(const ModelConfig& config) {
 
 SequenceOptions plan_sequence(const ModelConfig& config, const std::vector<IoInfo>& inputs,
                               const std::vector<IoInfo>& outputs, const std::string& model_dir,
-                              size_t instances) {
+                              size_t instances, size_t max_state_bytes) {
   const std::string& model = config.name();
   const Batching& sb = config.sequence_batching();
   const bool batched = config.max_batch_size() > 0;
@@ -337,7 +347,7 @@ SequenceOptions plan_sequence(const ModelConfig& config, const std::vector<IoInf
     check_model_tensor(find_io(inputs, st.input), "state input", st.input, st.dtype, rank, model);
     check_model_tensor(find_io(outputs, st.output), "state output", st.output, st.dtype, rank,
                        model);
-    st.initial = initial_state(s, model_dir, model);
+    st.initial = initial_state(s, model_dir, model, max_state_bytes);
     o.states.push_back(std::move(st));
   }
   return o;

@@ -62,9 +62,10 @@ void validate_sequence_config(const ModelConfig& config);
 // Checks the section against the model's own inputs and outputs (each control and state input is
 // a model input of the right type and rank, each state output a model output), reads initial
 // state files from <model_dir>/initial_state/, and returns what the batcher needs. `instances` is
-// the model's instance count (for the backlog bound).
+// the model's instance count (for the backlog bound); an initial state larger than
+// `max_state_bytes` (the request memory budget) is refused before it is allocated.
 SequenceOptions plan_sequence(const ModelConfig& config, const std::vector<IoInfo>& inputs,
                               const std::vector<IoInfo>& outputs, const std::string& model_dir,
-                              size_t instances);
+                              size_t instances, size_t max_state_bytes);
 
 }  // namespace kiln::server

@@ -17,10 +17,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+import ensembles
 import grpc_util
 import sequences
 
-IDLE_US = 600000  # acc_idle and acc_one: a sequence idle this long loses its slot
+IDLE_US = 1000000  # acc_idle and acc_one: a sequence idle this long loses its slot
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,8 @@ def server(serve, tmp_path_factory):
     sequences.accumulator(repo, "acc_oldest", strategy="""oldest {
     max_candidate_sequences: 8 preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 2000000 }""")
     sequences.accumulator(repo, "acc_idle", idle_us=IDLE_US)
+    # An idle limit of 2^64 - 1 us means never (the deadline arithmetic saturates).
+    sequences.accumulator(repo, "acc_forever", idle_us=2**64 - 1)
     # One slot in all: a second sequence waits in the backlog (64 sequences at most).
     sequences.accumulator(repo, "acc_one", max_batch=1, idle_us=IDLE_US)
     init = os.path.join(repo, "acc_init", "initial_state")
@@ -42,6 +45,10 @@ def server(serve, tmp_path_factory):
     np.array([100], np.int32).tofile(os.path.join(init, "hundred.bin"))
     sequences.accumulator(repo, "acc_zero_init", initial="""initial_state: { data_type: TYPE_INT32
         dims: [ 1 ] name: "zeros" zero_data: true }""", reset=False)
+    # An ensemble whose one step is the accumulator: the step gets the request's sequence.
+    ensembles.write(repo, ensembles.ensemble(
+        "ens_acc", [("acc", -1, {"INPUT": "IN"}, {"OUTPUT": "OUT"})],
+        inputs=(("IN", "TYPE_INT32", [1]),), outputs=(("OUT", "TYPE_INT32", [1]),), max_batch=4))
     # A state of 4 MiB per sequence against a 16 MiB request memory budget.
     sequences.accumulator(repo, "acc_big", width=1 << 20, max_batch=8, idle_us=IDLE_US)
     return grpc_util.start(serve, repo, "--request-memory-bytes=16777216")
@@ -86,6 +93,19 @@ def test_interleaved_http(server):
     config = c.get_model_config("acc")
     assert config["sequence_batching"]["max_sequence_idle_microseconds"] == 1000000
     assert "sequence" in c.get_server_metadata()["extensions"]
+
+
+def test_ensemble_step_gets_the_sequence(server):
+    c = server.client()
+    for i, v in enumerate([3, 4, 5]):
+        x = httpclient.InferInput("IN", [1, 1], "INT32")
+        x.set_data_from_numpy(np.full((1, 1), v, np.int32))
+        r = c.infer("ens_acc", [x], sequence_id=314, sequence_start=i == 0, sequence_end=i == 2)
+        assert r.as_numpy("OUT").tolist() == [[[3, 7, 12][i]]]
+    x = httpclient.InferInput("IN", [1, 1], "INT32")
+    x.set_data_from_numpy(np.ones((1, 1), np.int32))
+    with pytest.raises(InferenceServerException, match="must specify a non-zero or non-empty"):
+        c.infer("ens_acc", [x])
 
 
 def test_start_resets_live_sequence(server):
@@ -278,6 +298,13 @@ def test_idle_timeout_frees_sequence(server):
         http_step(c, "acc_idle", 4, 61)
     # START makes it a new sequence from the initial state.
     assert http_step(c, "acc_idle", 4, 61, start=True, end=True).as_numpy("OUTPUT")[0, 0] == 4
+
+
+def test_idle_limit_near_2_64_is_never(server):
+    c = server.client()
+    assert http_step(c, "acc_forever", 1, 62, start=True).as_numpy("OUTPUT")[0, 0] == 1
+    time.sleep(0.2)
+    assert http_step(c, "acc_forever", 2, 62, end=True).as_numpy("OUTPUT")[0, 0] == 3
 
 
 def test_backlog_waits_for_idle_slot(server):
