@@ -86,3 +86,27 @@ instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
 parameters {{ key: "intra_op_thread_count" value: {{ string_value: "1" }} }}
 {extra}
 """)
+
+
+def growing(repo, name, max_batch=4, strategy="direct { }"):
+    """A state that grows: OUTPUT = ACC_OUT = the sequence's inputs so far, in order ([N, L + 1]
+    from the state [N, L] and INPUT [N, 1]); no control inputs. A sequence starts from an empty
+    state ([N, 0])."""
+    g = oh.make_graph(
+        [oh.make_node("Concat", ["ACC_IN", "INPUT"], ["OUTPUT"], axis=1),
+         oh.make_node("Identity", ["OUTPUT"], ["ACC_OUT"])], name,
+        [oh.make_tensor_value_info("INPUT", T.INT32, ["N", 1]),
+         oh.make_tensor_value_info("ACC_IN", T.INT32, ["N", "L"])],
+        [oh.make_tensor_value_info("OUTPUT", T.INT32, ["N", "M"]),
+         oh.make_tensor_value_info("ACC_OUT", T.INT32, ["N", "M"])])
+    _save(g, os.path.join(repo, name, "1", "model.onnx"))
+    _write(os.path.join(repo, name, "config.pbtxt"), f"""
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: {max_batch}
+sequence_batching {{
+  {strategy}
+  state [ {{ input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+}}
+parameters {{ key: "intra_op_thread_count" value: {{ string_value: "1" }} }}
+""")

@@ -45,6 +45,8 @@ def server(serve, tmp_path_factory):
     np.array([100], np.int32).tofile(os.path.join(init, "hundred.bin"))
     sequences.accumulator(repo, "acc_zero_init", initial="""initial_state: { data_type: TYPE_INT32
         dims: [ 1 ] name: "zeros" zero_data: true }""", reset=False)
+    sequences.growing(repo, "grow", strategy="""oldest {
+    max_candidate_sequences: 4 preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 300000 }""")
     # An ensemble whose one step is the accumulator: the step gets the request's sequence.
     ensembles.write(repo, ensembles.ensemble(
         "ens_acc", [("acc", -1, {"INPUT": "IN"}, {"OUTPUT": "OUT"})],
@@ -221,6 +223,46 @@ def test_oldest_batches_sequences(server):
         assert e is None, e
         outs.append((int(r.as_numpy("CORRID_OUT")[0, 0]), int(r.as_numpy("OUTPUT")[0, 0])))
     assert sorted(outs) == [(seq, seq + 1) for seq in range(41, 45)]
+
+
+def test_growing_state(server):
+    """A state with a variable dim grows by a row each request; sequences whose states differ in
+    length never share an execution, those of the same length do."""
+    c = server.grpc_client()
+    done = queue.Queue()
+
+    def send(seq, value, rid, **flags):
+        c.async_infer("grow", [grpc_input(value)], lambda result, error: done.put((result, error)),
+                      sequence_id=seq, request_id=rid, **flags)
+
+    def answers(n):
+        out = {}
+        for _ in range(n):
+            r, e = done.get(timeout=60)
+            assert e is None, e
+            out[r.get_response().id] = r.as_numpy("OUTPUT").tolist()
+        return out
+
+    def executions():
+        return int(c.get_inference_statistics("grow", as_json=True)["model_stats"][0]
+                   .get("execution_count", 0))
+
+    send(501, 1, "a1", sequence_start=True)
+    assert answers(1) == {"a1": [[1]]}
+    # 501 has a state of length 1, 502 starts from length 0: two executions.
+    before = executions()
+    send(501, 2, "a2")
+    send(502, 7, "b1", sequence_start=True)
+    assert answers(2) == {"a2": [[1, 2]], "b1": [[7]]}
+    assert executions() - before == 2
+    # 502 catches up; then both states have length 2 and their last requests run together.
+    send(502, 8, "b2")
+    assert answers(1) == {"b2": [[7, 8]]}
+    before = executions()
+    send(501, 3, "a3", sequence_end=True)
+    send(502, 9, "b3", sequence_end=True)
+    assert answers(2) == {"a3": [[1, 2, 3]], "b3": [[7, 8, 9]]}
+    assert executions() - before == 1
 
 
 def test_no_batch_dim(server):
