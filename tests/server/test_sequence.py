@@ -110,6 +110,16 @@ def test_ensemble_step_gets_the_sequence(server):
         c.infer("ens_acc", [x])
 
 
+def test_largest_ids(server):
+    """The whole uint64 range over HTTP (JSON); over gRPC tritonclient sends int64 parameters."""
+    big = 2**64 - 1
+    r = http_step(server.client(), "acc", 1, big, start=True, end=True)
+    assert r.as_numpy("CORRID_OUT").tolist() == [[big]]
+    r = server.grpc_client().infer("acc", [grpc_input(2)], sequence_id=2**63 - 1, sequence_start=True,
+                                   sequence_end=True)
+    assert r.as_numpy("CORRID_OUT").tolist() == [[2**63 - 1]]
+
+
 def test_start_resets_live_sequence(server):
     c = server.client()
     assert http_step(c, "acc", 5, 21, start=True).as_numpy("OUTPUT")[0, 0] == 5
