@@ -29,6 +29,8 @@ def server(serve, tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("sequences"))
     sequences.accumulator(repo, "acc")
     sequences.accumulator(repo, "acc_str", corrid="STRING")
+    # The state output listed under `output`: clients may read it too (Triton's debugging aid).
+    sequences.accumulator(repo, "acc_debug", extra='output [ { name: "ACC_OUT" } ]')
     sequences.accumulator(repo, "acc_wide", width=3, instances=2)
     sequences.accumulator(repo, "acc_nobatch", max_batch=0)
     sequences.accumulator(repo, "acc_oldest", strategy="""oldest {
@@ -118,6 +120,19 @@ def test_largest_ids(server):
     r = server.grpc_client().infer("acc", [grpc_input(2)], sequence_id=2**63 - 1, sequence_start=True,
                                    sequence_end=True)
     assert r.as_numpy("CORRID_OUT").tolist() == [[2**63 - 1]]
+
+
+def test_listed_state_output_is_readable(server):
+    c = server.client()
+    outputs = sorted(o["name"] for o in c.get_model_metadata("acc_debug")["outputs"])
+    assert outputs == ["ACC_OUT", "CORRID_OUT", "FLAGS", "OUTPUT"]
+    for i, v in enumerate([4, 5]):
+        x = httpclient.InferInput("INPUT", [1, 1], "INT32")
+        x.set_data_from_numpy(np.full((1, 1), v, np.int32))
+        r = c.infer("acc_debug", [x], sequence_id=88, sequence_start=i == 0, sequence_end=i == 1,
+                    outputs=[httpclient.InferRequestedOutput("ACC_OUT")])
+        assert r.as_numpy("ACC_OUT").tolist() == [[[4, 9][i]]]
+        assert r.as_numpy("OUTPUT") is None
 
 
 def test_start_resets_live_sequence(server):
