@@ -131,6 +131,7 @@ void ModelVersion::load_model(ModelLoadSpec& spec) {
     if (config_.platform().empty()) config_.set_platform(probe.platform());
     if (config_.backend().empty()) config_.set_backend(probe.backend());
   }
+  complete_sequence_config(config_);
   validate_config(config_);
   // Triton's normalization reports pinned input and output memory on unless the config says
   // otherwise; Kiln's CPU path has nothing to pin, but the config reads the same.
@@ -146,6 +147,14 @@ void ModelVersion::load_model(ModelLoadSpec& spec) {
   SchedulerOptions so = SchedulerOptions::from_config(config_, version_);
   so.request_timeout_us = spec.request_timeout_us;
   so.cancel = spec.cancel;
+  if (config_.has_sequence_batching()) {
+    SequenceOptions sequence = plan_sequence(
+        config_, sessions.front()->inputs(), sessions.front()->outputs(), spec.model_dir,
+        sessions.size(), spec.request_memory ? spec.request_memory->limit() : SIZE_MAX);
+    sequence_ = std::make_unique<SequenceBatcher>(
+        std::move(so), std::move(sequence), std::move(sessions), statistics_, spec.request_memory);
+    return;
+  }
   scheduler_ = std::make_unique<Scheduler>(std::move(so), std::move(sessions), statistics_);
 }
 
@@ -177,6 +186,8 @@ void ModelVersion::infer_async(const std::shared_ptr<ModelVersion>& self,
                                std::unique_ptr<InferRequest> request, InferCallback done) {
   if (self->ensemble_) {
     self->ensemble_->enqueue(std::move(request), std::move(done), self);
+  } else if (self->sequence_) {
+    self->sequence_->enqueue(std::move(request), std::move(done), self);
   } else {
     self->scheduler_->enqueue(std::move(request), std::move(done), self);
   }

@@ -15,6 +15,7 @@
 #include "server/infer_types.hpp"
 #include "server/model_config.hpp"
 #include "server/scheduler.hpp"
+#include "server/sequence_batcher.hpp"
 #include "server/statistics.hpp"
 
 namespace kiln::server {
@@ -32,8 +33,9 @@ struct ModelLoadSpec {
   std::shared_ptr<ResourceBudget> budget;
   uint64_t request_timeout_us = 0;  // --request-timeout-ms: caps every request's run (0: none)
   std::shared_ptr<const std::atomic<bool>> cancel;  // set when a drain ends: running requests stop
-  // Ensembles only: the composing models' versions (to check the steps at load and to run them)
-  // and the server's request memory, which their intermediate tensors are leased from.
+  // Ensembles only: the composing models' versions (to check the steps at load and to run them).
+  // The server's request memory: an ensemble's intermediate tensors and a sequence model's
+  // states are leased from it.
   ModelResolver resolve;
   std::shared_ptr<MemoryBudget> request_memory;
 };
@@ -98,7 +100,9 @@ class ModelVersion {
   int ensemble_depth_ = 0;
   ResourceBudget::Lease lease_;  // before scheduler_: released after its threads end
   std::unique_ptr<EnsembleScheduler> ensemble_;  // an ensemble's (then scheduler_ is null)
-  std::unique_ptr<Scheduler> scheduler_;         // last member: its workers use the ones above
+  std::unique_ptr<Scheduler> scheduler_;         // a model's without sequence_batching
+  // A sequence model's (then scheduler_ is null); last: its workers use the members above.
+  std::unique_ptr<SequenceBatcher> sequence_;
 };
 
 }  // namespace kiln::server

@@ -10,6 +10,7 @@
 
 #include "server/ensemble_config.hpp"
 #include "server/infer_types.hpp"
+#include "server/sequence_config.hpp"
 
 namespace kiln::server {
 namespace pb = google::protobuf;
@@ -314,8 +315,21 @@ void autocomplete_config(ModelConfig& config, const std::vector<IoInfo>& inputs,
                      config.name(), config.max_batch_size(), io.name);
     }
   }
-  complete_tensors(config.name(), "input", *config.mutable_input(), inputs, batching);
-  complete_tensors(config.name(), "output", *config.mutable_output(), outputs, batching);
+  // A sequence model's control and state inputs are the server's to fill, and its state outputs
+  // are the server's to read back (unless the config lists one for clients too): none is
+  // completed as a client-visible tensor.
+  const std::set<std::string> server_inputs = sequence_server_inputs(config);
+  std::set<std::string> hidden_outputs = sequence_state_outputs(config);
+  for (const inference::ModelOutput& out : config.output()) hidden_outputs.erase(out.name());
+  std::vector<IoInfo> client_inputs, client_outputs;
+  for (const IoInfo& io : inputs) {
+    if (!server_inputs.count(io.name)) client_inputs.push_back(io);
+  }
+  for (const IoInfo& io : outputs) {
+    if (!hidden_outputs.count(io.name)) client_outputs.push_back(io);
+  }
+  complete_tensors(config.name(), "input", *config.mutable_input(), client_inputs, batching);
+  complete_tensors(config.name(), "output", *config.mutable_output(), client_outputs, batching);
   if (!config.has_version_policy()) config.mutable_version_policy()->mutable_latest();
   if (config.version_policy().has_latest() &&
       config.version_policy().latest().num_versions() == 0) {
@@ -378,8 +392,11 @@ void validate_config(const ModelConfig& config) {
                "model '{}': shape tensor output '{}' is not supported", name, out.name());
     check_dims(name, out.name(), out.dims(), &out.reshape(), out.has_reshape());
   }
-  KILN_CHECK(!config.has_sequence_batching(), ErrorCode::Unsupported,
-             "model '{}': sequence_batching is not supported", name);
+  if (config.has_sequence_batching()) {
+    KILN_CHECK(!is_ensemble(config), ErrorCode::Unsupported,
+               "model '{}': an ensemble cannot have sequence_batching", name);
+    validate_sequence_config(config);
+  }
   KILN_CHECK(config.batch_input_size() == 0 && config.batch_output_size() == 0,
              ErrorCode::Unsupported, "model '{}': batch_input / batch_output are not supported",
              name);

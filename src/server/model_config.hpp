@@ -36,8 +36,8 @@ void autocomplete_config(ModelConfig& config, const std::vector<IoInfo>& inputs,
 
 // Checks a complete config: names, types, dims, reshape element counts, batching and queue
 // settings, an ensemble's steps on their own (ensemble_config.hpp); InvalidArgument naming the
-// model and field. Unsupported for features Kiln does not implement (sequence batching, batch
-// inputs/outputs, decoupled, warmup files ...).
+// model and field; a sequence_batching section as sequence_config.hpp checks it. Unsupported
+// for features Kiln does not implement (batch inputs/outputs, decoupled, warmup files ...).
 void validate_config(const ModelConfig& config);
 
 }  // namespace kiln::server

@@ -539,10 +539,10 @@ void ModelRepository::load_one_locked(const std::string& name,
       spec.budget = budget_;
       spec.request_timeout_us = options_.request_timeout_us;
       spec.cancel = cancel_;
+      spec.request_memory = options_.request_memory;
       if (ensemble) {
         // No model file: the version folder only says which versions exist.
         spec.resolve = resolver();
-        spec.request_memory = options_.request_memory;
         built.emplace(v, adopt(new ModelVersion(std::move(spec))));
         continue;
       }

@@ -49,11 +49,10 @@ ServerMetadata InferenceServer::metadata() const {
   m.name = options_.server_id;
   m.version = KILN_VERSION;
   // tritonserver 2.51's list and order, less what Kiln does not serve (classification,
-  // sequence, system_shared_memory, cuda_shared_memory, trace; docs/SERVER.md).
-  m.extensions = {"model_repository",   "model_repository(unload_dependents)",
-                  "schedule_policy",    "model_configuration",
-                  "binary_tensor_data", "parameters",
-                  "statistics",         "logging"};
+  // system_shared_memory, cuda_shared_memory, trace; docs/SERVER.md).
+  m.extensions = {"sequence",        "model_repository",    "model_repository(unload_dependents)",
+                  "schedule_policy", "model_configuration", "binary_tensor_data",
+                  "parameters",      "statistics",          "logging"};
   return m;
 }
 

@@ -175,8 +175,10 @@ TEST(ServerConfig, ValidationRefusesWhatItCannotHonour) {
         validate_config(with("dynamic_batching { priority_levels: 2 default_priority_level: 3 }"));
       },
       ErrorCode::InvalidArgument, "default_priority_level 3");
-  expect_error([&] { validate_config(with("sequence_batching { }")); }, ErrorCode::Unsupported,
-               "sequence_batching");
+  // Sequence batching is served (server_sequence_test.cpp), but not its iterative form.
+  EXPECT_NO_THROW(validate_config(with("sequence_batching { }")));
+  expect_error([&] { validate_config(with("sequence_batching { iterative_sequence: true }")); },
+               ErrorCode::Unsupported, "iterative_sequence");
   // Ensembles are served (server_ensemble_test.cpp), but only with their platform.
   expect_error([&] { validate_config(with("ensemble_scheduling { }")); },
                ErrorCode::InvalidArgument, "whose platform is not ensemble");

@@ -465,6 +465,25 @@ Parameters decode_parameters(RawParameters& p, std::string_view where, const Cod
   return std::move(p.values);
 }
 
+// Triton's HTTP frontend reads the sequence parameters with typed accessors (an unsigned
+// integer, else a string; bools): another JSON type fails as they do, with a 500.
+void check_sequence_parameters(const Parameters& params) {
+  auto id = params.find("sequence_id");
+  if (id != params.end()) {
+    const ParameterValue& v = id->second;
+    const bool ok = std::holds_alternative<std::string>(v) || std::holds_alternative<uint64_t>(v) ||
+                    (std::holds_alternative<int64_t>(v) && std::get<int64_t>(v) >= 0);
+    KILN_CHECK(ok, ErrorCode::Internal,
+               "Unable to parse 'sequence_id': attempt to access JSON non-string as string");
+  }
+  for (const char* key : {"sequence_start", "sequence_end"}) {
+    auto flag = params.find(key);
+    KILN_CHECK(flag == params.end() || std::holds_alternative<bool>(flag->second),
+               ErrorCode::Internal,
+               "Unable to parse '{}': attempt to access JSON non-boolean as boolean", key);
+  }
+}
+
 std::vector<int64_t> decode_shape(RawInput& in, const std::string& input,
                                   const CodecLimits& limits) {
   check_member(in.shape_kind, Kind::Array, "shape", "array");
@@ -532,6 +551,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   if (raw.parameters.kind != Kind::Absent) {
     request->parameters = decode_parameters(raw.parameters, "request", limits);
     read_scheduling_parameters(*request);
+    check_sequence_parameters(request->parameters);
     parameter_bool(request->parameters, "binary_data_output");
   }
   check_member(raw.inputs_kind, Kind::Array, "inputs", "array");
