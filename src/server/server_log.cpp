@@ -114,7 +114,7 @@ bool ServerLog::enabled(LogSeverity severity, uint32_t level) const {
   return false;
 }
 
-void ServerLog::write(LogSeverity severity, std::string_view message, std::source_location where) {
+void ServerLog::write(LogSeverity severity, std::string_view message, SourcePlace where) {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   const long micros = static_cast<long>(

@@ -9,12 +9,29 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <variant>
 
 namespace kiln::server {
+
+// Where a log line was written: its file and line, as tritonserver prints them. Not the
+// standard library's source_location: libstdc++ 12's needs a builtin that clang 14 (the fuzz
+// build's compiler) lacks, and the fuzz targets link this file.
+class SourcePlace {
+ public:
+  static constexpr SourcePlace current(const char* file = __builtin_FILE(),
+                                       unsigned line = __builtin_LINE()) {
+    return SourcePlace(file, line);
+  }
+  constexpr const char* file_name() const { return file_; }
+  constexpr unsigned line() const { return line_; }
+
+ private:
+  constexpr SourcePlace(const char* file, unsigned line) : file_(file), line_(line) {}
+  const char* file_;
+  unsigned line_;
+};
 
 struct LogSettings {
   std::string file;  // empty: standard error
@@ -43,12 +60,12 @@ class ServerLog {
   // Lock-free (every request asks whether its verbose line is on).
   bool enabled(LogSeverity severity, uint32_t level = 1) const;
   void write(LogSeverity severity, std::string_view message,
-             std::source_location where = std::source_location::current());
+             SourcePlace where = SourcePlace::current());
 
   // Formats and writes the line when `severity` (at verbose `level`) is on.
   template <typename... Args>
-  void emit(LogSeverity severity, uint32_t level, std::source_location where,
-            fmt::format_string<Args...> f, Args&&... args) {
+  void emit(LogSeverity severity, uint32_t level, SourcePlace where, fmt::format_string<Args...> f,
+            Args&&... args) {
     if (enabled(severity, level))
       write(severity, fmt::format(f, std::forward<Args>(args)...), where);
   }
@@ -68,7 +85,7 @@ class ServerLog {
 template <typename... Args>
 struct log_info {
   explicit log_info(fmt::format_string<Args...> f, Args&&... args,
-                    std::source_location where = std::source_location::current()) {
+                    SourcePlace where = SourcePlace::current()) {
     ServerLog::instance().emit(LogSeverity::Info, 1, where, f, std::forward<Args>(args)...);
   }
 };
@@ -78,7 +95,7 @@ log_info(fmt::format_string<Args...>, Args&&...) -> log_info<Args...>;
 template <typename... Args>
 struct log_warning {
   explicit log_warning(fmt::format_string<Args...> f, Args&&... args,
-                       std::source_location where = std::source_location::current()) {
+                       SourcePlace where = SourcePlace::current()) {
     ServerLog::instance().emit(LogSeverity::Warning, 1, where, f, std::forward<Args>(args)...);
   }
 };
@@ -88,7 +105,7 @@ log_warning(fmt::format_string<Args...>, Args&&...) -> log_warning<Args...>;
 template <typename... Args>
 struct log_error {
   explicit log_error(fmt::format_string<Args...> f, Args&&... args,
-                     std::source_location where = std::source_location::current()) {
+                     SourcePlace where = SourcePlace::current()) {
     ServerLog::instance().emit(LogSeverity::Error, 1, where, f, std::forward<Args>(args)...);
   }
 };
@@ -99,7 +116,7 @@ log_error(fmt::format_string<Args...>, Args&&...) -> log_error<Args...>;
 template <typename... Args>
 struct log_verbose {
   explicit log_verbose(uint32_t level, fmt::format_string<Args...> f, Args&&... args,
-                       std::source_location where = std::source_location::current()) {
+                       SourcePlace where = SourcePlace::current()) {
     ServerLog::instance().emit(LogSeverity::Verbose, level, where, f, std::forward<Args>(args)...);
   }
 };
