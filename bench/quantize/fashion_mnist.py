@@ -117,9 +117,12 @@ def distill(a, teacher_path, pruned_path, train_x, train_y, test_x):
             print(f"distill: step {step}: loss {loss:.4f}, batch agreement {agreement:.3f}, "
                   f"{time.time() - t0:.0f} s", flush=True)
 
+    # max_steps is the epochs' steps, so that the cosine reaches 0 when they end (with only the
+    # time limit it would decay over the time, and stop short where the epochs end first).
     report = kd.distill(student, teacher_path, batches, epochs=a.distill_epochs, lr=a.lr,
                         temperature=a.temperature, alpha=a.alpha, labels="label",
                         batch_size=None, shuffle=False, time_limit=a.distill_time,
+                        max_steps=a.distill_epochs * (len(train_x) // a.batch_size),
                         threads=a.threads, seed=a.seed, log=log)
     print(report.summary(), flush=True)
     out = os.path.join(a.work, "cnn_pruned50_distilled.onnx")
@@ -169,6 +172,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", default="", help="OUT: writes OUT.json and OUT.md")
     ap.add_argument("--train", action="store_true", help="train afresh instead of the kept asset")
+    ap.add_argument("--model", default=os.path.join(ASSETS, "cnn.onnx"),
+                    help="the fp32 file to start from (without --train)")
     ap.add_argument("--save-assets", action="store_true",
                     help="copy the fp32 and distilled files into tests/assets/fashion_mnist")
     ap.add_argument("--calibration", type=int, default=500)
@@ -204,8 +209,8 @@ def main():
 
         res["training"] = fashion_mnist_train.train_and_export(fp32)
     else:
-        shutil.copy(os.path.join(ASSETS, "cnn.onnx"), fp32)
-        res["training"] = "the kept asset tests/assets/fashion_mnist/cnn.onnx"
+        shutil.copy(a.model, fp32)
+        res["training"] = f"the file {os.path.relpath(a.model, ROOT)} (fashion_mnist_train.py)"
     acc = {"fp32": accuracy(logits(fp32, test_x), test_y)}
     print(f"fp32: test accuracy {acc['fp32']:.4f}", flush=True)
 
