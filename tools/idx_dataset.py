@@ -84,7 +84,8 @@ def read_idx(path):
 
 
 def read_pair(images_path, labels_path, classes=10):
-    """An image file [N, H, W] uint8 and its label file [N] uint8 in [0, classes), checked to match."""
+    """An image file [N, H, W] uint8 and its label file [N] uint8 in [0, classes), checked to
+    match."""
     images, labels = read_idx(images_path), read_idx(labels_path)
     if images.ndim != 3 or images.dtype != np.uint8:
         raise IdxError(f"{images_path}: images are uint8 [N, H, W], got {images.dtype} "

@@ -14,9 +14,10 @@ DISTILLED = "pruned 50 % + distilled"
 
 def markdown(r):
     acc, drops, lat = r["accuracy"], r["drops_points"], r["latency_ms"]
+    weights = r["training"] if isinstance(r["training"], str) else "trained by this run"
     out = ["# Fashion-MNIST: INT8, 50 % channel pruning and distillation (issue 12)", "",
            "```", r["command"], "```", "",
-           f"Machine: {r['machine']}. Weights: {r['training'] if isinstance(r['training'], str) else 'trained by this run'}.",
+           f"Machine: {r['machine']}. Weights: {weights}.",
            "", "## Accuracy on the 10,000 test images (Kiln)", "",
            "| model | top-1 | drop from fp32 (points) |", "|---|---|---|"]
     for name, value in acc.items():
