@@ -97,32 +97,13 @@ Scheduler::Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Sessi
   KILN_CHECK(!instances_.empty(), ErrorCode::Internal, "model '{}' has no instances",
              options_.model_name);
   queues_.resize(std::max<size_t>(1, options_.policies.size()));
-  workers_.reserve(instances_.size());
-  try {
-    for (size_t i = 0; i < instances_.size(); ++i) workers_.emplace_back([this, i] { worker(i); });
-  } catch (const std::exception& e) {
-    // A std::thread left joinable would terminate the process: stop and join the ones started.
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    const size_t started = workers_.size();
-    for (std::thread& t : workers_) t.join();
-    fail(ErrorCode::Unavailable,
-         "model '{}' version {}: the OS refused the thread of instance {} of {} ({}); lower the "
-         "instance_group count or --model-instance-budget",
-         options_.model_name, options_.model_version, started + 1, instances_.size(), e.what());
-  }
+  workers_.start(
+      instances_.size(), [this](size_t i) { worker(i); }, mutex_, stopping_, cv_,
+      options_.model_name, options_.model_version);
 }
 
 Scheduler::~Scheduler() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  workers_.stop(mutex_, stopping_, cv_);
 }
 
 size_t Scheduler::queued() const {

@@ -24,6 +24,7 @@
 
 #include "runtime/session.hpp"
 #include "server/infer_types.hpp"
+#include "server/instance_workers.hpp"
 #include "server/model_config.hpp"
 #include "server/request_check.hpp"
 #include "server/statistics.hpp"
@@ -89,7 +90,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::vector<std::deque<std::unique_ptr<Pending>>> queues_;  // index = priority level - 1
   bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  InstanceWorkers workers_;
 };
 
 }  // namespace kiln::server

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/session.hpp"
+#include "server/instance_workers.hpp"
 #include "server/memory_budget.hpp"
 #include "server/scheduler.hpp"
 #include "server/sequence_config.hpp"
@@ -91,7 +92,7 @@ class SequenceBatcher {
   std::vector<std::vector<std::shared_ptr<Sequence>>> slots_;  // per instance: slot holders
   std::deque<std::shared_ptr<Sequence>> backlog_;              // waiting for a slot, oldest first
   bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  InstanceWorkers workers_;
 };
 
 }  // namespace kiln::server
