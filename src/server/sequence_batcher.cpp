@@ -286,23 +286,19 @@ void SequenceBatcher::release_finished_locked(size_t instance, Clock::time_point
     seq->state.clear();
     seq->lease.reset();
   };
+  auto drop_finished = [&](auto& sequences) {
+    for (auto it = sequences.begin(); it != sequences.end();) {
+      if (finished(**it)) {
+        forget(*it);
+        it = sequences.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
   auto& held = slots_[instance];
-  for (auto it = held.begin(); it != held.end();) {
-    if (finished(**it)) {
-      forget(*it);
-      it = held.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = backlog_.begin(); it != backlog_.end();) {
-    if (finished(**it)) {
-      forget(*it);
-      it = backlog_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  drop_finished(held);
+  drop_finished(backlog_);
   // A freed slot goes to the sequence that has waited longest.
   while (held.size() < sequence_.slots_per_instance && !backlog_.empty()) {
     std::shared_ptr<Sequence> seq = std::move(backlog_.front());

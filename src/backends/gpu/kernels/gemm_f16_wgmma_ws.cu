@@ -270,18 +270,21 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled, from the driver the runtime loaded (the library links no libcuda).
+// A driver entry point `name` (CUDA 12's ABI) from the driver the runtime loaded (the library
+// links no libcuda); null where the driver lacks it.
+template <typename Fn>
+Fn driver_entry(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(f);
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
+  static const auto fn = driver_entry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
   return fn;
 }
 
@@ -307,18 +310,9 @@ bool encode_operand(CUtensorMap& map, int& batched, const void* data, int64_t ro
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// cuTensorMapEncodeIm2col, from the driver the runtime loaded.
 PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col() {
-  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &f, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeIm2col_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(f);
-  }();
+  static const auto fn =
+      driver_entry<PFN_cuTensorMapEncodeIm2col_v12000>("cuTensorMapEncodeIm2col");
   return fn;
 }
 
