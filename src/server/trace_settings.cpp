@@ -32,14 +32,14 @@ uint32_t parse_rate(std::string_view text) {
   KILN_CHECK(v.has_value(), ErrorCode::InvalidArgument, "Unable to parse 'trace_rate', got: {}",
              text);
   KILN_CHECK(*v != 0, ErrorCode::InvalidArgument,
-             "Attempting to set invalid trace setting: sample rate must be non-zero");
+             "Attempting to set invalid trace setting :sample rate must be non-zero");
   return *v;
 }
 
 int64_t parse_count(std::string_view text) {
   const auto v = parse_number<int64_t>(text);
   KILN_CHECK(v.has_value() && *v >= -1, ErrorCode::InvalidArgument,
-             "Unable to parse 'trace_count'. Expecting value >= -1, got: {}", text);
+             "Unable to parse 'trace_count'. Expecting value >= -1, got:{}", text);
   return *v;
 }
 
@@ -75,11 +75,10 @@ bool parse_level(const std::vector<std::string>& levels) {
 
 void check_name(std::string_view name) {
   if (name == "trace_file") {
-    fail(ErrorCode::InvalidArgument,
-         "trace file location can not be updated through network protocol");
+    fail(ErrorCode::Unsupported, "trace file location can not be updated through network protocol");
   }
   if (name == "trace_mode") {
-    fail(ErrorCode::InvalidArgument, "trace mode can not be updated through network protocol");
+    fail(ErrorCode::Unsupported, "trace mode can not be updated through network protocol");
   }
   bool known = false;
   for (const std::string& n : kSettingNames) known = known || n == name;

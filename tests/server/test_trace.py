@@ -141,7 +141,7 @@ def test_settings_change_at_run_time_per_model_and_clear(serve, repo, tmp_path):
 @pytest.mark.parametrize("changes, message", [
     ({"trace_rate": "abc"}, "Unable to parse 'trace_rate', got: abc"),
     ({"trace_rate": "0"}, "sample rate must be non-zero"),
-    ({"trace_count": "-2"}, "Unable to parse 'trace_count'. Expecting value >= -1, got: -2"),
+    ({"trace_count": "-2"}, "Unable to parse 'trace_count'. Expecting value >= -1, got:-2"),
     ({"log_frequency": "-1"}, "Unable to parse 'log_frequency'"),
     ({"trace_level": ["OFF", "TIMESTAMPS"]}, "Expect only one trace level 'OFF' is specified"),
     ({"trace_level": ["FOO"]}, "unknown level 'FOO'"),
