@@ -129,7 +129,7 @@ def render_config(example_text, http_ports, grpc_ports, listen_http, listen_grpc
 # log that records which replicas each request tried.
 MAIN_CONF = """\
 daemon off;
-worker_processes 1;
+worker_processes auto;  # as Debian's nginx.conf: one per core
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
 events {{ worker_connections 4096; }}
