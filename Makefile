@@ -65,8 +65,8 @@ test-deploy: setup
 # measurement of bench/results.
 REPLICA_SECONDS ?= 12
 test-replicas: build
-	python3 -m pytest -q tests/deploy/test_replicas.py --kiln-serve $(BUILD)/src/kiln-serve \
-	  --replica-seconds $(REPLICA_SECONDS)
+	KILN_SERVE=$(BUILD)/src/kiln-serve REPLICA_SECONDS=$(REPLICA_SECONDS) \
+	  python3 -m pytest -q tests/deploy/test_replicas.py
 
 # The inference server end to end, through the real tritonclient (docs/SERVER.md).
 test-server: build

@@ -2,7 +2,12 @@
 the shipped deploy/nginx/kiln.conf in front of three kiln-serve replicas on loopback, 32 clients
 busy throughout, while one replica drains and restarts (no request may fail) or is killed and
 restarted (only requests in flight on it may fail). The driver is bench/server/replicas.py; this
-runs it shorter (--replica-seconds) and asserts its checks."""
+runs it shorter and asserts its checks.
+
+Environment (as `make test-replicas` sets it): KILN_SERVE, the kiln-serve binary (default
+build/src/kiln-serve); REPLICA_SECONDS, how long each scenario keeps the load on (default 12; the
+measurement in bench/results runs 60). Not pytest options: tests/server's conftest declares
+--kiln-serve, and two conftest modules would collide in one pytest run over both directories."""
 import os
 import signal
 import sys
@@ -19,11 +24,14 @@ import replicas  # noqa: E402
 from replica_cluster import EXAMPLE_CONF, Cluster, Nginx, render_config  # noqa: E402
 
 
+SECONDS = float(os.environ.get("REPLICA_SECONDS", "12"))
+
+
 @pytest.fixture(scope="module")
-def kiln_serve(pytestconfig):
-    path = pytestconfig.getoption("--kiln-serve")
+def kiln_serve():
+    path = os.environ.get("KILN_SERVE", os.path.join(ROOT, "build", "src", "kiln-serve"))
     if not os.access(path, os.X_OK):  # fail, not skip: `make test-replicas` builds it first
-        pytest.fail(f"no kiln-serve at {path}: build it (make build) or pass --kiln-serve")
+        pytest.fail(f"no kiln-serve at {path}: build it (make build) or set KILN_SERVE")
     return path
 
 
@@ -32,9 +40,8 @@ def workdir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("replicas"))
 
 
-def run(pytestconfig, kiln_serve, workdir, name):
-    report = replicas.run_scenario(name, kiln_serve, workdir,
-                                   pytestconfig.getoption("--replica-seconds"), concurrency=32)
+def run(kiln_serve, workdir, name):
+    report = replicas.run_scenario(name, kiln_serve, workdir, SECONDS, concurrency=32)
     print(replica_report.render(report))  # the counts, with -s or on failure
     return report
 
@@ -78,14 +85,14 @@ def test_both_protocols_through_the_proxy(kiln_serve, workdir):
                 assert (r.as_numpy("OUTPUT1") == a - b).all()
 
 
-def test_drain_loses_no_request(pytestconfig, kiln_serve, workdir):
-    report = run(pytestconfig, kiln_serve, workdir, "drain")
+def test_drain_loses_no_request(kiln_serve, workdir):
+    report = run(kiln_serve, workdir, "drain")
     assert report["problems"] == [], replica_report.render(report)
     assert report["failures"] == {}
 
 
-def test_kill_fails_only_requests_in_flight_on_it(pytestconfig, kiln_serve, workdir):
-    report = run(pytestconfig, kiln_serve, workdir, "kill")
+def test_kill_fails_only_requests_in_flight_on_it(kiln_serve, workdir):
+    report = run(kiln_serve, workdir, "kill")
     assert report["problems"] == [], replica_report.render(report)
     failed = sum(report["failures"].values())
     assert failed <= report["in_flight_on_target_at_signal"] <= 32
