@@ -226,3 +226,19 @@ def test_bad_trace_flags_stop_the_server_with_a_clear_error(serve, repo):
         s = serve(repo, *args, wait=False)
         assert s.proc.wait(60) != 0
         assert message in s.output(), s.output()
+
+
+def test_http_tritonclient_trace_settings(serve, repo, tmp_path):
+    s = serve(repo, f"--trace-config=triton,file={tmp_path / 'trace.json'}")
+    c = s.client()
+    assert c.get_trace_settings()["trace_rate"] == "1000"
+    got = c.update_trace_settings(model_name="simple", settings={"trace_rate": "9",
+                                                                 "trace_level": ["TIMESTAMPS"]})
+    assert got["trace_rate"] == "9" and got["trace_level"] == ["TIMESTAMPS"]
+    assert c.get_trace_settings(model_name="simple")["trace_rate"] == "9"
+    assert c.get_trace_settings()["trace_level"] == ["OFF"]
+    got = c.update_trace_settings(model_name="simple", settings={"trace_rate": None,
+                                                                 "trace_level": None})
+    assert got["trace_rate"] == "1000" and got["trace_level"] == ["OFF"]
+    with pytest.raises(InferenceServerException, match="Expect only one trace level 'OFF'"):
+        c.update_trace_settings(settings={"trace_level": ["OFF", "TIMESTAMPS"]})
