@@ -108,8 +108,9 @@ SlaSettings sla_settings(const SchedulerOptions& o, size_t instances) {
     // The configured delay bounds the adaptive one (0 leaves the choice to the server: up to a
     // quarter of the objective); never more than half the objective, so a request that waits
     // the whole delay still has half of it to run.
-    const uint64_t configured = o.max_queue_delay_us * 1000;
-    s.max_delay_ns = std::min(configured > 0 ? configured : s.objective_ns / 4, s.objective_ns / 2);
+    const uint64_t half = s.objective_ns / 2;
+    const uint64_t configured = std::min(o.max_queue_delay_us, half / 1000) * 1000;
+    s.max_delay_ns = o.max_queue_delay_us > 0 ? configured : s.objective_ns / 4;
   }
   s.batch_rows = batching ? o.max_batch_size : 1;
   s.max_rows = std::max(1, o.max_batch_size);
@@ -146,8 +147,10 @@ std::optional<SlaSnapshot> Scheduler::sla() const {
   return sla_->snapshot();
 }
 
-uint64_t Scheduler::queue_delay_ns_locked() const {
-  return sla_ ? sla_->queue_delay_ns() : options_.max_queue_delay_us * 1000;
+Clock::time_point Scheduler::batch_ready_locked(Clock::time_point oldest) const {
+  // Saturating without an objective: a delay near 2^64 us means "wait for a full batch".
+  return sla_ ? oldest + std::chrono::nanoseconds(sla_->queue_delay_ns())
+              : runtime::deadline_after(oldest, options_.max_queue_delay_us);
 }
 
 Status Scheduler::admit_locked(const Pending& p, size_t level, Clock::time_point now) {
@@ -345,8 +348,7 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
         if (full || at_preferred) break;
       }
     }
-    const Clock::time_point ready_at =
-        first->enqueued + std::chrono::nanoseconds(queue_delay_ns_locked());
+    const Clock::time_point ready_at = batch_ready_locked(first->enqueued);
     if (!full && !at_preferred && batching && now < ready_at && !stopping_) {
       cv_.wait_until(lock, std::min(ready_at, earliest_deadline));
       continue;

@@ -95,7 +95,9 @@ class Scheduler {
   Status admit_locked(const Pending& p, size_t level, Clock::time_point now);
   // What one execution taught the controller, under the lock.
   void learn_locked(const Batch& batch);
-  uint64_t queue_delay_ns_locked() const;
+  // When a batch whose oldest request arrived at `oldest` stops waiting to fill: the queue
+  // delay later (the objective's adaptive one, else the configured one).
+  Clock::time_point batch_ready_locked(Clock::time_point oldest) const;
 
   SchedulerOptions options_;
   std::vector<std::unique_ptr<Session>> instances_;
