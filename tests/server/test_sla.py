@@ -223,7 +223,7 @@ def test_queue_delay_grows_while_the_objective_holds_and_shrinks_near_it(server)
 @pytest.fixture(scope="module")
 def explicit(serve, tmp_path_factory):
     repo = str(tmp_path_factory.mktemp("repo"))
-    models.slow(repo, "sla_priority", PRIORITY_CONFIG_TEXT, rows=None)
+    models.slow(repo, "sla_priority", PRIORITY_CONFIG_TEXT, layers=16, rows=None)
     return serve(repo, "--model-control-mode=explicit", "--load-model=sla_priority",
                  "--http-thread-count=16")
 
@@ -253,7 +253,10 @@ def test_admission_refuses_low_priority_first(explicit):
     server.client().load_model(model, config=json.dumps(config))
     for _ in range(3):  # the new version measures its own compute time
         assert raw_infer(server, model, 1024)[0] == 200
-    blocker = Background(lambda: raw_infer(server, model, BLOCKER_ROWS))
+    # The blocker holds the instance for at least 3 s (32 requests' time on a slow machine), so
+    # everything below queues behind it.
+    blocker_rows = int(1024 * min(128, max(32, 3000 / compute_ms(server, model))))
+    blocker = Background(lambda: raw_infer(server, model, blocker_rows))
     server.wait_pending(model, 1)
     low, refused = [], None
     for i in range(40):
