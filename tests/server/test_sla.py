@@ -253,9 +253,9 @@ def test_admission_refuses_low_priority_first(explicit):
     server.client().load_model(model, config=json.dumps(config))
     for _ in range(3):  # the new version measures its own compute time
         assert raw_infer(server, model, 1024)[0] == 200
-    # The blocker holds the instance for at least 3 s (32 requests' time on a slow machine), so
-    # everything below queues behind it.
-    blocker_rows = int(1024 * min(128, max(32, 3000 / compute_ms(server, model))))
+    # The blocker holds the instance for 32 to 48 requests' time (3 s where that fits in the
+    # 64 MiB request body limit), so everything below queues behind it.
+    blocker_rows = int(1024 * min(48, max(32, 3000 / compute_ms(server, model))))
     blocker = Background(lambda: raw_infer(server, model, blocker_rows))
     server.wait_pending(model, 1)
     low, refused = [], None
