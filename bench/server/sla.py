@@ -159,6 +159,18 @@ def summarize(records, seconds):
     return out
 
 
+def sla_metrics(metrics_port):
+    """The controller's state at the end of a run (kiln_sla_* gauges, in ms)."""
+    with urllib.request.urlopen(f"http://localhost:{metrics_port}/metrics", timeout=60) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        for name in ("queue_delay", "admission_limit", "latency_p99"):
+            if line.startswith(f"kiln_sla_{name}_us{{") and f'model="{MODEL}"' in line:
+                out[name + "_ms"] = float(line.split()[-1]) / 1e3
+    return out
+
+
 def measure(port, url, args):
     """Compute time per batch size and capacity (requests/s at full batches)."""
     load(port, base_config(args))
@@ -235,11 +247,15 @@ def main():
                         url, args.rows, rate, args.seconds, args.high_share, seed=rep))
                     s = summarize(records, args.seconds)
                     s["offered_rps"] = offered
+                    if name == "objective":
+                        s["controller"] = sla_metrics(metrics)
                     runs[name].append(s)
                     print(f"  repeat {rep + 1} {name:9s}: " + "; ".join(
                         f"p{p} ok {s[p]['ok']} refused {s[p]['refused']} "
                         f"p50 {fmt(s[p]['p50_ms'])} p99 {fmt(s[p]['p99_ms'])} ms"
-                        for p in (1, 2)) + f"; goodput {s['goodput_rps']:.1f}/s", flush=True)
+                        for p in (1, 2)) + f"; goodput {s['goodput_rps']:.1f}/s"
+                        + (f"; controller {s['controller']}" if "controller" in s else ""),
+                        flush=True)
         finally:
             proc.terminate()
             proc.wait(60)
@@ -272,6 +288,7 @@ def median_run(runs):
         values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
     out = {p: {k: med([r[p][k] for r in runs]) for k in runs[0][p]} for p in (1, 2)}
+    out["offered_rps"] = med([r["offered_rps"] for r in runs])
     out["goodput_rps"] = med([r["goodput_rps"] for r in runs])
     return out
 
