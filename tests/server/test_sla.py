@@ -7,6 +7,7 @@ Nothing here asserts a latency: the host is shared and noisy. Ordering comes fro
 request that holds the one instance while the server shows what queues behind it (as in
 test_scheduling.py); the timing goals are measured by bench/server/sla.py."""
 import json
+import os
 import threading
 import time
 
@@ -282,3 +283,27 @@ def test_admission_refuses_low_priority_first(explicit):
     assert all(high.finished < r.finished for r in low)
     assert metric(server, "kiln_sla_refused", model, priority="2") >= 1
     assert metric(server, "kiln_sla_refused", model, priority="1") == 0
+
+
+def test_real_triton_loads_a_config_with_the_objective(tmp_path):
+    """The parameter is Triton-compatible: the real Triton 2.51 (the differential tests' server;
+    skipped with the reason where it cannot run) loads the same config and ignores it."""
+    import textwrap
+
+    import triton
+    import triton_models
+    repo = str(tmp_path / "repo")
+    name = "add_sub_sla"
+    config = 'backend: "python"\n' + triton_models._two_by_two(
+        name, "FP32", 8, "dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n"
+        + objective(50))
+    triton_models._write(os.path.join(repo, name, "config.pbtxt"), config)
+    triton_models._write(os.path.join(repo, name, "1", "model.py"), triton_models._MODEL_PY.format(
+        body=textwrap.indent(triton_models._ADD_SUB_PY, "    ")))
+    server = triton.Triton(str(tmp_path), repo, []).wait_ready()
+    try:
+        client = httpclient.InferenceServerClient(server.url)
+        assert client.is_model_ready(name)
+        assert client.get_model_config(name)["parameters"][OBJECTIVE]["string_value"] == "50"
+    finally:
+        server.stop()
