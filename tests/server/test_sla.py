@@ -171,6 +171,33 @@ def test_refused_over_grpc_with_retry_metadata(server):
     assert blocker.join()[0] == 200
 
 
+def test_refused_in_a_grpc_stream_with_the_hint_in_the_message(server):
+    model = "sla_refuse"
+    assert raw_infer(server, model, 1024)[0] == 200
+    blocker = Background(lambda: raw_infer(server, model, BLOCKER_ROWS))
+    server.wait_pending(model, 1)
+    x = np.zeros((1, 1024, WIDTH), np.float32)
+    inp = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    answers, got = [], threading.Event()
+
+    def callback(result, error):
+        answers.append(error)
+        got.set()
+
+    client = server.grpc_client()
+    client.start_stream(callback=callback)
+    try:
+        client.async_stream_infer(model, [inp])
+        assert got.wait(120)
+    finally:
+        client.stop_stream()
+    assert answers[0] is not None
+    assert "Latency objective cannot be met" in answers[0].message()
+    assert "retry after" in answers[0].message()
+    assert blocker.join()[0] == 200
+
+
 def test_metrics_only_for_models_with_an_objective(server):
     assert metric(server, "kiln_sla_objective_us", "sla_delay") == 40000
     assert metric(server, "kiln_sla_objective_us", "sla_refuse") == 1000
