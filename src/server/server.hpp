@@ -16,6 +16,7 @@
 #include "server/repository.hpp"
 #include "server/response_cache.hpp"
 #include "server/statistics.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server {
 
@@ -30,6 +31,8 @@ struct ServerOptions {
   // --cache-config local,size=N: the response cache's bytes (0: no cache; models that enable
   // response_cache then run every request).
   size_t response_cache_bytes = 0;
+  // --trace-config / --trace-*: the trace settings at start (tracing off by default).
+  TraceSettings trace;
 };
 
 struct ServerMetadata {
@@ -89,6 +92,10 @@ class InferenceServer {
   // The budget every frontend leases request memory from (and ensembles their steps' tensors).
   MemoryBudget& request_memory() { return *request_memory_; }
 
+  // Request tracing: the frontends sample each decoded request (Tracer::start) and stamp its
+  // receive and send times; the settings endpoints read and change it.
+  Tracer& tracer() { return tracer_; }
+
   // Null without --cache-config.
   const ResponseCache* response_cache() const { return cache_.get(); }
   ModelRepository& repository() { return *repository_; }
@@ -110,6 +117,7 @@ class InferenceServer {
   std::shared_ptr<MemoryBudget> request_memory_;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ResponseCache> cache_;  // null without --cache-config
+  Tracer tracer_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};

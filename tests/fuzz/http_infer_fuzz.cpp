@@ -62,6 +62,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   o.repository.paths = {dir.string()};
   o.repository.mode = kiln::server::ModelControlMode::Explicit;
   o.request_memory_bytes = size_t{256} << 20;
+  // A trace file, so that trace setting updates that turn tracing on are accepted and reach the
+  // sampling code (the repository is empty: no request is ever traced into it).
+  o.trace.file = (dir / "trace.json").string();
   core = new kiln::server::InferenceServer(o);
   core->start();
   return 0;

@@ -204,6 +204,35 @@ const UnaryKind<LogSettingsRequest, LogSettingsResponse> kLogSettings{
     },
     "logging"};
 
+// Triton's trace extension: settings given with no value clear a model's override (or reset a
+// server-wide setting); all are checked before any applies. The answer is every setting.
+const UnaryKind<TraceSettingRequest, TraceSettingResponse> kTraceSetting{
+    &Service::RequestTraceSetting,
+    [](InferenceServer& core, const TraceSettingRequest& q, TraceSettingResponse& r) {
+      const std::string& model = q.model_name();
+      if (!model.empty()) {
+        KILN_CHECK_ARG(!core.repository().versions(model).empty(), "Request for unknown model : {}",
+                       model);
+      }
+      TraceSettings now = core.tracer().settings(model);
+      if (!q.settings().empty()) {
+        TraceSettingsUpdate update;
+        for (const auto& [name, v] : q.settings()) {
+          if (v.value().empty()) {
+            update[name] = std::nullopt;
+          } else {
+            update[name] = std::vector<std::string>(v.value().begin(), v.value().end());
+          }
+        }
+        now = core.tracer().update(model, update);
+      }
+      auto& out = *r.mutable_settings();
+      for (const auto& [name, values] : trace_settings_view(now)) {
+        for (const std::string& v : values) out[name].add_value(v);
+      }
+    },
+    "trace"};
+
 // Part of the protocol, not of Kiln: UNIMPLEMENTED (after the access check, as Triton orders it).
 #define KILN_GRPC_UNSUPPORTED(Rpc, category)                                      \
   const UnaryKind<Rpc##Request, Rpc##Response> k##Rpc {                           \
@@ -215,7 +244,6 @@ KILN_GRPC_UNSUPPORTED(SystemSharedMemoryUnregister, "shared-memory");
 KILN_GRPC_UNSUPPORTED(CudaSharedMemoryStatus, "shared-memory");
 KILN_GRPC_UNSUPPORTED(CudaSharedMemoryRegister, "shared-memory");
 KILN_GRPC_UNSUPPORTED(CudaSharedMemoryUnregister, "shared-memory");
-KILN_GRPC_UNSUPPORTED(TraceSetting, "trace");
 #undef KILN_GRPC_UNSUPPORTED
 
 // ---- ModelInfer: answered from the scheduler's callback ------------------------------------
@@ -236,7 +264,12 @@ class InferCall final : public Tag {
   }
 
   void proceed(bool ok) override {
-    if (finishing_) return release();  // Finish completed (or failed: the client is gone)
+    if (finishing_) {
+      // Finish completed (or failed: the client is gone).
+      stamp(trace_, TraceActivity::GrpcSendEnd);
+      trace_.reset();  // the trace is written once its last holder lets go
+      return release();
+    }
     if (!ok) {
       delete this;  // the call never started, so no done notice will come either
       return;
@@ -266,6 +299,12 @@ class InferCall final : public Tag {
     ModelInferRequest().Swap(&request_);
     request->received = received;
     request->cancelled = cancelled_;
+    request->trace = frontend_->core.tracer().start(request->model_name);
+    if (request->trace) {
+      request->trace->stamp(TraceActivity::GrpcWaitReadStart, listening_since_);
+      request->trace->stamp(TraceActivity::GrpcWaitReadEnd, received);
+      trace_ = request->trace;
+    }
     finishing_ = true;
     frontend_->core.infer_async(std::move(request),
                                 [this](Status s, std::unique_ptr<InferResponse> response) {
@@ -308,6 +347,7 @@ class InferCall final : public Tag {
     finishing_ = true;
     // `this` may be deleted by the queue thread as soon as Finish is called: hold the frontend.
     std::shared_ptr<Frontend> frontend = frontend_;
+    stamp(trace_, TraceActivity::GrpcSendStart);
     const bool started = frontend->if_open([&] {
       if (status.ok()) {
         if (frontend->infer_compression != GRPC_COMPRESS_LEVEL_NONE) {
@@ -337,6 +377,9 @@ class InferCall final : public Tag {
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int> ends_left_{2};
   bool finishing_ = false;
+  // Tracing: when the call began waiting for its request, and the request's trace.
+  Clock::time_point listening_since_ = Clock::now();
+  std::shared_ptr<RequestTrace> trace_;
 };
 
 }  // namespace

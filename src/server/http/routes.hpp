@@ -6,6 +6,7 @@
 
 #include "server/http/http_server.hpp"
 #include "server/http/request_parser.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server::http {
 
@@ -16,8 +17,18 @@ using Reply = std::function<void(Response)>;
 // A JSON error response {"error": message} with `status`.
 Response error_response(unsigned status, std::string_view message, unsigned version = 11);
 
-// Serves one API request (health, metadata, config, infer, statistics, repository).
-void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply);
+// What the connection knows of one exchange beyond its bytes, for request tracing: when the
+// request began and finished arriving, and the trace the infer route started for it (the
+// connection stamps the response's sending on it, then lets it go).
+struct ExchangeTrace {
+  Clock::time_point recv_start, recv_end;
+  std::shared_ptr<RequestTrace> trace;
+};
+
+// Serves one API request (health, metadata, config, infer, statistics, repository, trace and
+// log settings). `exchange`, when given, must outlive the call (not the reply).
+void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply,
+               ExchangeTrace* exchange = nullptr);
 // Serves one request on the metrics port (GET /metrics; the bearer token when
 // `options.metrics_auth`).
 void route_metrics(InferenceServer& core, const HttpOptions& options, Request& request,
