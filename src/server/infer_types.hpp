@@ -140,9 +140,14 @@ class Status {
   explicit operator bool() const { return is_ok(); }
   ErrorCode code() const;  // Internal when called on ok
   const std::string& message() const;
+  // A refusal the client should retry later (admission control under a latency objective) says
+  // when: the HTTP frontend sends it as Retry-After, the gRPC one as trailing metadata. 0: none.
+  uint64_t retry_after_ms() const { return retry_after_ms_; }
+  void set_retry_after_ms(uint64_t ms) { retry_after_ms_ = ms; }
 
  private:
   std::optional<Error> error_;
+  uint64_t retry_after_ms_ = 0;
 };
 
 // Triton's HTTP mapping: InvalidArgument 400, NotFound 404, Unavailable 503, Unsupported 501,

@@ -73,6 +73,10 @@ class ModelVersion {
   const std::vector<TensorMetadata>& input_metadata() const { return input_metadata_; }
   const std::vector<TensorMetadata>& output_metadata() const { return output_metadata_; }
   int max_batch_size() const { return config_.max_batch_size(); }
+  // The latency objective's state (sla_controller.hpp); nullopt without one.
+  std::optional<SlaSnapshot> sla() const {
+    return scheduler_ ? scheduler_->sla() : std::optional<SlaSnapshot>();
+  }
   ModelStatistics& statistics() { return statistics_; }
   const ModelStatistics& statistics() const { return statistics_; }
   double load_seconds() const { return load_seconds_; }

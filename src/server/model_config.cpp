@@ -10,6 +10,7 @@
 
 #include "server/ensemble_config.hpp"
 #include "server/infer_types.hpp"
+#include "server/latency_objective.hpp"
 #include "server/sequence_config.hpp"
 
 namespace kiln::server {
@@ -421,6 +422,7 @@ void validate_config(const ModelConfig& config) {
     KILN_CHECK_ARG(g.kind() != inference::ModelInstanceGroup::KIND_CPU || g.gpus_size() == 0,
                    "model '{}': instance_group '{}' is KIND_CPU but lists gpus", name, g.name());
   }
+  validate_latency_objective(config);
   if (config.has_dynamic_batching()) {
     const inference::ModelDynamicBatching& db = config.dynamic_batching();
     for (int size : db.preferred_batch_size()) {

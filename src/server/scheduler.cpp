@@ -5,6 +5,7 @@
 
 #include "runtime/run_control.hpp"
 #include "server/batching.hpp"
+#include "server/latency_objective.hpp"
 #include "server/trace.hpp"
 
 namespace kiln::server {
@@ -32,6 +33,7 @@ SchedulerOptions SchedulerOptions::from_config(const ModelConfig& config, int64_
   o.model_name = config.name();
   o.model_version = version;
   o.max_batch_size = config.max_batch_size();
+  o.latency_objective_ns = server::latency_objective_ns(config).value_or(0);
   if (config.has_dynamic_batching()) {
     const inference::ModelDynamicBatching& db = config.dynamic_batching();
     o.dynamic_batching = true;
@@ -90,7 +92,35 @@ struct Scheduler::Pending {
 struct Scheduler::Batch {
   std::vector<std::unique_ptr<Pending>> items;
   int64_t rows = 0;
+  // Filled by execute for the latency objective: the instance's busy time (0: the run failed)
+  // and each successful request's arrival and end-to-end latency.
+  uint64_t busy_ns = 0;
+  std::vector<std::pair<Clock::time_point, uint64_t>> latencies;
 };
+
+namespace {
+
+// The controller's settings for a scheduler's options and instances.
+SlaSettings sla_settings(const SchedulerOptions& o, size_t instances) {
+  SlaSettings s;
+  s.objective_ns = o.latency_objective_ns;
+  const bool batching = o.dynamic_batching && o.max_batch_size > 0;
+  if (batching) {
+    // The configured delay bounds the adaptive one (0 leaves the choice to the server: up to a
+    // quarter of the objective); never more than half the objective, so a request that waits
+    // the whole delay still has half of it to run.
+    const uint64_t half = s.objective_ns / 2;
+    const uint64_t configured = std::min(o.max_queue_delay_us, half / 1000) * 1000;
+    s.max_delay_ns = o.max_queue_delay_us > 0 ? configured : s.objective_ns / 4;
+  }
+  s.batch_rows = batching ? o.max_batch_size : 1;
+  s.max_rows = std::max(1, o.max_batch_size);
+  s.instances = instances;
+  s.levels = std::max<size_t>(1, o.policies.size());
+  return s;
+}
+
+}  // namespace
 
 Scheduler::Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Session>> instances,
                      ModelStatistics& statistics)
@@ -98,6 +128,11 @@ Scheduler::Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Sessi
   KILN_CHECK(!instances_.empty(), ErrorCode::Internal, "model '{}' has no instances",
              options_.model_name);
   queues_.resize(std::max<size_t>(1, options_.policies.size()));
+  queued_rows_.assign(queues_.size(), 0);
+  running_.assign(instances_.size(), SlaLoad::Running{});
+  if (options_.latency_objective_ns > 0) {
+    sla_ = std::make_unique<SlaController>(sla_settings(options_, instances_.size()));
+  }
   workers_.start(
       instances_.size(), [this](size_t i) { worker(i); }, mutex_, stopping_, cv_,
       options_.model_name, options_.model_version);
@@ -105,6 +140,43 @@ Scheduler::Scheduler(SchedulerOptions options, std::vector<std::unique_ptr<Sessi
 
 Scheduler::~Scheduler() {
   workers_.stop(mutex_, stopping_, cv_);
+}
+
+std::optional<SlaSnapshot> Scheduler::sla() const {
+  std::lock_guard lock(mutex_);
+  if (!sla_) return std::nullopt;
+  return sla_->snapshot();
+}
+
+Clock::time_point Scheduler::batch_ready_locked(Clock::time_point oldest) const {
+  // Saturating without an objective: a delay near 2^64 us means "wait for a full batch".
+  return sla_ ? oldest + std::chrono::nanoseconds(sla_->queue_delay_ns())
+              : runtime::deadline_after(oldest, options_.max_queue_delay_us);
+}
+
+Status Scheduler::admit_locked(const Pending& p, size_t level, Clock::time_point now) {
+  if (!sla_) return Status::ok();
+  const SlaDecision d = sla_->admit(level, p.batch, SlaLoad{queued_rows_, running_}, now);
+  if (d.admit) return Status::ok();
+  // Whole milliseconds, rounded up: a client that waits the hint is never early.
+  const uint64_t retry_ms = std::max<uint64_t>(1, (d.retry_after_ns + 999'999) / 1'000'000);
+  Status refused(
+      ErrorCode::Unavailable,
+      fmt::format(
+          "Latency objective cannot be met: model '{}' estimates {:.1f} ms for this request "
+          "against its p99 objective of {:.1f} ms (admission limit {:.1f} ms, {} rows "
+          "queued at priority level {} or higher); retry after {} ms",
+          options_.model_name, d.estimate_ns / 1e6, options_.latency_objective_ns / 1e6,
+          d.limit_ns / 1e6, d.rows_ahead, level + 1, retry_ms));
+  refused.set_retry_after_ms(retry_ms);
+  return refused;
+}
+
+void Scheduler::learn_locked(const Batch& batch) {
+  if (!sla_) return;
+  if (batch.busy_ns > 0) sla_->record_execution(batch.rows, batch.busy_ns);
+  for (const auto& [arrived, ns] : batch.latencies) sla_->record_latency(arrived, ns);
+  sla_->update(Clock::now());
 }
 
 size_t Scheduler::queued() const {
@@ -167,7 +239,16 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
               nullptr);
       return;
     }
+    Status admission = admit_locked(*p, level, Clock::now());
+    if (!admission) {
+      lock.unlock();
+      statistics_.record_failure(ns_between(p->request->received, Clock::now()),
+                                 FailureReason::Rejected);
+      p->done(std::move(admission), nullptr);
+      return;
+    }
     statistics_.add_pending(1);
+    queued_rows_[level] += p->batch;
     queues_[level].push_back(std::move(p));
   }
   cv_.notify_one();
@@ -175,10 +256,12 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
 
 void Scheduler::fail_expired_locked(Clock::time_point now,
                                     std::vector<std::unique_ptr<Pending>>& expired) {
-  for (auto& q : queues_) {
+  for (size_t l = 0; l < queues_.size(); ++l) {
+    auto& q = queues_[l];
     for (auto it = q.begin(); it != q.end();) {
       if ((*it)->request->is_cancelled() || (!(*it)->delay_on_timeout && (*it)->deadline <= now) ||
           (*it)->run_deadline <= now) {
+        queued_rows_[l] -= (*it)->batch;
         expired.push_back(std::move(*it));
         it = q.erase(it);
       } else {
@@ -267,8 +350,7 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
         if (full || at_preferred) break;
       }
     }
-    const Clock::time_point ready_at =
-        first->enqueued + std::chrono::microseconds(options_.max_queue_delay_us);
+    const Clock::time_point ready_at = batch_ready_locked(first->enqueued);
     if (!full && !at_preferred && batching && now < ready_at && !stopping_) {
       cv_.wait_until(lock, std::min(ready_at, earliest_deadline));
       continue;
@@ -277,6 +359,7 @@ bool Scheduler::take_batch(std::unique_lock<std::mutex>& lock, Batch& batch) {
       auto& q = queues_[level];
       for (auto it = q.begin(); it != q.end(); ++it) {
         if (it->get() == ptr) {
+          queued_rows_[level] -= (*it)->batch;
           batch.items.push_back(std::move(*it));
           q.erase(it);
           break;
@@ -294,11 +377,14 @@ void Scheduler::worker(size_t instance) {
   for (;;) {
     Batch batch;
     if (!take_batch(lock, batch)) return;
+    running_[instance] = SlaLoad::Running{batch.rows, Clock::now()};
     // Another worker may be able to start on what is left while this one executes.
     cv_.notify_one();
     lock.unlock();
     execute(session, batch);
     lock.lock();
+    running_[instance] = SlaLoad::Running{};
+    learn_locked(batch);
   }
 }
 
@@ -373,6 +459,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
     input_ns = ns_between(start, t_input);
     infer_ns = ns_between(t_input, t_infer);
     output_ns = ns_between(t_infer, t_output);
+    batch.busy_ns = std::max<uint64_t>(1, ns_between(start, t_output));
     stamps = ComputeStamps{start, t_input, t_infer, t_output};
     statistics_.record_execution(static_cast<uint64_t>(batch.rows), input_ns, infer_ns, output_ns);
   } catch (const Error& e) {
@@ -400,6 +487,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
     statistics_.record_success(static_cast<uint64_t>(p.batch), ns_between(p.request->received, end),
                                ns_between(p.enqueued, start), input_ns, infer_ns, output_ns);
     statistics_.add_pending(-1);
+    if (sla_)
+      batch.latencies.emplace_back(p.request->received, ns_between(p.request->received, end));
     responses[r]->compute = ComputeTimes{input_ns, infer_ns, output_ns};
     stamp_compute(p.request->trace, stamps);
     stamp_request_end(p.request->trace);

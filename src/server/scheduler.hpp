@@ -14,11 +14,16 @@
 // "Request timeout expired", queued (whatever the action) or running: the Session stops between
 // plan steps and Loop / Scan iterations, so the instance is free again. A drain that reaches its
 // exit timeout sets `cancel`, which stops every run the same way.
+//
+// Latency objective (SlaController, docs/SERVER.md "Latency objective (SLA)"): with one, the
+// batcher's queue delay adapts to the measured p99, and a request that could not finish within
+// the objective is refused on arrival with Unavailable and a retry hint.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,6 +32,7 @@
 #include "server/instance_workers.hpp"
 #include "server/model_config.hpp"
 #include "server/request_check.hpp"
+#include "server/sla_controller.hpp"
 #include "server/statistics.hpp"
 
 namespace kiln::server {
@@ -48,6 +54,7 @@ struct SchedulerOptions {
   };
   std::vector<QueuePolicy> policies;  // one per level (index 0 when priorities are off)
   std::vector<TensorSpec> inputs, outputs;
+  uint64_t latency_objective_ns = 0;                // p99 objective (0: none)
   uint64_t request_timeout_us = 0;                  // the server's cap on a request (0: none)
   std::shared_ptr<const std::atomic<bool>> cancel;  // set: running and queued requests stop
 
@@ -74,6 +81,8 @@ class Scheduler {
 
   const SchedulerOptions& options() const { return options_; }
   size_t queued() const;
+  // The latency objective's state; nullopt without one.
+  std::optional<SlaSnapshot> sla() const;
 
  private:
   struct Pending;
@@ -82,6 +91,13 @@ class Scheduler {
   bool take_batch(std::unique_lock<std::mutex>& lock, Batch& batch);
   void execute(Session& session, Batch& batch);
   void fail_expired_locked(Clock::time_point now, std::vector<std::unique_ptr<Pending>>& expired);
+  // Admission control under the lock: a refusal's status, or ok.
+  Status admit_locked(const Pending& p, size_t level, Clock::time_point now);
+  // What one execution taught the controller, under the lock.
+  void learn_locked(const Batch& batch);
+  // When a batch whose oldest request arrived at `oldest` stops waiting to fill: the queue
+  // delay later (the objective's adaptive one, else the configured one).
+  Clock::time_point batch_ready_locked(Clock::time_point oldest) const;
 
   SchedulerOptions options_;
   std::vector<std::unique_ptr<Session>> instances_;
@@ -89,6 +105,9 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::deque<std::unique_ptr<Pending>>> queues_;  // index = priority level - 1
+  std::vector<int64_t> queued_rows_;                          // per queue: rows waiting
+  std::vector<SlaLoad::Running> running_;  // per instance: its batch (0 rows: idle)
+  std::unique_ptr<SlaController> sla_;     // null without a latency objective
   bool stopping_ = false;
   InstanceWorkers workers_;
 };

@@ -332,6 +332,12 @@ class InferCall final : public Tag {
   // spares a hop back to the queue thread; the write itself is asynchronous.
   void complete(const Status& s, std::unique_ptr<InferResponse> response) {
     ::grpc::Status status = to_grpc_status(s);
+    // A refusal under a latency objective: the wait in milliseconds, as gRPC's retry policy
+    // reads it (grpc-retry-pushback-ms) and plainly for other clients.
+    if (s.retry_after_ms() > 0) {
+      context_.AddTrailingMetadata("retry-after-ms", std::to_string(s.retry_after_ms()));
+      context_.AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(s.retry_after_ms()));
+    }
     if (status.ok()) status = guarded([&] { encode_infer_response(*response, response_); });
     response.reset();
     finish(status);

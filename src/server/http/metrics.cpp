@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "server/gpu_metrics.hpp"
+#include "server/http/sla_metrics.hpp"
 
 namespace kiln::server::http {
 namespace {
@@ -167,6 +168,7 @@ std::string render_metrics(const InferenceServer& core) {
           "Instantaneous number of pending requests awaiting execution per-model."},
          [](const StatisticsSnapshot& s) { return s.pending; });
   out += render_summaries(core);
+  out += render_sla_metrics(core);
   header(out, {"nv_model_load_duration_secs", "gauge", "Model load time in seconds"});
   for (const auto& [labels, secs] : load_times) {
     out += fmt::format("nv_model_load_duration_secs{{{}}} {}\n", labels, secs);

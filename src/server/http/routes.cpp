@@ -435,8 +435,13 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
     if (!status) {
       // tritonserver answers an unknown model's infer text/plain, every other refusal JSON.
       const unsigned code = http_status(status.code());
-      reply(status.code() == ErrorCode::NotFound ? plain_error(code, status.message())
-                                                 : error_response(code, status.message()));
+      Response res = status.code() == ErrorCode::NotFound ? plain_error(code, status.message())
+                                                          : error_response(code, status.message());
+      // Retry-After counts whole seconds (RFC 9110); the message gives the milliseconds.
+      if (status.retry_after_ms() > 0) {
+        res.set(bhttp::field::retry_after, std::to_string((status.retry_after_ms() + 999) / 1000));
+      }
+      reply(std::move(res));
       return;
     }
     try {
