@@ -51,7 +51,7 @@ class QuantizeResult:
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
              calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
-             int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
+             int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm", "LSTM"), exclude_nodes=(),
              min_cosine=None, min_top1=None, fallback_nodes=4, max_collapsed=0.5,
              allow_drift=False, seed=0,
              threads=0, metric="cosine", max_drop=None, metric_timeout=120,
