@@ -43,6 +43,9 @@ APT_PACKAGES+=(python3-pytest python3-onnx python3-skimage)
 # test_fashion_mnist.py): Debian's copy of the dataset, gzipped IDX files in
 # /usr/share/datasets/fashion-mnist.
 APT_PACKAGES+=(dataset-fashion-mnist)
+# The Resemblyzer case of issue 12 (bench/quantize/resemblyzer.py): the spoken channel names
+# alsa-utils ships as 48 kHz WAVs in /usr/share/sounds/alsa.
+APT_PACKAGES+=(alsa-utils)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
