@@ -66,7 +66,8 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     calibration_cache: a file path: the calibration's histograms are kept there, and a later
         call on the same model and calibration data reads them instead of running the model
         (static INT8 only; a malformed file raises kiln.InvalidArgument).
-    dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
+    dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead, LSTM
+        as com.microsoft DynamicQuantizeLSTM (int8 W and R; it quantizes X and h itself).
     int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
         MatMulNBits (onnxruntime runs it too), blocks of `block_size` (16-256) values along K,
         asymmetric unless `symmetric`; int4_method "rtn" (round to nearest) or "gptq" (the
