@@ -3,7 +3,7 @@
 // the reference does (ops/dynamic_u8.hpp: X as one block, each batch entry's h before each step),
 // the products u8 x s8 -> s32 with vpdpbusd (exact: the activation's zero point is taken out
 // afterwards with the weight's column sums), scaled in float32 as the reference scales them; the
-// gates on oneDNN's vector eltwise kernels (as cpu.lstm), the cell in float32. The weights are
+// gates and the cell in float32 on AVX-512 (exp by backends/cpu/exp_avx512.hpp). The weights are
 // packed once (by buffer) as [K/4][columns][4] int8, the layout vpdpbusd reads 16 columns at a
 // time. Weight zero points other than 0, uint8 weights, peepholes, clip, input_forget,
 // sequence_lens and other activations stay on the reference kernel.
@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/exp_avx512.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/kernel_table.hpp"
 #include "ops/dynamic_u8.hpp"
@@ -167,6 +168,55 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void product_row(const ui
   }
 }
 
+// sigmoid(v) = 1 / (1 + e^-v) and tanh(v) = 1 - 2 / (1 + e^2v), e^ held to [-87.3, 88] so
+// that large inputs saturate to 0, 1 or -1 (NaN stays NaN).
+__attribute__((target("avx512f"))) inline __m512 sigmoid_ps(__m512 v) {
+  const __m512 e = exp_ps(
+      _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), v), _mm512_set1_ps(-87.3f)),
+                    _mm512_set1_ps(88.f)));
+  return _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_add_ps(_mm512_set1_ps(1.f), e));
+}
+__attribute__((target("avx512f"))) inline __m512 tanh_ps(__m512 v) {
+  const __m512 e = exp_ps(_mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, v), _mm512_set1_ps(-87.3f)),
+                                        _mm512_set1_ps(88.f)));
+  return _mm512_sub_ps(_mm512_set1_ps(1.f),
+                       _mm512_div_ps(_mm512_set1_ps(2.f), _mm512_add_ps(_mm512_set1_ps(1.f), e)));
+}
+
+// The pre-activation of 16 units of one gate: both products and the summed biases.
+__attribute__((target("avx512f"))) inline __m512 gate_pre(const float* xp, const float* rec,
+                                                          const float* bias, int64_t hs,
+                                                          int64_t gate, int64_t j) {
+  const int64_t g = gate * hs + j;
+  return _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(xp + g), _mm512_loadu_ps(rec + g)),
+                       _mm512_loadu_ps(bias + g));
+}
+
+// One batch entry's step: the gates i, o, f, c from the two products and the summed biases,
+// then the cell c = f c + i g and h = o tanh(c), 16 units at a time (the rest one by one).
+__attribute__((target("avx512f"))) void cell(const float* xp, const float* rec, const float* bias,
+                                             int64_t hs, float* c, float* h) {
+  int64_t j = 0;
+  for (; j + 16 <= hs; j += 16) {
+    const __m512 ig = sigmoid_ps(gate_pre(xp, rec, bias, hs, 0, j)),
+                 og = sigmoid_ps(gate_pre(xp, rec, bias, hs, 1, j));
+    const __m512 fg = sigmoid_ps(gate_pre(xp, rec, bias, hs, 2, j)),
+                 gg = tanh_ps(gate_pre(xp, rec, bias, hs, 3, j));
+    const __m512 cn = _mm512_fmadd_ps(fg, _mm512_loadu_ps(c + j), _mm512_mul_ps(ig, gg));
+    _mm512_storeu_ps(c + j, cn);
+    _mm512_storeu_ps(h + j, _mm512_mul_ps(og, tanh_ps(cn)));
+  }
+  auto sig = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  for (; j < hs; ++j) {
+    auto pre1 = [&](int64_t gate) {
+      const int64_t g = gate * hs + j;
+      return xp[g] + rec[g] + bias[g];
+    };
+    c[j] = sig(pre1(2)) * c[j] + sig(pre1(0)) * std::tanh(pre1(3));
+    h[j] = sig(pre1(1)) * std::tanh(c[j]);
+  }
+}
+
 void quantize_row(const float* x, int64_t n, std::vector<uint8_t>& codes, const ops::DynamicU8& q) {
   std::fill(codes.begin(), codes.end(), uint8_t{0});
   for (int64_t i = 0; i < n; ++i) codes[static_cast<size_t>(i)] = q.code(x[i]);
@@ -184,7 +234,7 @@ class DynamicLstmKernel final : public Kernel {
   }
   std::string_view name() const override { return "cpu.dynamic_quantize_lstm"; }
 
-  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
+  void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     auto input = [&](size_t i) -> const DeviceTensor* {
       return in.size() > i && in[i].defined() ? &in[i] : nullptr;
     };
@@ -231,9 +281,6 @@ class DynamicLstmKernel final : public Kernel {
     h_.resize(static_cast<size_t>(batch * hs));
     c_.resize(static_cast<size_t>(batch * hs));
     bias_.resize(static_cast<size_t>(g4));
-    gates_.resize(static_cast<size_t>(g4));
-    prepare_eltwise(hs);
-    dnnl::stream& s = dnnl_stream(stream);
     for (int64_t d = 0; d < dirs_; ++d) {
       for (int64_t r = 0; r < rows; ++r) {
         product_row(x_codes_.data() + r * w_.k4, xq, w_, d, proj_.data() + r * w_.cols_pad);
@@ -262,17 +309,7 @@ class DynamicLstmKernel final : public Kernel {
           quantize_row(h, hs, h_codes_, hq);
           product_row(h_codes_.data(), hq, r_, d, rec_.data());
           const float* xp = proj_.data() + (t * batch + n) * w_.cols_pad;
-          for (int64_t g = 0; g < g4; ++g) gates_[g] = xp[g] + rec_[g] + bias_[g];
-          // Sigmoid on i, o, f and tanh on c with oneDNN's vector kernels, then the cell.
-          sigmoid_.execute(s, {{DNNL_ARG_SRC, wrap(gates3_md_, gates_.data())},
-                               {DNNL_ARG_DST, wrap(gates3_md_, gates_.data())}});
-          tanh_.execute(s, {{DNNL_ARG_SRC, wrap(hidden_md_, gates_.data() + 3 * hs)},
-                            {DNNL_ARG_DST, wrap(hidden_md_, gates_.data() + 3 * hs)}});
-          const float* gi = gates_.data();
-          for (int64_t j = 0; j < hs; ++j) c[j] = gi[2 * hs + j] * c[j] + gi[j] * gi[3 * hs + j];
-          tanh_.execute(s,
-                        {{DNNL_ARG_SRC, wrap(hidden_md_, c)}, {DNNL_ARG_DST, wrap(hidden_md_, h)}});
-          for (int64_t j = 0; j < hs; ++j) h[j] *= gi[hs + j];
+          cell(xp, rec_.data(), bias_.data(), hs, c, h);
           if (want_y) {
             std::copy_n(h, hs, static_cast<float*>(y.data) + ((t * dirs_ + d) * batch + n) * hs);
           }
@@ -286,32 +323,14 @@ class DynamicLstmKernel final : public Kernel {
   }
 
  private:
-  void prepare_eltwise(int64_t hs) {
-    if (hs == hidden_) return;
-    gates3_md_ = plain_desc({3 * hs});
-    hidden_md_ = plain_desc({hs});
-    sigmoid_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
-                                    dnnl::algorithm::eltwise_logistic, gates3_md_),
-        engine()));
-    tanh_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
-                                    dnnl::algorithm::eltwise_tanh, hidden_md_),
-        engine()));
-    hidden_ = hs;
-  }
-
   const ir::Node& node_;
-  int64_t hidden_ = -1;
-  dnnl::memory::desc gates3_md_, hidden_md_;  // i, o, f of one row; one row's hidden values
-  dnnl::eltwise_forward sigmoid_, tanh_;
   bool reverse_ = false;
   int64_t dirs_ = 1;
   PackedWeight8 w_, r_;
   const void* w_from_ = nullptr;  // the buffers w_ and r_ were packed from
   const void* r_from_ = nullptr;
   std::vector<uint8_t> x_codes_, h_codes_;
-  std::vector<float> proj_, rec_, h_, c_, bias_, gates_;
+  std::vector<float> proj_, rec_, h_, c_, bias_;
 };
 
 }  // namespace
