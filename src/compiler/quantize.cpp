@@ -99,6 +99,16 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
   return out;
 }
 
+// The op types of `o.op_types` this mode can quantize (LSTM only in the dynamic one), for
+// messages.
+std::vector<std::string> mode_op_types(const QuantizeOptions& o) {
+  std::vector<std::string> out;
+  for (const std::string& op : o.op_types) {
+    if (op != "LSTM" || o.dynamic) out.push_back(op);
+  }
+  return out;
+}
+
 struct UInt8Params {
   float scale = 1.f;
   uint8_t zero_point = 0;
@@ -535,7 +545,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                  "quantize: '{}' has no {} with a constant float32 weight to quantize",
                  o.model_path,
                  o.int4 ? std::string("MatMul / Gemm (2-D weight)")
-                        : fmt::format("{}", fmt::join(o.op_types, " / ")));
+                        : fmt::format("{}", fmt::join(mode_op_types(o), " / ")));
   const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
   const bool calibrate = !o.dynamic && !o.int4;
   KILN_CHECK_ARG(o.calibration_cache.empty() || calibrate,
