@@ -217,9 +217,40 @@ __attribute__((target("avx512f"))) void cell(const float* xp, const float* rec, 
   }
 }
 
-void quantize_row(const float* x, int64_t n, std::vector<uint8_t>& codes, const ops::DynamicU8& q) {
-  std::fill(codes.begin(), codes.end(), uint8_t{0});
-  for (int64_t i = 0; i < n; ++i) codes[static_cast<size_t>(i)] = q.code(x[i]);
+// codes[i] = the uint8 code of x[i] for i < n, 0 after (the padding to K/4 quads): x / scale
+// rounded half to even, plus the zero point, clamped, bit for bit as DynamicU8::code.
+__attribute__((target("avx512f"))) void quantize_row(const float* x, int64_t n, uint8_t* codes,
+                                                     int64_t padded, const ops::DynamicU8& q) {
+  const __m512 scale = _mm512_set1_ps(q.scale);
+  const __m512 zp = _mm512_set1_ps(static_cast<float>(q.zero_point));
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(x + i), scale),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zp), lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
+                     _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+  for (; i < n; ++i) codes[i] = q.code(x[i]);
+  std::fill(codes + n, codes + padded, uint8_t{0});
+}
+
+// DynamicU8::of with the range found 16 values at a time (min and max are exact either way).
+__attribute__((target("avx512f"))) ops::DynamicU8 range_of(const float* x, int64_t n) {
+  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    lo = _mm512_min_ps(v, lo);  // a NaN keeps the running value, as std::min(lo, v)
+    hi = _mm512_max_ps(v, hi);
+  }
+  float ends[2] = {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
+  for (; i < n; ++i) {
+    ends[0] = std::min(ends[0], x[i]);
+    ends[1] = std::max(ends[1], x[i]);
+  }
+  return ops::DynamicU8::of({ends, 2});
 }
 
 class DynamicLstmKernel final : public Kernel {
@@ -268,12 +299,10 @@ class DynamicLstmKernel final : public Kernel {
     const auto* px = static_cast<const float*>(x.data);
     const int64_t rows = steps * batch;
     // X: one block for every step and batch entry.
-    const ops::DynamicU8 xq = ops::DynamicU8::of({px, static_cast<size_t>(rows * in_size)});
-    x_codes_.assign(static_cast<size_t>(rows * w_.k4), 0);
+    const ops::DynamicU8 xq = range_of(px, rows * in_size);
+    x_codes_.resize(static_cast<size_t>(rows * w_.k4));
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t k = 0; k < in_size; ++k) {
-        x_codes_[static_cast<size_t>(r * w_.k4 + k)] = xq.code(px[r * in_size + k]);
-      }
+      quantize_row(px + r * in_size, in_size, x_codes_.data() + r * w_.k4, w_.k4, xq);
     }
     proj_.resize(static_cast<size_t>(rows * w_.cols_pad));
     rec_.resize(static_cast<size_t>(r_.cols_pad));
@@ -305,8 +334,8 @@ class DynamicLstmKernel final : public Kernel {
         for (int64_t n = 0; n < batch; ++n) {
           float* h = h_.data() + n * hs;
           float* c = c_.data() + n * hs;
-          const ops::DynamicU8 hq = ops::DynamicU8::of({h, static_cast<size_t>(hs)});
-          quantize_row(h, hs, h_codes_, hq);
+          const ops::DynamicU8 hq = range_of(h, hs);
+          quantize_row(h, hs, h_codes_.data(), r_.k4, hq);
           product_row(h_codes_.data(), hq, r_, d, rec_.data());
           const float* xp = proj_.data() + (t * batch + n) * w_.cols_pad;
           cell(xp, rec_.data(), bias_.data(), hs, c, h);
