@@ -129,42 +129,44 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void finish_block(
   _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale));
 }
 
-// out[c] = (sum_k code[k] * w[k][c] - zero_point * col_sum[c]) * (a_scale * w_scale[c]), for
-// one row of uint8 codes (k4 of them, the padding 0).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void product_row(const uint8_t* codes,
-                                                                        const ops::DynamicU8& q,
-                                                                        const PackedWeight8& w,
-                                                                        int64_t d, float* out) {
+// out[r][c] = (sum_k code[r][k] * w[k][c] - zero_point * col_sum[c]) * (a_scale * w_scale[c])
+// for R rows of uint8 codes that share one quantization (k4 codes a row, the padding 0; rows
+// `stride` codes and `out_stride` floats apart). Four column blocks a pass over K: each weight
+// vector loaded once serves the R rows, and 4 R independent vpdpbusd chains hide its latency.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void product_rows(
+    const uint8_t* codes, int64_t stride, const ops::DynamicU8& q, const PackedWeight8& w,
+    int64_t d, float* out, int64_t out_stride) {
   const int8_t* wd = w.data.data() + d * w.k4 * w.cols_pad;
   const int32_t* sums = w.col_sum.data() + d * w.cols_pad;
   const float* scales = w.scale.data() + d * w.cols_pad;
   const __m512i zp = _mm512_set1_epi32(q.zero_point);
   const __m512 a_scale = _mm512_set1_ps(q.scale);
-  // Four column blocks a pass over K: four independent vpdpbusd chains hide its latency.
-  int64_t c = 0;
-  for (; c + 4 * kCols <= w.cols_pad; c += 4 * kCols) {
-    __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                      _mm512_setzero_si512()};
-    for (int64_t j = 0; j < w.k4 / 4; ++j) {
-      int32_t quad;
-      std::memcpy(&quad, codes + j * 4, 4);
-      const __m512i a = _mm512_set1_epi32(quad);
+  const int64_t quads = w.k4 / 4;
+  for (int64_t c = 0; c < w.cols_pad; c += 4 * kCols) {
+    const int blocks = static_cast<int>(std::min<int64_t>(4, (w.cols_pad - c) / kCols));
+    __m512i acc[R][4];
+    for (int r = 0; r < R; ++r) {
+      for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_setzero_si512();
+    }
+    for (int64_t j = 0; j < quads; ++j) {
       const int8_t* wj = wd + (j * w.cols_pad + c) * 4;
+      __m512i wv[4];
       for (int u = 0; u < 4; ++u) {
-        acc[u] = _mm512_dpbusd_epi32(acc[u], a, _mm512_loadu_si512(wj + u * kCols * 4));
+        wv[u] = u < blocks ? _mm512_loadu_si512(wj + u * kCols * 4) : _mm512_setzero_si512();
+      }
+      for (int r = 0; r < R; ++r) {
+        int32_t quad;
+        std::memcpy(&quad, codes + r * stride + j * 4, 4);
+        const __m512i a = _mm512_set1_epi32(quad);
+        for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_dpbusd_epi32(acc[r][u], a, wv[u]);
       }
     }
-    for (int u = 0; u < 4; ++u) finish_block(acc[u], zp, a_scale, sums, scales, c + u * kCols, out);
-  }
-  for (; c < w.cols_pad; c += kCols) {
-    __m512i acc = _mm512_setzero_si512();
-    for (int64_t j = 0; j < w.k4 / 4; ++j) {
-      int32_t quad;
-      std::memcpy(&quad, codes + j * 4, 4);
-      const __m512i wv = _mm512_loadu_si512(wd + (j * w.cols_pad + c) * 4);
-      acc = _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(quad), wv);
+    for (int r = 0; r < R; ++r) {
+      for (int u = 0; u < blocks; ++u) {
+        finish_block(acc[r][u], zp, a_scale, sums, scales, c + u * kCols, out + r * out_stride);
+      }
     }
-    finish_block(acc, zp, a_scale, sums, scales, c, out);
   }
 }
 
@@ -311,8 +313,14 @@ class DynamicLstmKernel final : public Kernel {
     c_.resize(static_cast<size_t>(batch * hs));
     bias_.resize(static_cast<size_t>(g4));
     for (int64_t d = 0; d < dirs_; ++d) {
-      for (int64_t r = 0; r < rows; ++r) {
-        product_row(x_codes_.data() + r * w_.k4, xq, w_, d, proj_.data() + r * w_.cols_pad);
+      int64_t r = 0;
+      for (; r + 4 <= rows; r += 4) {
+        product_rows<4>(x_codes_.data() + r * w_.k4, w_.k4, xq, w_, d,
+                        proj_.data() + r * w_.cols_pad, w_.cols_pad);
+      }
+      for (; r < rows; ++r) {
+        product_rows<1>(x_codes_.data() + r * w_.k4, w_.k4, xq, w_, d,
+                        proj_.data() + r * w_.cols_pad, w_.cols_pad);
       }
       std::fill(bias_.begin(), bias_.end(), 0.f);
       if (b) {
@@ -336,7 +344,7 @@ class DynamicLstmKernel final : public Kernel {
           float* c = c_.data() + n * hs;
           const ops::DynamicU8 hq = range_of(h, hs);
           quantize_row(h, hs, h_codes_.data(), r_.k4, hq);
-          product_row(h_codes_.data(), hq, r_, d, rec_.data());
+          product_rows<1>(h_codes_.data(), r_.k4, hq, r_, d, rec_.data(), r_.cols_pad);
           const float* xp = proj_.data() + (t * batch + n) * w_.cols_pad;
           cell(xp, rec_.data(), bias_.data(), hs, c, h);
           if (want_y) {
