@@ -6,6 +6,8 @@ runs Kiln's file as Kiln does and Kiln runs onnxruntime's own `quantize_dynamic`
 onnxruntime does (both to float rounding); LSTM forms the op cannot hold are left float32 with
 the reason, and a model with nothing else to quantize is refused naming it. The CPU's fast kernel
 and the reference kernel are both held to onnxruntime."""
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -152,3 +154,24 @@ def test_unsupported_lstm_form_left_float_beside_quantized_nodes(tmp_path):
     assert any("left float32: lstm (layout 1" in s for s in said), said
     types = [t for _, t in op_types(str(tmp_path / "out.onnx"))]
     assert "LSTM" in types and "MatMulInteger" in types
+
+
+def test_task_gate_measures_the_lstm(tmp_path):
+    # LSTM -> MatMul head: --metric cosine --max-drop measures each node's own drop, the LSTM's
+    # included, and writes them to the sensitivity report.
+    src = lstm_model(str(tmp_path / "lstm.onnx"))
+    model = onnx.load(src)
+    w = np.random.default_rng(5).standard_normal((HIDDEN, 4)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(w, "M"))
+    model.graph.node.append(helper.make_node("MatMul", ["Y_h", "M"], ["Z"], name="head"))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    onnx.save(model, src)
+    report = tmp_path / "sensitivity.json"
+    result = kiln.quantize(src, str(tmp_path / "out.onnx"), dynamic=True, metric="cosine",
+                           max_drop=0.05, calibration=inputs(1, sets=3),
+                           sensitivity_report=str(report))
+    assert result.passed and result.quantized_nodes == 2 and result.metric_drop <= 0.05
+    nodes = {n["node"]: n["drop"] for n in json.loads(report.read_text())["nodes"]}
+    assert set(nodes) == {"lstm", "head"}
+    assert all(0 <= d < 0.05 for d in nodes.values())
