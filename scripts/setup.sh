@@ -39,6 +39,9 @@ APT_PACKAGES+=(python3-torch python3-torchvision)
 # kiln.distill runs under that interpreter too (`make test-distill`): its pytest and onnx (to read
 # the ONNX students and the test models); the distillation bench's photographs (skimage's data).
 APT_PACKAGES+=(python3-pytest python3-onnx python3-skimage)
+# The Resemblyzer case of issue 12 (bench/quantize/resemblyzer.py): the spoken channel names
+# alsa-utils ships as 48 kHz WAVs in /usr/share/sounds/alsa.
+APT_PACKAGES+=(alsa-utils)
 # The Fashion-MNIST case of issue 12 (bench/quantize/fashion_mnist.py, tests/python/
 # test_fashion_mnist.py): Debian's copy of the dataset, gzipped IDX files in
 # /usr/share/datasets/fashion-mnist.

@@ -51,7 +51,7 @@ class QuantizeResult:
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
              calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
-             int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm"), exclude_nodes=(),
+             int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm", "LSTM"), exclude_nodes=(),
              min_cosine=None, min_top1=None, fallback_nodes=4, max_collapsed=0.5,
              allow_drift=False, seed=0,
              threads=0, metric="cosine", max_drop=None, metric_timeout=120,
@@ -66,7 +66,8 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     calibration_cache: a file path: the calibration's histograms are kept there, and a later
         call on the same model and calibration data reads them instead of running the model
         (static INT8 only; a malformed file raises kiln.InvalidArgument).
-    dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead.
+    dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead, LSTM
+        as com.microsoft DynamicQuantizeLSTM (int8 W and R; it quantizes X and h itself).
     int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
         MatMulNBits (onnxruntime runs it too), blocks of `block_size` (16-256) values along K,
         asymmetric unless `symmetric`; int4_method "rtn" (round to nearest) or "gptq" (the

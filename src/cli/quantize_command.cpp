@@ -27,7 +27,7 @@ struct QuantizeFlags {
   std::string int4_method = "rtn";
   double gptq_damp = 0.01;
   size_t gptq_memory_mib = 1024;
-  std::vector<std::string> ops = {"Conv", "MatMul", "Gemm"};
+  std::vector<std::string> ops = {"Conv", "MatMul", "Gemm", "LSTM"};
   std::vector<std::string> exclude;
   int fallback_nodes = 4;
   double max_collapsed = 0.5;
@@ -125,7 +125,8 @@ Command add_quantize_command(CLI::App& app) {
                 "One weight scale per tensor (default: per channel)");
   cmd->add_flag("--dynamic", o->dynamic,
                 "Dynamic INT8: MatMul and Gemm as MatMulInteger on activations quantized at run "
-                "time (no calibration ranges; the input sets feed the gate)");
+                "time, LSTM as com.microsoft DynamicQuantizeLSTM (no calibration ranges; the "
+                "input sets feed the gate)");
   cmd->add_flag("--int4", o->int4,
                 "INT4 weight-only: MatMul and Gemm with a constant 2-D weight as com.microsoft "
                 "MatMulNBits (4-bit blocks along K; onnxruntime runs it too); activations stay "

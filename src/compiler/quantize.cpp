@@ -16,6 +16,7 @@
 #include "compiler/calibration.hpp"
 #include "compiler/observe_values.hpp"
 #include "compiler/quantize_int4.hpp"
+#include "compiler/quantize_lstm.hpp"
 #include "compiler/task_metric.hpp"
 #include "core/error.hpp"
 #include "onnx/onnx_io.hpp"
@@ -60,6 +61,20 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
     const size_t rank = w->constant().dims().size();
     const std::string& op = n->op_type();
     int64_t axis = -1;
+    if (op == "LSTM") {
+      // Only the dynamic form has an 8-bit LSTM (com.microsoft DynamicQuantizeLSTM).
+      const int index = seen[op]++;
+      std::string display = n->name().empty() ? fmt::format("LSTM #{}", index) : n->name();
+      if (excluded.count(display)) continue;
+      std::string why =
+          o.dynamic ? dynamic_lstm_refusal(*n) : "LSTM weights are quantized by --dynamic only";
+      if (why.empty()) {
+        out.push_back({n, 1, std::move(display)});
+      } else if (refused) {
+        refused->push_back(fmt::format("{} ({})", display, why));
+      }
+      continue;
+    }
     if (op == "Conv" && rank >= 3 && !o.dynamic && !o.int4) {
       axis = 0;
     } else if (op == "MatMul" && rank == 2) {
@@ -80,6 +95,16 @@ std::vector<Target> find_targets(const ir::Graph& g, const QuantizeOptions& o,
       }
     }
     if (!excluded.count(display)) out.push_back({n, axis, std::move(display)});
+  }
+  return out;
+}
+
+// The op types of `o.op_types` this mode can quantize (LSTM only in the dynamic one), for
+// messages.
+std::vector<std::string> mode_op_types(const QuantizeOptions& o) {
+  std::vector<std::string> out;
+  for (const std::string& op : o.op_types) {
+    if (op != "LSTM" || o.dynamic) out.push_back(op);
   }
   return out;
 }
@@ -520,7 +545,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
                  "quantize: '{}' has no {} with a constant float32 weight to quantize",
                  o.model_path,
                  o.int4 ? std::string("MatMul / Gemm (2-D weight)")
-                        : fmt::format("{}", fmt::join(o.op_types, " / ")));
+                        : fmt::format("{}", fmt::join(mode_op_types(o), " / ")));
   const std::vector<runtime::Feeds> sets = input_sets_for(*float_graph, o.calibration);
   const bool calibrate = !o.dynamic && !o.int4;
   KILN_CHECK_ARG(o.calibration_cache.empty() || calibrate,
@@ -645,14 +670,30 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     const std::vector<Target> targets = find_targets(g, o, excl);
     node_of_output.clear();
     for (const Target& t : targets) {
-      if (t.node->output(0)) node_of_output[t.node->output(0)->name()] = t.display;
+      // An LSTM may leave Y empty and give only Y_h: the first output it gives.
+      for (const ir::Value* out : t.node->outputs()) {
+        if (!out) continue;
+        node_of_output[out->name()] = t.display;
+        break;
+      }
     }
 
     std::set<ir::Value*> float_weights;
-    for (const Target& t : targets) float_weights.insert(t.node->input(1));
+    for (const Target& t : targets) {
+      float_weights.insert(t.node->input(1));
+      if (t.node->op_type() == "LSTM") float_weights.insert(t.node->input(2));
+    }
     // The dynamic model: MatMulInteger on DynamicQuantizeLinear's output.
     std::map<std::string, DynamicInput> dynamic_inputs;
     for (const Target& t : o.dynamic ? targets : std::vector<Target>{}) {
+      if (t.node->op_type() == "LSTM") {  // quantizes X and h itself, at each run
+        const LstmRewrite lw = rewrite_dynamic_lstm(g, t.node, o.per_channel);
+        r.float_weight_bytes += lw.float_bytes;
+        r.int8_weight_bytes += lw.int8_bytes;
+        r.weights += 2;
+        ++r.quantized_nodes;
+        continue;
+      }
       ir::Value* x = t.node->input(0);
       auto known = dynamic_inputs.find(x->name());
       if (known == dynamic_inputs.end()) {

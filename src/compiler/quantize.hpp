@@ -44,10 +44,11 @@ struct QuantizeOptions {
   // exist) they run and the file is (re)written. A malformed file is an error. "": none.
   std::string calibration_cache;
   bool per_channel = true;  // weights per output channel (else per tensor)
-  // Dynamic INT8 instead: MatMul and Gemm only, as MatMulInteger of DynamicQuantizeLinear's
-  // output (the activation's range measured at run time, so no calibration ranges; the input
-  // sets only feed the gate) and the int8 weight, scaled back to float32 (onnxruntime's
-  // quantize_dynamic form).
+  // Dynamic INT8 instead: MatMul and Gemm as MatMulInteger of DynamicQuantizeLinear's output
+  // (the activation's range measured at run time, so no calibration ranges; the input sets only
+  // feed the gate) and the int8 weight, scaled back to float32; LSTM as com.microsoft
+  // DynamicQuantizeLSTM with int8 W and R (compiler/quantize_lstm.hpp). onnxruntime's
+  // quantize_dynamic form.
   bool dynamic = false;
   // INT4 weight-only instead (compiler/quantize_int4.hpp): MatMul and Gemm with a constant 2-D
   // weight as com.microsoft MatMulNBits (onnxruntime's contrib op), the weight in blocks of
@@ -62,7 +63,7 @@ struct QuantizeOptions {
   // Bytes the Gram matrices (K x K doubles, one per distinct activation) may take; layers past
   // it are quantized with RTN, and the report says which.
   size_t gptq_memory = size_t{1} << 30;
-  std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm"};
+  std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm", "LSTM"};
   std::vector<std::string> exclude_nodes;  // node names (or "Conv #2": the third) left float32
   // When the gate refuses, keep the node whose output drifts most float32 and try again, up to
   // this many times (each try runs the gate again).

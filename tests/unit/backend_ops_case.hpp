@@ -120,6 +120,8 @@ std::vector<Case> gpu_pool_cases();
 std::vector<Case> gpu_resize_cases();
 // The GPU's LSTM (gpu.lstm, backend_ops_lstm_cases.cpp).
 std::vector<Case> gpu_lstm_cases();
+// com.microsoft DynamicQuantizeLSTM on the CPU (backend_ops_dynamic_lstm_cases.cpp).
+std::vector<Case> dynamic_lstm_cases();
 // The GPU's PointChain (gpu.point_chain, backend_ops_point_chain_cases.cpp).
 std::vector<Case> gpu_point_chain_cases();
 

@@ -484,6 +484,7 @@ std::vector<Case> cases() {
     f.attrs.push_back(s("activation", a));
     c.push_back(std::move(f));
   }
+  for (Case& d : dynamic_lstm_cases()) c.push_back(std::move(d));
   for (Case& g : gpu_cases()) c.push_back(std::move(g));
   return c;
 }

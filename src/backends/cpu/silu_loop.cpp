@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/exp_avx512.hpp"
 #include "core/x86_simd.hpp"
 
 namespace kiln::backends::cpu {
@@ -13,25 +14,6 @@ void silu_portable(float* x, int64_t n) {
 
 #ifdef KILN_X86_SIMD
 using simd::clean_upper_state;
-
-// exp(v) for v >= -87.3 (inf past 88.7): v = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r
-// is exact to float precision), e^r by its Taylor series to r^7 (the remainder is below 1e-8
-// relative there), times 2^k by vscalefps.
-__attribute__((target("avx512f"))) inline __m512 exp_ps(__m512 v) {
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), v);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 5040.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, k);
-}
 
 __attribute__((target("avx512f"))) void silu_avx512(float* x, int64_t n) {
   // -x held above -87.3 (below, sigmoid is 1 to float precision; +inf's -x would make the range
