@@ -15,6 +15,7 @@
 #include "server/memory_budget.hpp"
 #include "server/repository.hpp"
 #include "server/response_cache.hpp"
+#include "server/shared_memory.hpp"
 #include "server/statistics.hpp"
 
 namespace kiln::server {
@@ -30,6 +31,8 @@ struct ServerOptions {
   // --cache-config local,size=N: the response cache's bytes (0: no cache; models that enable
   // response_cache then run every request).
   size_t response_cache_bytes = 0;
+  // --shared-memory-max-regions, --shared-memory-max-bytes: the system shared memory registry.
+  SharedMemoryLimits shared_memory;
 };
 
 struct ServerMetadata {
@@ -89,6 +92,9 @@ class InferenceServer {
   // The budget every frontend leases request memory from (and ensembles their steps' tensors).
   MemoryBudget& request_memory() { return *request_memory_; }
 
+  // The system shared memory regions clients registered (inputs and outputs of requests).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
+
   // Null without --cache-config.
   const ResponseCache* response_cache() const { return cache_.get(); }
   ModelRepository& repository() { return *repository_; }
@@ -110,6 +116,7 @@ class InferenceServer {
   std::shared_ptr<MemoryBudget> request_memory_;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ResponseCache> cache_;  // null without --cache-config
+  SharedMemoryRegistry shared_memory_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};
