@@ -345,10 +345,13 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
   core.infer_async(std::move(infer), [reply = std::move(reply), encoding = std::move(encoding)](
                                          Status status, std::unique_ptr<InferResponse> response) {
     if (!status) {
-      // tritonserver answers an unknown model's infer text/plain, every other refusal JSON.
+      // tritonserver answers an unknown model's infer text/plain, every other refusal (an
+      // unknown shared memory region's 404 too) JSON.
       const unsigned code = http_status(status.code());
-      reply(status.code() == ErrorCode::NotFound ? plain_error(code, status.message())
-                                                 : error_response(code, status.message()));
+      const bool unknown_model = status.code() == ErrorCode::NotFound &&
+                                 !status.message().starts_with("Unable to find shared memory");
+      reply(unknown_model ? plain_error(code, status.message())
+                          : error_response(code, status.message()));
       return;
     }
     try {
