@@ -80,7 +80,7 @@ def register_both(pair, regions, name, size, offset=0, key_size=None):
 
 def test_register_status_unregister(pair, regions):
     objs = register_both(pair, regions, "r1", 64)
-    register_both(pair, regions, "r2", 32, offset=16, key_size=64)
+    register_both(pair, regions, "r2", 32, offset=4096, key_size=8192)  # Triton: page aligned
     answers = {n: http_answer(s, "GET", "/v2/systemsharedmemory/status") for n, s in pair.both()}
     for n in answers:  # the keys differ by construction
         for r in answers[n]["body"]:
