@@ -5,6 +5,7 @@ Triton's words where Triton has them; a region unregistered while a request uses
 memory answered as not supported; the shared-memory restricted-API category."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -209,6 +210,16 @@ def test_bytes_in_shared_memory(server, region, protocol):
         c.infer("identity_bytes", inputs, outputs=[o])
 
 
+def _wait_pending(server, model, n, timeout=120):
+    """server.wait_pending for tritonclient.http's async requests: they go out only while its
+    gevent loop runs, so wait in gevent's sleep."""
+    import gevent
+    deadline = time.time() + timeout
+    while server.pending(model) < n:
+        assert time.time() < deadline, f"{model}: never {n} pending"
+        gevent.sleep(0.01)
+
+
 def test_unregister_while_a_request_uses_the_region(server, region):
     """The region stays mapped until the request that uses it ends; the answer is complete."""
     rows = 64
@@ -224,13 +235,13 @@ def test_unregister_while_a_request_uses_the_region(server, region):
     blocker = httpclient.InferInput("INPUT0", [1, 2048, 256], "FP32")
     blocker.set_data_from_numpy(np.zeros((1, 2048, 256), np.float32))
     first = c.async_infer("slow", [blocker])
-    server.wait_pending("slow", 1)
+    _wait_pending(server, "slow", 1)
     i = httpclient.InferInput("INPUT0", [1, rows, 256], "FP32")
     i.set_shared_memory("busy_in", nbytes)
     o = httpclient.InferRequestedOutput("OUTPUT0")
     o.set_shared_memory("busy_out", nbytes)
     second = c.async_infer("slow", [i], outputs=[o])
-    server.wait_pending("slow", 2)
+    _wait_pending(server, "slow", 2)
     admin = server.client()
     admin.unregister_system_shared_memory()
     assert admin.get_system_shared_memory_status() == []
