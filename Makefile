@@ -6,7 +6,8 @@ FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration format clean python test-python test-distill test-pip test-deploy
+	fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration format clean python test-python test-distill test-pip test-deploy \
+	test-replicas
 
 all: build
 
@@ -49,13 +50,23 @@ conformance-update: build
 test-models: build
 	python3 -m pytest -q tests/models --build-dir $(BUILD)
 
-test: unit conformance conformance-engine test-models test-server test-python test-distill test-pip test-deploy
+test: unit conformance conformance-engine test-models test-server test-python test-distill test-pip test-deploy \
+  test-replicas
 	python3 -m pytest -q tests/cli --kiln $(BUILD)/src/kiln
 
 # deploy/ (Helm chart, KServe runtime, Prometheus adapter rule) rendered and validated offline
 # against the Kubernetes schemas; needs no build and no cluster (docs/DEPLOY.md).
 test-deploy: setup
-	python3 -m pytest -q tests/deploy
+	python3 -m pytest -q tests/deploy --ignore=tests/deploy/test_replicas.py
+
+# Debian's nginx with deploy/nginx/kiln.conf in front of three kiln-serve replicas on loopback,
+# 32 clients busy while one replica drains and restarts and, in a second run, one is killed
+# (docs/DEPLOY.md). REPLICA_SECONDS per scenario; bench/server/replicas.py runs the 60 s
+# measurement of bench/results.
+REPLICA_SECONDS ?= 12
+test-replicas: build
+	KILN_SERVE=$(BUILD)/src/kiln-serve REPLICA_SECONDS=$(REPLICA_SECONDS) \
+	  python3 -m pytest -q tests/deploy/test_replicas.py
 
 # The inference server end to end, through the real tritonclient (docs/SERVER.md).
 test-server: build

@@ -43,6 +43,10 @@ APT_PACKAGES+=(python3-pytest python3-onnx python3-skimage)
 # test_fashion_mnist.py): Debian's copy of the dataset, gzipped IDX files in
 # /usr/share/datasets/fashion-mnist.
 APT_PACKAGES+=(dataset-fashion-mnist)
+# The load balancer in front of replicas (deploy/nginx, tests/deploy/test_replicas.py): Debian's
+# nginx 1.22 (http2 and grpc built in). Its package would start a system nginx on port 80 where
+# an init system runs; the tests start their own, unprivileged, from a scratch directory.
+APT_PACKAGES+=(nginx)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -8,6 +8,7 @@
 #include "server/model.hpp"
 #include "server/request_errors.hpp"
 #include "server/server_log.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server {
 namespace {
@@ -131,6 +132,7 @@ void EnsembleScheduler::enqueue(std::unique_ptr<InferRequest> request, InferCall
   auto run = std::make_shared<Run>();
   run->owner = this;
   run->enqueued = Clock::now();
+  stamp(request->trace, TraceActivity::QueueStart, run->enqueued);
   std::vector<size_t> ready;
   try {
     // The ensemble checks its own request as any model does (and in the same words), before
@@ -240,6 +242,13 @@ void EnsembleScheduler::launch(const std::shared_ptr<Run>& run, size_t s) {
     request->received = Clock::now();
     request->deadline = run->deadline;
     request->cancelled = parent.cancelled;
+    // A traced ensemble traces its steps, each naming it as parent (as tritonserver does).
+    if (parent.trace) {
+      request->trace = parent.trace->child(step.model);
+      request->trace->set_version(model->version());
+      request->trace->set_request_id(parent.id);
+      request->trace->stamp(TraceActivity::RequestStart, request->received);
+    }
     std::lock_guard lock(run->mutex);
     for (const EnsemblePlan::Binding& b : step.inputs) {
       const Run::Slot& slot = run->slots[b.tensor];
@@ -438,6 +447,7 @@ void EnsembleScheduler::finish(const std::shared_ptr<Run>& run) {
   }
   statistics.add_pending(-1);
   InferCallback done = std::move(run->done);
+  if (run->request) stamp_request_end(run->request->trace);
   try {
     done(failure ? *failure : Status::ok(), std::move(response));
   } catch (const std::exception& e) {

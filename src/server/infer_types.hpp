@@ -24,6 +24,8 @@ namespace kiln::server {
 
 using Clock = std::chrono::steady_clock;
 
+class RequestTrace;  // server/trace.hpp
+
 // ---- datatypes -------------------------------------------------------------------------------
 
 // The KServe v2 datatype string ("FP32", "BYTES", ...) of an element type; throws Unsupported
@@ -95,6 +97,8 @@ struct InferRequest {
   // Set by the frontend when the client has gone (a cancelled gRPC call or stream): a request
   // still queued then leaves the queue without running.
   std::shared_ptr<const std::atomic<bool>> cancelled;
+  // Set when the request is sampled for tracing (Tracer::start); every stage stamps it.
+  std::shared_ptr<RequestTrace> trace;
   bool is_cancelled() const { return cancelled && cancelled->load(std::memory_order_relaxed); }
 };
 

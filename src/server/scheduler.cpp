@@ -5,6 +5,7 @@
 
 #include "runtime/run_control.hpp"
 #include "server/batching.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server {
 namespace {
@@ -136,6 +137,7 @@ void Scheduler::enqueue(std::unique_ptr<InferRequest> request, InferCallback don
       timeout = request->timeout_us;
     }
     p->enqueued = Clock::now();
+    stamp(request->trace, TraceActivity::QueueStart, p->enqueued);
     // Saturating: a timeout near 2^63 us means "never", not a time in the past.
     if (timeout > 0) p->deadline = runtime::deadline_after(p->enqueued, timeout);
     p->delay_on_timeout = policy.delay_on_timeout;
@@ -305,6 +307,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
   const bool batched = options_.max_batch_size > 0;
   std::vector<std::unique_ptr<InferResponse>> responses(batch.items.size());
   uint64_t input_ns = 0, infer_ns = 0, output_ns = 0;
+  ComputeStamps stamps{start, start, start, start};
   // The run stops at the last deadline of the batch's requests (all have passed then) or when a
   // drain cancels it; either way the instance is free for the next request.
   runtime::RunControl control;
@@ -370,6 +373,7 @@ void Scheduler::execute(Session& session, Batch& batch) {
     input_ns = ns_between(start, t_input);
     infer_ns = ns_between(t_input, t_infer);
     output_ns = ns_between(t_infer, t_output);
+    stamps = ComputeStamps{start, t_input, t_infer, t_output};
     statistics_.record_execution(static_cast<uint64_t>(batch.rows), input_ns, infer_ns, output_ns);
   } catch (const Error& e) {
     for (auto& p : batch.items) {
@@ -397,6 +401,8 @@ void Scheduler::execute(Session& session, Batch& batch) {
                                ns_between(p.enqueued, start), input_ns, infer_ns, output_ns);
     statistics_.add_pending(-1);
     responses[r]->compute = ComputeTimes{input_ns, infer_ns, output_ns};
+    stamp_compute(p.request->trace, stamps);
+    stamp_request_end(p.request->trace);
     p.done(Status::ok(), std::move(responses[r]));
     // Dropping the request here releases the keepalive after the callback has run.
     batch.items[r].reset();

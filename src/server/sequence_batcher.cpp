@@ -7,6 +7,7 @@
 #include "runtime/run_control.hpp"
 #include "server/batching.hpp"
 #include "server/server_log.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server {
 namespace {
@@ -164,6 +165,7 @@ void SequenceBatcher::enqueue(std::unique_ptr<InferRequest> request, InferCallba
     p->by_spec = std::move(checked.by_spec);
     p->outputs = std::move(checked.outputs);
     p->enqueued = Clock::now();
+    stamp(request->trace, TraceActivity::QueueStart, p->enqueued);
     const uint64_t run_timeout =
         runtime::shorter_timeout(request->timeout_us, options_.request_timeout_us);
     if (run_timeout > 0) p->run_deadline = runtime::deadline_after(request->received, run_timeout);
@@ -518,6 +520,7 @@ void SequenceBatcher::execute(Session& session, std::vector<Item>& batch) {
   const int64_t rows = static_cast<int64_t>(batch.size());
   std::vector<std::unique_ptr<InferResponse>> responses(batch.size());
   uint64_t input_ns = 0, infer_ns = 0, output_ns = 0;
+  ComputeStamps stamps{start, start, start, start};
   runtime::RunControl control;
   control.cancel = options_.cancel.get();
   control.deadline = Clock::time_point::min();
@@ -623,6 +626,7 @@ void SequenceBatcher::execute(Session& session, std::vector<Item>& batch) {
     input_ns = ns_between(start, t_input);
     infer_ns = ns_between(t_input, t_infer);
     output_ns = ns_between(t_infer, t_output);
+    stamps = ComputeStamps{start, t_input, t_infer, t_output};
     statistics_.record_execution(static_cast<uint64_t>(rows), input_ns, infer_ns, output_ns);
     // The states move on; a state that grew past the memory budget fails its request instead.
     for (size_t r = 0; r < batch.size(); ++r) {
@@ -670,6 +674,8 @@ void SequenceBatcher::execute(Session& session, std::vector<Item>& batch) {
                                ns_between(p.enqueued, start), input_ns, infer_ns, output_ns);
     statistics_.add_pending(-1);
     responses[r]->compute = ComputeTimes{input_ns, infer_ns, output_ns};
+    stamp_compute(p.request->trace, stamps);
+    stamp_request_end(p.request->trace);
     p.done(Status::ok(), std::move(responses[r]));
     // Dropping the request releases its keepalive after the callback has run.
     batch[r].pending.reset();

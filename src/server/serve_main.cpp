@@ -55,6 +55,7 @@ struct Flags {
   std::vector<std::string> ignored;  // tritonserver flags with no meaning here
   kiln::server::LogSettings log;
   std::vector<std::string> cache_config;
+  kiln::server::TraceFlags trace;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -165,6 +166,17 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"default", "ISO8601"}))
       ->capture_default_str();
   app.add_option("--log-file", f.log.file, "write the log to this file (default: standard error)");
+  // Request tracing (tritonserver's flags; /v2/trace/setting and gRPC TraceSetting change all
+  // but the file at run time).
+  app.add_option("--trace-config", f.trace.config,
+                 "[triton,]<setting>=<value>: rate, level (OFF or TIMESTAMPS, repeatable), count, "
+                 "mode (triton), triton,file=<path>, triton,log-frequency=<n> (repeatable)");
+  app.add_option("--trace-file", f.trace.file, "deprecated: --trace-config triton,file=<path>");
+  app.add_option("--trace-level", f.trace.level, "deprecated: --trace-config level=<level>");
+  app.add_option("--trace-rate", f.trace.rate, "deprecated: --trace-config rate=<n>");
+  app.add_option("--trace-count", f.trace.count, "deprecated: --trace-config count=<n>");
+  app.add_option("--trace-log-frequency", f.trace.log_frequency,
+                 "deprecated: --trace-config triton,log-frequency=<n>");
   app.add_option("--cache-config", f.cache_config,
                  "local,size=<bytes>: the response cache for models whose config enables "
                  "response_cache (default: none)");
@@ -236,6 +248,7 @@ int main(int argc, char** argv) {
     options.shared_memory.max_regions = f.shm_max_regions;
     options.shared_memory.max_mapped_bytes = f.shm_max_bytes;
     options.response_cache_bytes = kiln::server::parse_cache_config(f.cache_config);
+    options.trace = kiln::server::trace_settings_from_flags(f.trace);
     options.repository.response_cache = options.response_cache_bytes > 0;
     KILN_CHECK_ARG(!f.metrics_require_token || !f.bearer_token.empty(),
                    "--metrics-require-token needs --http-bearer-token");

@@ -29,6 +29,7 @@ InferenceServer::InferenceServer(ServerOptions options)
       cache_(options_.response_cache_bytes > 0
                  ? std::make_unique<ResponseCache>(options_.response_cache_bytes)
                  : nullptr),
+      tracer_(options_.trace),
       shared_memory_(options_.shared_memory) {}
 
 InferenceServer::~InferenceServer() {
@@ -51,7 +52,7 @@ ServerMetadata InferenceServer::metadata() const {
   m.name = options_.server_id;
   m.version = KILN_VERSION;
   // tritonserver 2.51's list and order, less what Kiln does not serve (classification,
-  // cuda_shared_memory, trace; docs/SERVER.md).
+  // cuda_shared_memory; docs/SERVER.md).
   m.extensions = {"sequence",
                   "model_repository",
                   "model_repository(unload_dependents)",
@@ -61,6 +62,7 @@ ServerMetadata InferenceServer::metadata() const {
                   "binary_tensor_data",
                   "parameters",
                   "statistics",
+                  "trace",
                   "logging"};
   return m;
 }
@@ -92,6 +94,7 @@ bool InferenceServer::model_ready(std::string_view name, int64_t version) const 
 }
 
 void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCallback done) {
+  stamp(request->trace, TraceActivity::RequestStart);
   if (draining_.load()) {
     done(Status(ErrorCode::Unavailable, "Server is shutting down"), nullptr);
     return;
@@ -127,6 +130,10 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
       done(std::move(status), std::move(response));
     };
   }
+  if (request->trace) {
+    request->trace->set_version(version->version());
+    request->trace->set_request_id(request->id);
+  }
   // The response cache, for a model that enables it: a hit answers at once, a miss keeps the
   // response on its way back. A request too large for the cache is a miss that builds no key
   // (no second copy of its inputs).
@@ -144,6 +151,7 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
         return static_cast<uint64_t>(std::chrono::nanoseconds(d).count());
       };
       version->statistics().record_cache_hit(ns(Clock::now() - request->received), ns(lookup));
+      stamp_request_end(request->trace);
       done(Status::ok(), std::move(hit));
       return;
     }

@@ -17,6 +17,7 @@
 #include "server/response_cache.hpp"
 #include "server/shared_memory.hpp"
 #include "server/statistics.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server {
 
@@ -31,6 +32,8 @@ struct ServerOptions {
   // --cache-config local,size=N: the response cache's bytes (0: no cache; models that enable
   // response_cache then run every request).
   size_t response_cache_bytes = 0;
+  // --trace-config / --trace-*: the trace settings at start (tracing off by default).
+  TraceSettings trace;
   // --shared-memory-max-regions, --shared-memory-max-bytes: the system shared memory registry.
   SharedMemoryLimits shared_memory;
 };
@@ -92,6 +95,9 @@ class InferenceServer {
   // The budget every frontend leases request memory from (and ensembles their steps' tensors).
   MemoryBudget& request_memory() { return *request_memory_; }
 
+  // Request tracing: the frontends sample each decoded request (Tracer::start) and stamp its
+  // receive and send times; the settings endpoints read and change it.
+  Tracer& tracer() { return tracer_; }
   // The system shared memory regions clients registered (inputs and outputs of requests).
   SharedMemoryRegistry& shared_memory() { return shared_memory_; }
 
@@ -116,6 +122,7 @@ class InferenceServer {
   std::shared_ptr<MemoryBudget> request_memory_;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ResponseCache> cache_;  // null without --cache-config
+  Tracer tracer_;
   SharedMemoryRegistry shared_memory_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};

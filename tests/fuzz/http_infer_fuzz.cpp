@@ -76,6 +76,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     (void)ftruncate(fd, 65536);
     close(fd);
   }
+  // A trace file, so that trace setting updates that turn tracing on are accepted and reach the
+  // sampling code (the repository is empty: no request is ever traced into it).
+  o.trace.file = (dir / "trace.json").string();
   core = new kiln::server::InferenceServer(o);
   core->start();
   return 0;

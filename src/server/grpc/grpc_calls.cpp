@@ -97,12 +97,6 @@ void load_model(InferenceServer& core, const inference::RepositoryModelLoadReque
   core.repository().load(request.model_name(), config);
 }
 
-template <class Req, class Resp>
-void not_supported(InferenceServer&, const Req&, Resp&) {
-  fail(ErrorCode::Unsupported, "{} is not supported by this server",
-       Req::descriptor()->name().substr(0, Req::descriptor()->name().size() - 7));
-}
-
 using namespace inference;  // the message names below are the protocol's
 
 const UnaryKind<ServerLiveRequest, ServerLiveResponse> kServerLive{
@@ -204,13 +198,34 @@ const UnaryKind<LogSettingsRequest, LogSettingsResponse> kLogSettings{
     },
     "logging"};
 
-// Part of the protocol, not of Kiln: UNIMPLEMENTED (after the access check, as Triton orders it).
-#define KILN_GRPC_UNSUPPORTED(Rpc, category)                                      \
-  const UnaryKind<Rpc##Request, Rpc##Response> k##Rpc {                           \
-    &Service::Request##Rpc, &not_supported<Rpc##Request, Rpc##Response>, category \
-  }
-KILN_GRPC_UNSUPPORTED(TraceSetting, "trace");
-#undef KILN_GRPC_UNSUPPORTED
+// Triton's trace extension: settings given with no value clear a model's override (or reset a
+// server-wide setting); all are checked before any applies. The answer is every setting.
+const UnaryKind<TraceSettingRequest, TraceSettingResponse> kTraceSetting{
+    &Service::RequestTraceSetting,
+    [](InferenceServer& core, const TraceSettingRequest& q, TraceSettingResponse& r) {
+      const std::string& model = q.model_name();
+      if (!model.empty()) {
+        KILN_CHECK_ARG(!core.repository().versions(model).empty(), "Request for unknown model : {}",
+                       model);
+      }
+      TraceSettings now = core.tracer().settings(model);
+      if (!q.settings().empty()) {
+        TraceSettingsUpdate update;
+        for (const auto& [name, v] : q.settings()) {
+          if (v.value().empty()) {
+            update[name] = std::nullopt;
+          } else {
+            update[name] = std::vector<std::string>(v.value().begin(), v.value().end());
+          }
+        }
+        now = core.tracer().update(model, update);
+      }
+      auto& out = *r.mutable_settings();
+      for (const auto& [name, values] : trace_settings_view(now)) {
+        for (const std::string& v : values) out[name].add_value(v);
+      }
+    },
+    "trace"};
 
 // ---- system shared memory (server/shared_memory.hpp); CUDA shared memory is not served -------
 
@@ -290,7 +305,12 @@ class InferCall final : public Tag {
   }
 
   void proceed(bool ok) override {
-    if (finishing_) return release();  // Finish completed (or failed: the client is gone)
+    if (finishing_) {
+      // Finish completed (or failed: the client is gone).
+      stamp(trace_, TraceActivity::GrpcSendEnd);
+      trace_.reset();  // the trace is written once its last holder lets go
+      return release();
+    }
     if (!ok) {
       delete this;  // the call never started, so no done notice will come either
       return;
@@ -320,6 +340,12 @@ class InferCall final : public Tag {
     ModelInferRequest().Swap(&request_);
     request->received = received;
     request->cancelled = cancelled_;
+    request->trace = frontend_->core.tracer().start(request->model_name);
+    if (request->trace) {
+      request->trace->stamp(TraceActivity::GrpcWaitReadStart, listening_since_);
+      request->trace->stamp(TraceActivity::GrpcWaitReadEnd, received);
+      trace_ = request->trace;
+    }
     finishing_ = true;
     frontend_->core.infer_async(std::move(request),
                                 [this](Status s, std::unique_ptr<InferResponse> response) {
@@ -356,6 +382,7 @@ class InferCall final : public Tag {
     finishing_ = true;
     // `this` may be deleted by the queue thread as soon as Finish is called: hold the frontend.
     std::shared_ptr<Frontend> frontend = frontend_;
+    stamp(trace_, TraceActivity::GrpcSendStart);
     const bool started = frontend->if_open([&] {
       if (status.ok()) {
         if (frontend->infer_compression != GRPC_COMPRESS_LEVEL_NONE) {
@@ -385,6 +412,9 @@ class InferCall final : public Tag {
   std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int> ends_left_{2};
   bool finishing_ = false;
+  // Tracing: when the call began waiting for its request, and the request's trace.
+  Clock::time_point listening_since_ = Clock::now();
+  std::shared_ptr<RequestTrace> trace_;
 };
 
 }  // namespace

@@ -82,6 +82,10 @@ class StreamCall {
       request = decode_infer_request(incoming_, frontend_->options.codec);
       request->received = received;
       request->cancelled = cancelled_;
+      // A stream's requests are traced from their arrival to their response's queueing (the
+      // stream's writes carry no per-request stamps).
+      request->trace = frontend_->core.tracer().start(request->model_name);
+      stamp(request->trace, TraceActivity::GrpcWaitReadEnd, received);
     } catch (const std::exception& e) {
       const auto* kiln_error = dynamic_cast<const Error*>(&e);
       error = kiln_error ? kiln_error->message() : e.what();

@@ -166,6 +166,8 @@ class Connection : public ConnectionBase {
 
  private:
   void read_header() {
+    exchange_ = ExchangeTrace{};
+    exchange_.recv_start = Clock::now();
     tcp().expires_after(std::chrono::seconds(impl_.options.read_timeout_secs));
     bhttp::async_read_header(derived().stream(), buffer_, *parser_,
                              beast::bind_front_handler(&Connection::on_header, self()));
@@ -244,6 +246,7 @@ class Connection : public ConnectionBase {
                            impl_.core.request_memory().limit())));
     }
     if (ec) return write(error_response(400, "malformed HTTP request: " + ec.message()));
+    exchange_.recv_end = Clock::now();
     Request request = parser_->release(lease_);
     impl_.open_requests.fetch_add(1);
     counted_ = true;
@@ -273,7 +276,7 @@ class Connection : public ConnectionBase {
       if (impl_.options.metrics) {
         route_metrics(impl_.core, impl_.options, request, once);
       } else {
-        route_api(impl_.core, impl_.options, request, once);
+        route_api(impl_.core, impl_.options, request, once, &exchange_);
       }
     } catch (const std::bad_alloc&) {
       once(error_response(503, "out of memory while serving the request", version_));
@@ -290,6 +293,7 @@ class Connection : public ConnectionBase {
     response.keep_alive(keep_alive_);
     response.prepare_payload();
     response_ = std::make_shared<Response>(std::move(response));
+    stamp(exchange_.trace, TraceActivity::HttpSendStart);
     tcp().expires_after(std::chrono::seconds(impl_.options.idle_timeout_secs));
     bhttp::async_write(
         derived().stream(), *response_,
@@ -298,6 +302,8 @@ class Connection : public ConnectionBase {
 
  private:
   void on_write(bool close, beast::error_code ec, std::size_t) {
+    stamp(exchange_.trace, TraceActivity::HttpSendEnd);
+    exchange_.trace.reset();  // the trace is written once its last holder lets go
     response_.reset();
     lease_.reset();
     if (counted_) {
@@ -311,6 +317,7 @@ class Connection : public ConnectionBase {
   std::optional<RequestParser> parser_;
   MemoryLease lease_;  // pays for the request being served
   std::shared_ptr<Response> response_;
+  ExchangeTrace exchange_;  // this exchange's arrival times and trace (tracing)
   std::chrono::steady_clock::time_point body_started_;
   size_t body_bytes_ = 0;
   bool keep_alive_ = true;

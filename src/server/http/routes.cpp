@@ -123,6 +123,25 @@ LogSettingValue log_setting_value(const JsonValue& v, std::string_view name) {
        "log setting '{}' must be a boolean, an unsigned integer or a string", name);
 }
 
+// The trace settings' answer: Triton's names and order, trace_level a list, the rest strings.
+std::string trace_settings_json(const TraceSettings& settings) {
+  JsonBuffer b;
+  Writer w(b);
+  w.StartObject();
+  for (const auto& [name, values] : trace_settings_view(settings)) {
+    w.Key(name.c_str());
+    if (name == "trace_level") {
+      w.StartArray();
+      for (const std::string& v : values) put(w, v);
+      w.EndArray();
+    } else {
+      put(w, values.front());
+    }
+  }
+  w.EndObject();
+  return b.GetString();
+}
+
 void tensor_metadata(Writer& w, const std::vector<TensorMetadata>& tensors) {
   w.StartArray();
   for (const TensorMetadata& t : tensors) {
@@ -318,8 +337,46 @@ bool authorized(const HttpOptions& options, const Request& request, const char* 
   return true;
 }
 
+// GET or POST /v2[/models/NAME]/trace/setting: a POST's members (a string, a list of strings,
+// or null to clear) are applied together or not at all; the answer is the settings after it.
+std::string handle_trace_setting(InferenceServer& core, const Request& request, bool post,
+                                 const std::string& model) {
+  if (!model.empty()) {
+    // In Triton's words (a 400, not the 404 of the model APIs).
+    KILN_CHECK_ARG(!core.repository().versions(model).empty(), "Request for unknown model : {}",
+                   model);
+  }
+  if (!post) return trace_settings_json(core.tracer().settings(model));
+  JsonDocument d = parse_body_object(request.body());
+  TraceSettingsUpdate update;
+  for (const auto& m : d.GetObject()) {
+    const std::string name(m.name.GetString(), m.name.GetStringLength());
+    if (m.value.IsNull()) {
+      update[name] = std::nullopt;
+      continue;
+    }
+    std::vector<std::string> values;
+    if (m.value.IsString()) {
+      values.emplace_back(m.value.GetString(), m.value.GetStringLength());
+    } else if (m.value.IsArray()) {
+      for (const auto& v : m.value.GetArray()) {
+        KILN_CHECK_ARG(v.IsString(),
+                       "trace setting '{}' must be a string, a list of strings or "
+                       "null",
+                       name);
+        values.emplace_back(v.GetString(), v.GetStringLength());
+      }
+    } else {
+      fail(ErrorCode::InvalidArgument,
+           "trace setting '{}' must be a string, a list of strings or null", name);
+    }
+    update[name] = std::move(values);
+  }
+  return trace_settings_json(core.tracer().update(model, update));
+}
+
 void handle_infer(InferenceServer& core, const HttpOptions& options, Request& request,
-                  const std::string& model, int64_t version, Reply reply) {
+                  const std::string& model, int64_t version, Reply reply, ExchangeTrace* exchange) {
   std::optional<size_t> header_length;
   auto hl = request.find("Inference-Header-Content-Length");
   if (hl != request.end()) {
@@ -338,6 +395,12 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
       decode_infer_request(request.body(), header_length, options.codec, model);
   infer->model_name = model;
   infer->model_version = version;
+  infer->trace = core.tracer().start(model);
+  if (infer->trace && exchange) {
+    infer->trace->stamp(TraceActivity::HttpRecvStart, exchange->recv_start);
+    infer->trace->stamp(TraceActivity::HttpRecvEnd, exchange->recv_end);
+    exchange->trace = infer->trace;
+  }
   OutputEncoding encoding = output_encoding_of(*infer);
   encoding.max_bytes = options.max_response_bytes;
   // The body is no longer needed once decoded; free it before the request waits in a queue.
@@ -408,7 +471,8 @@ Response error_response(unsigned status, std::string_view message, unsigned vers
   return res;
 }
 
-void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply) {
+void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply,
+               ExchangeTrace* exchange) {
   auto segments = split_path(std::string_view(request.target().data(), request.target().size()));
   if (!segments || segments->empty() || (*segments)[0] != "v2") {
     reply(plain_error(404, "Not Found"));
@@ -469,6 +533,14 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
         }
         reply(json_response({}, 200));  // tritonserver: empty, labelled JSON
       };
+    } else if (s[1] == "trace" && s.size() == 3 && s[2] == "setting") {
+      if (!method_ok(get || post, true)) return;
+      category = "trace";
+      action = [&] { reply(json_response(handle_trace_setting(core, request, post, ""))); };
+    } else if (s[1] == "models" && s.size() == 5 && s[3] == "trace" && s[4] == "setting") {
+      if (!method_ok(get || post, true)) return;
+      category = "trace";
+      action = [&] { reply(json_response(handle_trace_setting(core, request, post, s[2]))); };
     } else if (s[1] == "logging" && s.size() == 2) {
       if (!method_ok(get || post, true)) return;
       category = "logging";
@@ -541,7 +613,9 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
       } else if (op == "infer") {
         if (!method_ok(post)) return;
         category = "inference";
-        action = [&, version] { handle_infer(core, options, request, model, version, reply); };
+        action = [&, version] {
+          handle_infer(core, options, request, model, version, reply, exchange);
+        };
       } else {
         reply(plain_error(404, "Not Found"));
         return;

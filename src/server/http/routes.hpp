@@ -10,6 +10,7 @@
 #include "server/http/http_server.hpp"
 #include "server/http/request_parser.hpp"
 #include "server/json_memory.hpp"
+#include "server/trace.hpp"
 
 namespace kiln::server::http {
 
@@ -39,8 +40,18 @@ std::optional<ApiRoute> shared_memory_route(InferenceServer& core,
                                             const std::vector<std::string>& s, Request& request,
                                             const Reply& reply);
 
-// Serves one API request (health, metadata, config, infer, statistics, repository).
-void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply);
+// What the connection knows of one exchange beyond its bytes, for request tracing: when the
+// request began and finished arriving, and the trace the infer route started for it (the
+// connection stamps the response's sending on it, then lets it go).
+struct ExchangeTrace {
+  Clock::time_point recv_start, recv_end;
+  std::shared_ptr<RequestTrace> trace;
+};
+
+// Serves one API request (health, metadata, config, infer, statistics, repository, trace and
+// log settings). `exchange`, when given, must outlive the call (not the reply).
+void route_api(InferenceServer& core, const HttpOptions& options, Request& request, Reply reply,
+               ExchangeTrace* exchange = nullptr);
 // Serves one request on the metrics port (GET /metrics; the bearer token when
 // `options.metrics_auth`).
 void route_metrics(InferenceServer& core, const HttpOptions& options, Request& request,
