@@ -110,10 +110,31 @@ void read_scheduling_parameters(InferRequest& request) {
   }
 }
 
-void refuse_shared_memory(const Parameters& params, std::string_view what,
-                          const std::string& name) {
-  KILN_CHECK(!params.count("shared_memory_region"), ErrorCode::Unsupported,
-             "{} '{}': shared memory is not supported", what, name);
+std::optional<SharedMemoryRef> read_shared_memory_parameters(const Parameters& params,
+                                                             std::string_view what,
+                                                             const std::string& name) {
+  auto region = params.find("shared_memory_region");
+  if (region == params.end()) return std::nullopt;
+  SharedMemoryRef ref;
+  const std::string* text = std::get_if<std::string>(&region->second);
+  // Internal (500) and these words, as tritonserver's JSON parser answers.
+  KILN_CHECK(text != nullptr, ErrorCode::Internal,
+             "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
+  ref.region = *text;
+  auto unsigned_value = [&](std::string_view key) -> uint64_t {
+    auto it = params.find(key);
+    if (it == params.end()) return 0;
+    if (const uint64_t* u = std::get_if<uint64_t>(&it->second)) return *u;
+    const int64_t* i = std::get_if<int64_t>(&it->second);
+    KILN_CHECK(i != nullptr && *i >= 0, ErrorCode::Internal,
+               "Unable to parse '{}': attempt to access JSON non-unsigned-integer as "
+               "unsigned-integer",
+               key);
+    return static_cast<uint64_t>(*i);
+  };
+  ref.offset = unsigned_value("shared_memory_offset");
+  ref.byte_size = unsigned_value("shared_memory_byte_size");
+  return ref;
 }
 
 ErrorCode Status::code() const {

@@ -55,18 +55,28 @@ std::optional<std::string> parameter_string(const Parameters& params, std::strin
 
 // ---- request / response ----------------------------------------------------------------------
 
+// Where a tensor lives in a registered system shared memory region: the input or output
+// parameters "shared_memory_region", "shared_memory_offset" and "shared_memory_byte_size".
+struct SharedMemoryRef {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
 struct InferInput {
   std::string name;
   DataType datatype = DataType::Undefined;
   std::vector<int64_t> shape;  // as the client sent it, batch dim included when batching
   Parameters parameters;
-  Tensor data;  // dtype == datatype, dims == shape
+  Tensor data;  // dtype == datatype, dims == shape; undefined until the server reads `shm`
+  std::optional<SharedMemoryRef> shm;  // set: the data is in this region, not in the request
 };
 
 struct RequestedOutput {
   std::string name;
   // Frontend hints kept for the encoder ("binary_data"); "classification" is refused.
   Parameters parameters;
+  std::optional<SharedMemoryRef> shm;  // set: the server writes the output into this region
 };
 
 struct InferRequest {
@@ -96,16 +106,22 @@ struct InferRequest {
 // - the request parameters "priority" and "timeout" (microseconds) into the scheduling fields
 //   (InvalidArgument when negative or not integers);
 void read_scheduling_parameters(InferRequest& request);
-// - "shared_memory_region" on an input or output `name` ("input" / "output" in `what`) is
-//   Unsupported (no shared memory);
-void refuse_shared_memory(const Parameters& params, std::string_view what, const std::string& name);
+// - the shared memory parameters of an input or output `name` ("input" / "output" in `what`):
+//   nullopt without "shared_memory_region"; the region's name, offset (default 0) and byte size
+//   otherwise, in tritonserver's words when one has the wrong type or is negative.
+std::optional<SharedMemoryRef> read_shared_memory_parameters(const Parameters& params,
+                                                             std::string_view what,
+                                                             const std::string& name);
 
 struct InferOutput {
   std::string name;
   DataType datatype = DataType::Undefined;
   std::vector<int64_t> shape;
   Parameters parameters;
-  Tensor data;
+  Tensor data;  // undefined once written into shared memory
+  // Written into the region the request named: the frontends send no data for it (as Triton,
+  // which sends the output's name, datatype and shape only).
+  bool in_shared_memory = false;
 };
 
 // The compute time charged to one request (a request in a merged batch is charged the batch's),

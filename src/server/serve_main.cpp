@@ -45,6 +45,8 @@ struct Flags {
   size_t min_body_rate = size_t{64} << 10;
   size_t max_response = size_t{512} << 20;
   size_t request_memory = 0;
+  size_t shm_max_regions = 128;
+  uint64_t shm_max_bytes = 0;
   bool metrics_require_token = false;
   std::vector<std::string> metrics_config;
   size_t instance_budget = kiln::server::default_instance_budget();
@@ -127,6 +129,13 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--request-memory-bytes", f.request_memory,
                  "memory all requests in flight may hold together: bodies being read, requests "
                  "queued or running (0: a quarter of physical memory)");
+  app.add_option("--shared-memory-max-regions", f.shm_max_regions,
+                 "most system shared memory regions registered at once")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--shared-memory-max-bytes", f.shm_max_bytes,
+                 "most bytes of system shared memory mapped at once, regions still used by "
+                 "requests after unregistering included (0: physical memory)");
   app.add_option("--metrics-require-token", f.metrics_require_token,
                  "true: /metrics needs the --http-bearer-token too");
   app.add_option("--model-instance-budget", f.instance_budget,
@@ -236,6 +245,8 @@ int main(int argc, char** argv) {
     options.strict_readiness = f.strict_readiness;
     options.exit_timeout_secs = f.exit_timeout_secs;
     options.request_memory_bytes = f.request_memory;
+    options.shared_memory.max_regions = f.shm_max_regions;
+    options.shared_memory.max_mapped_bytes = f.shm_max_bytes;
     options.response_cache_bytes = kiln::server::parse_cache_config(f.cache_config);
     options.trace = kiln::server::trace_settings_from_flags(f.trace);
     options.repository.response_cache = options.response_cache_bytes > 0;

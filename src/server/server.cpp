@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "server/server_log.hpp"
+#include "server/shared_memory_io.hpp"
 
 namespace kiln::server {
 
@@ -28,7 +29,8 @@ InferenceServer::InferenceServer(ServerOptions options)
       cache_(options_.response_cache_bytes > 0
                  ? std::make_unique<ResponseCache>(options_.response_cache_bytes)
                  : nullptr),
-      tracer_(options_.trace) {}
+      tracer_(options_.trace),
+      shared_memory_(options_.shared_memory) {}
 
 InferenceServer::~InferenceServer() {
   stopped_ = true;
@@ -50,10 +52,17 @@ ServerMetadata InferenceServer::metadata() const {
   m.name = options_.server_id;
   m.version = KILN_VERSION;
   // tritonserver 2.51's list and order, less what Kiln does not serve (classification,
-  // system_shared_memory, cuda_shared_memory; docs/SERVER.md).
-  m.extensions = {"sequence",        "model_repository",    "model_repository(unload_dependents)",
-                  "schedule_policy", "model_configuration", "binary_tensor_data",
-                  "parameters",      "statistics",          "trace",
+  // cuda_shared_memory; docs/SERVER.md).
+  m.extensions = {"sequence",
+                  "model_repository",
+                  "model_repository(unload_dependents)",
+                  "schedule_policy",
+                  "model_configuration",
+                  "system_shared_memory",
+                  "binary_tensor_data",
+                  "parameters",
+                  "statistics",
+                  "trace",
                   "logging"};
   return m;
 }
@@ -91,11 +100,35 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
     return;
   }
   std::shared_ptr<ModelVersion> version;
+  std::vector<SharedMemoryOutput> shm_outputs;
   try {
     version = repository_->get(request->model_name, request->model_version);
+    // Shared memory before the cache: its key is made of the input bytes, and an output region
+    // too small is refused before anything runs.
+    read_shared_memory_inputs(*request, shared_memory_);
+    shm_outputs = plan_shared_memory_outputs(*request, *version, shared_memory_);
   } catch (const Error& e) {
     done(Status(e), nullptr);
     return;
+  } catch (const std::bad_alloc&) {
+    done(Status(ErrorCode::Unavailable, "out of memory while reading shared memory inputs"),
+         nullptr);
+    return;
+  }
+  if (!shm_outputs.empty()) {
+    // The regions stay held (mapped) until the response is written, even when unregistered.
+    done = [done = std::move(done), outputs = std::move(shm_outputs)](
+               Status status, std::unique_ptr<InferResponse> response) {
+      if (status && response) {
+        try {
+          write_shared_memory_outputs(*response, outputs);
+        } catch (const Error& e) {
+          done(Status(e), nullptr);
+          return;
+        }
+      }
+      done(std::move(status), std::move(response));
+    };
   }
   if (request->trace) {
     request->trace->set_version(version->version());

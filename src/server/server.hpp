@@ -15,6 +15,7 @@
 #include "server/memory_budget.hpp"
 #include "server/repository.hpp"
 #include "server/response_cache.hpp"
+#include "server/shared_memory.hpp"
 #include "server/statistics.hpp"
 #include "server/trace.hpp"
 
@@ -33,6 +34,8 @@ struct ServerOptions {
   size_t response_cache_bytes = 0;
   // --trace-config / --trace-*: the trace settings at start (tracing off by default).
   TraceSettings trace;
+  // --shared-memory-max-regions, --shared-memory-max-bytes: the system shared memory registry.
+  SharedMemoryLimits shared_memory;
 };
 
 struct ServerMetadata {
@@ -95,6 +98,8 @@ class InferenceServer {
   // Request tracing: the frontends sample each decoded request (Tracer::start) and stamp its
   // receive and send times; the settings endpoints read and change it.
   Tracer& tracer() { return tracer_; }
+  // The system shared memory regions clients registered (inputs and outputs of requests).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
 
   // Null without --cache-config.
   const ResponseCache* response_cache() const { return cache_.get(); }
@@ -118,6 +123,7 @@ class InferenceServer {
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<ResponseCache> cache_;  // null without --cache-config
   Tracer tracer_;
+  SharedMemoryRegistry shared_memory_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> start_ok_{false};

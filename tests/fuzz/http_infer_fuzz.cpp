@@ -5,13 +5,19 @@
 // chunked bodies, trailers and pipelining reach the same code a socket would; and (2) to the KServe
 // v2 infer-request decoder, with an Inference-Header-Content-Length taken from the first two bytes;
 // a decoded request is then encoded back as a response (JSON and binary) so the encoder sees
-// every tensor type the decoder can produce. Any crash, leak or sanitizer report is a bug; a
-// kiln::Error is the expected outcome for bad input.
+// every tensor type the decoder can produce. The shared memory routes register, list and
+// unregister regions of one small object the target makes (/kiln-fuzz-http-shm, 64 KiB), under
+// small limits, so the fuzzer reaches their success paths. Any crash, leak or sanitizer report is a
+// bug; a kiln::Error is the expected outcome for bad input.
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -62,6 +68,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   o.repository.paths = {dir.string()};
   o.repository.mode = kiln::server::ModelControlMode::Explicit;
   o.request_memory_bytes = size_t{256} << 20;
+  // Few regions and bytes: what the fuzzer registers stays mapped across its inputs.
+  o.shared_memory.max_regions = 8;
+  o.shared_memory.max_mapped_bytes = size_t{1} << 20;
+  const int fd = shm_open("/kiln-fuzz-http-shm", O_RDWR | O_CREAT, 0600);
+  if (fd >= 0) {
+    (void)ftruncate(fd, 65536);
+    close(fd);
+  }
   // A trace file, so that trace setting updates that turn tracing on are accepted and reach the
   // sampling code (the repository is empty: no request is ever traced into it).
   o.trace.file = (dir / "trace.json").string();
@@ -92,6 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       out.datatype = in.datatype;
       out.shape = in.shape;
       out.data = in.data;
+      out.in_shared_memory = in.shm.has_value();  // the server would have written it there
       response.outputs.push_back(std::move(out));
     }
     kiln::server::http::OutputEncoding json;

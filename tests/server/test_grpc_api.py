@@ -212,7 +212,7 @@ def test_repository_index(server):
 
 def test_unimplemented_extensions(server):
     c = server.grpc_client()
-    for call in (c.get_system_shared_memory_status, c.get_cuda_shared_memory_status):
+    for call in (lambda: c.register_cuda_shared_memory("r", b"\0" * 64, 0, 64),):
         with pytest.raises(InferenceServerException) as e:
             call()
         assert e.value.status() == "StatusCode.UNIMPLEMENTED"

@@ -118,10 +118,12 @@ def test_malformed_request(server, stub, case):
     assert server.grpc_client().is_server_live()
 
 
-def test_shared_memory_input_is_unimplemented(server, stub):
-    req = request(raw=[fp32_raw()] * 2)
+def test_shared_memory_input_of_an_unknown_region(server, stub):
+    req = request(raw=[fp32_raw()])
     req.inputs[0].parameters["shared_memory_region"].string_param = "region"
-    expect_error(stub, req, grpc.StatusCode.UNIMPLEMENTED, "shared memory")
+    req.inputs[0].parameters["shared_memory_byte_size"].int64_param = 8
+    expect_error(stub, req, grpc.StatusCode.NOT_FOUND,
+                 "Unable to find shared memory region: 'region'")
 
 
 def test_message_over_the_receive_limit(server, stub):

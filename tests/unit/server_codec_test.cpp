@@ -343,13 +343,32 @@ TEST(ServerCodec, JsonErrorsAtEveryStage) {
   bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],)"
       R"("parameters":{"binary_data_size":4}}]})",
       "has both 'data' and 'binary_data_size'");
+  bad(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],)"
+      R"("parameters":{"shared_memory_region":"r"}}]})",
+      "Input must set only one of the following fields");
+  bad(R"({"inputs":[],"outputs":[{"name":"o","parameters":{"binary_data":true,)"
+      R"("shared_memory_region":"r"}}]})",
+      "Output can't set both 'shared_memory_region' and 'binary_data'");
+  {
+    // An input in shared memory carries no data: the server reads it from the region.
+    auto r = decode_infer_request(
+        R"({"inputs":[{"name":"a","datatype":"FP32","shape":[4],"parameters":)"
+        R"({"shared_memory_region":"r","shared_memory_offset":8,"shared_memory_byte_size":16}}]})",
+        std::nullopt);
+    ASSERT_TRUE(r->inputs[0].shm.has_value());
+    EXPECT_EQ(r->inputs[0].shm->region, "r");
+    EXPECT_EQ(r->inputs[0].shm->offset, 8u);
+    EXPECT_EQ(r->inputs[0].shm->byte_size, 16u);
+    EXPECT_FALSE(r->inputs[0].data.defined());
+  }
   expect_error(
       [] {
-        decode_infer_request(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],)"
-                             R"("parameters":{"shared_memory_region":"r"}}]})",
+        decode_infer_request(R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],)"
+                             R"("parameters":{"shared_memory_region":"r",)"
+                             R"("shared_memory_byte_size":-4}}]})",
                              std::nullopt);
       },
-      ErrorCode::Unsupported, "input 'a': shared memory is not supported");
+      ErrorCode::Internal, "Unable to parse 'shared_memory_byte_size'");
   bad(R"({"inputs":[],"outputs":{}})", "'outputs' must be an array");
   bad(R"({"inputs":[],"outputs":[1]})", "each requested output must be a JSON object");
   bad(R"({"inputs":[],"outputs":[{"name":2}]})", "each requested output needs a 'name' string");

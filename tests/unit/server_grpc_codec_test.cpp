@@ -136,7 +136,11 @@ TEST(ServerGrpcCodec, RejectsMalformedRequests) {
   shm.set_model_name("m");
   (*add_input(shm, "a", "FP32", {0})->mutable_parameters())["shared_memory_region"]
       .set_string_param("r");
-  expect_error([&] { decode_infer_request(shm); }, ErrorCode::Unsupported, "shared memory");
+  // An input in shared memory has no raw_input_contents entry; the server reads the region.
+  EXPECT_TRUE(decode_infer_request(shm)->inputs[0].shm.has_value());
+  shm.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+  expect_error([&] { decode_infer_request(shm); }, ErrorCode::InvalidArgument,
+               "has both data and 'shared_memory_region'");
 }
 
 TEST(ServerGrpcCodec, ResponseInRawOutputContents) {

@@ -97,12 +97,6 @@ void load_model(InferenceServer& core, const inference::RepositoryModelLoadReque
   core.repository().load(request.model_name(), config);
 }
 
-template <class Req, class Resp>
-void not_supported(InferenceServer&, const Req&, Resp&) {
-  fail(ErrorCode::Unsupported, "{} is not supported by this server",
-       Req::descriptor()->name().substr(0, Req::descriptor()->name().size() - 7));
-}
-
 using namespace inference;  // the message names below are the protocol's
 
 const UnaryKind<ServerLiveRequest, ServerLiveResponse> kServerLive{
@@ -233,18 +227,65 @@ const UnaryKind<TraceSettingRequest, TraceSettingResponse> kTraceSetting{
     },
     "trace"};
 
-// Part of the protocol, not of Kiln: UNIMPLEMENTED (after the access check, as Triton orders it).
-#define KILN_GRPC_UNSUPPORTED(Rpc, category)                                      \
-  const UnaryKind<Rpc##Request, Rpc##Response> k##Rpc {                           \
-    &Service::Request##Rpc, &not_supported<Rpc##Request, Rpc##Response>, category \
-  }
-KILN_GRPC_UNSUPPORTED(SystemSharedMemoryStatus, "shared-memory");
-KILN_GRPC_UNSUPPORTED(SystemSharedMemoryRegister, "shared-memory");
-KILN_GRPC_UNSUPPORTED(SystemSharedMemoryUnregister, "shared-memory");
-KILN_GRPC_UNSUPPORTED(CudaSharedMemoryStatus, "shared-memory");
-KILN_GRPC_UNSUPPORTED(CudaSharedMemoryRegister, "shared-memory");
-KILN_GRPC_UNSUPPORTED(CudaSharedMemoryUnregister, "shared-memory");
-#undef KILN_GRPC_UNSUPPORTED
+// ---- system shared memory (server/shared_memory.hpp); CUDA shared memory is not served -------
+
+const UnaryKind<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>
+    kSystemSharedMemoryStatus{
+        &Service::RequestSystemSharedMemoryStatus,
+        [](InferenceServer& core, const SystemSharedMemoryStatusRequest& q,
+           SystemSharedMemoryStatusResponse& r) {
+          for (const SharedMemoryRegionStatus& s : core.shared_memory().status(q.name())) {
+            SystemSharedMemoryStatusResponse::RegionStatus& out = (*r.mutable_regions())[s.name];
+            out.set_name(s.name);
+            out.set_key(s.key);
+            out.set_offset(s.offset);
+            out.set_byte_size(s.byte_size);
+          }
+        },
+        "shared-memory"};
+const UnaryKind<SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse>
+    kSystemSharedMemoryRegister{
+        &Service::RequestSystemSharedMemoryRegister,
+        [](InferenceServer& core, const SystemSharedMemoryRegisterRequest& q,
+           SystemSharedMemoryRegisterResponse&) {
+          core.shared_memory().register_region(q.name(), q.key(), q.offset(), q.byte_size());
+        },
+        "shared-memory"};
+const UnaryKind<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse>
+    kSystemSharedMemoryUnregister{
+        &Service::RequestSystemSharedMemoryUnregister,
+        [](InferenceServer& core, const SystemSharedMemoryUnregisterRequest& q,
+           SystemSharedMemoryUnregisterResponse&) {
+          if (q.name().empty()) {
+            core.shared_memory().unregister_all();
+          } else {
+            core.shared_memory().unregister(q.name());
+          }
+        },
+        "shared-memory"};
+// No region can be registered, so the status lists none (a name: tritonserver's NOT_FOUND) and
+// unregistering is the no-op tritonserver's is for an unknown name.
+const UnaryKind<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>
+    kCudaSharedMemoryStatus{&Service::RequestCudaSharedMemoryStatus,
+                            [](InferenceServer&, const CudaSharedMemoryStatusRequest& q,
+                               CudaSharedMemoryStatusResponse&) {
+                              KILN_CHECK(q.name().empty(), ErrorCode::NotFound,
+                                         "Unable to find cuda shared memory region: '{}'",
+                                         q.name());
+                            },
+                            "shared-memory"};
+const UnaryKind<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>
+    kCudaSharedMemoryRegister{&Service::RequestCudaSharedMemoryRegister,
+                              [](InferenceServer&, const CudaSharedMemoryRegisterRequest&,
+                                 CudaSharedMemoryRegisterResponse&) {
+                                fail(ErrorCode::Unsupported, "{}", kCudaSharedMemoryUnsupported);
+                              },
+                              "shared-memory"};
+const UnaryKind<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>
+    kCudaSharedMemoryUnregister{&Service::RequestCudaSharedMemoryUnregister,
+                                [](InferenceServer&, const CudaSharedMemoryUnregisterRequest&,
+                                   CudaSharedMemoryUnregisterResponse&) {},
+                                "shared-memory"};
 
 // ---- ModelInfer: answered from the scheduler's callback ------------------------------------
 

@@ -207,10 +207,15 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
   const int n_inputs = message.inputs_size();
   KILN_CHECK_ARG(static_cast<size_t>(n_inputs) <= limits.max_inputs,
                  "request has {} inputs; at most {}", n_inputs, limits.max_inputs);
+  // Inputs in shared memory have no raw_input_contents entry (tritonclient sends none for them).
+  int n_shm = 0;
+  for (const auto& in : message.inputs()) n_shm += in.parameters().count("shared_memory_region");
   const int n_raw = message.raw_input_contents_size();
-  KILN_CHECK_ARG(n_raw == 0 || n_raw == n_inputs,
-                 "raw_input_contents has {} entries for {} inputs: give one per input or none",
-                 n_raw, n_inputs);
+  KILN_CHECK_ARG(n_raw == 0 || n_raw == n_inputs - n_shm,
+                 "raw_input_contents has {} entries for {} inputs{}: give one per input or none",
+                 n_raw, n_inputs - n_shm,
+                 n_shm ? fmt::format(" not in shared memory ({} are)", n_shm) : std::string());
+  int raw_index = 0;
   request->inputs.reserve(static_cast<size_t>(n_inputs));
   for (int i = 0; i < n_inputs; ++i) {
     const inference::ModelInferRequest::InferInputTensor& in = message.inputs(i);
@@ -221,15 +226,22 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
     input.shape.assign(in.shape().begin(), in.shape().end());
     check_wire_shape(input.shape, limits.max_rank, input.name);
     input.parameters = decode_parameters(in.parameters(), "input '" + input.name + "'", limits);
-    refuse_shared_memory(input.parameters, "input", input.name);
-    if (n_raw > 0) {
+    input.shm = read_shared_memory_parameters(input.parameters, "input", input.name);
+    if (input.shm) {
+      // The server reads it from the region.
+      const std::array<int, 8> sizes = field_sizes(in.contents());
+      bool contents = false;
+      for (int size : sizes) contents = contents || size != 0;
+      KILN_CHECK_ARG(!contents, "input '{}' has both data and 'shared_memory_region': give one",
+                     input.name);
+    } else if (n_raw > 0) {
       const std::array<int, 8> sizes = field_sizes(in.contents());
       for (size_t f = 0; f < sizes.size(); ++f) {
         KILN_CHECK_ARG(sizes[f] == 0,
                        "input '{}' has both contents and raw_input_contents: give one", input.name);
       }
-      input.data = decode_raw_tensor(message.raw_input_contents(i), input.datatype, input.shape,
-                                     input.name, *request);
+      input.data = decode_raw_tensor(message.raw_input_contents(raw_index++), input.datatype,
+                                     input.shape, input.name, *request);
     } else {
       input.data = decode_contents(in.contents(), input.datatype, input.shape, input.name);
     }
@@ -244,7 +256,7 @@ std::unique_ptr<InferRequest> decode_infer_request(const inference::ModelInferRe
     RequestedOutput o;
     o.name = out.name();
     o.parameters = decode_parameters(out.parameters(), "output '" + o.name + "'", limits);
-    refuse_shared_memory(o.parameters, "output", o.name);
+    o.shm = read_shared_memory_parameters(o.parameters, "output", o.name);
     request->outputs.push_back(std::move(o));
   }
   return request;
@@ -262,6 +274,9 @@ void encode_infer_response(const InferResponse& response, inference::ModelInferR
     for (int64_t d : out.shape) t->add_shape(d);
     encode_parameters(out.parameters, *t->mutable_parameters());
     std::string* raw = message.add_raw_output_contents();
+    // Written into the client's region: an empty entry keeps raw_output_contents one per output,
+    // as tritonserver's answer.
+    if (out.in_shared_memory) continue;
     raw->reserve(raw_tensor_size(out.data));
     append_raw_tensor(*raw, out.data);
   }

@@ -501,6 +501,7 @@ struct PendingInput {
   std::string_view binary;  // its binary data; unused for JSON data
   size_t data_key_end = 0;
   bool json = false;
+  bool shm = false;  // in a shared memory region: no data in the body
 };
 
 }  // namespace
@@ -572,10 +573,18 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
     if (in.parameters.kind != Kind::Absent) {
       input.parameters = decode_parameters(in.parameters, "input '" + input.name + "'", limits);
     }
-    refuse_shared_memory(input.parameters, "input", input.name);
+    input.shm = read_shared_memory_parameters(input.parameters, "input", input.name);
     std::optional<int64_t> binary_size = parameter_int(input.parameters, "binary_data_size");
     PendingInput p;
-    if (binary_size) {
+    if (input.shm) {
+      // tritonserver's words: the data comes from exactly one place.
+      KILN_CHECK_ARG(!in.has_data && !binary_size,
+                     "Input must set only one of the following fields: 'data', 'binary_data_size' "
+                     "in 'parameters', 'shared_memory_region' in 'parameters'. But set{}{} "
+                     "'shared_memory_region'",
+                     in.has_data ? " 'data'" : "", binary_size ? " 'binary_data_size'" : "");
+      p.shm = true;  // the server reads it from the region
+    } else if (binary_size) {
       KILN_CHECK_ARG(!in.has_data, "input '{}' has both 'data' and 'binary_data_size'", input.name);
       KILN_CHECK_ARG(
           *binary_size >= 0 && static_cast<uint64_t>(*binary_size) <= binary.size() - binary_used,
@@ -618,8 +627,10 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
       o.name = std::move(out.name);
       if (out.parameters.kind != Kind::Absent) {
         o.parameters = decode_parameters(out.parameters, "output '" + o.name + "'", limits);
-        parameter_bool(o.parameters, "binary_data");
-        refuse_shared_memory(o.parameters, "output", o.name);
+        const std::optional<bool> binary_data = parameter_bool(o.parameters, "binary_data");
+        o.shm = read_shared_memory_parameters(o.parameters, "output", o.name);
+        KILN_CHECK_ARG(!(o.shm && binary_data.value_or(false)),
+                       "Output can't set both 'shared_memory_region' and 'binary_data'");
       }
       request->outputs.push_back(std::move(o));
     }
@@ -628,6 +639,7 @@ std::unique_ptr<InferRequest> decode_infer_request(std::string_view body,
   // Pass 2: the tensors.
   for (size_t i = 0; i < pending.size(); ++i) {
     InferInput& input = request->inputs[i];
+    if (pending[i].shm) continue;
     input.data = pending[i].json ? decode_json_data(json, pending[i].data_key_end, input.datatype,
                                                     input.shape, input.name, reader, memory)
                                  : decode_raw_tensor(pending[i].binary, input.datatype, input.shape,
@@ -700,7 +712,9 @@ EncodedResponse encode_infer_response(const InferResponse& response,
   // bytes an element can take; the writer's buffer is then held to what is left.
   size_t binary_bytes = 0, json_bytes = 1024;
   for (const InferOutput& out : response.outputs) {
-    if (output_is_binary(out, encoding)) {
+    if (out.in_shared_memory) {
+      json_bytes += out.name.size() + 64;
+    } else if (output_is_binary(out, encoding)) {
       binary_bytes += raw_tensor_size(out.data);
     } else {
       json_bytes += 2 * static_cast<size_t>(out.data.numel()) + out.name.size() + 64;
@@ -752,7 +766,9 @@ EncodedResponse encode_infer_response(const InferResponse& response,
     w.StartArray();
     for (int64_t d : out.shape) w.Int64(d);
     w.EndArray();
-    if (as_binary) {
+    if (out.in_shared_memory) {
+      // Written into the client's region: as tritonserver, no data and no parameters.
+    } else if (as_binary) {
       any_binary = true;
       const size_t before = binary.size();
       if (binary.empty()) binary.reserve(binary_bytes);

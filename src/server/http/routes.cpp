@@ -20,13 +20,6 @@ void put(Writer& w, std::string_view s) {
   w.String(s.data(), static_cast<rj::SizeType>(s.size()));
 }
 
-Response json_response(std::string body, unsigned status = 200) {
-  Response res{static_cast<bhttp::status>(status), 11};
-  res.set(bhttp::field::content_type, "application/json");
-  res.body() = std::move(body);
-  return res;
-}
-
 // Health answers and the router's own refusals carry text/plain, whatever the body, as
 // tritonserver's (clients read the status; the JSON error body is the same either way).
 Response plain_response(unsigned status, std::string body = {}) {
@@ -280,24 +273,6 @@ std::string index_json(const std::vector<RepositoryIndexEntry>& entries) {
   return b.GetString();
 }
 
-// An optional JSON body (empty means {}), any JSON value; Internal (500) when it does not parse.
-JsonDocument parse_body_json(const std::string& body) {
-  JsonDocument d;
-  if (body.empty()) {
-    d.SetObject();
-    return d;
-  }
-  KILN_CHECK_ARG(json_nesting_depth(body) <= 64,
-                 "the request JSON is nested deeper than 64 levels");
-  JsonMemoryScope memory(16 * body.size() + (size_t{1} << 20), "parsing the request JSON");
-  d.Parse<rj::kParseIterativeFlag>(body.data(), body.size());
-  // Internal (500) is tritonserver's status for a body that does not parse; its text too.
-  KILN_CHECK(!d.HasParseError(), ErrorCode::Internal,
-             "failed to parse the request JSON buffer: {} at {}",
-             rj::GetParseError_En(d.GetParseError()), d.GetErrorOffset());
-  return d;
-}
-
 // An optional JSON object body; InvalidArgument when it parses but is not an object.
 JsonDocument parse_body_object(const std::string& body) {
   JsonDocument d = parse_body_json(body);
@@ -433,10 +408,13 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
   core.infer_async(std::move(infer), [reply = std::move(reply), encoding = std::move(encoding)](
                                          Status status, std::unique_ptr<InferResponse> response) {
     if (!status) {
-      // tritonserver answers an unknown model's infer text/plain, every other refusal JSON.
+      // tritonserver answers an unknown model's infer text/plain, every other refusal (an
+      // unknown shared memory region's 404 too) JSON.
       const unsigned code = http_status(status.code());
-      Response res = status.code() == ErrorCode::NotFound ? plain_error(code, status.message())
-                                                          : error_response(code, status.message());
+      const bool unknown_model = status.code() == ErrorCode::NotFound &&
+                                 !status.message().starts_with("Unable to find shared memory");
+      Response res = unknown_model ? plain_error(code, status.message())
+                                   : error_response(code, status.message());
       // Retry-After counts whole seconds (RFC 9110); the message gives the milliseconds.
       if (status.retry_after_ms() > 0) {
         res.set(bhttp::field::retry_after, std::to_string((status.retry_after_ms() + 999) / 1000));
@@ -466,6 +444,30 @@ void handle_infer(InferenceServer& core, const HttpOptions& options, Request& re
 }
 
 }  // namespace
+
+Response json_response(std::string body, unsigned status) {
+  Response res{static_cast<bhttp::status>(status), 11};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+JsonDocument parse_body_json(const std::string& body) {
+  JsonDocument d;
+  if (body.empty()) {
+    d.SetObject();
+    return d;
+  }
+  KILN_CHECK_ARG(json_nesting_depth(body) <= 64,
+                 "the request JSON is nested deeper than 64 levels");
+  JsonMemoryScope memory(16 * body.size() + (size_t{1} << 20), "parsing the request JSON");
+  d.Parse<rj::kParseIterativeFlag>(body.data(), body.size());
+  // Internal (500) is tritonserver's status for a body that does not parse; its text too.
+  KILN_CHECK(!d.HasParseError(), ErrorCode::Internal,
+             "failed to parse the request JSON buffer: {} at {}",
+             rj::GetParseError_En(d.GetParseError()), d.GetErrorOffset());
+  return d;
+}
 
 Response error_response(unsigned status, std::string_view message, unsigned version) {
   Response res{static_cast<bhttp::status>(status), version};
@@ -560,6 +562,11 @@ void route_api(InferenceServer& core, const HttpOptions& options, Request& reque
         }
         reply(json_response(log_settings_json(ServerLog::instance().settings())));
       };
+    } else if (s[1] == "systemsharedmemory" || s[1] == "cudasharedmemory") {
+      std::optional<ApiRoute> route = shared_memory_route(core, s, request, reply);
+      if (!route) return;
+      category = route->category;
+      action = std::move(route->action);
     } else if (s[1] == "models" && s.size() == 3 && s[2] == "stats") {
       if (!method_ok(get)) return;
       category = "statistics";

@@ -1,0 +1,197 @@
+#include "server/shared_memory.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace kiln::server {
+namespace {
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{16} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// A POSIX shm name as shm_open takes it: an optional leading '/', then one file name (no other
+// '/', not "." or "..", no NUL) of at most NAME_MAX bytes. glibc refuses most of these itself;
+// checking first keeps the refusal's reason clear and never lets a key reach another directory.
+void check_key(const std::string& name, const std::string& key) {
+  std::string_view file(key);
+  if (!file.empty() && file.front() == '/') file.remove_prefix(1);
+  const bool ok = !file.empty() && file.size() <= 255 && file != "." && file != ".." &&
+                  file.find('/') == std::string_view::npos &&
+                  file.find('\0') == std::string_view::npos;
+  KILN_CHECK_ARG(ok,
+                 "failed to register shared memory region '{}': invalid args (key '{}' is not a "
+                 "POSIX shared memory name: '/' and then 1 to 255 bytes without '/')",
+                 name, key);
+}
+
+// Closes a descriptor when the registration is done with it, whatever happens.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+void check_region_name(std::string_view name, size_t max_bytes) {
+  bool ok = !name.empty() && name.size() <= max_bytes;
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == ':' || c == '-');
+  }
+  // Print a refused name only when it is short and plain: it came from the client.
+  KILN_CHECK_ARG(ok,
+                 "invalid shared memory region name{}: a name is 1 to {} bytes of letters, digits "
+                 "and '_', '.', ':', '-'",
+                 ok || name.size() > 64 ? std::string() : fmt::format(" '{}'", name), max_bytes);
+}
+
+SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegionStatus status, void* map_base,
+                                       size_t map_length, size_t data_offset,
+                                       std::shared_ptr<std::atomic<uint64_t>> mapped_bytes)
+    : status_(std::move(status)),
+      map_base_(map_base),
+      map_length_(map_length),
+      data_(static_cast<std::byte*>(map_base) + data_offset),
+      mapped_bytes_(std::move(mapped_bytes)) {}
+
+SharedMemoryRegion::~SharedMemoryRegion() {
+  ::munmap(map_base_, map_length_);
+  mapped_bytes_->fetch_sub(map_length_);
+}
+
+std::span<std::byte> SharedMemoryRegion::range(uint64_t offset, uint64_t byte_size) const {
+  // tritonserver's words; which numbers in parentheses.
+  KILN_CHECK_ARG(offset < status_.byte_size,
+                 "Invalid offset for shared memory region: '{}' (offset {}, the region holds {} "
+                 "bytes)",
+                 status_.name, offset, status_.byte_size);
+  KILN_CHECK_ARG(byte_size <= status_.byte_size - offset,
+                 "Invalid offset + byte size for shared memory region: '{}' (offset {} + byte "
+                 "size {}, the region holds {} bytes)",
+                 status_.name, offset, byte_size, status_.byte_size);
+  return {data_ + offset, static_cast<size_t>(byte_size)};
+}
+
+SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryLimits limits)
+    : limits_(limits), mapped_bytes_(std::make_shared<std::atomic<uint64_t>>(0)) {
+  if (limits_.max_mapped_bytes == 0) limits_.max_mapped_bytes = physical_memory_bytes();
+}
+
+void SharedMemoryRegistry::register_region(const std::string& name, const std::string& key,
+                                           uint64_t offset, uint64_t byte_size) {
+  check_region_name(name, limits_.max_name_bytes);
+  check_key(name, key);
+  KILN_CHECK_ARG(byte_size > 0,
+                 "failed to register shared memory region '{}': invalid args "
+                 "(byte_size must be above 0)",
+                 name);
+  // One registration at a time: the name, count and byte checks and the mapping stay atomic.
+  std::lock_guard lock(mutex_);
+  KILN_CHECK_ARG(!regions_.count(name), "shared memory region '{}' already in manager", name);
+  KILN_CHECK(regions_.size() < limits_.max_regions, ErrorCode::Unavailable,
+             "failed to register shared memory region '{}': {} regions are registered, the "
+             "most this server takes (--shared-memory-max-regions)",
+             name, regions_.size());
+
+  // O_NOFOLLOW: a link another user left in /dev/shm must not lead the server elsewhere;
+  // O_NONBLOCK: opening a FIFO planted there must not hang the request.
+  const int fd = ::shm_open(key.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+  KILN_CHECK(fd >= 0, ErrorCode::Internal, "Unable to open shared memory region: '{}' ({})", key,
+             std::strerror(errno));
+  FdCloser closer{fd};
+  struct stat st {};
+  KILN_CHECK(::fstat(fd, &st) == 0 && st.st_size >= 0, ErrorCode::Internal,
+             "Invalid shared memory region: '{}' ({})", key, std::strerror(errno));
+  KILN_CHECK_ARG(S_ISREG(st.st_mode),
+                 "failed to register shared memory region '{}': invalid args ('{}' is not a "
+                 "regular shared memory object)",
+                 name, key);
+  // The server maps the object read-write: a client may only hand it memory the server's own
+  // user owns, never another user's that the server's privileges happen to reach.
+  KILN_CHECK_ARG(st.st_uid == ::geteuid(),
+                 "failed to register shared memory region '{}': invalid args ('{}' is owned by "
+                 "uid {}, not by the server's uid {}; the server maps only its own user's "
+                 "shared memory)",
+                 name, key, st.st_uid, ::geteuid());
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  KILN_CHECK_ARG(offset <= size && byte_size <= size - offset,
+                 "failed to register shared memory region '{}': invalid args (offset {} + "
+                 "byte_size {} is past the end of '{}', {} bytes)",
+                 name, offset, byte_size, key, size);
+
+  // mmap takes page-aligned offsets: map from the page holding `offset`, so any offset works.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t map_offset = offset - offset % page;
+  const uint64_t lead = offset - map_offset;
+  const uint64_t length = lead + byte_size;  // no overflow: offset + byte_size <= size
+  const uint64_t mapped = mapped_bytes_->load();
+  KILN_CHECK(length <= limits_.max_mapped_bytes && mapped <= limits_.max_mapped_bytes - length,
+             ErrorCode::Unavailable,
+             "failed to register shared memory region '{}': mapping {} more bytes would exceed "
+             "the {} bytes of shared memory this server maps (--shared-memory-max-bytes; {} in "
+             "use)",
+             name, length, limits_.max_mapped_bytes, mapped);
+  void* base = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                      static_cast<off_t>(map_offset));
+  KILN_CHECK_ARG(base != MAP_FAILED,
+                 "failed to register shared memory region '{}': unable to process address space "
+                 "({})",
+                 name, std::strerror(errno));
+  mapped_bytes_->fetch_add(length);
+  regions_.emplace(name,
+                   std::make_shared<SharedMemoryRegion>(
+                       SharedMemoryRegionStatus{name, key, offset, byte_size}, base,
+                       static_cast<size_t>(length), static_cast<size_t>(lead), mapped_bytes_));
+}
+
+void SharedMemoryRegistry::unregister(std::string_view name) {
+  std::shared_ptr<SharedMemoryRegion> last;  // unmapped outside the lock when no request holds it
+  std::lock_guard lock(mutex_);
+  auto it = regions_.find(name);
+  if (it == regions_.end()) return;
+  last = std::move(it->second);
+  regions_.erase(it);
+}
+
+void SharedMemoryRegistry::unregister_all() {
+  std::map<std::string, std::shared_ptr<SharedMemoryRegion>, std::less<>> gone;
+  std::lock_guard lock(mutex_);
+  gone.swap(regions_);
+}
+
+std::vector<SharedMemoryRegionStatus> SharedMemoryRegistry::status(std::string_view name) const {
+  std::lock_guard lock(mutex_);
+  std::vector<SharedMemoryRegionStatus> out;
+  if (name.empty()) {
+    for (const auto& [n, region] : regions_) out.push_back(region->status());
+    return out;
+  }
+  auto it = regions_.find(name);
+  KILN_CHECK(it != regions_.end(), ErrorCode::NotFound,
+             "Unable to find system shared memory region: '{}'", name);
+  out.push_back(it->second->status());
+  return out;
+}
+
+std::shared_ptr<SharedMemoryRegion> SharedMemoryRegistry::get(std::string_view name) const {
+  std::lock_guard lock(mutex_);
+  auto it = regions_.find(name);
+  KILN_CHECK(it != regions_.end(), ErrorCode::NotFound, "Unable to find shared memory region: '{}'",
+             name);
+  return it->second;
+}
+
+}  // namespace kiln::server
