@@ -21,6 +21,7 @@
 #include <span>
 
 #include "ops/control_real_io.hpp"
+#include "ops/dynamic_quantize_lstm_slots.hpp"
 #include "ops/dynamic_u8.hpp"
 #include "ops/matmul_nbits_layout.hpp"
 #include "ops/op_utils.hpp"
@@ -29,21 +30,7 @@
 namespace kiln::ops {
 namespace {
 
-enum Slot : size_t {
-  kX = 0,
-  kW,
-  kR,
-  kB,
-  kSeqLens,
-  kInitH,
-  kInitC,
-  kP,
-  kWScale,
-  kWZero,
-  kRScale,
-  kRZero,
-  kSlots
-};
+using enum dynamic_lstm::Slot;
 
 // One 8-bit weight [dirs, rows (K), cols (4 hidden)] with its scales and zero points, widened to
 // int32 codes minus the zero point, per direction and column.

@@ -18,6 +18,7 @@
 #include "backends/cpu/exp_avx512.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/kernel_table.hpp"
+#include "ops/dynamic_quantize_lstm_slots.hpp"
 #include "ops/dynamic_u8.hpp"
 #include "ops/kernel_context.hpp"
 #include "ops/matmul_nbits_layout.hpp"
@@ -25,20 +26,7 @@
 namespace kiln::backends::cpu {
 namespace {
 
-enum Slot : size_t {
-  kX = 0,
-  kW,
-  kR,
-  kB,
-  kSeqLens,
-  kInitH,
-  kInitC,
-  kP,
-  kWScale,
-  kWZero,
-  kRScale,
-  kRZero
-};
+using enum ops::dynamic_lstm::Slot;
 
 bool has(const ir::Node& n, size_t i) {
   return n.inputs().size() > i && n.input(i);
