@@ -101,8 +101,23 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
   }
   std::shared_ptr<ModelVersion> version;
   std::vector<SharedMemoryOutput> shm_outputs;
+  // The copies of shared memory inputs are request memory: leased before they are read, held
+  // until the request is done.
+  std::shared_ptr<MemoryLease> shm_lease;  // only for requests with shared memory inputs
   try {
     version = repository_->get(request->model_name, request->model_version);
+    uint64_t shm_bytes = 0;
+    for (const InferInput& in : request->inputs) {
+      if (in.shm) shm_bytes += std::min<uint64_t>(in.shm->byte_size, SIZE_MAX / 4);
+    }
+    if (shm_bytes > 0) {
+      shm_lease = std::make_shared<MemoryLease>(*request_memory_);
+      KILN_CHECK(shm_bytes <= SIZE_MAX / 4 && shm_lease->grow(static_cast<size_t>(shm_bytes)),
+                 ErrorCode::Unavailable,
+                 "the server's request memory budget ({} bytes) cannot hold this request's {} "
+                 "bytes of shared memory inputs; retry later",
+                 request_memory_->limit(), shm_bytes);
+    }
     // Shared memory before the cache: its key is made of the input bytes, and an output region
     // too small is refused before anything runs.
     read_shared_memory_inputs(*request, shared_memory_);
@@ -115,9 +130,10 @@ void InferenceServer::infer_async(std::unique_ptr<InferRequest> request, InferCa
          nullptr);
     return;
   }
-  if (!shm_outputs.empty()) {
-    // The regions stay held (mapped) until the response is written, even when unregistered.
-    done = [done = std::move(done), outputs = std::move(shm_outputs)](
+  if (!shm_outputs.empty() || shm_lease) {
+    // The regions stay held (open) until the response is written, even when unregistered; the
+    // input copies' lease until the request is done.
+    done = [done = std::move(done), outputs = std::move(shm_outputs), shm_lease](
                Status status, std::unique_ptr<InferResponse> response) {
       if (status && response) {
         try {

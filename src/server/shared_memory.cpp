@@ -1,7 +1,7 @@
 #include "server/shared_memory.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <sys/mman.h>  // shm_open
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,21 +58,56 @@ void check_region_name(std::string_view name, size_t max_bytes) {
                  ok || name.size() > 64 ? std::string() : fmt::format(" '{}'", name), max_bytes);
 }
 
-SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegionStatus status, void* map_base,
-                                       size_t map_length, size_t data_offset,
+SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegionStatus status, int fd, size_t length,
                                        std::shared_ptr<std::atomic<uint64_t>> mapped_bytes)
     : status_(std::move(status)),
-      map_base_(map_base),
-      map_length_(map_length),
-      data_(static_cast<std::byte*>(map_base) + data_offset),
+      fd_(fd),
+      length_(length),
       mapped_bytes_(std::move(mapped_bytes)) {}
 
 SharedMemoryRegion::~SharedMemoryRegion() {
-  ::munmap(map_base_, map_length_);
-  mapped_bytes_->fetch_sub(map_length_);
+  ::close(fd_);
+  mapped_bytes_->fetch_sub(length_);
 }
 
-std::span<std::byte> SharedMemoryRegion::range(uint64_t offset, uint64_t byte_size) const {
+void SharedMemoryRegion::read(uint64_t offset, std::span<std::byte> to) const {
+  check_range(offset, to.size());
+  uint64_t at = status_.offset + offset;
+  size_t done = 0;
+  while (done < to.size()) {
+    const ssize_t n = ::pread(fd_, to.data() + done, to.size() - done, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    KILN_CHECK(n > 0, ErrorCode::InvalidArgument,
+               "shared memory region '{}' could not be read: '{}' ends before the registered "
+               "range ({}; was it shrunk after registering?)",
+               status_.name, status_.key, n < 0 ? std::strerror(errno) : "end of object");
+    done += static_cast<size_t>(n);
+    at += static_cast<uint64_t>(n);
+  }
+}
+
+void SharedMemoryRegion::write(uint64_t offset, std::span<const std::byte> from) const {
+  check_range(offset, from.size());
+  const uint64_t at = status_.offset + offset;
+  // pwrite past the end would grow the client's object: refuse a shrunk one instead.
+  struct stat st {};
+  KILN_CHECK(::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) >= at + from.size(),
+             ErrorCode::InvalidArgument,
+             "shared memory region '{}' could not be written: '{}' ends before the registered "
+             "range (was it shrunk after registering?)",
+             status_.name, status_.key);
+  size_t done = 0;
+  while (done < from.size()) {
+    const ssize_t n =
+        ::pwrite(fd_, from.data() + done, from.size() - done, static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    KILN_CHECK(n > 0, ErrorCode::Internal, "shared memory region '{}' could not be written: {}",
+               status_.name, n < 0 ? std::strerror(errno) : "nothing written");
+    done += static_cast<size_t>(n);
+  }
+}
+
+void SharedMemoryRegion::check_range(uint64_t offset, uint64_t byte_size) const {
   // tritonserver's words; which numbers in parentheses.
   KILN_CHECK_ARG(offset < status_.byte_size,
                  "Invalid offset for shared memory region: '{}' (offset {}, the region holds {} "
@@ -82,7 +117,6 @@ std::span<std::byte> SharedMemoryRegion::range(uint64_t offset, uint64_t byte_si
                  "Invalid offset + byte size for shared memory region: '{}' (offset {} + byte "
                  "size {}, the region holds {} bytes)",
                  status_.name, offset, byte_size, status_.byte_size);
-  return {data_ + offset, static_cast<size_t>(byte_size)};
 }
 
 SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryLimits limits)
@@ -132,11 +166,7 @@ void SharedMemoryRegistry::register_region(const std::string& name, const std::s
                  "byte_size {} is past the end of '{}', {} bytes)",
                  name, offset, byte_size, key, size);
 
-  // mmap takes page-aligned offsets: map from the page holding `offset`, so any offset works.
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t map_offset = offset - offset % page;
-  const uint64_t lead = offset - map_offset;
-  const uint64_t length = lead + byte_size;  // no overflow: offset + byte_size <= size
+  const uint64_t length = byte_size;
   const uint64_t mapped = mapped_bytes_->load();
   KILN_CHECK(length <= limits_.max_mapped_bytes && mapped <= limits_.max_mapped_bytes - length,
              ErrorCode::Unavailable,
@@ -144,17 +174,15 @@ void SharedMemoryRegistry::register_region(const std::string& name, const std::s
              "the {} bytes of shared memory this server maps (--shared-memory-max-bytes; {} in "
              "use)",
              name, length, limits_.max_mapped_bytes, mapped);
-  void* base = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                      static_cast<off_t>(map_offset));
-  KILN_CHECK_ARG(base != MAP_FAILED,
-                 "failed to register shared memory region '{}': unable to process address space "
-                 "({})",
-                 name, std::strerror(errno));
+  // The region keeps the descriptor (the registration's own is closed by `closer`).
+  const int kept = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  KILN_CHECK(kept >= 0, ErrorCode::Unavailable,
+             "failed to register shared memory region '{}': no descriptor left ({})", name,
+             std::strerror(errno));
   mapped_bytes_->fetch_add(length);
-  regions_.emplace(name,
-                   std::make_shared<SharedMemoryRegion>(
-                       SharedMemoryRegionStatus{name, key, offset, byte_size}, base,
-                       static_cast<size_t>(length), static_cast<size_t>(lead), mapped_bytes_));
+  regions_.emplace(name, std::make_shared<SharedMemoryRegion>(
+                             SharedMemoryRegionStatus{name, key, offset, byte_size}, kept,
+                             static_cast<size_t>(length), mapped_bytes_));
 }
 
 void SharedMemoryRegistry::unregister(std::string_view name) {

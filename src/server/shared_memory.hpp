@@ -3,10 +3,10 @@
 // server (a POSIX shm object, an offset and a byte size), so inference inputs are read from and
 // outputs written to memory the client shares instead of travelling in the request. Untrusted
 // input: names and keys are checked, the range must lie inside the object, the object must be a
-// regular shm object owned by the server's effective uid (a client must not make the server map
-// another user's memory), and the number of regions and the bytes mapped are bounded before
-// anything is mapped. A region unregistered while a request uses it stays mapped until that
-// request lets go of it (shared ownership); its bytes count against the bound until then.
+// regular shm object owned by the server's effective uid (a client must not make the server read
+// or write another user's memory), and the number of regions and their bytes are bounded before
+// anything is opened for good. A region unregistered while a request uses it stays open until
+// that request lets go of it (shared ownership); its bytes count against the bound until then.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -34,28 +34,35 @@ struct SharedMemoryRegionStatus {
   uint64_t byte_size = 0;
 };
 
-// One registered region, mapped read-write. Unmapped when its last holder (the registry or a
-// request using it) lets go.
+// One registered region: the object's descriptor, kept open until its last holder (the
+// registry or a request using it) lets go.
+//
+// The server reads and writes the object through its descriptor (pread / pwrite), never through
+// a mapping: a client may shrink its object at any time, and touching a mapped page past the
+// new end kills the process (SIGBUS); a read past it is only short, which is refused. It costs
+// one copy of each input, which the request memory budget pays for.
 class SharedMemoryRegion {
  public:
-  SharedMemoryRegion(SharedMemoryRegionStatus status, void* map_base, size_t map_length,
-                     size_t data_offset, std::shared_ptr<std::atomic<uint64_t>> mapped_bytes);
+  SharedMemoryRegion(SharedMemoryRegionStatus status, int fd, size_t length,
+                     std::shared_ptr<std::atomic<uint64_t>> mapped_bytes);
   ~SharedMemoryRegion();
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
 
   const SharedMemoryRegionStatus& status() const { return status_; }
   const std::string& name() const { return status_.name; }
-  // The bytes [offset, offset + byte_size) of the region (offsets from the region's start, not
-  // the object's). InvalidArgument in tritonserver's words when the range leaves the region;
-  // overflow-safe.
-  std::span<std::byte> range(uint64_t offset, uint64_t byte_size) const;
+  // InvalidArgument in tritonserver's words unless [offset, offset + byte_size) lies inside the
+  // region (offsets from the region's start, not the object's); overflow-safe.
+  void check_range(uint64_t offset, uint64_t byte_size) const;
+  // Copies the region's bytes at `offset` into `to` / `from` into them (the range checked
+  // first). InvalidArgument when the object has shrunk below the range since it was registered.
+  void read(uint64_t offset, std::span<std::byte> to) const;
+  void write(uint64_t offset, std::span<const std::byte> from) const;
 
  private:
   SharedMemoryRegionStatus status_;
-  void* map_base_;
-  size_t map_length_;
-  std::byte* data_;
+  int fd_;
+  size_t length_;  // counted in the registry's bytes
   std::shared_ptr<std::atomic<uint64_t>> mapped_bytes_;
 };
 
@@ -82,7 +89,7 @@ class SharedMemoryRegistry {
   std::shared_ptr<SharedMemoryRegion> get(std::string_view name) const;
 
   const SharedMemoryLimits& limits() const { return limits_; }
-  // Bytes mapped now, regions still held by requests after their unregistering included.
+  // Bytes registered now, regions still held by requests after their unregistering included.
   uint64_t mapped_bytes() const { return mapped_bytes_->load(); }
 
  private:

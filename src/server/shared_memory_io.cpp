@@ -9,14 +9,11 @@
 namespace kiln::server {
 namespace {
 
-// Whether the runtime may use the region's bytes as they are: fixed-size elements whose memory
-// form is their wire form (BOOL is normalized to 0 / 1 on the way in), at the alignment of the
-// runtime's own buffers. The runtime reads its inputs and never writes into them (the memory
-// planner gives in-place outputs arena space only).
-bool viewable(DataType dtype, const void* data) {
+// Whether the region's bytes can be read straight into the tensor's storage: fixed-size
+// elements whose memory form is their wire form (BOOL is normalized to 0 / 1 on the way in).
+bool direct(DataType dtype) {
   return dtype != DataType::String && dtype != DataType::Bool &&
-         datatype_wire_size(dtype) == dtype_size(dtype) &&
-         reinterpret_cast<uintptr_t>(data) % kTensorAlignment == 0;
+         datatype_wire_size(dtype) == dtype_size(dtype);
 }
 
 std::string size_error(const std::string& output, uint64_t given, uint64_t needed) {
@@ -32,19 +29,23 @@ void read_shared_memory_inputs(InferRequest& request, const SharedMemoryRegistry
   for (InferInput& input : request.inputs) {
     if (!input.shm) continue;
     std::shared_ptr<SharedMemoryRegion> region = registry.get(input.shm->region);
-    std::span<std::byte> bytes = region->range(input.shm->offset, input.shm->byte_size);
-    const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    if (viewable(input.datatype, bytes.data())) {
-      // The size check decode_raw_tensor makes, in the same words, without its copy.
+    region->check_range(input.shm->offset, input.shm->byte_size);
+    if (direct(input.datatype)) {
+      // The size check decode_raw_tensor makes, in the same words, before allocating.
       const uint64_t needed =
           static_cast<uint64_t>(shape_numel(input.shape)) * datatype_wire_size(input.datatype);
       KILN_CHECK_ARG(
-          needed == bytes.size(),
+          needed == input.shm->byte_size,
           "{}input byte size mismatch for input '{}' for model '{}'. Expected {}, got {}",
-          request_id_prefix(request), input.name, request.model_name, needed, bytes.size());
-      input.data = Tensor::view(input.datatype, input.shape, bytes.data(), region);
+          request_id_prefix(request), input.name, request.model_name, needed, input.shm->byte_size);
+      Tensor t(input.datatype, input.shape);
+      region->read(input.shm->offset,
+                   {static_cast<std::byte*>(t.raw_data()), static_cast<size_t>(needed)});
+      input.data = std::move(t);
     } else {
-      input.data = decode_raw_tensor(view, input.datatype, input.shape, input.name, request);
+      std::string bytes(static_cast<size_t>(input.shm->byte_size), '\0');
+      region->read(input.shm->offset, std::as_writable_bytes(std::span(bytes)));
+      input.data = decode_raw_tensor(bytes, input.datatype, input.shape, input.name, request);
     }
   }
 }
@@ -58,7 +59,9 @@ std::vector<SharedMemoryOutput> plan_shared_memory_outputs(const InferRequest& r
     SharedMemoryOutput p;
     p.name = out.name;
     p.region = registry.get(out.shm->region);
-    p.bytes = p.region->range(out.shm->offset, out.shm->byte_size);
+    p.region->check_range(out.shm->offset, out.shm->byte_size);
+    p.offset = out.shm->offset;
+    p.byte_size = out.shm->byte_size;
     // The size the config fixes: every dim known, the batch dim from the request's first input.
     for (const TensorMetadata& m : version.output_metadata()) {
       if (m.name != out.name) continue;
@@ -73,7 +76,7 @@ std::vector<SharedMemoryOutput> plan_shared_memory_outputs(const InferRequest& r
       for (int64_t d : dims) known = known && d >= 0;
       if (!known) break;
       const uint64_t needed = static_cast<uint64_t>(shape_numel(dims)) * datatype_wire_size(*dtype);
-      KILN_CHECK_ARG(needed <= p.bytes.size(), "{}", size_error(out.name, p.bytes.size(), needed));
+      KILN_CHECK_ARG(needed <= p.byte_size, "{}", size_error(out.name, p.byte_size, needed));
     }
     planned.push_back(std::move(p));
   }
@@ -89,22 +92,22 @@ void write_shared_memory_outputs(InferResponse& response,
     }
     if (!target) continue;
     const size_t size = raw_tensor_size(out.data);
-    KILN_CHECK_ARG(size <= target->bytes.size(), "{}",
-                   size_error(out.name, target->bytes.size(), size));
-    std::byte* dst = target->bytes.data();
+    KILN_CHECK_ARG(size <= target->byte_size, "{}", size_error(out.name, target->byte_size, size));
     if (out.data.dtype() == DataType::String) {
+      std::string wire;
+      wire.reserve(size);
       for (const std::string& s : out.data.values<std::string>()) {
         KILN_CHECK_ARG(s.size() <= UINT32_MAX,
                        "a BYTES element of {} bytes does not fit its 4-byte length prefix",
                        s.size());
         const uint32_t len = static_cast<uint32_t>(s.size());
-        std::memcpy(dst, &len, 4);
-        std::memcpy(dst + 4, s.data(), s.size());
-        dst += 4 + s.size();
+        wire.append(reinterpret_cast<const char*>(&len), 4);
+        wire.append(s);
       }
+      target->region->write(target->offset, std::as_bytes(std::span(wire)));
     } else if (size > 0) {
-      // memmove: an output may be a view of an input in the same region.
-      std::memmove(dst, out.data.raw_data(), size);
+      target->region->write(target->offset,
+                            {static_cast<const std::byte*>(out.data.raw_data()), size});
     }
     out.data = Tensor();
     out.in_shared_memory = true;

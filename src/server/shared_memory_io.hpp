@@ -1,8 +1,8 @@
 #pragma once
 // The inference side of system shared memory: inputs a request places in registered regions
-// become its tensors (a view of the region, no copy, where the bytes are aligned as the runtime
-// wants them; else one copy of exactly the declared bytes), and outputs it asks for in regions
-// are checked before the model runs and written there when it has.
+// become its tensors (one copy of exactly the declared bytes, read through the region's
+// descriptor: see SharedMemoryRegion), and outputs it asks for in regions are checked before the
+// model runs and written there when it has.
 #include <memory>
 #include <span>
 #include <string>
@@ -17,14 +17,13 @@ namespace kiln::server {
 // Gives every input with a SharedMemoryRef its data from its region. Throws as
 // SharedMemoryRegistry::get and SharedMemoryRegion::range do, and InvalidArgument in
 // tritonserver's words when the byte size is not the tensor's ("input byte size mismatch ...").
-// A view keeps its region mapped while the tensor lives, even once unregistered.
 void read_shared_memory_inputs(InferRequest& request, const SharedMemoryRegistry& registry);
 
 // One output the request asks to be written into shared memory.
 struct SharedMemoryOutput {
   std::string name;
   std::shared_ptr<SharedMemoryRegion> region;  // held until the response is written
-  std::span<std::byte> bytes;                  // where it goes
+  uint64_t offset = 0, byte_size = 0;          // where it goes in the region
 };
 
 // The requested outputs in shared memory, each range checked, and, where the model's config

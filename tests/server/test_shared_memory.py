@@ -169,6 +169,37 @@ def test_inputs_and_outputs_in_shared_memory(server, region, protocol):
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_shrunk_object_is_refused_and_the_server_lives(server, region, protocol):
+    """A client may shrink its object after registering it (ftruncate): the server reads and
+    writes through the object's descriptor, so the request is refused, never a fault (SIGBUS)."""
+    module = httpclient if protocol == "http" else grpcclient
+    c = server.client() if protocol == "http" else server.grpc_client()
+    k = key(f"shrunk_{protocol}")
+    h = region(k, 8192)
+    shm.set_shared_memory_region(h, [A, B])
+    c.register_system_shared_memory("in", k, 8192)
+    c.register_system_shared_memory("out", k, 64, offset=4096)
+    o0 = module.InferRequestedOutput("OUTPUT0")
+    o0.set_shared_memory("out", 16)
+    c.infer("add_sub", fp32_inputs(module, "in"), outputs=[o0])  # fine while whole
+    fd = os.open("/dev/shm" + k, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 8)
+    finally:
+        os.close(fd)
+    with pytest.raises(InferenceServerException, match="was it shrunk"):
+        c.infer("add_sub", fp32_inputs(module, "in"))
+    b = module.InferInput("INPUT1", [1, 4], "FP32")
+    b.set_data_from_numpy(B)
+    a = module.InferInput("INPUT0", [1, 4], "FP32")
+    a.set_data_from_numpy(A)
+    with pytest.raises(InferenceServerException, match="was it shrunk"):
+        c.infer("add_sub", [a, b], outputs=[o0])
+    assert os.stat("/dev/shm" + k).st_size == 8  # the refused write did not grow it
+    assert c.is_server_live()
+
+
 def test_http_json_body_with_shared_memory(server, region):
     hin = region(key("json_in"), 32)
     shm.set_shared_memory_region(hin, [A, B])

@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "expect_error.hpp"
 #include "server/shared_memory.hpp"
@@ -43,16 +45,18 @@ TEST(ServerSharedMemory, RegisterStatusUnregister) {
   expect_error([&] { registry.register_region("r", obj.key, 0, 8); }, ErrorCode::InvalidArgument,
                "shared memory region 'r' already in manager");
   std::shared_ptr<SharedMemoryRegion> held = registry.get("r");
-  std::span<std::byte> bytes = held->range(0, 16);
-  std::memset(bytes.data(), 7, bytes.size());
+  std::vector<std::byte> sevens(16, std::byte{7});
+  held->write(0, sevens);
   registry.unregister("r");
   registry.unregister("never");  // no error, as Triton
   expect_error([&] { registry.status("r"); }, ErrorCode::NotFound,
                "Unable to find system shared memory region: 'r'");
   expect_error([&] { registry.get("r"); }, ErrorCode::NotFound,
                "Unable to find shared memory region: 'r'");
-  // Still mapped for its holder, and counted until it lets go.
-  EXPECT_EQ(static_cast<int>(held->range(15, 1)[0]), 7);
+  // Still open for its holder, and counted until it lets go.
+  std::byte last{};
+  held->read(15, {&last, 1});
+  EXPECT_EQ(static_cast<int>(last), 7);
   EXPECT_GT(registry.mapped_bytes(), 0u);
   held.reset();
   EXPECT_EQ(registry.mapped_bytes(), 0u);
@@ -63,10 +67,10 @@ TEST(ServerSharedMemory, RangesAreOverflowSafe) {
   SharedMemoryRegistry registry;
   registry.register_region("r", obj.key, 0, 64);
   std::shared_ptr<SharedMemoryRegion> r = registry.get("r");
-  EXPECT_EQ(r->range(60, 4).size(), 4u);
-  expect_error([&] { r->range(64, 0); }, ErrorCode::InvalidArgument,
+  r->check_range(60, 4);
+  expect_error([&] { r->check_range(64, 0); }, ErrorCode::InvalidArgument,
                "Invalid offset for shared memory region: 'r'");
-  expect_error([&] { r->range(8, UINT64_MAX); }, ErrorCode::InvalidArgument,
+  expect_error([&] { r->check_range(8, UINT64_MAX); }, ErrorCode::InvalidArgument,
                "Invalid offset + byte size for shared memory region: 'r'");
   expect_error([&] { registry.register_region("x", obj.key, UINT64_MAX, 2); },
                ErrorCode::InvalidArgument,
@@ -112,4 +116,24 @@ TEST(ServerSharedMemory, Limits) {
   registry.register_region("c", obj.key, 0, 8192);
   registry.unregister_all();
   EXPECT_EQ(registry.mapped_bytes(), 0u);
+}
+
+// A client may shrink its object after registering it: the server's reads and writes are then
+// refused (through the descriptor), never a fault in the server.
+TEST(ServerSharedMemory, AShrunkObjectIsRefusedNotAFault) {
+  ShmObject obj("shrunk", 8192);
+  SharedMemoryRegistry registry;
+  registry.register_region("r", obj.key, 4096, 4096);
+  std::shared_ptr<SharedMemoryRegion> r = registry.get("r");
+  std::vector<std::byte> buf(4096);
+  r->read(0, buf);
+  const int fd = shm_open(obj.key.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 100), 0);
+  expect_error([&] { r->read(0, buf); }, ErrorCode::InvalidArgument, "was it shrunk");
+  expect_error([&] { r->write(0, buf); }, ErrorCode::InvalidArgument, "was it shrunk");
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 100);  // the refused write did not grow it
+  close(fd);
 }
