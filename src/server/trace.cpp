@@ -207,12 +207,8 @@ std::shared_ptr<RequestTrace> Tracer::start(const std::string& model_name) {
   if (++scope.seen % s.rate != 0) return nullptr;
   if (s.count > 0) {
     // The count is spent where it is set: the model's own, else the server's.
-    if (model.count) {
-      model.count = *model.count - 1;
-    } else {
-      server_.count -= 1;
-    }
-    if (*(model.count ? &*model.count : &server_.count) == 0) refresh_active_locked();
+    int64_t& count = model.count ? *model.count : server_.count;
+    if (--count == 0) refresh_active_locked();
   }
   return std::make_shared<RequestTrace>(file_, file_->next_id(), 0, model_name);
 }
