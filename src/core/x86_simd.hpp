@@ -6,8 +6,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #if !defined(__clang__)
 // GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_*(), which its
-// -Wmaybe-uninitialized reports once inlined; the values are never read.
+// -Wmaybe-uninitialized (and, for some once inlined, -Wuninitialized) reports; the values are
+// never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #define KILN_X86_SIMD 1

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend_ops_case.hpp"
+#include "backends/cpu/onednn_common.hpp"
 
 namespace kiln::backend_ops {
 namespace {
@@ -61,6 +62,8 @@ void bf16_cases(std::vector<Case>& c) {
            .domain = kKiln,
            .opset = 1,
            .gpu = "gpu.attention"});
+  // The CPU's attention kernel computes in bfloat16 itself where the CPU has the instructions.
+  if (backends::cpu::cpu_has_bf16()) c.back().kernel = "cpu.attention";
   bf16(c, {.name = "gpu_transpose_heads",
            .op = "Transpose",
            .inputs = {x({2, 5, 3, 7})},

@@ -14,6 +14,7 @@
 #include "backend_ops_case.hpp"
 #include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/onednn_common.hpp"
 #include "core/half.hpp"
 #include "ops/registry.hpp"
 #include "passes/passes.hpp"
@@ -304,6 +305,36 @@ std::vector<Case> cases() {
                "cpu.attention",
                kKiln,
                1});
+  // Rows longer than one vector with a tail (Sk 70: two 32-score steps and a masked 6), a mask
+  // with every dim of its own, and a row of one key.
+  c.push_back({"attention_long_rows",
+               sdpa,
+               {x({1, 2, 3, 40}), x({1, 2, 70, 40}), x({1, 2, 70, 16}), x({1, 2, 3, 70})},
+               {},
+               "cpu.attention",
+               kKiln,
+               1});
+  c.push_back({"attention_one_key",
+               sdpa,
+               {x({2, 5, 8}), x({2, 1, 8}), x({2, 1, 8}), x({2, 5, 1})},
+               {},
+               "cpu.attention",
+               kKiln,
+               1});
+  // bfloat16 (a `--bf16` engine's attention): both products in bfloat16, the probabilities
+  // rounded to it before P V (a second rounding the reference does not make). The padding-mask
+  // case in bfloat16 is gpu_attention_padding_mask_bf16.
+  Case long_bf16{"attention_long_rows_bf16",
+                 sdpa,
+                 {x({1, 2, 3, 40}), x({1, 2, 70, 40}), x({1, 2, 70, 16}), x({1, 2, 3, 70})},
+                 {},
+                 "cpu.attention",
+                 kKiln,
+                 1};
+  long_bf16.dtype = DataType::BFloat16;
+  long_bf16.reference_roundings = 2;
+  if (!backends::cpu::cpu_has_bf16()) long_bf16.cpu_skip = "this CPU has no bfloat16 instructions";
+  c.push_back(std::move(long_bf16));
   c.push_back({"softmax_last", "Softmax", {x({3, 4, 5})}, {}, "cpu.softmax"});
   c.push_back({"softmax_middle", "Softmax", {x({3, 4, 5})}, {i("axis", 1)}, "cpu.softmax"});
   c.push_back({"softmax_opset11_flattens",
