@@ -351,7 +351,9 @@ PruneResult prune_model(const PruneOptions& o) {
   Candidate probe = pruner.make(0, {});
   std::vector<std::string> names;
   for (const LayerPrune& l : probe.layers) names.push_back(l.name);
-  for (const auto& [name, ratio] : o.layer_ratios) {
+  for (const auto& layer_ratio : o.layer_ratios) {
+    // A named copy: clang before 16 lets no lambda capture a structured binding.
+    const std::string& name = layer_ratio.first;
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
     const auto why = std::find_if(probe.left_alone.begin(), probe.left_alone.end(),
                                   [&](const auto& p) { return p.first == name; });
