@@ -6,7 +6,9 @@
 // q - zero point times the scale in float32. Element by element over memory, so the input and
 // the result share whatever layout the neighbours exchange (the int8 convolutions'
 // channels-last tensors; BlockedLayouts::any_layout).
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -77,6 +79,7 @@ float scale_of(std::span<const DeviceTensor> in) {
 // `fn(begin, end)` over [0, n) in `threads` contiguous shares.
 template <typename Fn>
 void split(int64_t n, int threads, Fn&& fn) {
+#ifdef _OPENMP
   if (threads <= 1) {
     fn(int64_t{0}, n);
     return;
@@ -88,6 +91,11 @@ void split(int64_t n, int threads, Fn&& fn) {
     const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
     fn(begin, end);
   }
+#else
+  // Builds without OpenMP (clang's fuzz build): one share.
+  (void)threads;
+  fn(int64_t{0}, n);
+#endif
 }
 
 // Each thread's share through the vector loops (backends/cpu/quantize_loops).
