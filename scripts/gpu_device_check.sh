@@ -486,8 +486,11 @@ for name, kind in (("add_sub_cpu", "KIND_CPU"), ("add_sub_gpu", "KIND_GPU")):
         f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
         f'instance_group [{{ kind: {kind}, count: 1 }}]\n')
 PY
-    k "$root/bin/kiln-serve" --model-repository "$root/cudashm_repo" --http-port 18010 \
-      --grpc-port 18011 --metrics-port 18012 > "$OUT/serve_cudashm.log" 2>&1 &
+    # Not through k (a backgrounded function is a subshell): $! is then timeout's own pid, which
+    # passes a TERM on to kiln-serve.
+    LD_LIBRARY_PATH="$libs" timeout "${KILN_GPU_STEP_TIMEOUT:-600}" "$root/bin/kiln-serve" \
+      --model-repository "$root/cudashm_repo" --http-port 18010 --grpc-port 18011 \
+      --metrics-port 18012 > "$OUT/serve_cudashm.log" 2>&1 &
     local shm_pid=$!
     timeout 300 python3 - <<'PY' 2>&1 | tee "$OUT/cudashm.txt" || status=$?
 import base64, json, sys, time, urllib.error, urllib.request
@@ -639,7 +642,11 @@ sys.exit(1 if failed else 0)
 PY
     kill "$shm_pid" 2>/dev/null || true
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$shm_pid" 2>/dev/null || break; sleep 1; done
-    kill -9 "$shm_pid" 2>/dev/null || true
+    if kill -0 "$shm_pid" 2>/dev/null; then
+      # Still draining after 10 s: kiln-serve (timeout's child) first, then timeout.
+      pkill -KILL -P "$shm_pid" 2>/dev/null || true
+      kill -KILL "$shm_pid" 2>/dev/null || true
+    fi
     wait "$shm_pid" 2>/dev/null || true
     grep -iE "error|cuda|shared memory" "$OUT/serve_cudashm.log" | head -n 10 || true
   fi
