@@ -461,6 +461,195 @@ PY
     wait "$serve_pid" 2>/dev/null || true
     grep -E "GPU metrics|relu" "$OUT/serve.log" | head -n 5 || true
   fi
+  if [ "${KILN_GPU_CUDASHM:-0}" != 0 ]; then
+    # Triton's CUDA shared memory: buffers that CuPy allocates on the GPU (cudaMalloc, exported
+    # with cudaIpcGetMemHandle) registered with kiln-serve over HTTP JSON, an inference whose
+    # inputs and outputs live in them (a KIND_CPU and a KIND_GPU instance), the outputs read back
+    # from the GPU and compared with numpy; status, a registration past the allocation, and
+    # unregistering. PASS / FAIL lines, in $OUT/cudashm.txt.
+    echo "== kiln-serve: CUDA shared memory (KILN_GPU_CUDASHM)"
+    python3 - "$root" <<'PY'
+import os, sys
+import onnx
+from onnx import TensorProto, helper
+root = sys.argv[1]
+for name, kind in (("add_sub_cpu", "KIND_CPU"), ("add_sub_gpu", "KIND_GPU")):
+    d = os.path.join(root, "cudashm_repo", name, "1")
+    os.makedirs(d, exist_ok=True)
+    io = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4])
+    g = helper.make_graph([helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+                           helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])], name,
+                          [io("INPUT0"), io("INPUT1")], [io("OUTPUT0"), io("OUTPUT1")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+              os.path.join(d, "model.onnx"))
+    open(os.path.join(root, "cudashm_repo", name, "config.pbtxt"), "w").write(
+        f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+        f'instance_group [{{ kind: {kind}, count: 1 }}]\n')
+PY
+    # Not through k (a backgrounded function is a subshell): $! is then timeout's own pid, which
+    # passes a TERM on to kiln-serve.
+    LD_LIBRARY_PATH="$libs" timeout "${KILN_GPU_STEP_TIMEOUT:-600}" "$root/bin/kiln-serve" \
+      --model-repository "$root/cudashm_repo" --http-port 18010 --grpc-port 18011 \
+      --metrics-port 18012 > "$OUT/serve_cudashm.log" 2>&1 &
+    local shm_pid=$!
+    timeout 300 python3 - <<'PY' 2>&1 | tee "$OUT/cudashm.txt" || status=$?
+import base64, json, sys, time, urllib.error, urllib.request
+import numpy as np
+import cupy
+from cupy.cuda import runtime as rt
+
+base = "http://127.0.0.1:18010"
+failed = []
+
+def check(ok, what, detail=""):
+    print(("PASS " if ok else "FAIL ") + what + (f": {detail}" if detail else ""), flush=True)
+    if not ok:
+        failed.append(what)
+
+def call(method, path, body=None, timeout=60):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data, {"Content-Type": "application/json"},
+                                 method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+            return r.status, (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw.decode(errors="replace")
+
+ready = False
+for _ in range(300):
+    try:
+        if urllib.request.urlopen(base + "/v2/health/ready", timeout=1).status == 200:
+            ready = True
+            break
+    except Exception:
+        time.sleep(0.2)
+check(ready, "kiln-serve ready")
+if not ready:
+    sys.exit(1)
+print("GPU:", rt.getDeviceProperties(0)["name"].decode(), "| CuPy", cupy.__version__)
+
+def gpu_buffer(nbytes):
+    # cudaMalloc itself (not CuPy's pool): an IPC handle names a whole allocation.
+    ptr = rt.malloc(nbytes)
+    rt.memset(ptr, 0, nbytes)
+    return ptr
+
+def upload(ptr, array):
+    rt.memcpy(ptr, array.ctypes.data, array.nbytes, rt.memcpyHostToDevice)
+
+def download(ptr, offset, shape):
+    out = np.empty(shape, np.float32)
+    rt.memcpy(out.ctypes.data, ptr + offset, out.nbytes, rt.memcpyDeviceToHost)
+    return out
+
+def register(name, ptr, byte_size, device_id=0):
+    handle = rt.ipcGetMemHandle(ptr)
+    return call("POST", f"/v2/cudasharedmemory/region/{name}/register",
+                {"raw_handle": {"b64": base64.b64encode(bytes(handle)).decode()},
+                 "device_id": device_id, "byte_size": byte_size})
+
+a = np.array([[1, 2, 3, 4]], np.float32)
+b = np.array([[10, 20, 30, 40]], np.float32)
+in_ptr, out_ptr = gpu_buffer(32), gpu_buffer(64)
+upload(in_ptr, np.concatenate([a, b], axis=0))
+rt.deviceSynchronize()
+
+s, body = register("in", in_ptr, 32)
+check(s == 200, "register the input region (32 bytes)", f"{s} {body}")
+s, body = register("out", out_ptr, 64)
+check(s == 200, "register the output region (64 bytes)", f"{s} {body}")
+s, body = call("GET", "/v2/cudasharedmemory/status")
+got = sorted((r["name"], r["device_id"], r["byte_size"]) for r in body) if s == 200 else body
+check(got == [("in", 0, 32), ("out", 0, 64)], "status lists both regions", got)
+s, body = call("GET", "/v2/cudasharedmemory/region/in/status")
+check(s == 200 and body == [{"name": "in", "device_id": 0, "byte_size": 32}],
+      "status of one region", body)
+s, body = call("GET", "/v2/systemsharedmemory/status")
+check(s == 200 and body == [], "system status lists no CUDA region", body)
+small = gpu_buffer(16)
+s, body = register("toolarge", small, 1 << 30)
+check(s == 400 and "past the end" in str(body),
+      "a byte size past the allocation is refused", f"{s} {body}")
+rt.free(small)
+
+for model in ("add_sub_cpu", "add_sub_gpu"):
+    rt.memset(out_ptr, 0xff, 64)
+    rt.deviceSynchronize()
+    req = {"inputs": [
+        {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+         "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 16}},
+        {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32",
+         "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 16,
+                        "shared_memory_offset": 16}}],
+        "outputs": [
+        {"name": "OUTPUT0", "parameters": {"shared_memory_region": "out",
+                                           "shared_memory_byte_size": 16}},
+        {"name": "OUTPUT1", "parameters": {"shared_memory_region": "out",
+                                           "shared_memory_byte_size": 16,
+                                           "shared_memory_offset": 32}}]}
+    s, body = call("POST", f"/v2/models/{model}/infer", req)
+    check(s == 200, f"{model}: infer with inputs and outputs in CUDA regions", f"{s} {body}")
+    if s == 200:
+        check(all("data" not in o for o in body["outputs"]),
+              f"{model}: the answer carries no output data", body["outputs"])
+    o0, o1 = download(out_ptr, 0, (1, 4)), download(out_ptr, 32, (1, 4))
+    gap = download(out_ptr, 16, (1, 4))
+    check(np.array_equal(o0, a + b), f"{model}: OUTPUT0 read back from the GPU = a + b",
+          o0.tolist())
+    check(np.array_equal(o1, a - b), f"{model}: OUTPUT1 read back from the GPU = a - b",
+          o1.tolist())
+    check(np.isnan(gap).all(), f"{model}: the bytes between the outputs are untouched",
+          gap.tolist())
+
+# After the inferences: whether the runtime counts a handle opened twice decides whether
+# unregistering one name unmaps the other's memory (informational).
+s, body = register("dup", in_ptr, 32)
+print(f"INFO the same handle registered a second time: {s} {body}")
+call("POST", "/v2/cudasharedmemory/region/dup/unregister")
+
+s, body = call("POST", "/v2/models/add_sub_cpu/infer", {"inputs": [
+    {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+     "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 16,
+                    "shared_memory_offset": 24}},
+    {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}]})
+check(s == 400 and "Invalid offset + byte size" in str(body),
+      "a range past the region is refused before any copy", f"{s} {body}")
+
+s, _ = call("POST", "/v2/cudasharedmemory/region/in/unregister")
+s2, body = call("GET", "/v2/cudasharedmemory/status")
+check(s == 200 and s2 == 200 and [r["name"] for r in body] == ["out"],
+      "unregister one region", body)
+s, _ = call("POST", "/v2/cudasharedmemory/unregister")
+s2, body = call("GET", "/v2/cudasharedmemory/status")
+check(s == 200 and body == [], "unregister all", body)
+s, body = call("POST", "/v2/models/add_sub_cpu/infer", {"inputs": [
+    {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+     "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 16}},
+    {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}]})
+check(s == 404, "an unregistered region is not found", f"{s} {body}")
+s, _ = call("GET", "/v2/health/ready")
+check(s == 200, "kiln-serve still ready")
+rt.free(in_ptr)
+rt.free(out_ptr)
+print("CUDASHM", "FAIL " + ", ".join(failed) if failed else "PASS")
+sys.exit(1 if failed else 0)
+PY
+    kill "$shm_pid" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$shm_pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$shm_pid" 2>/dev/null; then
+      # Still draining after 10 s: kiln-serve (timeout's child) first, then timeout.
+      pkill -KILL -P "$shm_pid" 2>/dev/null || true
+      kill -KILL "$shm_pid" 2>/dev/null || true
+    fi
+    wait "$shm_pid" 2>/dev/null || true
+    grep -iE "error|cuda|shared memory" "$OUT/serve_cudashm.log" | head -n 10 || true
+  fi
   if [ "${KILN_GPU_NCU_BERT:-0}" != 0 ]; then
     # Kernel times without the profile's per-node events: Nsight Compute over one fp16 BERT-base
     # run at batch KILN_GPU_NCU_BERT (clocks left alone), the small kernels only.

@@ -130,7 +130,7 @@ void add_flags(CLI::App& app, Flags& f) {
                  "memory all requests in flight may hold together: bodies being read, requests "
                  "queued or running (0: a quarter of physical memory)");
   app.add_option("--shared-memory-max-regions", f.shm_max_regions,
-                 "most system shared memory regions registered at once")
+                 "most shared memory regions (system and CUDA together) registered at once")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20))
       ->capture_default_str();
   app.add_option("--shared-memory-max-bytes", f.shm_max_bytes,

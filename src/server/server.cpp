@@ -30,7 +30,7 @@ InferenceServer::InferenceServer(ServerOptions options)
                  ? std::make_unique<ResponseCache>(options_.response_cache_bytes)
                  : nullptr),
       tracer_(options_.trace),
-      shared_memory_(options_.shared_memory) {}
+      shared_memory_(options_.shared_memory, options_.shared_memory_device) {}
 
 InferenceServer::~InferenceServer() {
   stopped_ = true;

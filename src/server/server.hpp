@@ -34,8 +34,10 @@ struct ServerOptions {
   size_t response_cache_bytes = 0;
   // --trace-config / --trace-*: the trace settings at start (tracing off by default).
   TraceSettings trace;
-  // --shared-memory-max-regions, --shared-memory-max-bytes: the system shared memory registry.
+  // --shared-memory-max-regions, --shared-memory-max-bytes: the shared memory registry.
   SharedMemoryLimits shared_memory;
+  // Opens CUDA shared memory regions; empty: the GPU backend (the fuzz target gives host memory).
+  DeviceSharedMemoryOpener shared_memory_device;
 };
 
 struct ServerMetadata {

@@ -58,21 +58,22 @@ void check_region_name(std::string_view name, size_t max_bytes) {
                  ok || name.size() > 64 ? std::string() : fmt::format(" '{}'", name), max_bytes);
 }
 
-SharedMemoryRegion::SharedMemoryRegion(SharedMemoryRegionStatus status, int fd, size_t length,
-                                       std::shared_ptr<std::atomic<uint64_t>> mapped_bytes)
-    : status_(std::move(status)),
+SystemSharedMemoryRegion::SystemSharedMemoryRegion(
+    SharedMemoryRegionStatus status, int fd, size_t length,
+    std::shared_ptr<std::atomic<uint64_t>> mapped_bytes)
+    : SharedMemoryRegion(std::move(status)),
       fd_(fd),
       length_(length),
       mapped_bytes_(std::move(mapped_bytes)) {}
 
-SharedMemoryRegion::~SharedMemoryRegion() {
+SystemSharedMemoryRegion::~SystemSharedMemoryRegion() {
   ::close(fd_);
   mapped_bytes_->fetch_sub(length_);
 }
 
-void SharedMemoryRegion::read(uint64_t offset, std::span<std::byte> to) const {
-  check_range(offset, to.size());
-  uint64_t at = status_.offset + offset;
+void SystemSharedMemoryRegion::read_at(uint64_t offset, std::span<std::byte> to) const {
+  const SharedMemoryRegionStatus& region = status();
+  uint64_t at = region.offset + offset;
   size_t done = 0;
   while (done < to.size()) {
     const ssize_t n = ::pread(fd_, to.data() + done, to.size() - done, static_cast<off_t>(at));
@@ -80,29 +81,29 @@ void SharedMemoryRegion::read(uint64_t offset, std::span<std::byte> to) const {
     KILN_CHECK(n > 0, ErrorCode::InvalidArgument,
                "shared memory region '{}' could not be read: '{}' ends before the registered "
                "range ({}; was it shrunk after registering?)",
-               status_.name, status_.key, n < 0 ? std::strerror(errno) : "end of object");
+               region.name, region.key, n < 0 ? std::strerror(errno) : "end of object");
     done += static_cast<size_t>(n);
     at += static_cast<uint64_t>(n);
   }
 }
 
-void SharedMemoryRegion::write(uint64_t offset, std::span<const std::byte> from) const {
-  check_range(offset, from.size());
-  const uint64_t at = status_.offset + offset;
+void SystemSharedMemoryRegion::write_at(uint64_t offset, std::span<const std::byte> from) const {
+  const SharedMemoryRegionStatus& region = status();
+  const uint64_t at = region.offset + offset;
   // pwrite past the end would grow the client's object: refuse a shrunk one instead.
   struct stat st {};
   KILN_CHECK(::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) >= at + from.size(),
              ErrorCode::InvalidArgument,
              "shared memory region '{}' could not be written: '{}' ends before the registered "
              "range (was it shrunk after registering?)",
-             status_.name, status_.key);
+             region.name, region.key);
   size_t done = 0;
   while (done < from.size()) {
     const ssize_t n =
         ::pwrite(fd_, from.data() + done, from.size() - done, static_cast<off_t>(at + done));
     if (n < 0 && errno == EINTR) continue;
     KILN_CHECK(n > 0, ErrorCode::Internal, "shared memory region '{}' could not be written: {}",
-               status_.name, n < 0 ? std::strerror(errno) : "nothing written");
+               region.name, n < 0 ? std::strerror(errno) : "nothing written");
     done += static_cast<size_t>(n);
   }
 }
@@ -119,9 +120,13 @@ void SharedMemoryRegion::check_range(uint64_t offset, uint64_t byte_size) const 
                  status_.name, offset, byte_size, status_.byte_size);
 }
 
-SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryLimits limits)
-    : limits_(limits), mapped_bytes_(std::make_shared<std::atomic<uint64_t>>(0)) {
+SharedMemoryRegistry::SharedMemoryRegistry(SharedMemoryLimits limits,
+                                           DeviceSharedMemoryOpener open_device)
+    : limits_(limits),
+      open_device_(std::move(open_device)),
+      mapped_bytes_(std::make_shared<std::atomic<uint64_t>>(0)) {
   if (limits_.max_mapped_bytes == 0) limits_.max_mapped_bytes = physical_memory_bytes();
+  if (!open_device_) open_device_ = open_gpu_shared_memory;
 }
 
 void SharedMemoryRegistry::register_region(const std::string& name, const std::string& key,
@@ -180,36 +185,98 @@ void SharedMemoryRegistry::register_region(const std::string& name, const std::s
              "failed to register shared memory region '{}': no descriptor left ({})", name,
              std::strerror(errno));
   mapped_bytes_->fetch_add(length);
-  regions_.emplace(name, std::make_shared<SharedMemoryRegion>(
+  regions_.emplace(name, std::make_shared<SystemSharedMemoryRegion>(
                              SharedMemoryRegionStatus{name, key, offset, byte_size}, kept,
                              static_cast<size_t>(length), mapped_bytes_));
 }
 
-void SharedMemoryRegistry::unregister(std::string_view name) {
-  std::shared_ptr<SharedMemoryRegion> last;  // unmapped outside the lock when no request holds it
+void SharedMemoryRegistry::register_cuda_region(const std::string& name,
+                                                std::span<const std::byte> raw_handle,
+                                                int64_t device_id, uint64_t byte_size) {
+  check_region_name(name, limits_.max_name_bytes);
+  KILN_CHECK_ARG(raw_handle.size() == kCudaIpcHandleBytes,
+                 "failed to register CUDA shared memory region '{}': invalid args (the raw "
+                 "handle is {} bytes; a cudaIpcMemHandle_t is {})",
+                 name, raw_handle.size(), kCudaIpcHandleBytes);
+  KILN_CHECK_ARG(byte_size > 0,
+                 "failed to register CUDA shared memory region '{}': invalid args (byte_size "
+                 "must be above 0)",
+                 name);
+  KILN_CHECK_ARG(device_id >= 0 && device_id <= kMaxCudaDeviceId,
+                 "failed to register CUDA shared memory region '{}': invalid args (device_id {} "
+                 "is not a GPU index from 0 to {})",
+                 name, device_id, kMaxCudaDeviceId);
+  // The name and the count are checked before a GPU is asked, and again when the region is
+  // kept: the opening runs outside the lock (the first one loads the GPU library, seconds),
+  // so inference keeps finding its regions meanwhile.
+  auto check_room = [&] {
+    KILN_CHECK_ARG(!regions_.count(name), "shared memory region '{}' already in manager", name);
+    KILN_CHECK(regions_.size() < limits_.max_regions, ErrorCode::Unavailable,
+               "failed to register CUDA shared memory region '{}': {} regions are registered, "
+               "the most this server takes (--shared-memory-max-regions)",
+               name, regions_.size());
+  };
+  {
+    std::lock_guard lock(mutex_);
+    check_room();
+  }
+  std::unique_ptr<DeviceSharedMemory> memory;
+  try {
+    memory = open_device_(raw_handle, device_id, byte_size);
+  } catch (const Error& e) {
+    fail(ErrorCode::InvalidArgument, "failed to register CUDA shared memory region '{}': {}", name,
+         e.message());
+  }
+  KILN_CHECK(memory, ErrorCode::Internal,
+             "failed to register CUDA shared memory region '{}': the device memory did not open",
+             name);
+  SharedMemoryRegionStatus status{name, {}, 0, byte_size, SharedMemoryKind::Cuda, device_id};
+  auto region = std::make_shared<CudaSharedMemoryRegion>(std::move(status), std::move(memory));
+  std::lock_guard lock(mutex_);
+  check_room();  // on failure `region` closes the memory again
+  regions_.emplace(name, std::move(region));
+}
+
+void SharedMemoryRegistry::unregister(std::string_view name, SharedMemoryKind kind) {
+  std::shared_ptr<SharedMemoryRegion> last;  // closed outside the lock when no request holds it
   std::lock_guard lock(mutex_);
   auto it = regions_.find(name);
-  if (it == regions_.end()) return;
+  if (it == regions_.end() || it->second->kind() != kind) return;
   last = std::move(it->second);
   regions_.erase(it);
 }
 
-void SharedMemoryRegistry::unregister_all() {
-  std::map<std::string, std::shared_ptr<SharedMemoryRegion>, std::less<>> gone;
+void SharedMemoryRegistry::unregister_all(SharedMemoryKind kind) {
+  std::vector<std::shared_ptr<SharedMemoryRegion>> gone;  // closed outside the lock
   std::lock_guard lock(mutex_);
-  gone.swap(regions_);
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->second->kind() == kind) {
+      gone.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
-std::vector<SharedMemoryRegionStatus> SharedMemoryRegistry::status(std::string_view name) const {
+std::vector<SharedMemoryRegionStatus> SharedMemoryRegistry::status(std::string_view name,
+                                                                   SharedMemoryKind kind) const {
+  const bool cuda = kind == SharedMemoryKind::Cuda;
   std::lock_guard lock(mutex_);
   std::vector<SharedMemoryRegionStatus> out;
   if (name.empty()) {
-    for (const auto& [n, region] : regions_) out.push_back(region->status());
+    for (const auto& [n, region] : regions_) {
+      if (region->kind() == kind) out.push_back(region->status());
+    }
     return out;
   }
   auto it = regions_.find(name);
   KILN_CHECK(it != regions_.end(), ErrorCode::NotFound,
-             "Unable to find system shared memory region: '{}'", name);
+             "Unable to find {} shared memory region: '{}'", cuda ? "cuda" : "system", name);
+  // tritonserver's words for a name of the other kind.
+  KILN_CHECK(it->second->kind() == kind, ErrorCode::NotFound,
+             "The region named '{}' is registered as {} shared memory, not {} shared memory", name,
+             cuda ? "system" : "CUDA", cuda ? "CUDA" : "system");
   out.push_back(it->second->status());
   return out;
 }

@@ -7,8 +7,9 @@
 // a decoded request is then encoded back as a response (JSON and binary) so the encoder sees
 // every tensor type the decoder can produce. The shared memory routes register, list and
 // unregister regions of one small object the target makes (/kiln-fuzz-http-shm, 64 KiB), under
-// small limits, so the fuzzer reaches their success paths. Any crash, leak or sanitizer report is a
-// bug; a kiln::Error is the expected outcome for bad input.
+// small limits, so the fuzzer reaches their success paths; CUDA regions open on a fake device
+// (64 KiB of host memory behind any 64-byte handle) for the same reason. Any crash, leak or
+// sanitizer report is a bug; a kiln::Error is the expected outcome for bad input.
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cstddef>
@@ -19,8 +20,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
+#include "core/error.hpp"
 #include "server/http/infer_codec.hpp"
 #include "server/http/request_parser.hpp"
 #include "server/http/routes.hpp"
@@ -30,6 +34,30 @@ namespace {
 
 kiln::server::InferenceServer* core = nullptr;
 const kiln::server::http::HttpOptions options;  // kiln-serve's defaults
+
+// The fake GPU of CUDA regions: every handle opens the same 64 KiB (a byte size past them is
+// refused, as the GPU backend refuses one past the exported allocation).
+struct FakeDeviceMemory final : kiln::server::DeviceSharedMemory {
+  static std::vector<std::byte>& bytes() {
+    static std::vector<std::byte> b(65536);
+    return b;
+  }
+  void copy_to_host(uint64_t offset, std::span<std::byte> to) override {
+    std::memcpy(to.data(), bytes().data() + offset, to.size());
+  }
+  void copy_from_host(uint64_t offset, std::span<const std::byte> from) override {
+    std::memcpy(bytes().data() + offset, from.data(), from.size());
+  }
+};
+
+std::unique_ptr<kiln::server::DeviceSharedMemory> open_fake_device(std::span<const std::byte>,
+                                                                   int64_t device_id,
+                                                                   uint64_t byte_size) {
+  KILN_CHECK_ARG(device_id == 0, "no GPU {}", device_id);
+  KILN_CHECK_ARG(byte_size <= FakeDeviceMemory::bytes().size(), "byte_size {} is too large",
+                 byte_size);
+  return std::make_unique<FakeDeviceMemory>();
+}
 
 // Parses `bytes` as a connection would: requests one after another until the bytes run out or
 // one is malformed; each complete request is routed.
@@ -71,6 +99,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Few regions and bytes: what the fuzzer registers stays mapped across its inputs.
   o.shared_memory.max_regions = 8;
   o.shared_memory.max_mapped_bytes = size_t{1} << 20;
+  o.shared_memory_device = open_fake_device;
   const int fd = shm_open("/kiln-fuzz-http-shm", O_RDWR | O_CREAT, 0600);
   if (fd >= 0) {
     (void)ftruncate(fd, 65536);

@@ -210,12 +210,14 @@ def test_repository_index(server):
         c.unload_model("simple")
 
 
-def test_unimplemented_extensions(server):
+def test_cuda_shared_memory_without_gpu(server):
+    """CUDA shared memory is served; with no GPU here a registration is refused with its cause
+    (test_cuda_shared_memory.py covers the extension)."""
     c = server.grpc_client()
-    for call in (lambda: c.register_cuda_shared_memory("r", b"\0" * 64, 0, 64),):
-        with pytest.raises(InferenceServerException) as e:
-            call()
-        assert e.value.status() == "StatusCode.UNIMPLEMENTED"
+    with pytest.raises(InferenceServerException) as e:
+        c.register_cuda_shared_memory("r", "AAAA" * 21 + "AA==", 0, 64)
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "failed to register CUDA shared memory region 'r'" in e.value.message()
     assert c.is_server_live()
 
 

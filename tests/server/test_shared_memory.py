@@ -1,8 +1,8 @@
 """The system shared memory extension with the real tritonclient (HTTP and gRPC): regions made
 by tritonclient.utils.shared_memory, registered, listed and unregistered; inputs read from and
 outputs written to them; every refusal (names, keys, ownership, bounds, limits, sizes) in
-Triton's words where Triton has them; a region unregistered while a request uses it; CUDA shared
-memory answered as not supported; the shared-memory restricted-API category."""
+Triton's words where Triton has them; a region unregistered while a request uses it; the
+shared-memory restricted-API category (CUDA shared memory: test_cuda_shared_memory.py)."""
 import json
 import os
 import time
@@ -455,23 +455,7 @@ def test_grpc_inference_refusals(server, region):
     assert c.is_server_live()
 
 
-# ---- CUDA shared memory and access control --------------------------------------------------------
-
-def test_cuda_shared_memory_is_not_supported(server):
-    assert answer(server, "GET", "/v2/cudasharedmemory/status")[:2] == (200, [])
-    assert answer(server, "GET", "/v2/cudasharedmemory/region/x/status")[:2] == (
-        404, {"error": "Unable to find cuda shared memory region: 'x'"})
-    s, body, _ = answer(server, "POST", "/v2/cudasharedmemory/region/x/register",
-                        {"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 8})
-    assert s == 501 and "CUDA shared memory is not supported by this server" in body["error"]
-    assert answer(server, "POST", "/v2/cudasharedmemory/unregister")[0] == 200
-    g = server.grpc_client()
-    assert not g.get_cuda_shared_memory_status().regions
-    with pytest.raises(InferenceServerException) as e:
-        g.register_cuda_shared_memory("x", b"\0" * 64, 0, 8)
-    assert e.value.status() == "StatusCode.UNIMPLEMENTED"
-    assert "CUDA shared memory is not supported" in e.value.message()
-
+# ---- access control --------------------------------------------------------------------
 
 def test_restricted_api_category(serve, repo, region):
     server = grpc_util.start(serve, repo, "--http-restricted-api=shared-memory:shm-key=yes",

@@ -56,11 +56,25 @@ class GpuBackend : public Backend {
                                      Stream& stream) = 0;
   // Sets `bytes` of device memory to `value` (queued on `stream`).
   virtual void fill_device(void* device_dst, uint8_t value, size_t bytes, Stream& stream) = 0;
+
+  // Device memory another process shares through an IPC handle (the kGpuIpcHandleBytes of
+  // cudaIpcGetMemHandle / hipIpcGetMemHandle), mapped on this backend's device: the base of the
+  // allocation, which copy_to_host / copy_to_device then take as device memory. `bytes_to_end`
+  // gets the bytes from that base to the end of the allocation where the runtime can tell (0
+  // where it cannot). InvalidArgument with the runtime's reason when the handle does not open
+  // (not a handle, freed, of another device, of this very process).
+  virtual void* open_ipc_memory(const void* handle, size_t handle_bytes,
+                                uint64_t* bytes_to_end) = 0;
+  // Unmaps what open_ipc_memory returned (the exporting process still owns the memory).
+  virtual void close_ipc_memory(void* device_ptr) = 0;
 };
+
+// The size of a CUDA / HIP IPC memory handle (cudaIpcMemHandle_t, hipIpcMemHandle_t).
+inline constexpr size_t kGpuIpcHandleBytes = 64;
 
 // Bumped whenever this header or backend.hpp changes a layout or a virtual function: the loader
 // refuses a GPU library built against another version instead of crashing in it.
-inline constexpr uint32_t kGpuBackendAbiVersion = 8;  // 8: tactics, library versions
+inline constexpr uint32_t kGpuBackendAbiVersion = 9;  // 9: IPC memory (CUDA shared memory)
 
 }  // namespace kiln::backends
 

@@ -39,6 +39,7 @@ using hipDeviceProp_t = cudaDeviceProp;
 using hipMemcpyKind = cudaMemcpyKind;
 using hipStreamCaptureMode = cudaStreamCaptureMode;
 using hipDeviceAttribute_t = cudaDeviceAttr;
+using hipIpcMemHandle_t = cudaIpcMemHandle_t;
 #define hipSuccess cudaSuccess
 #define hipErrorNoDevice cudaErrorNoDevice
 #define hipErrorInsufficientDriver cudaErrorInsufficientDriver
@@ -55,6 +56,7 @@ using hipDeviceAttribute_t = cudaDeviceAttr;
 #define hipHostMallocPortable cudaHostAllocPortable
 #define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
 #define hipDeviceAttributeClockRate cudaDevAttrClockRate
+#define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess
 
 // Runtime functions (same arguments in both).
 #define hipGetErrorName cudaGetErrorName
@@ -96,6 +98,8 @@ using hipDeviceAttribute_t = cudaDeviceAttr;
 #define hipGraphLaunch cudaGraphLaunch
 #define hipGraphDestroy cudaGraphDestroy
 #define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipIpcOpenMemHandle cudaIpcOpenMemHandle
+#define hipIpcCloseMemHandle cudaIpcCloseMemHandle
 
 // HIP keeps CUDA 11's five-argument form; CUDA 12+ takes flags instead of the error node and log.
 inline hipError_t hipGraphInstantiate(hipGraphExec_t* exec, hipGraph_t graph,

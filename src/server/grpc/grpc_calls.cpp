@@ -1,5 +1,7 @@
 #include "server/grpc/grpc_calls.hpp"
 
+#include <span>
+
 #include "server/grpc/grpc_stream.hpp"
 #include "server/server_log.hpp"
 
@@ -227,7 +229,7 @@ const UnaryKind<TraceSettingRequest, TraceSettingResponse> kTraceSetting{
     },
     "trace"};
 
-// ---- system shared memory (server/shared_memory.hpp); CUDA shared memory is not served -------
+// ---- system and CUDA shared memory (server/shared_memory.hpp) ----------------------------
 
 const UnaryKind<SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse>
     kSystemSharedMemoryStatus{
@@ -263,29 +265,43 @@ const UnaryKind<SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregiste
           }
         },
         "shared-memory"};
-// No region can be registered, so the status lists none (a name: tritonserver's NOT_FOUND) and
-// unregistering is the no-op tritonserver's is for an unknown name.
+// CUDA regions share the registry's name space with system regions; each kind's status and
+// unregistering see their own kind only, as tritonserver's.
 const UnaryKind<CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse>
     kCudaSharedMemoryStatus{&Service::RequestCudaSharedMemoryStatus,
-                            [](InferenceServer&, const CudaSharedMemoryStatusRequest& q,
-                               CudaSharedMemoryStatusResponse&) {
-                              KILN_CHECK(q.name().empty(), ErrorCode::NotFound,
-                                         "Unable to find cuda shared memory region: '{}'",
-                                         q.name());
+                            [](InferenceServer& core, const CudaSharedMemoryStatusRequest& q,
+                               CudaSharedMemoryStatusResponse& r) {
+                              for (const SharedMemoryRegionStatus& s :
+                                   core.shared_memory().status(q.name(), SharedMemoryKind::Cuda)) {
+                                CudaSharedMemoryStatusResponse::RegionStatus& out =
+                                    (*r.mutable_regions())[s.name];
+                                out.set_name(s.name);
+                                out.set_device_id(static_cast<uint64_t>(s.device_id));
+                                out.set_byte_size(s.byte_size);
+                              }
                             },
                             "shared-memory"};
 const UnaryKind<CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse>
     kCudaSharedMemoryRegister{&Service::RequestCudaSharedMemoryRegister,
-                              [](InferenceServer&, const CudaSharedMemoryRegisterRequest&,
+                              [](InferenceServer& core, const CudaSharedMemoryRegisterRequest& q,
                                  CudaSharedMemoryRegisterResponse&) {
-                                fail(ErrorCode::Unsupported, "{}", kCudaSharedMemoryUnsupported);
+                                core.shared_memory().register_cuda_region(
+                                    q.name(), std::as_bytes(std::span(q.raw_handle())),
+                                    q.device_id(), q.byte_size());
                               },
                               "shared-memory"};
 const UnaryKind<CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse>
-    kCudaSharedMemoryUnregister{&Service::RequestCudaSharedMemoryUnregister,
-                                [](InferenceServer&, const CudaSharedMemoryUnregisterRequest&,
-                                   CudaSharedMemoryUnregisterResponse&) {},
-                                "shared-memory"};
+    kCudaSharedMemoryUnregister{
+        &Service::RequestCudaSharedMemoryUnregister,
+        [](InferenceServer& core, const CudaSharedMemoryUnregisterRequest& q,
+           CudaSharedMemoryUnregisterResponse&) {
+          if (q.name().empty()) {
+            core.shared_memory().unregister_all(SharedMemoryKind::Cuda);
+          } else {
+            core.shared_memory().unregister(q.name(), SharedMemoryKind::Cuda);
+          }
+        },
+        "shared-memory"};
 
 // ---- ModelInfer: answered from the scheduler's callback ------------------------------------
 

@@ -62,6 +62,9 @@ class GpuBackendImpl final : public GpuBackend {
   void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes,
                              Stream& stream) override;
   void fill_device(void* device_dst, uint8_t value, size_t bytes, Stream& stream) override;
+  // ipc_memory.cpp
+  void* open_ipc_memory(const void* handle, size_t handle_bytes, uint64_t* bytes_to_end) override;
+  void close_ipc_memory(void* device_ptr) override;
 
  private:
   GpuStream& own_stream(Stream& stream) const;
