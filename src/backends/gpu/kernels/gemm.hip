@@ -205,6 +205,15 @@ const TileInfo& choose_tile(const GemmArgs& p) {
     for (const TileInfo& t : kTiles)
       if (t.id == TileId::Bulk256) return t;
   }
+  // A convolution of several filter taps over channels in multiples of 64, with 128 filters or
+  // more, takes the 128 x 128 bulk-copy tile, whose A the tensor engine copies in im2col mode:
+  // on the H100 ResNet-50 b64's 3x3 convolutions from layer2 on took 0.59-0.88x the time of the
+  // tile by shape (layer4's 80 -> 47 us); with 64 filters it was slower (layer1: 83 -> 102 us),
+  // and a 1x1 convolution runs as a plain product (bench/results/2026-12-07-gpu-h100.md).
+  if (need.wgmma && p.conv_a && p.conv.r * p.conv.s > 1 && p.conv.c % 64 == 0 && p.n >= 128) {
+    for (const TileInfo& t : kTiles)
+      if (t.id == TileId::Bulk128) return t;
+  }
   return *best;
 }
 
