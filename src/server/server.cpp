@@ -51,14 +51,16 @@ ServerMetadata InferenceServer::metadata() const {
   ServerMetadata m;
   m.name = options_.server_id;
   m.version = KILN_VERSION;
-  // tritonserver 2.51's list and order, less what Kiln does not serve (classification,
-  // cuda_shared_memory; docs/SERVER.md).
+  // tritonserver 2.51's list and order, less what Kiln does not serve (classification;
+  // docs/SERVER.md). cuda_shared_memory is listed since it ran on a GPU (2026-12-07, H100); on
+  // a machine without one, registering a region answers why.
   m.extensions = {"sequence",
                   "model_repository",
                   "model_repository(unload_dependents)",
                   "schedule_policy",
                   "model_configuration",
                   "system_shared_memory",
+                  "cuda_shared_memory",
                   "binary_tensor_data",
                   "parameters",
                   "statistics",

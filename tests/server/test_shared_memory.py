@@ -89,11 +89,12 @@ B = np.array([[10, 20, 30, 40]], np.float32)
 
 # ---- register / status / unregister -----------------------------------------------------------
 
-def test_metadata_lists_system_shared_memory(server):
+def test_metadata_lists_both_shared_memory_extensions(server):
     ext = server.client().get_server_metadata()["extensions"]
-    assert "system_shared_memory" in ext and "cuda_shared_memory" not in ext
-    assert "system_shared_memory" in grpc_util.grpcclient.InferenceServerClient(
+    assert "system_shared_memory" in ext and "cuda_shared_memory" in ext
+    grpc_ext = grpc_util.grpcclient.InferenceServerClient(
         server.grpc_url).get_server_metadata().extensions
+    assert "system_shared_memory" in grpc_ext and "cuda_shared_memory" in grpc_ext
 
 
 def test_http_register_status_unregister(server, region):

@@ -115,7 +115,7 @@ def _server_metadata(server):
 def test_server_metadata(pair):
     """Same keys; Kiln's extensions are Triton's, in Triton's order, less what Kiln lacks
     (docs/SERVER.md lists them with the reason)."""
-    absent = ["classification", "cuda_shared_memory"]
+    absent = ["classification"]
     ks, kt, kkeys, kext = _server_metadata(pair.kiln)
     ts, tt, tkeys, text = _server_metadata(pair.triton)
     same("server metadata status, type, keys", (ks, kt, kkeys), (ts, tt, tkeys))
