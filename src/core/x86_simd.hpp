@@ -24,6 +24,15 @@ inline bool has_avx512f() {
   return yes;
 }
 
+// AVX512_BF16 (vcvtneps2bf16, vdpbf16ps): the bfloat16 stores of the attention's softmax.
+inline bool has_avx512bf16() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return yes;
+}
+
 // GCC leaves out the vzeroupper it owes before a tail call (a loop's scalar remainder), so the
 // upper halves of the vector registers stay dirty and every legacy-SSE instruction after it
 // (the double arithmetic of the reference kernels) runs much slower: measured 2x on the small

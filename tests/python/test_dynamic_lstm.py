@@ -134,17 +134,22 @@ def test_unsupported_lstm_forms_are_refused_with_the_reason(tmp_path, form, why)
     assert not out.exists()
 
 
+def add_matmul_head(model):
+    """A MatMul 'head' (hidden -> 4) on the LSTM's Y_h, whose Z becomes the only output."""
+    w = np.random.default_rng(5).standard_normal((HIDDEN, 4)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(w, "M"))
+    model.graph.node.append(helper.make_node("MatMul", ["Y_h", "M"], ["Z"], name="head"))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+
+
 def test_unsupported_lstm_form_left_float_beside_quantized_nodes(tmp_path):
     # A layout-1 LSTM then a MatMul: the MatMul is quantized, the LSTM kept float32 and named.
     src = lstm_model(str(tmp_path / "lstm.onnx"), layout=1)
     model = onnx.load(src)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = BATCH
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = SEQ
-    w = np.random.default_rng(5).standard_normal((HIDDEN, 4)).astype(np.float32)
-    model.graph.initializer.append(numpy_helper.from_array(w, "M"))
-    model.graph.node.append(helper.make_node("MatMul", ["Y_h", "M"], ["Z"], name="head"))
-    del model.graph.output[:]
-    model.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    add_matmul_head(model)
     onnx.save(model, src)
     said = []
     rng = np.random.default_rng(1)
@@ -161,11 +166,7 @@ def test_task_gate_measures_the_lstm(tmp_path):
     # included, and writes them to the sensitivity report.
     src = lstm_model(str(tmp_path / "lstm.onnx"))
     model = onnx.load(src)
-    w = np.random.default_rng(5).standard_normal((HIDDEN, 4)).astype(np.float32)
-    model.graph.initializer.append(numpy_helper.from_array(w, "M"))
-    model.graph.node.append(helper.make_node("MatMul", ["Y_h", "M"], ["Z"], name="head"))
-    del model.graph.output[:]
-    model.graph.output.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, None))
+    add_matmul_head(model)
     onnx.save(model, src)
     report = tmp_path / "sensitivity.json"
     result = kiln.quantize(src, str(tmp_path / "out.onnx"), dynamic=True, metric="cosine",

@@ -155,14 +155,21 @@ def test_refused_over_http_with_retry_after(server):
     assert warm_infer(server, model) == 200
 
 
-def test_refused_over_grpc_with_retry_metadata(server):
-    model = "sla_refuse"
+def busy_with_a_grpc_request_waiting(server, model):
+    """The model busy with a blocker, and a gRPC input its objective cannot take behind it:
+    (the blocker, the input's array, the gRPC input)."""
     assert warm_infer(server, model) == 200
     blocker = Background(lambda: raw_infer(server, model, BLOCKER_ROWS))
     server.wait_pending(model, 1)
     x = np.zeros((1, 1024, WIDTH), np.float32)
     inp = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
     inp.set_data_from_numpy(x)
+    return blocker, x, inp
+
+
+def test_refused_over_grpc_with_retry_metadata(server):
+    model = "sla_refuse"
+    blocker, x, inp = busy_with_a_grpc_request_waiting(server, model)
     with pytest.raises(InferenceServerException) as e:
         server.grpc_client().infer(model, [inp])
     assert e.value.status() == "StatusCode.UNAVAILABLE"
@@ -185,12 +192,7 @@ def test_refused_over_grpc_with_retry_metadata(server):
 
 def test_refused_in_a_grpc_stream_with_the_hint_in_the_message(server):
     model = "sla_refuse"
-    assert warm_infer(server, model) == 200
-    blocker = Background(lambda: raw_infer(server, model, BLOCKER_ROWS))
-    server.wait_pending(model, 1)
-    x = np.zeros((1, 1024, WIDTH), np.float32)
-    inp = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
-    inp.set_data_from_numpy(x)
+    blocker, _, inp = busy_with_a_grpc_request_waiting(server, model)
     answers, got = [], threading.Event()
 
     def callback(result, error):

@@ -73,8 +73,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scale_to_bf
   }
 }
 
-const bool kHasAvx512Bf16 = __builtin_cpu_supports("avx512bf16");
-
 __attribute__((target("avx512f"))) void softmax_row_avx512(float* row, int64_t n, float scale,
                                                            const float* mask, int64_t mask_step,
                                                            uint16_t* bf16_out) {
@@ -128,7 +126,7 @@ __attribute__((target("avx512f"))) void softmax_row_avx512(float* row, int64_t n
     sum0 = _mm512_mask_add_ps(sum0, lanes, sum0, e);
   }
   const __m512 inv = _mm512_set1_ps(1.f / lanes_sum(_mm512_add_ps(sum0, sum1)));
-  if (bf16_out && kHasAvx512Bf16) {
+  if (bf16_out && simd::has_avx512bf16()) {
     scale_to_bf16(row, n, inv, bf16_out);
     clean_upper_state();
     return;
