@@ -322,9 +322,11 @@ EOF2
       # shellcheck disable=SC2086
       # 16 children at once (each GPU child opens the device: ~0.3 s each, one after another
       # they ran past the call's limit).
+      local label=reference
+      [ -n "$mode" ] && label=gpu
       k "$root/bin/kiln_conformance" --data "$node_data" --jobs 16 -v $mode \
-        > "$OUT/node_tests_${mode:+gpu}${mode:-reference}.txt" 2>&1
-      tail -n 1 "$OUT/node_tests_${mode:+gpu}${mode:-reference}.txt"
+        > "$OUT/node_tests_$label.txt" 2>&1
+      tail -n 1 "$OUT/node_tests_$label.txt"
     done | tee "$OUT/node_tests.txt" || true
   fi
   if [ "${KILN_GPU_FULL_MODELS:-0}" != 0 ]; then

@@ -164,6 +164,14 @@ double split_cost(const GemmArgs& p, const TileInfo& t, int64_t count) {
   return cost;
 }
 
+// The share of the multiprocessors' block slots that a product's output tiles use over the
+// waves they need (one tile a multiprocessor at a time).
+double wave_fill(const GemmArgs& p, const TileInfo& t) {
+  const int64_t sms = p.multiprocessors > 0 ? p.multiprocessors : 1;
+  const int64_t tiles = output_tiles(p, t);
+  return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
+}
+
 // The tile that finishes first by a simple model: the busiest multiprocessor runs
 // ceil(tiles / multiprocessors) blocks one after another, each costing its area (padding
 // included) over its efficiency. So a product that fills the GPU several times takes the big
@@ -201,9 +209,18 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // cuBLASLt's time on BERT-base b32's products against 1.62-1.85x for the two-block tiles,
   // and 1.53x against 1.79x on ResNet-50 b64's 14x14 1024->256; on shorter reductions or fewer
   // rows it was slower (bench/results/2026-12-06d-gpu-own-gemm-tma.md).
+  // Unless its 128 x 128 sibling fills the last wave of multiprocessors much better: ResNet-50
+  // b64's 14x14 1024 -> 512 (196 wide tiles on 132 multiprocessors fill 74 % of two waves, 392
+  // narrow ones 99 % of three) took 41 us on the narrow tile against 50 on the wide one (H100,
+  // bench/results/2026-12-07c-gpu-own-conv-rules-h100.md); BERT's products fill both alike.
   if (need.wgmma && !p.conv_a && p.m >= 4096 && p.k >= 768 && p.n % 256 == 0) {
-    for (const TileInfo& t : kTiles)
-      if (t.id == TileId::Bulk256) return t;
+    const TileInfo* wide = nullptr;
+    const TileInfo* narrow = nullptr;
+    for (const TileInfo& t : kTiles) {
+      if (t.id == TileId::Bulk256) wide = &t;
+      if (t.id == TileId::Bulk128) narrow = &t;
+    }
+    return wave_fill(p, *narrow) > 1.15 * wave_fill(p, *wide) ? *narrow : *wide;
   }
   // A convolution of several filter taps over channels in multiples of 64, with 128 filters or
   // more, takes the 128 x 128 bulk-copy tile, whose A the tensor engine copies in im2col mode:
@@ -211,6 +228,15 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // tile by shape (layer4's 80 -> 47 us); with 64 filters it was slower (layer1: 83 -> 102 us),
   // and a 1x1 convolution runs as a plain product (bench/results/2026-12-07-gpu-h100.md).
   if (need.wgmma && p.conv_a && p.conv.r * p.conv.s > 1 && p.conv.c % 64 == 0 && p.n >= 128) {
+    for (const TileInfo& t : kTiles)
+      if (t.id == TileId::Bulk128) return t;
+  }
+  // A plain product whose reduction is at least four times N and 2048 long (ResNet-50's 7x7
+  // 2048 -> 512): its 128 x 128 tiles fill more multiprocessors than the 128 x 256 ones, and
+  // the bulk copies keep its long reduction fed: 1.45x cuBLASLt's time against 1.68x for the
+  // tile by shape on the H100 (bench/results/2026-12-06d-gpu-own-gemm-tma.md); as this rule,
+  // ResNet-50 b64's 7x7 2048 -> 512 32.5 -> 22.7 us (2026-12-07c-gpu-own-conv-rules-h100.md).
+  if (need.wgmma && !p.conv_a && p.k >= 2048 && p.k >= 4 * p.n && p.n % 64 == 0) {
     for (const TileInfo& t : kTiles)
       if (t.id == TileId::Bulk128) return t;
   }
