@@ -126,8 +126,11 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
 }
 
 PassManager& add_device_passes(PassManager& pm, std::string_view device) {
-  // The CPU's oneDNN convolution adds a residual with its sum post-op (onednn.conv).
-  if (fuses_for_cpu(device)) return pm.add(FuseConvResidual{}).add(EliminateDeadCode{});
+  // The CPU's oneDNN convolution adds a residual with its sum post-op (onednn.conv), and runs a
+  // 1x1 convolution with the depthwise one reading it as one primitive (onednn.conv_dw).
+  if (fuses_for_cpu(device)) {
+    return pm.add(FuseConvResidual{}).add(FuseConvDepthwise{}).add(EliminateDeadCode{});
+  }
   pm.add(FuseConvResidual{})
       .add(FoldClipIntoDepthwise{})
       .add(MergeParallelMatMuls{})

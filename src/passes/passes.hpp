@@ -100,6 +100,14 @@ struct FuseConvResidual {
   bool apply(ir::Graph& graph) const;
 };
 
+// A 1x1 Conv / FusedConv (stride 1, no padding, group 1, float32) whose result only a depthwise
+// 3x3 one reads (stride 1 or 2, pads 1) becomes ai.kiln FusedConvDepthwise; activations None,
+// Relu or Clip. A CPU device pass (add_device_passes): oneDNN's dw post-op computes the pair.
+struct FuseConvDepthwise {
+  std::string_view name() const { return "fuse_conv_depthwise"; }
+  bool apply(ir::Graph& graph) const;
+};
+
 // FusedConv ending in Clip(0, max) whose result only depthwise FusedConvs read: Relu there, and
 // input_max = max on the readers (the depthwise kernel clips as it loads). A device pass
 // (add_device_passes): the GPU's depthwise kernel takes input_max, the CPU's oneDNN does not.
