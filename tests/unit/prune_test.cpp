@@ -42,7 +42,9 @@ TEST(PruneMasks, TwoOfFourKeepsTheTwoLargestOfEveryFourAlongTheAxis) {
         for (int64_t i = g; i < g + 4; ++i) {
           const int64_t at = (o * 8 + i) * 9 + s;
           (b[at] == 0 ? dropped : kept).push_back(std::fabs(a[at]));
-          if (b[at] != 0) EXPECT_EQ(b[at], a[at]);
+          if (b[at] != 0) {
+            EXPECT_EQ(b[at], a[at]);
+          }
         }
         ASSERT_EQ(kept.size(), 2u);
         EXPECT_GE(std::min(kept[0], kept[1]), std::max(dropped[0], dropped[1]));
