@@ -7,8 +7,11 @@
 
 namespace kiln::runtime {
 
-ExecutorPool::ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, size_t limit)
-    : make_more_(std::move(make_more)), limit_(std::max<size_t>(limit, 1)) {
+ExecutorPool::ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, size_t limit,
+                           bool first_runs_alone)
+    : make_more_(std::move(make_more)),
+      limit_(std::max<size_t>(limit, 1)),
+      first_runs_alone_(first_runs_alone) {
   KILN_CHECK(first != nullptr, ErrorCode::Internal, "an executor pool needs its first executor");
   first_ = first.get();
   executors_.push_back(std::move(first));
@@ -18,9 +21,13 @@ ExecutorPool::ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, s
 ExecutorPool::Lease ExecutorPool::acquire() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (!idle_.empty()) {
-      Executor* e = idle_.back();
-      idle_.pop_back();
+    // The most recently given back first (the first executor goes on top when it comes back),
+    // passing over the first while another run is in flight under first_runs_alone_.
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      if (*it == first_ && first_runs_alone_ && in_flight_ > 0) continue;
+      Executor* e = *it;
+      idle_.erase(std::next(it).base());
+      ++in_flight_;
       return Lease(*this, *e);
     }
     if (!making_ && executors_.size() < limit_) {
@@ -38,6 +45,7 @@ ExecutorPool::Lease ExecutorPool::acquire() {
       if (made) {
         executors_.push_back(std::move(made));
         returned_.notify_all();  // another waiter may make the next one
+        ++in_flight_;
         return Lease(*this, *executors_.back());
       }
       // Out of memory (or another failure) making one more: the runs share what exists.
@@ -56,6 +64,7 @@ ExecutorPool::Lease ExecutorPool::acquire() {
 void ExecutorPool::give_back(Executor& executor) {
   {
     std::lock_guard lock(mutex_);
+    --in_flight_;
     // The first goes on top, so a lone thread keeps running it (and introspection sees its run).
     if (&executor == first_) {
       idle_.push_back(&executor);
@@ -63,7 +72,13 @@ void ExecutorPool::give_back(Executor& executor) {
       idle_.insert(idle_.begin(), &executor);
     }
   }
-  returned_.notify_one();
+  // Every waiter looks again: with first_runs_alone_, the one executor given back may be one
+  // that a particular waiter may not take while another may.
+  if (first_runs_alone_) {
+    returned_.notify_all();
+  } else {
+    returned_.notify_one();
+  }
 }
 
 size_t ExecutorPool::size() const {

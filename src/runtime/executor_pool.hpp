@@ -20,7 +20,11 @@ class ExecutorPool {
   // Makes one more executor like the first (called with no lock held; may throw).
   using Factory = std::function<std::unique_ptr<Executor>()>;
 
-  ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, size_t limit);
+  // `first_runs_alone`: the first executor (with more threads than the others) is leased only
+  // while no other run is in flight, so overlapping runs share the cores one thread each instead
+  // of the first's team competing with them.
+  ExecutorPool(std::unique_ptr<Executor> first, Factory make_more, size_t limit,
+               bool first_runs_alone = false);
   ExecutorPool(const ExecutorPool&) = delete;
   ExecutorPool& operator=(const ExecutorPool&) = delete;
 
@@ -45,8 +49,9 @@ class ExecutorPool {
     Executor* executor_;
   };
 
-  // A free executor (the first when it is free, so one thread's runs always use it), a new one
-  // when all are busy and the limit allows, else the next one given back.
+  // A free executor (the first when it is free, so one thread's runs always use it; with
+  // first_runs_alone, only when no other run is in flight), a new one when all are busy and the
+  // limit allows, else the next one given back.
   Lease acquire();
 
   // The executor made at open: what introspection (kernel choices, profiles, device times)
@@ -66,7 +71,9 @@ class ExecutorPool {
   std::vector<Executor*> idle_;                       // back: taken next
   Executor* first_;                                   // executors_.front(), read without the lock
   size_t limit_;
-  bool making_ = false;  // one thread makes a new executor at a time
+  bool first_runs_alone_;
+  size_t in_flight_ = 0;  // leases out
+  bool making_ = false;   // one thread makes a new executor at a time
 };
 
 }  // namespace kiln::runtime

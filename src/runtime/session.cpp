@@ -145,18 +145,22 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
              limit, options_.device);
   // Threads of the executors made for overlapping runs (the first keeps the session's).
   int more_threads = options_.threads;
+  bool first_runs_alone = false;
   if (limit == 0) {
     const int cpus = static_cast<int>(online_cpus());
     const int per_run = options_.threads > 0 ? options_.threads : cpus;
     if (!cpu_only) {
       limit = 1;
     } else if (per_run >= cpus) {
-      // A run takes every core (the default threads): runs that overlap it get executors of one
-      // thread each, one a core at most, so that they share the cores rather than queue for one
-      // executor whose every run wakes a team of its caller's own (4 Python threads x 200 MLP
-      // runs on 2 cores: bench/results/2026-12-06c-cpu-overlapping-runs.md).
-      limit = std::clamp(cpus, 1, kAutoParallelRuns);
+      // A run takes every core (the default threads): a lone caller keeps that executor, and
+      // runs that overlap get executors of one thread each, one a core, never the first's team
+      // while another run is in flight (first_runs_alone), so that they share the cores rather
+      // than queue for one executor whose every run wakes a team of its caller's own, or compete
+      // with that team (4 Python threads x 200 MLP runs on 2 cores: 42 -> 22 ms, onnxruntime 26;
+      // bench/results/2026-12-07d-cpu-overlapping-runs.md).
+      limit = std::clamp(cpus + 1, 1, kAutoParallelRuns);
       more_threads = 1;
+      first_runs_alone = true;
     } else {
       limit = std::clamp(cpus / per_run, 1, kAutoParallelRuns);
     }
@@ -172,7 +176,7 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
   executors_ = std::make_unique<runtime::ExecutorPool>(
       std::move(executor_),
       [graph, eo, plan] { return std::make_unique<runtime::Executor>(graph, eo, plan.get()); },
-      static_cast<size_t>(limit));
+      static_cast<size_t>(limit), first_runs_alone);
 }
 
 bool Session::only_packing_kernels_read_deferred() const {

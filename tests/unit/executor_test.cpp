@@ -430,6 +430,35 @@ TEST(Executor, PoolMakesExecutorsOnlyWhenRunsOverlapAndWaitsAtItsLimit) {
   EXPECT_EQ(pool.size(), 2u);
 }
 
+TEST(Executor, PoolWhoseFirstRunsAloneKeepsItOutOfOverlappingRuns) {
+  auto g = cnn();
+  runtime::ExecutorPool pool(
+      std::make_unique<runtime::Executor>(g),
+      [&] { return std::make_unique<runtime::Executor>(g); }, 3, /*first_runs_alone=*/true);
+  // A lone caller gets the first (the session's threads).
+  { EXPECT_EQ(&*pool.acquire(), &pool.first()); }
+  std::optional<runtime::ExecutorPool::Lease> a(pool.acquire());
+  ASSERT_EQ(&**a, &pool.first());
+  // While it runs, the others get executors of their own.
+  std::optional<runtime::ExecutorPool::Lease> b(pool.acquire());
+  EXPECT_NE(&**b, &pool.first());
+  a.reset();
+  // The first is idle, but another run is in flight: a new run is not given the first.
+  std::optional<runtime::ExecutorPool::Lease> c(pool.acquire());
+  EXPECT_NE(&**c, &pool.first());
+  EXPECT_NE(&**c, &**b);
+  // At the limit, with only the first idle, a run waits for one of the others...
+  auto fourth = std::async(std::launch::async, [&] { return &*pool.acquire(); });
+  EXPECT_EQ(fourth.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  runtime::Executor* freed = &**c;
+  c.reset();
+  EXPECT_EQ(fourth.get(), freed);
+  b.reset();
+  // ...and alone again, a run gets the first back.
+  EXPECT_EQ(&*pool.acquire(), &pool.first());
+  EXPECT_EQ(pool.size(), 3u);
+}
+
 TEST(Executor, PoolThatCannotMakeMoreSharesWhatItHas) {
   auto g = cnn();
   runtime::ExecutorPool pool(
@@ -456,9 +485,11 @@ TEST(Executor, ParallelRunsAreCheckedAtOpen) {
   };
   EXPECT_EQ(open({{"parallel_runs", "3"}})->parallel_run_limit(), 3u);
   // Automatic: runs of every core (the default) overlap on executors of one thread each, one a
-  // core; single-threaded runs overlap up to the CPUs there are (at most kAutoParallelRuns).
-  const size_t cpus = std::min<size_t>(online_cpus(), kAutoParallelRuns);
-  EXPECT_EQ(open({})->parallel_run_limit(), std::max<size_t>(cpus, 1));
+  // core, besides the first (which runs alone); single-threaded runs overlap up to the CPUs
+  // there are (at most kAutoParallelRuns).
+  const size_t cpus = online_cpus();
+  EXPECT_EQ(open({})->parallel_run_limit(),
+            std::clamp<size_t>(cpus + 1, 1, static_cast<size_t>(kAutoParallelRuns)));
   const size_t one_thread = open({}, 0, 1)->parallel_run_limit();
   EXPECT_GE(one_thread, 1u);
   EXPECT_LE(one_thread, static_cast<size_t>(kAutoParallelRuns));
