@@ -170,7 +170,7 @@ void optimize(ir::Model& model, const CompileOptions& o, const Messages& say) {
   }};
   passes::PassManager pm(pm_options);
   passes::add_default_passes(pm, o.device, o.fp16.enabled);
-  passes::add_device_passes(pm, o.device);
+  passes::add_device_passes(pm, o.device, o.fp16.enabled);
   pm.run(*model.graph);
   trace_sink.flush_line();
   dump_sink.flush_line();

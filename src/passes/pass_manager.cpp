@@ -125,11 +125,14 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device, bool f
   return pm.add(EliminateCommonSubexpressions{}).add(EliminateDeadCode{});
 }
 
-PassManager& add_device_passes(PassManager& pm, std::string_view device) {
+PassManager& add_device_passes(PassManager& pm, std::string_view device, bool float16_follows) {
   // The CPU's oneDNN convolution adds a residual with its sum post-op (onednn.conv), and runs a
-  // 1x1 convolution with the depthwise one reading it as one primitive (onednn.conv_dw).
+  // 1x1 convolution with the depthwise one reading it as one primitive (onednn.conv_dw; float32
+  // only: a float16 conversion after the passes would leave those nodes float32 between casts).
   if (fuses_for_cpu(device)) {
-    return pm.add(FuseConvResidual{}).add(FuseConvDepthwise{}).add(EliminateDeadCode{});
+    pm.add(FuseConvResidual{});
+    if (!float16_follows) pm.add(FuseConvDepthwise{});
+    return pm.add(EliminateDeadCode{});
   }
   pm.add(FuseConvResidual{})
       .add(FoldClipIntoDepthwise{})

@@ -51,7 +51,11 @@ PassManager& add_default_passes(PassManager& pm, std::string_view device = "cpu"
                                 bool float16_follows = false);
 // The passes for models that run on `device` ("cpu", "gpu", ...: SessionOptions::device's
 // names), after the default ones: fusions only that device's kernels compute (on the GPU,
-// FuseConvResidual, MergeParallelMatMuls and FoldAttentionTransposes). None for the CPU.
-PassManager& add_device_passes(PassManager& pm, std::string_view device);
+// FuseConvResidual, MergeParallelMatMuls and FoldAttentionTransposes; on the CPU,
+// FuseConvResidual and FuseConvDepthwise). `float16_follows` as add_default_passes takes it: the
+// CPU's float32-only FuseConvDepthwise is left out, since the float16 / bfloat16 conversion would
+// keep its nodes float32 between casts.
+PassManager& add_device_passes(PassManager& pm, std::string_view device,
+                               bool float16_follows = false);
 
 }  // namespace kiln::passes

@@ -100,6 +100,16 @@ TEST(FuseConvDepthwise, OnlyInTheCpuPipeline) {
   }
 }
 
+// kiln compile --fp16 / --bf16 converts after the passes; the float32-only fused node would stay
+// float32 between casts there, so the pass is left out.
+TEST(FuseConvDepthwise, NotBeforeAFloat16Conversion) {
+  std::shared_ptr<ir::Graph> g = expansion_then_depthwise(Case{});
+  passes::PassManager pm;
+  passes::add_device_passes(passes::add_default_passes(pm, "cpu", true), "cpu", true).run(*g);
+  EXPECT_EQ(ops_of(*g)["ai.kiln.FusedConvDepthwise"], 0u);
+  EXPECT_EQ(ops_of(*g)["ai.kiln.FusedConv"], 2u);
+}
+
 TEST(FuseConvDepthwise, DisabledByName) {
   passes::PassManagerOptions options;
   options.disabled = {"fuse_conv_depthwise"};
