@@ -19,8 +19,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 import numpy as np
 
@@ -28,27 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import make_demo_model  # noqa: E402
 from make_mlp_model import mlp  # noqa: E402
 
+from parallel_timing import timed  # noqa: E402
 import kiln  # noqa: E402
 import onnxruntime as ort  # noqa: E402
-
-
-def timed(sess, feeds, threads, runs):
-    """Wall seconds for `threads` threads each running sess `runs` times."""
-    barrier = threading.Barrier(threads + 1)
-
-    def work():
-        barrier.wait()
-        for _ in range(runs):
-            sess.run(None, feeds)
-
-    pool = [threading.Thread(target=work) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    return time.perf_counter() - start
 
 
 def main():

@@ -8,11 +8,14 @@ interleaves them).
         [--threads 4] [--runs 200] [--intra-op-threads 0] [--parallel-runs N]
 """
 import argparse
+import os
 import statistics
-import threading
-import time
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parallel_timing import timed  # noqa: E402
 
 
 def main():
@@ -40,26 +43,9 @@ def main():
         s = kiln.InferenceSession(a.model, so)
     feeds = {s.get_inputs()[0].name: x}
 
-    def timed(threads, runs):
-        barrier = threading.Barrier(threads + 1)
-
-        def work():
-            barrier.wait()
-            for _ in range(runs):
-                s.run(None, feeds)
-
-        pool = [threading.Thread(target=work) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        barrier.wait()
-        start = time.perf_counter()
-        for t in pool:
-            t.join()
-        return (time.perf_counter() - start) * 1e3
-
-    timed(a.threads, 50)
-    overlapping = statistics.median(timed(a.threads, a.runs) for _ in range(7))
-    alone = statistics.median(timed(1, a.threads * a.runs) for _ in range(5))
+    timed(s, feeds, a.threads, 50)
+    overlapping = 1e3 * statistics.median(timed(s, feeds, a.threads, a.runs) for _ in range(7))
+    alone = 1e3 * statistics.median(timed(s, feeds, 1, a.threads * a.runs) for _ in range(5))
     print(f"{a.runtime}: {a.threads} threads x {a.runs} runs {overlapping:.1f} ms, "
           f"1 thread x {a.threads * a.runs} runs {alone:.1f} ms")
 
