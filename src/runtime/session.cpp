@@ -156,8 +156,8 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
       // runs that overlap get executors of one thread each, one a core, never the first's team
       // while another run is in flight (first_runs_alone), so that they share the cores rather
       // than queue for one executor whose every run wakes a team of its caller's own, or compete
-      // with that team (4 Python threads x 200 MLP runs on 2 cores: 42 -> 22 ms, onnxruntime 26;
-      // bench/results/2026-12-07d-cpu-overlapping-runs.md).
+      // with that team (4 Python threads x 200 MLP runs on 2 cores: 40-43 -> 28-43 ms, onnxruntime
+      // 24-27; bench/results/2026-12-07d-cpu-overlapping-runs.md).
       limit = std::clamp(cpus + 1, 1, kAutoParallelRuns);
       more_threads = 1;
       first_runs_alone = true;
