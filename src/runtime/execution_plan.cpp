@@ -21,14 +21,43 @@ using backends::Backend;
 
 namespace {
 
+// The extent a dim gets space for in a host arena: its value, the top of its range, else (a
+// symbolic batch with no upper bound, a data-dependent length) the low end of its range, at
+// least 1.
+int64_t host_planning_extent(const Dim& d) {
+  if (d.is_static() || d.max() != std::numeric_limits<int64_t>::max()) return d.max();
+  return std::max<int64_t>(d.min(), 1);
+}
+
 // Arena space for a value at its declared maximum shape in `layout`, as `backend` computes its
-// storage, rounded up to kArenaAlignment; nullopt when its size is unbounded.
+// storage, rounded up to kArenaAlignment; nullopt when its size is unbounded. In a host arena
+// an unbounded dim is planned at its low end instead: a model exported with a dynamic batch then
+// runs batch 1 (its common case) in the planned arena, in place where kernels allow, rather than
+// every value in memory of its own (MobileNetV2 and EfficientNet-B0 5-9 % slower at one thread
+// that way, bench/results/2026-12-07f-cpu-dynamic-batch-arena.md); a run whose value outgrows its
+// space gets memory of its own for it (Executor::allocate_value). Device arenas keep the bound:
+// recorded device work must never allocate.
 std::optional<size_t> arena_bytes(const Backend& backend, const ir::Value& v,
                                   backends::Layout layout) {
+  const bool host = is_host(&backend);
   // The overflow-checked bound first: it also says whether the size is bounded at all.
-  if (!max_value_bytes_in(v, layout)) return std::nullopt;
+  if (!max_value_bytes_in(v, layout)) {
+    const TypeInfo& t = v.type();
+    if (!host || !t.is_tensor() || !t.shape || !dtype_is_supported(t.dtype) ||
+        t.dtype == DataType::String) {
+      return std::nullopt;
+    }
+  }
   std::vector<int64_t> dims;
-  for (const Dim& d : v.type().shape->dims()) dims.push_back(d.max());
+  for (const Dim& d : v.type().shape->dims()) {
+    dims.push_back(host ? host_planning_extent(d) : d.max());
+  }
+  size_t numel = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(numel, static_cast<size_t>(d), &numel)) {
+      return std::nullopt;
+    }
+  }
   const size_t bytes = backend.storage_bytes(v.type().dtype, dims, layout);
   if (bytes > std::numeric_limits<size_t>::max() - kArenaAlignment) return std::nullopt;
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
