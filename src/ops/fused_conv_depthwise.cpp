@@ -8,6 +8,8 @@
 //   Stage 2: Conv(stage 1, W2, B2) with group = W2's channel count, kernel 3x3, pads 1 on every
 //            side, strides `dw_strides`, then `dw_activation` / `dw_activation_params`.
 // The reference runs the registered Conv kernel twice (one oracle per op).
+#include "ops/fused_conv_depthwise.hpp"
+
 #include "ops/fused_activation.hpp"
 #include "ops/op_traits.hpp"
 #include "ops/registry.hpp"
@@ -18,20 +20,16 @@ namespace {
 
 constexpr int kConvOpset = 11;
 
-// A detached Conv node with the depthwise stage's attributes, its activation under the names
-// FusedActivation reads.
+constexpr const char* kStageAttrs[][2] = {{"activation", "dw_activation"},
+                                          {"activation_params", "dw_activation_params"}};
+
+// A detached Conv node with the depthwise stage's convolution attributes.
 ir::Node depthwise_stage(const AttrReader& attrs, int64_t channels) {
   ir::Node n;
   n.set_attribute("group", ir::Attribute(channels));
   n.set_attribute("kernel_shape", ir::Attribute(std::vector<int64_t>{3, 3}));
   n.set_attribute("pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1}));
   n.set_attribute("strides", ir::Attribute(attrs.attr_ints("dw_strides")));
-  if (attrs.has_attr("dw_activation")) {
-    n.set_attribute("activation", ir::Attribute(attrs.attr_string("dw_activation")));
-  }
-  if (attrs.has_attr("dw_activation_params")) {
-    n.set_attribute("activation_params", ir::Attribute(attrs.attr_floats("dw_activation_params")));
-  }
   return n;
 }
 
@@ -45,8 +43,7 @@ void fused_conv_depthwise(KernelContext& ctx) {
   ctx.check(w2.rank() == 4 && w2.dim(1) == 1 && w2.dim(2) == 3 && w2.dim(3) == 3,
             "W2 must be a depthwise 3x3 filter (C, 1, 3, 3), got {}", w2.describe());
   const ir::Node dw = depthwise_stage(ctx, w2.dim(0));
-  const AttrReader dw_attrs(dw, kConvOpset);
-  const FusedActivation dw_act = FusedActivation::from_node(dw_attrs);
+  const FusedActivation dw_act = depthwise_stage_activation(ctx.node());
   std::vector<const RtValue*> in2 = {&mid, &ctx.input_value(3), &ctx.input_value(4)};
   std::vector<RtValue> y2(1);
   KernelContext inner(dw, in2, y2, nullptr, kConvOpset);
@@ -93,4 +90,21 @@ KILN_REGISTER_OP({.domain = kKilnDomain,
                   .traits = {.flops = flops_fused_conv_depthwise}});
 
 }  // namespace
+
+FusedActivation depthwise_stage_activation(const ir::Node& node) {
+  ir::Node stage;
+  for (const auto& [plain, prefixed] : kStageAttrs) {
+    if (const ir::Attribute* a = node.attribute(prefixed)) stage.set_attribute(plain, *a);
+  }
+  return FusedActivation::from_node(AttrReader(stage));
+}
+
+void set_depthwise_stage_activation(ir::Node& node, const FusedActivation& act) {
+  ir::Node stage;
+  act.set_on(stage);
+  for (const auto& [plain, prefixed] : kStageAttrs) {
+    if (const ir::Attribute* a = stage.attribute(plain)) node.set_attribute(prefixed, *a);
+  }
+}
+
 }  // namespace kiln::ops

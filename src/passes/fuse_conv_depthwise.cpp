@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/fused_activation.hpp"
+#include "ops/fused_conv_depthwise.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
 
@@ -101,14 +102,7 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
       {conv.input(0), conv.input(1), conv.input(2), dw->input(1), dw->input(2)}, {out}, opset);
   node->set_attribute("kernel_shape", ir::Attribute(std::vector<int64_t>{1, 1}));
   act->set_on(*node);
-  // The depthwise stage's activation under its own names (set_on writes the plain ones).
-  ir::Node scratch;
-  dw_act->set_on(scratch);
-  for (const char* name : {"activation", "activation_params"}) {
-    if (const ir::Attribute* a = scratch.attribute(name)) {
-      node->set_attribute(std::string("dw_") + name, *a);
-    }
-  }
+  ops::set_depthwise_stage_activation(*node, *dw_act);
   node->set_attribute("dw_strides", ir::Attribute(std::vector<int64_t>{stride, stride}));
   rw.replace(result, out, {dw, &conv});
   return true;

@@ -41,13 +41,7 @@ std::optional<size_t> arena_bytes(const Backend& backend, const ir::Value& v,
                                   backends::Layout layout) {
   const bool host = is_host(&backend);
   // The overflow-checked bound first: it also says whether the size is bounded at all.
-  if (!max_value_bytes_in(v, layout)) {
-    const TypeInfo& t = v.type();
-    if (!host || !t.is_tensor() || !t.shape || !dtype_is_supported(t.dtype) ||
-        t.dtype == DataType::String) {
-      return std::nullopt;
-    }
-  }
+  if (!max_value_bytes_in(v, layout) && !(host && is_sized_tensor(v))) return std::nullopt;
   std::vector<int64_t> dims;
   for (const Dim& d : v.type().shape->dims()) {
     dims.push_back(host ? host_planning_extent(d) : d.max());

@@ -22,12 +22,13 @@ ExecutorPool::Lease ExecutorPool::acquire() {
   std::unique_lock lock(mutex_);
   for (;;) {
     // The most recently given back first (the first executor goes on top when it comes back),
-    // passing over the first while another run is in flight under first_runs_alone_.
+    // passing over the first while another run is in flight under first_runs_alone_ (every
+    // executor made and not idle is leased).
+    const bool others_running = executors_.size() > idle_.size();
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-      if (*it == first_ && first_runs_alone_ && in_flight_ > 0) continue;
+      if (*it == first_ && first_runs_alone_ && others_running) continue;
       Executor* e = *it;
       idle_.erase(std::next(it).base());
-      ++in_flight_;
       return Lease(*this, *e);
     }
     if (!making_ && executors_.size() < limit_) {
@@ -45,7 +46,6 @@ ExecutorPool::Lease ExecutorPool::acquire() {
       if (made) {
         executors_.push_back(std::move(made));
         returned_.notify_all();  // another waiter may make the next one
-        ++in_flight_;
         return Lease(*this, *executors_.back());
       }
       // Out of memory (or another failure) making one more: the runs share what exists.
@@ -64,7 +64,6 @@ ExecutorPool::Lease ExecutorPool::acquire() {
 void ExecutorPool::give_back(Executor& executor) {
   {
     std::lock_guard lock(mutex_);
-    --in_flight_;
     // The first goes on top, so a lone thread keeps running it (and introspection sees its run).
     if (&executor == first_) {
       idle_.push_back(&executor);

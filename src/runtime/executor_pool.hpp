@@ -72,8 +72,7 @@ class ExecutorPool {
   Executor* first_;                                   // executors_.front(), read without the lock
   size_t limit_;
   bool first_runs_alone_;
-  size_t in_flight_ = 0;  // leases out
-  bool making_ = false;   // one thread makes a new executor at a time
+  bool making_ = false;  // one thread makes a new executor at a time
 };
 
 }  // namespace kiln::runtime

@@ -8,11 +8,14 @@
 
 namespace kiln::runtime {
 
-std::optional<size_t> max_value_bytes(const ir::Value& v) {
+bool is_sized_tensor(const ir::Value& v) {
   const TypeInfo& t = v.type();
-  if (!t.is_tensor() || !t.shape || !dtype_is_supported(t.dtype) || t.dtype == DataType::String) {
-    return std::nullopt;
-  }
+  return t.is_tensor() && t.shape && dtype_is_supported(t.dtype) && t.dtype != DataType::String;
+}
+
+std::optional<size_t> max_value_bytes(const ir::Value& v) {
+  if (!is_sized_tensor(v)) return std::nullopt;
+  const TypeInfo& t = v.type();
   size_t n = dtype_size(t.dtype);
   for (const Dim& d : t.shape->dims()) {
     int64_t m = d.max();

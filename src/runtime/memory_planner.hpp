@@ -88,6 +88,8 @@ struct PlanOptions {
 
 MemoryPlan plan_memory(const ir::Graph& graph, const PlanOptions& options = {});
 
+// Whether `v` is a tensor of a known rank and a fixed-size element type (what an arena can hold).
+bool is_sized_tensor(const ir::Value& v);
 // Upper bound of a value's size in bytes (rounded up to kArenaAlignment), or nullopt when some
 // dim has no bound or the value is not a numeric tensor.
 std::optional<size_t> max_value_bytes(const ir::Value& v);

@@ -13,6 +13,7 @@
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/log.hpp"
+#include "ops/fused_conv_depthwise.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -21,17 +22,6 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 constexpr int kDwWeights = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS;
 constexpr int kDwBias = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS;
-
-// The depthwise stage's activation (attributes dw_activation / dw_activation_params).
-ops::FusedActivation dw_activation(const ir::Node& node) {
-  ir::Node stage;
-  if (const ir::Attribute* a = node.attribute("dw_activation"))
-    stage.set_attribute("activation", *a);
-  if (const ir::Attribute* a = node.attribute("dw_activation_params")) {
-    stage.set_attribute("activation_params", *a);
-  }
-  return ops::FusedActivation::from_node(ops::AttrReader(stage));
-}
 
 int64_t dw_stride(const ir::Node& node) {
   const std::vector<int64_t> s = ops::AttrReader(node).attr_ints("dw_strides", {1, 1});
@@ -59,7 +49,7 @@ std::string check_conv_dw(const ir::Node& node) {
   try {
     dnnl::post_ops probe;
     if (!append_activation(probe, node_activation(node)) ||
-        !append_activation(probe, dw_activation(node))) {
+        !append_activation(probe, ops::depthwise_stage_activation(node))) {
       return "activation has no oneDNN post-op";
     }
   } catch (const Error& e) {
@@ -73,7 +63,7 @@ class OnednnConvDw final : public Kernel {
   explicit OnednnConvDw(const ir::Node& node)
       : node_(node),
         act_(node_activation(node)),
-        dw_act_(dw_activation(node)),
+        dw_act_(ops::depthwise_stage_activation(node)),
         stride_(dw_stride(node)) {}
   std::string_view name() const override { return "onednn.conv_dw"; }
 

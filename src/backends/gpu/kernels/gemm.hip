@@ -172,6 +172,12 @@ double wave_fill(const GemmArgs& p, const TileInfo& t) {
   return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
 }
 
+const TileInfo& tile_with_id(TileId id) {
+  for (const TileInfo& t : kTiles)
+    if (t.id == id) return t;
+  __builtin_unreachable();  // every TileId has its row in kTiles
+}
+
 // The tile that finishes first by a simple model: the busiest multiprocessor runs
 // ceil(tiles / multiprocessors) blocks one after another, each costing its area (padding
 // included) over its efficiency. So a product that fills the GPU several times takes the big
@@ -201,8 +207,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // H100 it was as fast or faster on each of the six such shapes measured (BERT-base b1's FFN
   // up 1.24x cuBLASLt's time against 1.79x; bench/results/2026-12-06b-gpu-h100-wgmma.md).
   if (best->id == TileId::Warpgroup64Pair && splits_reduction(p, *best)) {
-    for (const TileInfo& t : kTiles)
-      if (t.id == TileId::Warpgroup128Pair) return t;
+    return tile_with_id(TileId::Warpgroup128Pair);
   }
   // A plain product of many rows, a long reduction and N a multiple of 256 takes the 128 x 256
   // bulk-copy tile (persistent, one block a multiprocessor): on the H100 it took 1.36-1.67x
@@ -214,13 +219,9 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // narrow ones 99 % of three) took 41 us on the narrow tile against 50 on the wide one (H100,
   // bench/results/2026-12-07c-gpu-own-conv-rules-h100.md); BERT's products fill both alike.
   if (need.wgmma && !p.conv_a && p.m >= 4096 && p.k >= 768 && p.n % 256 == 0) {
-    const TileInfo* wide = nullptr;
-    const TileInfo* narrow = nullptr;
-    for (const TileInfo& t : kTiles) {
-      if (t.id == TileId::Bulk256) wide = &t;
-      if (t.id == TileId::Bulk128) narrow = &t;
-    }
-    return wave_fill(p, *narrow) > 1.15 * wave_fill(p, *wide) ? *narrow : *wide;
+    const TileInfo& wide = tile_with_id(TileId::Bulk256);
+    const TileInfo& narrow = tile_with_id(TileId::Bulk128);
+    return wave_fill(p, narrow) > 1.15 * wave_fill(p, wide) ? narrow : wide;
   }
   // A convolution of several filter taps over channels in multiples of 64, with 128 filters or
   // more, takes the 128 x 128 bulk-copy tile, whose A the tensor engine copies in im2col mode:
@@ -228,8 +229,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // tile by shape (layer4's 80 -> 47 us); with 64 filters it was slower (layer1: 83 -> 102 us),
   // and a 1x1 convolution runs as a plain product (bench/results/2026-12-07-gpu-h100.md).
   if (need.wgmma && p.conv_a && p.conv.r * p.conv.s > 1 && p.conv.c % 64 == 0 && p.n >= 128) {
-    for (const TileInfo& t : kTiles)
-      if (t.id == TileId::Bulk128) return t;
+    return tile_with_id(TileId::Bulk128);
   }
   // A plain product whose reduction is at least four times N and 2048 long (ResNet-50's 7x7
   // 2048 -> 512): its 128 x 128 tiles fill more multiprocessors than the 128 x 256 ones, and
@@ -237,8 +237,7 @@ const TileInfo& choose_tile(const GemmArgs& p) {
   // tile by shape on the H100 (bench/results/2026-12-06d-gpu-own-gemm-tma.md); as this rule,
   // ResNet-50 b64's 7x7 2048 -> 512 32.5 -> 22.7 us (2026-12-07c-gpu-own-conv-rules-h100.md).
   if (need.wgmma && !p.conv_a && p.k >= 2048 && p.k >= 4 * p.n && p.n % 64 == 0) {
-    for (const TileInfo& t : kTiles)
-      if (t.id == TileId::Bulk128) return t;
+    return tile_with_id(TileId::Bulk128);
   }
   return *best;
 }
