@@ -25,6 +25,7 @@ ExecutorPool::Lease ExecutorPool::acquire() {
     // passing over the first while another run is in flight under first_runs_alone_ (every
     // executor made and not idle is leased).
     const bool others_running = executors_.size() > idle_.size();
+    if (others_running) last_overlap_ = std::chrono::steady_clock::now();
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
       if (*it == first_ && first_runs_alone_ && others_running) continue;
       Executor* e = *it;
@@ -78,6 +79,12 @@ void ExecutorPool::give_back(Executor& executor) {
   } else {
     returned_.notify_one();
   }
+}
+
+bool ExecutorPool::overlapped_within(std::chrono::steady_clock::duration window) const {
+  std::lock_guard lock(mutex_);
+  return last_overlap_ != std::chrono::steady_clock::time_point{} &&
+         std::chrono::steady_clock::now() - last_overlap_ < window;
 }
 
 size_t ExecutorPool::size() const {

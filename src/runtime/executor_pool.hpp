@@ -5,6 +5,7 @@
 // made from its plan (same kernels, same memory plan, no placement again) when a run finds every
 // executor busy, up to a limit; past the limit a run waits for one to come back. A single-threaded
 // user never pays for more than the first.
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -54,6 +55,10 @@ class ExecutorPool {
   // limit allows, else the next one given back.
   Lease acquire();
 
+  // Whether runs of this pool overlapped (a run was leased while another was in flight) within
+  // `window` before now.
+  bool overlapped_within(std::chrono::steady_clock::duration window) const;
+
   // The executor made at open: what introspection (kernel choices, profiles, device times)
   // reads.
   Executor& first() const { return *first_; }
@@ -73,6 +78,8 @@ class ExecutorPool {
   size_t limit_;
   bool first_runs_alone_;
   bool making_ = false;  // one thread makes a new executor at a time
+  // When a run was last leased while another was in flight (epoch: never).
+  std::chrono::steady_clock::time_point last_overlap_{};
 };
 
 }  // namespace kiln::runtime

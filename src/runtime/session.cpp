@@ -9,12 +9,19 @@
 
 #include "backends/backend_registry.hpp"
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/openmp_runtime.hpp"
 #include "core/cpus.hpp"
 #include "core/log.hpp"
 #include "passes/pass_manager.hpp"
 #include "runtime/model_loader.hpp"
 
 namespace kiln {
+namespace {
+
+// How long after runs last overlapped a lone run still expects company (the brief team spin).
+constexpr auto kOverlapMemory = std::chrono::seconds(1);
+
+}  // namespace
 
 Session::Session(const std::string& path, SessionOptions options)
     : Session(runtime::load_model(path, /*defer_unpacking=*/true), std::move(options)) {}
@@ -177,6 +184,7 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
       std::move(executor_),
       [graph, eo, plan] { return std::make_unique<runtime::Executor>(graph, eo, plan.get()); },
       static_cast<size_t>(limit), first_runs_alone);
+  first_runs_alone_ = first_runs_alone;
 }
 
 bool Session::only_packing_kernels_read_deferred() const {
@@ -250,6 +258,13 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
     std::vector<RtValue> outs;
     {
       runtime::ExecutorPool::Lease executor = executors_->acquire();
+      if (first_runs_alone_ && &*executor == &executors_->first()) {
+        // Runs that overlapped a moment ago will likely overlap again: this run's team should
+        // not keep a core spinning after it (backends/cpu/openmp_runtime.hpp).
+        backends::cpu::set_team_spin(executors_->overlapped_within(kOverlapMemory)
+                                         ? backends::cpu::TeamSpin::Brief
+                                         : backends::cpu::TeamSpin::Default);
+      }
       executor->set_profiling(options_.profiling);
       outs = executor->run(ordered, control);
     }

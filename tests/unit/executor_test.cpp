@@ -475,6 +475,19 @@ TEST(Executor, PoolWhoseFirstRunsAloneKeepsItOutOfOverlappingRuns) {
   // ...and alone again, a run gets the first back.
   EXPECT_EQ(&*pool.acquire(), &pool.first());
   EXPECT_EQ(pool.size(), 3u);
+  // The pool remembers that runs overlapped, for a while.
+  EXPECT_TRUE(pool.overlapped_within(std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(pool.overlapped_within(std::chrono::milliseconds(10)));
+}
+
+TEST(Executor, PoolOfOneCallerNeverOverlaps) {
+  auto g = cnn();
+  runtime::ExecutorPool pool(
+      std::make_unique<runtime::Executor>(g),
+      [&] { return std::make_unique<runtime::Executor>(g); }, 3, /*first_runs_alone=*/true);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(&*pool.acquire(), &pool.first());
+  EXPECT_FALSE(pool.overlapped_within(std::chrono::seconds(60)));
 }
 
 TEST(Executor, PoolThatCannotMakeMoreSharesWhatItHas) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::backends::cpu {
@@ -33,6 +34,20 @@ TEST(OpenMPRuntime, WaitPolicyNamesTheRuntime) {
   EXPECT_NE(line.find("yielding"), std::string::npos) << line;
 #endif
 }
+
+#if KILN_OPENMP_LLVM
+TEST(OpenMPRuntime, TeamSpinIsSetPerThreadAndRestored) {
+  const int before = team_spin_ms();
+  ASSERT_GT(before, 1);  // libomp's default, 200 ms
+  set_team_spin(TeamSpin::Brief);
+  EXPECT_EQ(team_spin_ms(), 1);
+  int other = -1;
+  std::thread([&] { other = team_spin_ms(); }).join();
+  EXPECT_EQ(other, before);  // another thread's teams keep the default
+  set_team_spin(TeamSpin::Default);
+  EXPECT_EQ(team_spin_ms(), before);
+}
+#endif
 
 #ifdef _OPENMP
 TEST(OpenMPRuntime, RegionsRunEveryIterationOnTheTeamAskedFor) {

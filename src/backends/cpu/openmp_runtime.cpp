@@ -37,7 +37,46 @@ std::string chosen(std::initializer_list<const char*> names) {
   return out;
 }
 
+// libomp's per-thread blocktime calls, found where oneDNN's regions run.
+struct Blocktime {
+  void (*set)(int) = nullptr;
+  int (*get)() = nullptr;
+  int process_default = 0;
+  bool ours = false;  // on libomp with KMP_BLOCKTIME unset: Kiln may change it
+};
+
+const Blocktime& blocktime() {
+  static const Blocktime api = [] {
+    Blocktime b;
+    if (!is_llvm(openmp_kernels_runtime())) return b;
+    b.set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "kmp_set_blocktime"));
+    b.get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "kmp_get_blocktime"));
+    if (!b.set || !b.get) return Blocktime{};
+    b.process_default = b.get();
+    const char* user = std::getenv("KMP_BLOCKTIME");
+    b.ours = !(user && *user);
+    return b;
+  }();
+  return api;
+}
+
+constexpr int kBriefSpinMs = 1;
+
 }  // namespace
+
+void set_team_spin(TeamSpin spin) {
+  const Blocktime& b = blocktime();
+  if (!b.ours) return;
+  thread_local TeamSpin current = TeamSpin::Default;
+  if (spin == current) return;
+  b.set(spin == TeamSpin::Brief ? kBriefSpinMs : b.process_default);
+  current = spin;
+}
+
+int team_spin_ms() {
+  const Blocktime& b = blocktime();
+  return b.get ? b.get() : -1;
+}
 
 std::string openmp_kernels_runtime() {
   // libdnnl.so.2 calls GOMP_parallel@GOMP_4.0. With RTLD_DEFAULT, dlvsym searches the scope of
