@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <charconv>
 #include <cstring>
 #include <limits>
 
@@ -17,6 +18,7 @@ constexpr uint32_t kCentralHeader = 0x02014b50;
 constexpr uint32_t kLocalHeader = 0x04034b50;
 constexpr uint32_t kZip64Locator = 0x07064b50;
 constexpr uint32_t kZip64End = 0x06064b50;
+constexpr uint64_t kDeflateMaxRatio = 1032;
 
 // Bounds-checked little-endian reads over the file's bytes.
 class Reader {
@@ -124,7 +126,11 @@ std::string member_bytes(const Reader& r, const Member& m) {
   if (m.method != 8)
     r.bad(fmt::format("member '{}' uses zip compression method {} (only stored and deflate)",
                       m.name, m.method));
-  KILN_CHECK_ARG(m.size < (uint64_t{1} << 40), "member '{}' claims {} bytes", m.name, m.size);
+  // Deflate expands at most 1032:1: a member claiming more is refused before its memory is
+  // allocated (a 1 KiB file could otherwise ask for a terabyte).
+  if (m.size / kDeflateMaxRatio > m.compressed + 1)
+    r.bad(fmt::format("member '{}' claims {} bytes from {} compressed", m.name, m.size,
+                      m.compressed));
   std::string out(m.size, '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail(ErrorCode::Unavailable, "zlib: inflateInit2");
@@ -195,15 +201,23 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   for (size_t i = 1; i + 1 < shape_text.size();) {
     while (i < shape_text.size() && (shape_text[i] == ' ' || shape_text[i] == ',')) ++i;
     if (i + 1 >= shape_text.size()) break;
-    size_t used = 0;
-    int64_t d = std::stoll(shape_text.substr(i), &used);
-    KILN_CHECK_ARG(used > 0 && d >= 0, "{}: a malformed shape {}", what, shape_text);
+    int64_t d = -1;
+    const char* first = shape_text.data() + i;
+    const auto [end, ec] = std::from_chars(first, shape_text.data() + shape_text.size(), d);
+    KILN_CHECK_ARG(ec == std::errc() && end != first && d >= 0, "{}: a malformed shape {}", what,
+                   shape_text);
     dims.push_back(d);
-    i += used;
+    i += static_cast<size_t>(end - first);
   }
+  // The data present must match the shape before the array's memory is allocated.
+  uint64_t want = dtype_size(dtype);
+  for (int64_t d : dims) {
+    KILN_CHECK_ARG(!__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want),
+                   "{}: shape {} overflows", what, shape_text);
+  }
+  KILN_CHECK_ARG(bytes.size() - data == want, "{}: {} bytes of data for shape {} of {}", what,
+                 bytes.size() - data, shape_text, dtype_name(dtype));
   Tensor t(dtype, dims);
-  KILN_CHECK_ARG(bytes.size() - data == t.nbytes(), "{}: {} bytes of data for {} {} elements", what,
-                 bytes.size() - data, t.numel(), dtype_name(dtype));
   std::memcpy(t.raw_data(), bytes.data() + data, t.nbytes());
   return t;
 }
@@ -212,7 +226,10 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
 
 runtime::Feeds read_npz(const std::string& path) {
   RegularFile file(path, "calibration .npz file");
-  std::string bytes = file.read_all(std::numeric_limits<uint64_t>::max());
+  return parse_npz(file.read_all(std::numeric_limits<uint64_t>::max()), path);
+}
+
+runtime::Feeds parse_npz(const std::string& bytes, const std::string& path) {
   Reader r(bytes, path);
   runtime::Feeds out;
   for (const Member& m : central_directory(r)) {

@@ -15,4 +15,7 @@ namespace kiln::compiler {
 // NotFound.
 runtime::Feeds read_npz(const std::string& path);
 
+// The same from the file's bytes; `path` names it in errors (the fuzz target's entry).
+runtime::Feeds parse_npz(const std::string& bytes, const std::string& path);
+
 }  // namespace kiln::compiler
