@@ -6,7 +6,7 @@ FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build demo test test-server unit conformance conformance-engine conformance-update fuzz fuzz-build fuzz-onnx \
-	fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz format clean python test-python test-distill test-pip test-deploy \
+	fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz fuzz-image format clean python test-python test-distill test-pip test-deploy \
 	test-replicas
 
 all: build
@@ -107,14 +107,14 @@ test-pip: build
 # in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
 # found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz
+fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz fuzz-image
 
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)"
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_import fuzz_engine_reader fuzz_http_infer fuzz_grpc_infer \
-	  fuzz_model_config fuzz_calibration_cache fuzz_npz \
+	  fuzz_model_config fuzz_calibration_cache fuzz_npz fuzz_image_decoder \
 	  kiln_cli
 
 fuzz-onnx: fuzz-build
@@ -196,6 +196,16 @@ fuzz-npz: fuzz-build
 	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	  > build-fuzz/fuzz-npz.log 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-npz.log; exit $$status
+
+# ImageDecoder's decoding (a served model decodes what clients send: BMP and PNM parsed by Kiln,
+# JPEG / PNG / TIFF through the libraries), seeded with the ONNX node tests' images.
+fuzz-image: fuzz-build
+	mkdir -p build-fuzz/image-corpus
+	cp tests/fuzz/regressions/image_decoder/* build-fuzz/image-corpus/
+	build-fuzz/tests/fuzz_image_decoder build-fuzz/image-corpus -max_total_time=$(FUZZ_SECONDS) \
+	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/fuzz-image.log 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-image.log; exit $$status
 
 # The GPU backend on the lent H200 (docs/GPU.md): packs kiln, kiln_gpu_tests and libkiln_gpu_cuda.so
 # with the libraries they need into $(GPU_CARRY), for `bash $(GPU_CARRY)/gpu_device_check.sh run`.

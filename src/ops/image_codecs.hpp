@@ -22,4 +22,10 @@ std::optional<Image> decode_jpeg(const uint8_t* data, size_t size, std::string* 
 std::optional<Image> decode_png(const uint8_t* data, size_t size, std::string* unsupported);
 std::optional<Image> decode_tiff(const uint8_t* data, size_t size, std::string* unsupported);
 
+// Any format ImageDecoder reads, told by its magic bytes (ops/image_decoder.cpp: BMP and PNM
+// read there, the rest through the adapters above): nullopt for a corrupt stream or one that is
+// not an image, and also when *unsupported is set (a format or variant Kiln does not decode,
+// named there).
+std::optional<Image> decode(const uint8_t* data, size_t size, std::string* unsupported);
+
 }  // namespace kiln::ops::image

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "ops/image_codecs.hpp"
 #include "ops/op_utils.hpp"
 #include "ops/registry.hpp"
@@ -125,24 +127,10 @@ void image_decoder(KernelContext& ctx) {
   if (format != "RGB" && format != "BGR" && format != "Grayscale")
     ctx.fail("unknown pixel_format '{}' (RGB, BGR or Grayscale)", format);
   const int64_t channels = format == "Grayscale" ? 1 : 3;
-  const uint8_t* d = data.data<uint8_t>();
-  const auto n = static_cast<size_t>(data.numel());
-  std::optional<Image> img;
-  std::string variant;  // set when a decoder meets a variant Kiln does not handle
-  if (n >= 2 && d[0] == 'B' && d[1] == 'M') {
-    img = decode_bmp(d, n);
-  } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
-    img = decode_pnm(d, n);
-  } else if (n >= 3 && std::memcmp(d, "\xFF\xD8\xFF", 3) == 0) {
-    img = image::decode_jpeg(d, n, &variant);
-  } else if (n >= 4 && std::memcmp(d, "\x89PNG", 4) == 0) {
-    img = image::decode_png(d, n, &variant);
-  } else if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) {
-    img = image::decode_tiff(d, n, &variant);
-  } else if (const char* name = unsupported_format(d, n)) {
-    ctx.unsupported("decoding {} images needs a codec library Kiln does not link", name);
-  }
-  if (!variant.empty()) ctx.unsupported("{} is not supported", variant);
+  std::string unsupported;
+  const std::optional<Image> img =
+      image::decode(data.data<uint8_t>(), static_cast<size_t>(data.numel()), &unsupported);
+  if (!unsupported.empty()) ctx.unsupported("{}", unsupported);
   if (!img) {
     ctx.set_output(0, Tensor(DataType::UInt8, {0, 0, channels}));
     return;
@@ -175,4 +163,29 @@ KILN_REGISTER_OP({.op_type = "ImageDecoder",
                   .since_opset = 20});
 
 }  // namespace
+
+std::optional<Image> image::decode(const uint8_t* d, size_t n, std::string* unsupported) {
+  std::optional<Image> img;
+  std::string variant;  // set when a decoder meets a variant Kiln does not handle
+  if (n >= 2 && d[0] == 'B' && d[1] == 'M') {
+    img = decode_bmp(d, n);
+  } else if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) {
+    img = decode_pnm(d, n);
+  } else if (n >= 3 && std::memcmp(d, "\xFF\xD8\xFF", 3) == 0) {
+    img = image::decode_jpeg(d, n, &variant);
+  } else if (n >= 4 && std::memcmp(d, "\x89PNG", 4) == 0) {
+    img = image::decode_png(d, n, &variant);
+  } else if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) {
+    img = image::decode_tiff(d, n, &variant);
+  } else if (const char* name = unsupported_format(d, n)) {
+    *unsupported = fmt::format("decoding {} images needs a codec library Kiln does not link", name);
+    return std::nullopt;
+  }
+  if (!variant.empty()) {
+    *unsupported = fmt::format("{} is not supported", variant);
+    return std::nullopt;
+  }
+  return img;
+}
+
 }  // namespace kiln::ops
