@@ -10,6 +10,8 @@
 // multiplied, and each warpgroup keeps one step's multiplies in flight while the next is
 // issued (wait for all but one group), so a stage is refilled two steps after it was read,
 // when every warpgroup has passed the barrier that follows its wait. One barrier per step.
+// Deep rings (three stages) issue step t + kStages - 1 instead, each warpgroup first waiting for
+// all of its multiplies: one more step of copies in flight for one less of multiplies.
 #include "backends/gpu/kernels/wgmma_operands.hpp"
 
 namespace kiln::backends::gpu::kernels::gemm_impl {
@@ -17,7 +19,7 @@ namespace {
 
 constexpr int kWgThreads = 256;
 
-template <int BN, int Stages, int MinBlocks, bool TB, bool Conv>
+template <int BN, int Stages, int MinBlocks, bool TB, bool Conv, bool Deep>
 __global__ void __launch_bounds__(kWgThreads, MinBlocks)
     wgmma_gemm_kernel(GemmArgs p, SplitK split) {
 #if defined(KILN_WGMMA)
@@ -73,22 +75,33 @@ __global__ void __launch_bounds__(kWgThreads, MinBlocks)
     float acc[kAcc];
     KILN_UNROLL
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+    // Steps in flight ahead of the one multiplied: Deep refills the stage of step t - 1, so each
+    // warpgroup first waits for its multiplies of that step (done by then, as a rule: step t's
+    // copies were waited for since); otherwise the stage of step t - 2, with step t - 1's
+    // multiplies left in flight.
+    constexpr int kAhead = Deep ? kStages - 1 : kStages - 2;
     KILN_UNROLL
-    for (int s = 0; s < kStages - 2; ++s) {
+    for (int s = 0; s < kAhead; ++s) {
       if (s < steps) issue(s);
       copy_async_commit();
     }
     for (int t = 0; t < steps; ++t) {
-      copy_async_wait<kStages - 3>();
+      copy_async_wait<kAhead - 1>();
+      if constexpr (Deep) {
+        wgmma::wait<0>();
+        wgmma::pin(acc);
+      }
       wgmma::fence_async_shared();
-      // Step t visible to all; every warpgroup past its wait for step t - 2, whose stage the
-      // next copies refill.
+      // Step t visible to all; every warpgroup past its wait for the step whose stage the next
+      // copies refill.
       __syncthreads();
-      if (t + kStages - 2 < steps) issue(t + kStages - 2);
+      if (t + kAhead < steps) issue(t + kAhead);
       copy_async_commit();
       multiply_stage<BN, TB>(acc, stages + (t % kStages) * kStageElems, warpgroup);
-      wgmma::wait<1>();
-      wgmma::pin(acc);
+      if constexpr (!Deep) {
+        wgmma::wait<1>();
+        wgmma::pin(acc);
+      }
     }
     wgmma::wait<0>();
     wgmma::pin(acc);
@@ -115,7 +128,7 @@ __global__ void __launch_bounds__(kWgThreads, MinBlocks)
 #endif
 }
 
-template <int BN, int Stages, int MinBlocks, bool TB, bool Conv>
+template <int BN, int Stages, int MinBlocks, bool TB, bool Conv, bool Deep>
 hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   const int64_t n_tiles = (p.n + BN - 1) / BN;
   const int64_t m_tiles = (p.m + kWgBM - 1) / kWgBM;
@@ -123,7 +136,7 @@ hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
                   static_cast<unsigned>(p.batch * split.count));
-  auto* kernel = &wgmma_gemm_kernel<BN, Stages, MinBlocks, TB, Conv>;
+  auto* kernel = &wgmma_gemm_kernel<BN, Stages, MinBlocks, TB, Conv, Deep>;
   static unsigned long long devices_done = 0;
   constexpr size_t kBytes = wgmma_smem_bytes<BN, Stages>();
   const hipError_t allowed =
@@ -137,9 +150,17 @@ template <int BN, int Stages, int MinBlocks = 1>
 hipError_t launch_wgmma_width(const GemmArgs& p, SplitK split, hipStream_t stream) {
   static_assert(MinBlocks * wgmma_smem_bytes<BN, Stages>() <= 227 * 1024,
                 "the blocks a multiprocessor should hold fit its shared memory");
-  if (p.conv_a) return launch_wgmma_tile<BN, Stages, MinBlocks, true, true>(p, split, stream);
-  return p.trans_b ? launch_wgmma_tile<BN, Stages, MinBlocks, true, false>(p, split, stream)
-                   : launch_wgmma_tile<BN, Stages, MinBlocks, false, false>(p, split, stream);
+  // A ring of three stages keeps one step in flight the usual way; with one more (Deep) the
+  // 128-wide pair's latency-bound short products went 3-8 % faster on the H100 (ResNet-50 b64's
+  // 1x1 convolutions of 128 filters, e.g. layer2.0's 79.4 -> 74.8-75.6 us), while the four-stage
+  // 64-wide pair's were 5 % slower that way
+  // (bench/results/2026-12-07h-gpu-own-lookahead-h100.md).
+  constexpr bool kDeep = Stages == 3;
+  if (p.conv_a)
+    return launch_wgmma_tile<BN, Stages, MinBlocks, true, true, kDeep>(p, split, stream);
+  return p.trans_b
+             ? launch_wgmma_tile<BN, Stages, MinBlocks, true, false, kDeep>(p, split, stream)
+             : launch_wgmma_tile<BN, Stages, MinBlocks, false, false, kDeep>(p, split, stream);
 }
 
 }  // namespace
