@@ -160,22 +160,27 @@ def worker(tid, args, ports, stop, stats, lock):
         use_grpc = i % 2 == 0
         if i % args.bad_every == 0:
             try:
+                # The refusals tritonserver gives (docs/SERVER.md, the differential tests): an
+                # unknown model is NOT_FOUND, a JSON `data` that disagrees with its shape 500.
                 if use_grpc:
-                    stub.ModelInfer(malformed_grpc(i // args.bad_every), metadata=AUTH_METADATA)
+                    kind = i // args.bad_every
+                    want = grpc.StatusCode.NOT_FOUND if kind % 4 == 2 else grpc.StatusCode.INVALID_ARGUMENT
+                    stub.ModelInfer(malformed_grpc(kind), metadata=AUTH_METADATA)
                 else:
                     body, headers = malformed_http(i // args.bad_every)
+                    want_http = 500 if (i // args.bad_every) % 2 else 400
                     conn = http.client.HTTPConnection("localhost", ports["http"], timeout=30)
                     conn.request("POST", "/v2/models/add_sub/infer", body=body,
                                  headers={**headers, **AUTH})
                     status = conn.getresponse().status
                     conn.close()
-                    if status == 400:
+                    if status == want_http:
                         local["bad_refused"] += 1
                         continue
-                    raise RuntimeError(f"malformed HTTP request got {status}")
+                    raise RuntimeError(f"malformed HTTP request got {status}, not {want_http}")
                 local["failures"].append("malformed gRPC request succeeded")
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                if e.code() == want:
                     local["bad_refused"] += 1
                 else:
                     local["failures"].append(f"malformed gRPC request: {e.code()} {e.details()}")
@@ -212,6 +217,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--bad-every", type=int, default=5)
     ap.add_argument("--max-rss-growth", type=float, default=5.0)
+    ap.add_argument("--rss-every", type=float, default=300.0,
+                    help="print the server's RSS every this many seconds (0: never)")
     ap.add_argument("--hostile", type=int, default=0, help="threads sending issue 13's attacks")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
@@ -250,9 +257,16 @@ def main():
             live = grpcclient.InferenceServerClient(f"localhost:{ports['grpc']}")
             deadline = time.time() + args.seconds
             rss_peak = rss_start
+            next_report = time.time() + args.rss_every
             while time.time() < deadline:
                 time.sleep(1)
-                rss_peak = max(rss_peak, rss_kib(proc.pid))
+                rss = rss_kib(proc.pid)
+                rss_peak = max(rss_peak, rss)
+                if args.rss_every and time.time() >= next_report:
+                    # The curve, not only its ends: a leak grows steadily, warm-up levels off.
+                    print(f"t={args.seconds - (deadline - time.time()):.0f}s rss_kib={rss}",
+                          flush=True)
+                    next_report += args.rss_every
                 try:
                     live_failures += not live.is_server_live(client_timeout=10)
                 except Exception:  # noqa: BLE001
