@@ -103,11 +103,20 @@ test-pip: build
 	PYTHONPATH=$(CURDIR)/$(PIP_BUILD)-site KILN_CLI=$(BUILD)/src/kiln python3 -m pytest -q \
 	  -p no:cacheprovider tests/python
 
-# libFuzzer on the ONNX importer and on the engine file reader, built with clang and sanitizers
-# in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
+# libFuzzer on every parser of outside bytes (one target each below), built with clang and
+# sanitizers in their own tree; FUZZ_SECONDS each. Each fails on any crash, sanitizer report or leak; what it
 # found is left in build-fuzz/ (crash-*, fuzz*.log).
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz fuzz-image
+
+# $(call run_fuzzer,BINARY,CORPUS,LOG[,MAX_LEN]): one libFuzzer target for FUZZ_SECONDS at the
+# production limits; prints its summary and fails on any finding (left in build-fuzz/).
+define run_fuzzer
+	build-fuzz/tests/$(1) build-fuzz/$(2) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	  -max_len=$(or $(4),65536) -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  > build-fuzz/$(3) 2>&1; \
+	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/$(3); exit $$status
+endef
 
 fuzz-build: setup
 	@bash scripts/setup.sh --fuzz
@@ -121,9 +130,7 @@ fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
 	for d in $(ONNX_NODE_TESTS)/*/; do cp $$d/model.onnx build-fuzz/corpus/$$(basename $$d).onnx; done
 	cp tests/fuzz/regressions/onnx_import/* build-fuzz/corpus/
-	build-fuzz/tests/fuzz_onnx_import build-fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	  -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ > build-fuzz/fuzz.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz.log; exit $$status
+	$(call run_fuzzer,fuzz_onnx_import,corpus,fuzz.log)
 
 # Seeded with engines compiled from the demo model and a few node tests (control flow included).
 ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_strides_padding \
@@ -139,10 +146,7 @@ fuzz-engine: fuzz-build
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
 	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize --no-verify \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
-	build-fuzz/tests/fuzz_engine_reader build-fuzz/engine-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-engine.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-engine.log; exit $$status
+	$(call run_fuzzer,fuzz_engine_reader,engine-corpus,fuzz-engine.log)
 
 # The HTTP frontend's request parser (pipelined requests, chunked bodies, trailers, at
 # kiln-serve's default limits; inputs up to 256 KiB so a field or trailer can pass the 64 KiB
@@ -151,20 +155,14 @@ fuzz-engine: fuzz-build
 fuzz-http: fuzz-build
 	mkdir -p build-fuzz/http-corpus
 	cp tests/fuzz/regressions/http_infer/* build-fuzz/http-corpus/
-	build-fuzz/tests/fuzz_http_infer build-fuzz/http-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-http.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-http.log; exit $$status
+	$(call run_fuzzer,fuzz_http_infer,http-corpus,fuzz-http.log,262144)
 
 # The gRPC frontend's ModelInferRequest decoder (and the response encoder on what it decodes),
 # seeded with the serialized requests in tests/fuzz/regressions/grpc_infer.
 fuzz-grpc: fuzz-build
 	mkdir -p build-fuzz/grpc-corpus
 	cp tests/fuzz/regressions/grpc_infer/* build-fuzz/grpc-corpus/
-	build-fuzz/tests/fuzz_grpc_infer build-fuzz/grpc-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-grpc.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-grpc.log; exit $$status
+	$(call run_fuzzer,fuzz_grpc_infer,grpc-corpus,fuzz-grpc.log)
 
 # Model configurations as config.pbtxt text or the load API's JSON (a client's bytes when the
 # repository API is open) through the load-time checks, an ensemble's plan and step checks
@@ -172,40 +170,28 @@ fuzz-grpc: fuzz-build
 fuzz-config: fuzz-build
 	mkdir -p build-fuzz/config-corpus
 	cp tests/fuzz/regressions/model_config/* build-fuzz/config-corpus/
-	build-fuzz/tests/fuzz_model_config build-fuzz/config-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-config.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-config.log; exit $$status
+	$(call run_fuzzer,fuzz_model_config,config-corpus,fuzz-config.log)
 
 # `kiln quantize --calibration-cache`'s file parser (a file from outside) and the ranges read off
 # what it accepts, seeded with the cache of the demo model in tests/fuzz/regressions.
 fuzz-calibration: fuzz-build
 	mkdir -p build-fuzz/calibration-corpus
 	cp tests/fuzz/regressions/calibration_cache/* build-fuzz/calibration-corpus/
-	build-fuzz/tests/fuzz_calibration_cache build-fuzz/calibration-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-calibration.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-calibration.log; exit $$status
+	$(call run_fuzzer,fuzz_calibration_cache,calibration-corpus,fuzz-calibration.log)
 
 # The .npz reader (calibration sets, task metric answers: files from outside), seeded with
 # stored and deflated files of several dtypes in tests/fuzz/regressions/npz.
 fuzz-npz: fuzz-build
 	mkdir -p build-fuzz/npz-corpus
 	cp tests/fuzz/regressions/npz/* build-fuzz/npz-corpus/
-	build-fuzz/tests/fuzz_npz build-fuzz/npz-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-npz.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-npz.log; exit $$status
+	$(call run_fuzzer,fuzz_npz,npz-corpus,fuzz-npz.log)
 
 # ImageDecoder's decoding (a served model decodes what clients send: BMP and PNM parsed by Kiln,
 # JPEG / PNG / TIFF through the libraries), seeded with the ONNX node tests' images.
 fuzz-image: fuzz-build
 	mkdir -p build-fuzz/image-corpus
 	cp tests/fuzz/regressions/image_decoder/* build-fuzz/image-corpus/
-	build-fuzz/tests/fuzz_image_decoder build-fuzz/image-corpus -max_total_time=$(FUZZ_SECONDS) \
-	  -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/ \
-	  > build-fuzz/fuzz-image.log 2>&1; \
-	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/fuzz-image.log; exit $$status
+	$(call run_fuzzer,fuzz_image_decoder,image-corpus,fuzz-image.log)
 
 # The GPU backend on the lent H200 (docs/GPU.md): packs kiln, kiln_gpu_tests and libkiln_gpu_cuda.so
 # with the libraries they need into $(GPU_CARRY), for `bash $(GPU_CARRY)/gpu_device_check.sh run`.
