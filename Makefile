@@ -109,11 +109,14 @@ test-pip: build
 FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 fuzz: fuzz-onnx fuzz-engine fuzz-http fuzz-grpc fuzz-config fuzz-calibration fuzz-npz fuzz-image
 
-# $(call run_fuzzer,BINARY,CORPUS,LOG[,MAX_LEN]): one libFuzzer target for FUZZ_SECONDS at the
-# production limits; prints its summary and fails on any finding (left in build-fuzz/).
+# $(call run_fuzzer,BINARY,CORPUS,LOG,SEEDS[,MAX_LEN]): one libFuzzer target for FUZZ_SECONDS at
+# the production limits, its corpus seeded from tests/fuzz/regressions/SEEDS; prints its summary
+# and fails on any finding (left in build-fuzz/).
 define run_fuzzer
+	mkdir -p build-fuzz/$(2)
+	cp tests/fuzz/regressions/$(4)/* build-fuzz/$(2)/
 	build-fuzz/tests/$(1) build-fuzz/$(2) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	  -max_len=$(or $(4),65536) -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	  -max_len=$(or $(5),65536) -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	  > build-fuzz/$(3) 2>&1; \
 	  status=$$?; grep -E "^#[0-9]+ +DONE|stat::|ERROR|SUMMARY" build-fuzz/$(3); exit $$status
 endef
@@ -129,15 +132,13 @@ fuzz-build: setup
 fuzz-onnx: fuzz-build
 	mkdir -p build-fuzz/corpus
 	for d in $(ONNX_NODE_TESTS)/*/; do cp $$d/model.onnx build-fuzz/corpus/$$(basename $$d).onnx; done
-	cp tests/fuzz/regressions/onnx_import/* build-fuzz/corpus/
-	$(call run_fuzzer,fuzz_onnx_import,corpus,fuzz.log)
+	$(call run_fuzzer,fuzz_onnx_import,corpus,fuzz.log,onnx_import)
 
 # Seeded with engines compiled from the demo model and a few node tests (control flow included).
 ENGINE_SEEDS = test_if test_loop11 test_scan9_sum test_add test_conv_with_strides_padding \
 	test_equal_string test_optional_get_element_sequence test_constant test_gather_0
 fuzz-engine: fuzz-build
 	mkdir -p build-fuzz/engine-corpus
-	cp tests/fuzz/regressions/engine_reader/* build-fuzz/engine-corpus/
 	python3 tools/make_demo_model.py build-fuzz/engine-seeds
 	build-fuzz/src/kiln compile build-fuzz/engine-seeds/demo.onnx -o build-fuzz/engine-corpus/demo.kiln \
 	  --no-verify >/dev/null
@@ -146,52 +147,40 @@ fuzz-engine: fuzz-build
 	for t in $(ENGINE_SEEDS); do [ -f $(ONNX_NODE_TESTS)/$$t/model.onnx ] && \
 	  build-fuzz/src/kiln compile $(ONNX_NODE_TESTS)/$$t/model.onnx --no-optimize --no-verify \
 	    -o build-fuzz/engine-corpus/$$t.kiln >/dev/null || true; done
-	$(call run_fuzzer,fuzz_engine_reader,engine-corpus,fuzz-engine.log)
+	$(call run_fuzzer,fuzz_engine_reader,engine-corpus,fuzz-engine.log,engine_reader)
 
 # The HTTP frontend's request parser (pipelined requests, chunked bodies, trailers, at
 # kiln-serve's default limits; inputs up to 256 KiB so a field or trailer can pass the 64 KiB
 # header limit) and KServe v2 infer-request decoder (and the response encoder on what it
 # decodes), seeded with the requests in tests/fuzz/regressions/http_infer.
 fuzz-http: fuzz-build
-	mkdir -p build-fuzz/http-corpus
-	cp tests/fuzz/regressions/http_infer/* build-fuzz/http-corpus/
-	$(call run_fuzzer,fuzz_http_infer,http-corpus,fuzz-http.log,262144)
+	$(call run_fuzzer,fuzz_http_infer,http-corpus,fuzz-http.log,http_infer,262144)
 
 # The gRPC frontend's ModelInferRequest decoder (and the response encoder on what it decodes),
 # seeded with the serialized requests in tests/fuzz/regressions/grpc_infer.
 fuzz-grpc: fuzz-build
-	mkdir -p build-fuzz/grpc-corpus
-	cp tests/fuzz/regressions/grpc_infer/* build-fuzz/grpc-corpus/
-	$(call run_fuzzer,fuzz_grpc_infer,grpc-corpus,fuzz-grpc.log)
+	$(call run_fuzzer,fuzz_grpc_infer,grpc-corpus,fuzz-grpc.log,grpc_infer)
 
 # Model configurations as config.pbtxt text or the load API's JSON (a client's bytes when the
 # repository API is open) through the load-time checks, an ensemble's plan and step checks
 # included; seeded with the configs in tests/fuzz/regressions/model_config.
 fuzz-config: fuzz-build
-	mkdir -p build-fuzz/config-corpus
-	cp tests/fuzz/regressions/model_config/* build-fuzz/config-corpus/
-	$(call run_fuzzer,fuzz_model_config,config-corpus,fuzz-config.log)
+	$(call run_fuzzer,fuzz_model_config,config-corpus,fuzz-config.log,model_config)
 
 # `kiln quantize --calibration-cache`'s file parser (a file from outside) and the ranges read off
 # what it accepts, seeded with the cache of the demo model in tests/fuzz/regressions.
 fuzz-calibration: fuzz-build
-	mkdir -p build-fuzz/calibration-corpus
-	cp tests/fuzz/regressions/calibration_cache/* build-fuzz/calibration-corpus/
-	$(call run_fuzzer,fuzz_calibration_cache,calibration-corpus,fuzz-calibration.log)
+	$(call run_fuzzer,fuzz_calibration_cache,calibration-corpus,fuzz-calibration.log,calibration_cache)
 
 # The .npz reader (calibration sets, task metric answers: files from outside), seeded with
 # stored and deflated files of several dtypes in tests/fuzz/regressions/npz.
 fuzz-npz: fuzz-build
-	mkdir -p build-fuzz/npz-corpus
-	cp tests/fuzz/regressions/npz/* build-fuzz/npz-corpus/
-	$(call run_fuzzer,fuzz_npz,npz-corpus,fuzz-npz.log)
+	$(call run_fuzzer,fuzz_npz,npz-corpus,fuzz-npz.log,npz)
 
 # ImageDecoder's decoding (a served model decodes what clients send: BMP and PNM parsed by Kiln,
 # JPEG / PNG / TIFF through the libraries), seeded with the ONNX node tests' images.
 fuzz-image: fuzz-build
-	mkdir -p build-fuzz/image-corpus
-	cp tests/fuzz/regressions/image_decoder/* build-fuzz/image-corpus/
-	$(call run_fuzzer,fuzz_image_decoder,image-corpus,fuzz-image.log)
+	$(call run_fuzzer,fuzz_image_decoder,image-corpus,fuzz-image.log,image_decoder)
 
 # The GPU backend on the lent H200 (docs/GPU.md): packs kiln, kiln_gpu_tests and libkiln_gpu_cuda.so
 # with the libraries they need into $(GPU_CARRY), for `bash $(GPU_CARRY)/gpu_device_check.sh run`.

@@ -59,6 +59,9 @@ class ExecutorPool {
   // `window` before now.
   bool overlapped_within(std::chrono::steady_clock::duration window) const;
 
+  // Whether the first executor is kept out of overlapping runs (the constructor's choice).
+  bool first_runs_alone() const { return first_runs_alone_; }
+
   // The executor made at open: what introspection (kernel choices, profiles, device times)
   // reads.
   Executor& first() const { return *first_; }
@@ -76,7 +79,7 @@ class ExecutorPool {
   std::vector<Executor*> idle_;                       // back: taken next
   Executor* first_;                                   // executors_.front(), read without the lock
   size_t limit_;
-  bool first_runs_alone_;
+  const bool first_runs_alone_;
   bool making_ = false;  // one thread makes a new executor at a time
   // When a run was last leased while another was in flight (epoch: never).
   std::chrono::steady_clock::time_point last_overlap_{};

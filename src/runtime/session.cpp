@@ -184,7 +184,6 @@ void Session::make_executor_pool(std::vector<backends::Backend*> backends) {
       std::move(executor_),
       [graph, eo, plan] { return std::make_unique<runtime::Executor>(graph, eo, plan.get()); },
       static_cast<size_t>(limit), first_runs_alone);
-  first_runs_alone_ = first_runs_alone;
 }
 
 bool Session::only_packing_kernels_read_deferred() const {
@@ -258,7 +257,7 @@ std::vector<RtValue> Session::run(const std::vector<std::string>& output_names,
     std::vector<RtValue> outs;
     {
       runtime::ExecutorPool::Lease executor = executors_->acquire();
-      if (first_runs_alone_ && &*executor == &executors_->first()) {
+      if (executors_->first_runs_alone() && &*executor == &executors_->first()) {
         // Runs that overlapped a moment ago will likely overlap again: this run's team should
         // not keep a core spinning after it (backends/cpu/openmp_runtime.hpp).
         backends::cpu::set_team_spin(executors_->overlapped_within(kOverlapMemory)

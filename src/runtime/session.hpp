@@ -118,7 +118,6 @@ class Session {
   std::vector<IoInfo> inputs_, outputs_;
   std::unique_ptr<runtime::Executor> executor_;       // while opening; then the pool's first
   std::unique_ptr<runtime::ExecutorPool> executors_;  // after opening
-  bool first_runs_alone_ = false;                     // executors_' first: the default threads
   std::unique_ptr<runtime::Interpreter> interpreter_;
   mutable std::mutex run_mutex_;
 };
