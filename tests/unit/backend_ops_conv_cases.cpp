@@ -97,6 +97,13 @@ std::vector<Case> gpu_conv_cases() {
                .inputs = {x({3, 64, 15, 15}), w({48, 64, 1, 1})},
                .attrs = {ints("strides", {2, 2})},
                .kernel = kCpuConv});
+  // A 1x1 whose pads put some output pixels' windows outside the image (zeros), on the pixel
+  // rows' staging of the wgmma tiles; its bias and both strides different.
+  f16_only(c, {.name = "1x1_padded_strided_64_channels",
+               .op = "Conv",
+               .inputs = {x({2, 64, 9, 8}), w({40, 64, 1, 1}), w({40})},
+               .attrs = {ints("pads", {1, 0, 2, 1}), ints("strides", {2, 3})},
+               .kernel = kCpuConv});
   {
     Case r = fused("residual_64_channels",
                    {x({2, 64, 7, 7}), w({64, 64, 3, 3}), w({64}), x({2, 64, 7, 7})}, "Relu");

@@ -19,7 +19,12 @@ namespace {
 
 constexpr int kWgThreads = 256;
 
-template <int BN, int Stages, int MinBlocks, bool TB, bool Conv, bool Deep>
+// How a block stages A: a matrix's rows, a convolution's im2col rows decoded tap by tap, or
+// (a 1 x 1 filter) the input pixels' rows. A kernel of its own each: the tap decoding's
+// registers spilled beside the accumulators, and a pixel row needs none of them.
+enum class AStaging { Rows, ConvTaps, ConvPixels };
+
+template <int BN, int Stages, int MinBlocks, bool TB, AStaging A, bool Deep>
 __global__ void __launch_bounds__(kWgThreads, MinBlocks)
     wgmma_gemm_kernel(GemmArgs p, SplitK split) {
 #if defined(KILN_WGMMA)
@@ -58,15 +63,19 @@ __global__ void __launch_bounds__(kWgThreads, MinBlocks)
 
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {
     const int64_t m0 = mt * BM;
-    std::conditional_t<Conv, ConvStager<S, kThreads, LA>, VectorStager<S, kThreads, LA, true>>
+    std::conditional_t<A == AStaging::ConvTaps, ConvStager<S, kThreads, LA>,
+                       VectorStager<S, kThreads, LA, true>>
         stage_a;
     VectorStager<S, kThreads, LB, TB> stage_b;
-    if constexpr (Conv) {
+    if constexpr (A == AStaging::ConvTaps) {
       stage_a.init(a, p.conv, p.m, p.k, m0, first_step);
+    } else if constexpr (A == AStaging::ConvPixels) {
+      stage_a.init_pixels(a, p.conv, p.m, m0);
     } else {
       stage_a.init(a, p.k, p.m, p.k, m0);
     }
     stage_b.init(b, ldb, b_rows, b_cols, n0);
+    out.template prefetch_c<BM, BN, kThreads>(p, m0, n0, static_cast<int>(threadIdx.x));
     auto issue = [&](int step) {
       S* st = stages + (step % kStages) * kStageElems;
       stage_a.issue(st, first_step + step);
@@ -128,7 +137,7 @@ __global__ void __launch_bounds__(kWgThreads, MinBlocks)
 #endif
 }
 
-template <int BN, int Stages, int MinBlocks, bool TB, bool Conv, bool Deep>
+template <int BN, int Stages, int MinBlocks, bool TB, AStaging A, bool Deep>
 hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream) {
   const int64_t n_tiles = (p.n + BN - 1) / BN;
   const int64_t m_tiles = (p.m + kWgBM - 1) / kWgBM;
@@ -136,7 +145,7 @@ hipError_t launch_wgmma_tile(const GemmArgs& p, SplitK split, hipStream_t stream
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
                   static_cast<unsigned>(p.batch * split.count));
-  auto* kernel = &wgmma_gemm_kernel<BN, Stages, MinBlocks, TB, Conv, Deep>;
+  auto* kernel = &wgmma_gemm_kernel<BN, Stages, MinBlocks, TB, A, Deep>;
   static unsigned long long devices_done = 0;
   constexpr size_t kBytes = wgmma_smem_bytes<BN, Stages>();
   const hipError_t allowed =
@@ -156,11 +165,18 @@ hipError_t launch_wgmma_width(const GemmArgs& p, SplitK split, hipStream_t strea
   // 64-wide pair's were 5 % slower that way
   // (bench/results/2026-12-07h-gpu-own-lookahead-h100.md).
   constexpr bool kDeep = Stages == 3;
-  if (p.conv_a)
-    return launch_wgmma_tile<BN, Stages, MinBlocks, true, true, kDeep>(p, split, stream);
+  constexpr auto kRows = AStaging::Rows;
+  if (p.conv_a && p.conv.r == 1 && p.conv.s == 1) {
+    return launch_wgmma_tile<BN, Stages, MinBlocks, true, AStaging::ConvPixels, kDeep>(p, split,
+                                                                                       stream);
+  }
+  if (p.conv_a) {
+    return launch_wgmma_tile<BN, Stages, MinBlocks, true, AStaging::ConvTaps, kDeep>(p, split,
+                                                                                     stream);
+  }
   return p.trans_b
-             ? launch_wgmma_tile<BN, Stages, MinBlocks, true, false, kDeep>(p, split, stream)
-             : launch_wgmma_tile<BN, Stages, MinBlocks, false, false, kDeep>(p, split, stream);
+             ? launch_wgmma_tile<BN, Stages, MinBlocks, true, kRows, kDeep>(p, split, stream)
+             : launch_wgmma_tile<BN, Stages, MinBlocks, false, kRows, kDeep>(p, split, stream);
 }
 
 }  // namespace

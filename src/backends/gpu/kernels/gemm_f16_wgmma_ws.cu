@@ -228,6 +228,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       int64_t zz, m0, n0;
       locate(tile, zz, m0, n0);
       const BlockPart part = block_part(p, split, BK, zz);
+      {
+        // The warpgroup's rows of the residual asked of L2 before the products.
+        TileOutput<T> ahead;
+        ahead.init(p, part.z, part.zz, split);
+        ahead.template prefetch_c<64, BN, 128>(p, m0 + cw * 64, n0, wg_thread);
+      }
       float acc[kAcc];
       KILN_UNROLL
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;

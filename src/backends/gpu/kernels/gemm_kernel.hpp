@@ -249,6 +249,42 @@ struct VectorStager : ChunkGeometry<S, Threads, L> {
       src[i] = in ? p + row * ld + col : p;
     }
   }
+  // A convolution's A as the pixels' rows of a channels-last input x [images, h, w, c] when its
+  // filter is 1 x 1 (any strides and pads): the reduction is the channels, and each row of the
+  // im2col matrix one input pixel's channels, or zeros where a pad puts the window outside.
+  // (ConvStager would decode taps that never change, with registers that spilled beside the
+  // accumulators: the strided 1x1 downsampling convolutions.)
+  __device__ void init_pixels(const S* x, const ConvGeometry& g, int64_t m, int64_t m0) {
+    static_assert(KAlongCols, "the pixels are A's rows");
+    base = x;
+    const int t = static_cast<int>(threadIdx.x);
+    r0 = t / kChunksPerRow;
+    c0 = (t % kChunksPerRow) * kVec;
+    inside_mn = 0;
+    k = g.c;
+    step_elems = kBK;
+    // 32-bit divisions where M allows (the launcher keeps a plane below 2^31 pixels).
+    const bool narrow = m <= int64_t{UINT32_MAX};
+    const unsigned pixels = static_cast<unsigned>(g.oh * g.ow), ow_n = static_cast<unsigned>(g.ow);
+    KILN_UNROLL
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t row = m0 + r0 + i * kRowsPerPass;
+      int64_t img;
+      unsigned at;
+      if (narrow) {
+        const unsigned r32 = static_cast<unsigned>(row);
+        img = r32 / pixels, at = r32 % pixels;
+      } else {
+        img = row / pixels, at = static_cast<unsigned>(row % pixels);
+      }
+      const int ih = static_cast<int>(at / ow_n) * g.stride_h - g.pad_top;
+      const int iw = static_cast<int>(at % ow_n) * g.stride_w - g.pad_left;
+      const bool in = row < m && static_cast<unsigned>(ih) < static_cast<unsigned>(g.h) &&
+                      static_cast<unsigned>(iw) < static_cast<unsigned>(g.w);
+      inside_mn |= uint32_t{in} << i;
+      src[i] = in ? x + ((img * g.h + ih) * g.w + iw) * g.c + c0 : x;
+    }
+  }
   __device__ void issue(S* stage, int step) const {
     const int64_t k0 = int64_t{step} * kBK;
     const int64_t offset = int64_t{step} * step_elems;
@@ -438,6 +474,21 @@ struct TileOutput {
             p.c_batch_stride % kChunk == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
   }
 
+  // Asks L2 for the BM x BN tile at (m0, n0) of a full C (a convolution's residual) before the
+  // tile's products: the copy-out reads it a chunk at a time, each read waited for before its
+  // store, and from DRAM those waits made it latency-bound. `Threads` threads share the lines.
+  template <int BM, int BN, int Threads>
+  __device__ void prefetch_c(const GemmArgs& p, int64_t m0, int64_t n0, int thread) const {
+    if (!c_vec || partial) return;
+    constexpr int kLineElems = 128 / static_cast<int>(sizeof(T));
+    constexpr int kLinesPerRow = (BN + kLineElems - 1) / kLineElems;
+    KILN_NO_UNROLL
+    for (int i = thread; i < BM * kLinesPerRow; i += Threads) {
+      const int64_t row = m0 + i / kLinesPerRow, col = n0 + (i % kLinesPerRow) * kLineElems;
+      if (row < p.m && col < p.n) prefetch_l2(c + row * p.c_row_stride + col);
+    }
+  }
+
   // The same from kChunk float32 values staged at `staged` (16-byte aligned).
   __device__ void store_staged(const GemmArgs& p, int64_t row, int64_t col,
                                const float* staged) const {
@@ -594,6 +645,7 @@ __device__ inline void gemm_block(const GemmArgs& p, bool vec, SplitK split) {
       stage_a.init(a, lda, a_rows, a_cols, m0);
     }
     stage_b.init(b, ldb, b_rows, b_cols, n0);
+    out.template prefetch_c<BM, BN, kThreads>(p, m0, n0, static_cast<int>(threadIdx.x));
     // Step `step`'s copies (of this part) into its stage of the ring. The alignment is a run-time
     // switch (the same for the whole launch), not a template argument: one kernel instead of two
     // per tile and transpose halves what the compilers build (four AMD targets).

@@ -8,6 +8,8 @@
 //   copy_async_commit()            closes the group of copies issued since the last commit
 //   copy_async_wait<N>()           waits until at most N groups are still in flight
 //   copy_16(dst, src)              16 bytes with one load and one store (any memory)
+//   prefetch_l2(global)            asks L2 for the line holding `global` (NVIDIA sm_80+;
+//                                  nothing elsewhere)
 //   ldmatrix_x4 / _x2 <Trans>      NVIDIA's ldmatrix: the warp's lanes name 8-element rows of
 //                                  8 x 8 matrices of 16-bit values in shared memory, each lane
 //                                  receives its fragment of each matrix (transposed with Trans)
@@ -41,6 +43,14 @@ __device__ inline void copy_16(void* dst, const void* src) {
   std::memcpy(dst, src, 16);
 #endif
 }
+__device__ inline void prefetch_l2(const void* global) {
+#if defined(KILN_CP_ASYNC)
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
+#else
+  (void)global;
+#endif
+}
+
 __device__ inline void copy_16(void* dst, const Bytes16& v) {
   copy_16(dst, static_cast<const void*>(&v));
 }
