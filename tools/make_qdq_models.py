@@ -178,3 +178,21 @@ def padded_depthwise(path, seed=0):
     y = b.node("Conv", [y, b.weight(w2, 0)], "dw", group=16, strides=[2, 2])
     y, _ = b.qdq(y, -6.0, 6.0)
     return b.save(path, "x", [1, 3, 12, 12], y, [1, 16, 6, 6])
+
+
+def stem(path, seed=0):
+    """A ResNet stem: Conv -> Relu -> MaxPool (3x3, stride 2, padded) -> Q/DQ -> Conv -> Q/DQ.
+    The QuantizeLinear moves before the MaxPool (exact), so the first convolution writes uint8
+    and the pooling runs on it."""
+    b = Builder(seed)
+    x, _ = b.qdq("x", -1.0, 3.0)
+    w1 = b.rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.5
+    y = b.node("Conv", [x, b.weight(w1, 0)], "stem", pads=[1, 1, 1, 1], strides=[2, 2])
+    y = b.node("Relu", [y], "relu")
+    y = b.node("MaxPool", [y], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y, _ = b.qdq(y, 0.0, 6.0)
+    w2 = b.rng.standard_normal((8, 16, 1, 1)).astype(np.float32) * 0.3
+    y = b.node("Conv", [y, b.weight(w2, 0)], "conv")
+    y, _ = b.qdq(y, -4.0, 4.0)
+    return b.save(path, "x", [1, 3, 20, 20], y, [1, 8, 5, 5])
+

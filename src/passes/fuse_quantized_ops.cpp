@@ -11,7 +11,8 @@
 // consecutive int8 nodes pass uint8 between them where the graph has a Q -> DQ pair (the next
 // node's DequantizeLinear reads what this one writes). Without it, the output stays float32.
 // Gemm's alpha joins the weight's scale, beta * C the bias, transB is undone on the weight.
-// A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding.
+// A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding; a
+// MaxPool before it moves after it (exact), so the convolution before the pooling quantizes too.
 // Anything else (a weight zero point other than 0, per-axis activations, float16 scales, a
 // computed bias) stays as it is: the reference path runs it. The pass runs before the weights'
 // DequantizeLinear would be folded to float (FoldConstants keeps them for it, keep_int8_weights)
@@ -214,6 +215,37 @@ bool fold_pad(Rewriter& rw, ir::Node& pad) {
   return true;
 }
 
+// MaxPool(x) -> QuantizeLinear becomes QuantizeLinear(x) -> MaxPool: exact, since quantizing
+// (scaling by a positive factor, rounding, shifting, saturating) never reverses an order, so the
+// maximum of the quantized values is the quantized maximum. A static INT8 network's stem
+// convolution then writes its quantized result itself and the pooling moves a quarter of the
+// bytes (MaxPool takes 8-bit inputs from opset 12).
+bool quantize_before_max_pool(Rewriter& rw, ir::Node& pool) {
+  if (!is_op(&pool, "MaxPool") || pool.opset() < 12 || pool.inputs().size() != 1 ||
+      pool.outputs().size() != 1 || !pool.output(0)) {
+    return false;
+  }
+  ir::Value* x = pool.input(0);
+  if (!x || !x->type().is_tensor() || x->type().dtype != DataType::Float32 || !x->type().shape) {
+    return false;
+  }
+  ir::Node* q = requantizing_reader(rw, pool.output(0));
+  if (!q || q->input(0) != pool.output(0) || rw.touched(q->output(0))) return false;
+  ir::Value* quantized = q->output(0);
+  std::vector<ir::Value*> q_inputs(q->inputs().begin(), q->inputs().end());
+  q_inputs[0] = x;
+  ir::Value* xq = rw.new_value(x->name() + "_quantized",
+                               TypeInfo::tensor(quantized->type().dtype, *x->type().shape));
+  ir::Node* new_q =
+      rw.insert_node(&pool, "QuantizeLinear", "", std::move(q_inputs), {xq}, q->opset());
+  for (const auto& [name, a] : q->attributes()) new_q->set_attribute(name, a);
+  ir::Value* pooled = rw.new_value(quantized->name() + "_pooled", quantized->type());
+  ir::Node* new_pool = rw.insert_node(q, "MaxPool", "", {xq}, {pooled}, pool.opset());
+  for (const auto& [name, a] : pool.attributes()) new_pool->set_attribute(name, a);
+  rw.replace(quantized, pooled, {q, &pool});
+  return true;
+}
+
 bool fuse(Rewriter& rw, ir::Node& n) {
   const std::optional<Kind> kind = kind_of(n);
   if (!kind || n.outputs().size() != 1 || n.inputs().size() < 2) return false;
@@ -295,9 +327,10 @@ bool fuse(Rewriter& rw, ir::Node& n) {
 }  // namespace
 
 bool FuseQuantizedOps::apply(ir::Graph& root) const {
-  // The Pads first, so that the convolutions before them see their QuantizeLinear.
+  // The Pads and MaxPools first, so that the convolutions before them see their QuantizeLinear.
   const bool pads = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
-    return is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n);
+    return (is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n)) ||
+           quantize_before_max_pool(rw, n);
   });
   const bool fused = rewrite_graph(root, fuse);
   // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as

@@ -272,3 +272,15 @@ def test_zero_pad_joins_the_convolution(tmp_path):
     ops = [e["op_type"] for e in s.get_profile()]
     # No Pad left, and the first convolution writes uint8 for the depthwise one to read.
     assert "Pad" not in ops and ops.count("QuantizeLinear") == 1, ops
+
+
+def test_quantize_moves_before_max_pool(tmp_path):
+    path = qdq.stem(tmp_path / "stem.onnx")
+    check_against_reference(path, [1, 3, 20, 20], "FusedQLinearConv")
+    s = session(path)
+    run(s, inputs([1, 3, 20, 20]))
+    ops = [e["op_type"] for e in s.get_profile()]
+    # Only the input's QuantizeLinear is left: the stem convolution writes uint8 and the
+    # pooling reads it.
+    assert ops.count("QuantizeLinear") == 1 and "MaxPool" in ops, ops
+

@@ -1,8 +1,11 @@
 // Pooling on the CPU: MaxPool and AveragePool through oneDNN's pooling (plain NCHW), global
-// average and max pooling as Kiln's own row reductions.
+// average and max pooling as Kiln's own row reductions. MaxPool also takes uint8 / int8 (a
+// static INT8 network's first pooling once its QuantizeLinear moved before it: the maximum
+// commutes with quantization).
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/vector_math.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -12,9 +15,20 @@
 namespace kiln::backends::cpu {
 namespace {
 
+// The element type a pooling node computes in: float32, or for MaxPool uint8 / int8.
+DataType pool_type(const ir::Node& node) {
+  const ir::Value* x = node.input(0);
+  if (node.op_type() == "MaxPool" && x && x->type().is_tensor() &&
+      (x->type().dtype == DataType::UInt8 || x->type().dtype == DataType::Int8)) {
+    return x->type().dtype;
+  }
+  return DataType::Float32;
+}
+
 std::string check_pool(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 3, 5); !why.empty()) return why;
-  if (std::string why = check_f32_outputs(node); !why.empty()) return why;
+  const DataType type = pool_type(node);
+  if (std::string why = check_float_input(node, 0, type, 3, 5); !why.empty()) return why;
+  if (std::string why = check_float_outputs(node, type); !why.empty()) return why;
   if (node.outputs().size() > 1 && node.output(1)) return "the Indices output is requested";
   ops::AttrReader attrs(node);
   if (!attrs.has_attr("kernel_shape")) return "no kernel_shape";
@@ -33,6 +47,7 @@ class OnednnPool final : public Kernel {
   explicit OnednnPool(const ir::Node& node) : node_(node) {
     ops::AttrReader attrs(node);
     max_ = node.op_type() == "MaxPool";
+    type_ = pool_type(node);
     ceil_ = attrs.attr_int("ceil_mode", 0) != 0;
     include_pad_ = attrs.attr_int("count_include_pad", 0) != 0;
     kernel_ = attrs.attr_ints("kernel_shape");
@@ -64,7 +79,7 @@ class OnednnPool final : public Kernel {
                "node {}: input in layout {}, prepared for {}", node_.label(), x.layout.to_string(),
                layout_.to_string());
     const Entry& e = prepared(x.dims);
-    DeviceTensor y = out.allocate(0, DataType::Float32, e.out_dims);
+    DeviceTensor y = out.allocate(0, type_, e.out_dims);
     if (y.numel() == 0) return;
     ThreadLimit limit(e.threads);
     e.prim.execute(dnnl_stream(stream), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
@@ -106,8 +121,9 @@ class OnednnPool final : public Kernel {
             (g.out[d] - 1) * g.strides[d] + g.effective_kernel(d) - g.in[d] - g.pad_begin(d)));
       }
       const double outputs = static_cast<double>(shape_numel(e.out_dims));
+      const double bytes = static_cast<double>(dtype_size(type_));
       e.threads = threads_for_work(outputs * static_cast<double>(shape_numel(g.kernel)),
-                                   4.0 * (static_cast<double>(shape_numel(x)) + outputs));
+                                   bytes * (static_cast<double>(shape_numel(x)) + outputs));
       ThreadLimit limit(e.threads);
       auto alg = max_ ? dnnl::algorithm::pooling_max
                       : (include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
@@ -127,22 +143,24 @@ class OnednnPool final : public Kernel {
     return cache_.add(std::move(e));
   }
 
-  // A float32 tensor of `dims` in the layout the kernel was told.
+  // A tensor of the kernel's type and `dims` in the layout the kernel was told.
   dnnl::memory::desc desc_in(const std::vector<int64_t>& dims) const {
+    const dnnl::memory::data_type dt =
+        type_ == DataType::Float32 ? dnnl::memory::data_type::f32 : qlinear_dnnl_type(type_);
     switch (layout_.kind) {
       case Layout::Kind::ChannelBlocked:
-        return blocked_desc(dims, layout_.block);
+        return blocked_desc(dims, layout_.block, dt);
       case Layout::Kind::ChannelsLast:
-        return dnnl::memory::desc(dims, dnnl::memory::data_type::f32,
-                                  dnnl::memory::format_tag::nhwc);
+        return dnnl::memory::desc(dims, dt, dnnl::memory::format_tag::nhwc);
       case Layout::Kind::RowMajor:
         break;
     }
-    return plain_desc(dims);
+    return plain_desc(dims, dt);
   }
 
   const ir::Node& node_;
   bool max_ = true, ceil_ = false, include_pad_ = false;
+  DataType type_ = DataType::Float32;
   Layout layout_;
   std::vector<int64_t> kernel_;
   ShapeCache<Entry> cache_;
