@@ -111,9 +111,12 @@ def chain(path, seed=0):
     return b.save(path, "x", [1, 3, 12, 12], y, [1, 8, 6, 6])
 
 
-def residual(path, relu=True, seed=0):
+def residual(path, relu=True, quantized_skip=False, seed=0):
     """A ResNet block's end: x -> Conv -> Relu -> Q/DQ -> Conv (float out) -> Add(the first
-    Relu's float output) [-> Relu]: the Add (and Relu) join the second int8 convolution."""
+    Relu's float output) [-> Relu]: the Add (and Relu) join the second int8 convolution. With
+    quantized_skip, the Add reads the skip through the Q/DQ pair (as `kiln quantize` writes it)
+    and the sum is quantized (Q/DQ) after it: the convolution adds the uint8 residual and writes
+    uint8 itself."""
     b = Builder(seed)
     x, _ = b.qdq("x", -1.0, 1.0)
     w1 = b.rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.3
@@ -124,9 +127,11 @@ def residual(path, relu=True, seed=0):
     w2 = b.rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.2
     y = b.node("Conv", [q, b.weight(w2, 0), b.const("b2", np.full(16, 0.1, np.float32))],
                "conv2", pads=[1, 1, 1, 1])
-    y = b.node("Add", [y, a], "add")
+    y = b.node("Add", [y, q if quantized_skip else a], "add")
     if relu:
         y = b.node("Relu", [y], "relu2")
+    if quantized_skip:
+        y, _ = b.qdq(y, -2.0 if not relu else 0.0, 5.0)
     return b.save(path, "x", [1, 8, 10, 10], y, [1, 16, 10, 10])
 
 

@@ -327,7 +327,7 @@ KILN_API void kiln_quantize_options_destroy(KilnQuantizeOptions* options);
  * "calibration_cache" (a file path, as --calibration-cache), "metric" ("cosine", "top1",
  * "max-abs-steps" or "script:PATH"), "max_drop", "metric_timeout" (numbers),
  * "sensitivity_report" (a JSON file path),
- * "per_channel", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
+ * "per_channel", "quantized_residuals", "dynamic", "allow_drift" ("0"/"1"); "percentile", "min_cosine", "min_top1",
  * "threads", "seed", "fallback_nodes", "max_collapsed" (numbers); "calibration_dir"; "calibration_npz" (one
  * input set per file); INT4: "int4", "symmetric" ("0"/"1"), "block_size" (16-256),
  * "int4_method" ("rtn" or "gptq"), "gptq_damp";

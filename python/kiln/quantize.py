@@ -30,6 +30,7 @@ class QuantizeResult:
     quantized_nodes: int
     activations: int  # QuantizeLinear / DequantizeLinear pairs
     weights: int  # int8 weights
+    quantized_residuals: int  # residual Adds reading their skip connection quantized
     calibration_sets: int
     calibration_cached: bool  # the ranges came from calibration_cache (no calibration runs)
     metric_reference: float  # the task metric's score of the float model (None: not measured)
@@ -50,7 +51,7 @@ class QuantizeResult:
 
 
 def quantize(model, output, *, calibration=None, method="minmax", percentile=99.999,
-             calibration_cache=None, per_channel=True, dynamic=False, int4=False, block_size=32, symmetric=False,
+             calibration_cache=None, per_channel=True, quantized_residuals=True, dynamic=False, int4=False, block_size=32, symmetric=False,
              int4_method="rtn", gptq_damp=0.01, op_types=("Conv", "MatMul", "Gemm", "LSTM"), exclude_nodes=(),
              min_cosine=None, min_top1=None, fallback_nodes=4, max_collapsed=0.5,
              allow_drift=False, seed=0,
@@ -66,6 +67,10 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
     calibration_cache: a file path: the calibration's histograms are kept there, and a later
         call on the same model and calibration data reads them instead of running the model
         (static INT8 only; a malformed file raises kiln.InvalidArgument).
+    quantized_residuals: a residual Add of a quantized convolution reads its skip connection
+        through the DequantizeLinear the skip has for its other reader (as onnxruntime's and
+        NNCF's quantizers write it): the int8 convolution adds the uint8 residual and writes the
+        block's quantized result. False keeps the skip connections float32.
     dynamic: MatMul / Gemm as MatMulInteger on activations quantized at run time instead, LSTM
         as com.microsoft DynamicQuantizeLSTM (int8 W and R; it quantizes X and h itself).
     int4: INT4 weight-only instead: MatMul / Gemm with a constant 2-D weight as com.microsoft
@@ -131,6 +136,7 @@ def quantize(model, output, *, calibration=None, method="minmax", percentile=99.
         raise TypeError(f"log is a callable(kind, text), got {type(log).__name__}")
     options = {"model_path": os.fspath(model), "output_path": os.fspath(output), "method": method,
                "percentile": float(percentile), "per_channel": bool(per_channel),
+               "quantized_residuals": bool(quantized_residuals),
                "dynamic": bool(dynamic), "int4": bool(int4), "block_size": int(block_size),
                "symmetric": bool(symmetric), "int4_method": int4_method,
                "gptq_damp": float(gptq_damp),

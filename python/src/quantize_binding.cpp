@@ -33,6 +33,7 @@ compiler::QuantizeOptions options_from_dict(const nb::dict& d) {
   o.sensitivity_report = dict_get<std::string>(d, "sensitivity_report").value_or("");
   o.percentile = dict_get<double>(d, "percentile").value_or(99.999);
   o.per_channel = dict_get<bool>(d, "per_channel").value_or(true);
+  o.quantized_residuals = dict_get<bool>(d, "quantized_residuals").value_or(true);
   o.dynamic = dict_get<bool>(d, "dynamic").value_or(false);
   o.int4 = dict_get<bool>(d, "int4").value_or(false);
   o.block_size = dict_get<int64_t>(d, "block_size").value_or(32);
@@ -60,6 +61,7 @@ nb::dict result_to_dict(const compiler::QuantizeResult& r) {
   nb::dict d;
   d["quantized_nodes"] = r.quantized_nodes;
   d["activations"] = r.activations;
+  d["quantized_residuals"] = r.quantized_residuals;
   d["weights"] = r.weights;
   d["calibration_sets"] = r.calibration_sets;
   d["calibration_cached"] = r.calibration_cached;

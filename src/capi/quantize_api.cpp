@@ -55,6 +55,8 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     o.sensitivity_report = v;
   } else if (k == "per_channel") {
     o.per_channel = parse_flag(key, v);
+  } else if (k == "quantized_residuals") {
+    o.quantized_residuals = parse_flag(key, v);
   } else if (k == "dynamic") {
     o.dynamic = parse_flag(key, v);
   } else if (k == "int4") {
@@ -113,16 +115,32 @@ void set_config(KilnQuantizeOptions& q, const char* key, const std::string& v) {
     q.op_types_given = true;
     o.op_types.push_back(v);
   } else {
-    static const std::vector<std::string> keys = {
-        "method",          "per_channel",       "dynamic",
-        "allow_drift",     "percentile",        "min_cosine",
-        "min_top1",        "threads",           "seed",
-        "calibration_dir", "calibration_npz",   "exclude_node",
-        "op_type",         "fallback_nodes",    "int4",
-        "symmetric",       "block_size",        "int4_method",
-        "gptq_damp",       "calibration_cache", "metric",
-        "metric_timeout",  "max_drop",          "sensitivity_report",
-        "max_collapsed"};
+    static const std::vector<std::string> keys = {"method",
+                                                  "per_channel",
+                                                  "dynamic",
+                                                  "allow_drift",
+                                                  "percentile",
+                                                  "min_cosine",
+                                                  "min_top1",
+                                                  "threads",
+                                                  "seed",
+                                                  "calibration_dir",
+                                                  "calibration_npz",
+                                                  "exclude_node",
+                                                  "op_type",
+                                                  "fallback_nodes",
+                                                  "int4",
+                                                  "symmetric",
+                                                  "block_size",
+                                                  "int4_method",
+                                                  "gptq_damp",
+                                                  "calibration_cache",
+                                                  "metric",
+                                                  "metric_timeout",
+                                                  "max_drop",
+                                                  "sensitivity_report",
+                                                  "max_collapsed",
+                                                  "quantized_residuals"};
     fail(ErrorCode::InvalidArgument, "{}: unknown key '{}'{} (keys: {})", kSetConfig, k,
          did_you_mean(k, keys), quoted_list(keys));
   }

@@ -20,6 +20,7 @@ struct QuantizeFlags {
   double percentile = 99.999;
   std::string calibration_cache;
   bool per_tensor = false;
+  bool float_residuals = false;
   bool dynamic = false;
   bool int4 = false;
   int64_t block_size = 32;
@@ -59,6 +60,7 @@ int quantize(const QuantizeFlags& f) {
   o.calibration_cache = f.calibration_cache;
   o.percentile = f.percentile;
   o.per_channel = !f.per_tensor;
+  o.quantized_residuals = !f.float_residuals;
   o.dynamic = f.dynamic;
   o.int4 = f.int4;
   o.block_size = f.block_size;
@@ -123,6 +125,10 @@ Command add_quantize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--per-tensor", o->per_tensor,
                 "One weight scale per tensor (default: per channel)");
+  cmd->add_flag("--float-residuals", o->float_residuals,
+                "Keep residual blocks' skip connections float32 (default: a residual Add of a "
+                "quantized convolution reads its skip through the DequantizeLinear the skip has "
+                "anyway, so the int8 convolution adds it in uint8)");
   cmd->add_flag("--dynamic", o->dynamic,
                 "Dynamic INT8: MatMul and Gemm as MatMulInteger on activations quantized at run "
                 "time, LSTM as com.microsoft DynamicQuantizeLSTM (no calibration ranges; the "

@@ -314,6 +314,36 @@ void rewrite_dynamic(ir::Graph& g, const Target& t, const DynamicInput& in, bool
   if (y->name() != name) g.rename_value(y, name);
 }
 
+// Residual blocks: an Add of a quantized convolution's result and a tensor quantized for another
+// reader anyway (a ResNet block's input, which its first convolution reads) reads that tensor
+// through its DequantizeLinear, as onnxruntime's and NNCF's quantizers write the skip
+// connection. The CPU's int8 convolution then adds the 8-bit residual and writes the block's
+// quantized result itself (passes/fuse_conv_residual): no float32 tensor between the blocks.
+// `dequantized`: activation name -> its DequantizeLinear's output. Returns the Adds changed.
+int64_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
+                           const std::map<std::string, ir::Value*>& dequantized) {
+  std::set<const ir::Value*> conv_results;
+  for (const Target& t : targets) {
+    if (t.node->op_type() == "Conv" && t.node->outputs().size() == 1) {
+      conv_results.insert(t.node->output(0));
+    }
+  }
+  int64_t changed = 0;
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() != "Add" || !n->domain().empty() || n->inputs().size() != 2) continue;
+    for (size_t i = 0; i < 2; ++i) {
+      const ir::Value* skip = n->input(1 - i);
+      if (!conv_results.count(n->input(i)) || !skip || conv_results.count(skip)) continue;
+      const auto known = dequantized.find(skip->name());
+      if (known == dequantized.end()) continue;
+      n->set_input(1 - i, known->second);
+      ++changed;
+      break;
+    }
+  }
+  return changed;
+}
+
 // The float32 weights nothing reads any more (their int8 copies took their place), removed.
 void remove_unread(ir::Graph& g, const std::set<ir::Value*>& weights) {
   const auto uses = g.compute_uses();
@@ -745,6 +775,9 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ++r.weights;
       ++r.quantized_nodes;
     }
+    if (!o.dynamic && !o.int4 && o.quantized_residuals) {
+      r.quantized_residuals = quantize_residuals(g, targets, dequantized);
+    }
     remove_unread(g, float_weights);
     return model;
   };
@@ -826,12 +859,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
     if (!o.int4) {
       say(fmt::format(
           "quantize: {} of the model's {} nodes quantized ({} activations through {}, {} "
-          "int8 weights: {:.2f} -> {:.2f} MiB), {} {} input set{}\n",
+          "int8 weights: {:.2f} -> {:.2f} MiB{}), {} {} input set{}\n",
           r.quantized_nodes, float_graph->node_count(), r.activations,
           o.dynamic ? "DynamicQuantizeLinear" : "QuantizeLinear / DequantizeLinear", r.weights,
           static_cast<double>(r.float_weight_bytes) / (1 << 20),
-          static_cast<double>(r.int8_weight_bytes) / (1 << 20), how, r.calibration_sets,
-          r.calibration_sets == 1 ? "" : "s"));
+          static_cast<double>(r.int8_weight_bytes) / (1 << 20),
+          r.quantized_residuals > 0
+              ? fmt::format("; {} residual Adds read their skip quantized", r.quantized_residuals)
+              : "",
+          how, r.calibration_sets, r.calibration_sets == 1 ? "" : "s"));
     }
 
     // The gate: both models on the calibration sets, set by set.

@@ -3,9 +3,11 @@
 //   DequantizeLinear(x) -> Conv / MatMul (weight = DequantizeLinear(int8 constant))
 //     [+ bias] [-> activation] [-> QuantizeLinear]
 //   FusedQLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale?, y_zero_point?,
-//                    B?, Z?)      Conv's attributes
-//     (Z: a float32 residual of the result's shape, added before the activation, from
-//     passes/fuse_conv_residual: DequantizeLinear -> Conv -> Add(Z) [-> Relu])
+//                    B?, Z?, z_scale?, z_zero_point?)      Conv's attributes
+//     (Z: a residual of the result's shape, added before the activation, from
+//     passes/fuse_conv_residual: DequantizeLinear -> Conv -> Add(Z) [-> Relu]; float32, or
+//     uint8 / int8 with z_scale (and z_zero_point) when the Add read it through a
+//     DequantizeLinear, as `kiln quantize` writes a residual block's skip connection)
 //   FusedQLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale?,
 //                      y_zero_point?, bias?)
 // The slots are those of ai.onnx QLinearConv / QLinearMatMul, so one CPU kernel runs both. What
@@ -34,7 +36,20 @@ constexpr int kConvOpset = 11;
 constexpr int kMatMulOpset = 13;
 
 // Slots shared by both ops.
-enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias, kResidual };
+enum Slot : size_t {
+  kX,
+  kXScale,
+  kXZero,
+  kW,
+  kWScale,
+  kWZero,
+  kYScale,
+  kYZero,
+  kBias,
+  kResidual,
+  kResidualScale,
+  kResidualZero
+};
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;
@@ -171,15 +186,32 @@ void fused_qlinear_conv(KernelContext& ctx) {
   std::vector<RtValue> out =
       run_wrapped_kernel(ctx, "Conv", kConvOpset, {&x, &w, b ? &*b : nullptr});
   Tensor y = out[0].tensor();
+  ctx.check(ctx.has_input(kResidual) || !ctx.has_input(kResidualScale),
+            "z_scale without a residual Z");
   if (ctx.has_input(kResidual)) {
-    // In float32, as the Add it replaces.
+    // In float32, as the Add it replaces (a quantized Z dequantized first, as
+    // DequantizeLinear: float32 products).
     const Tensor& z = ctx.input(kResidual);
-    ctx.check(z.dtype() == DataType::Float32 && z.dims() == y.dims(),
-              "the residual must be float32 {} like the result, got {}", dims_to_string(y.dims()),
-              z.describe());
+    ctx.check(z.dims() == y.dims(), "the residual must have the result's shape {}, got {}",
+              dims_to_string(y.dims()), z.describe());
     Tensor sum(DataType::Float32, y.dims());
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      sum.data<float>()[i] = y.data<float>()[i] + z.data<float>()[i];
+    if (ctx.has_input(kResidualScale)) {
+      ctx.check(is_8bit(z.dtype()), "a residual with z_scale must be uint8 or int8, got {}",
+                z.describe());
+      const std::vector<float> zs = scale_values(ctx, kResidualScale, "z_scale");
+      ctx.check(zs.size() == 1, "z_scale must be a scalar");
+      const int64_t zero = zero_values(ctx, kResidualZero, z.dtype(), 1, "z_zero_point")[0];
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const float real = static_cast<float>(z.int_at(i) - zero) * zs[0];
+        sum.data<float>()[i] = y.data<float>()[i] + real;
+      }
+    } else {
+      ctx.check(z.dtype() == DataType::Float32 && !ctx.has_input(kResidualZero),
+                "the residual must be float32 like the result (or 8-bit with z_scale), got {}",
+                z.describe());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        sum.data<float>()[i] = y.data<float>()[i] + z.data<float>()[i];
+      }
     }
     y = std::move(sum);
   }

@@ -3,13 +3,18 @@
 // convolution computes exactly that in one kernel, and oneDNN's with its sum post-op (the
 // residual blocks of ResNets end so): one of the device passes (add_device_passes) of both.
 // On the CPU a static INT8 convolution with a float32 result (ai.kiln FusedQLinearConv) takes
-// the residual the same way, in its slot 9.
+// the residual the same way, in its slot 9. When the Add reads the residual through a per-tensor
+// DequantizeLinear and the sum [-> Relu] is read only by a QuantizeLinear to the residual's
+// 8-bit type (a residual block of what `kiln quantize` writes), the node takes the 8-bit
+// residual with its scale and zero point (slots 10, 11) and writes the quantized result itself:
+// no float32 tensor between the blocks, no QuantizeLinear.
 #include <algorithm>
 #include <cstring>
 
 #include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
+#include "passes/qdq_patterns.hpp"
 
 namespace kiln::passes {
 namespace {
@@ -22,7 +27,7 @@ bool without_activation(const ir::Node& n) {
 
 // FusedQLinearConv (a static INT8 convolution, passes/fuse_quantized_ops) with a float32
 // result (no y_scale), no activation and no residual yet: Z goes in its slot 9.
-constexpr size_t kQLinearResidual = 9;
+constexpr size_t kQLinearYScale = 6, kQLinearResidual = 9;
 bool float_qlinear_conv(const ir::Node& n) {
   return n.domain() == ops::kKilnDomain && n.op_type() == "FusedQLinearConv" &&
          n.inputs().size() <= kQLinearResidual && without_activation(n) &&
@@ -52,22 +57,6 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
   }
   // The new node's inputs. FusedQLinearConv: its slots as they were (absent ones empty), Z in 9.
   // FusedConv: X, W, B, Z, positional, so a missing bias becomes a zero one.
-  std::vector<ir::Value*> inputs;
-  if (qlinear) {
-    inputs.assign(kQLinearResidual + 1, nullptr);
-    std::copy(conv.inputs().begin(), conv.inputs().end(), inputs.begin());
-    inputs[kQLinearResidual] = z;
-  } else {
-    ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
-    if (!b) {
-      const ir::Value* w = conv.input(1);
-      if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
-      Tensor zeros(y->type().dtype, {(*w->type().shape)[0].value()});
-      std::memset(zeros.raw_data(), 0, zeros.nbytes());
-      b = rw.new_constant(y->name() + "_zero_bias", std::move(zeros));
-    }
-    inputs = {conv.input(0), conv.input(1), b, z};
-  }
   ir::Value* result = add->output(0);
   std::vector<ir::Node*> dead = {add, &conv};
   std::string activation = "None";
@@ -78,6 +67,35 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
       result = relu->output(0);
       dead.insert(dead.begin(), relu);
     }
+  }
+  std::vector<ir::Value*> inputs;
+  if (qlinear) {
+    inputs.assign(kQLinearResidual + 1, nullptr);
+    std::copy(conv.inputs().begin(), conv.inputs().end(), inputs.begin());
+    inputs[kQLinearResidual] = z;
+    // The 8-bit form: Z = DequantizeLinear(z_q), the result quantized to z_q's type.
+    const std::optional<TensorQuant> zq = per_tensor_input(rw.producer(z, "DequantizeLinear"));
+    ir::Node* q = requantizing_reader(rw, result);
+    if (zq && q && q->output(0)->type().dtype == zq->q->type().dtype && !rw.touched(q->output(0))) {
+      inputs[kQLinearYScale] = q->input(1);
+      inputs[kQLinearYScale + 1] = q->inputs().size() > 2 ? q->input(2) : nullptr;
+      inputs[kQLinearResidual] = zq->q;
+      inputs.push_back(zq->scale);
+      inputs.push_back(zq->zero);
+      while (!inputs.back()) inputs.pop_back();
+      result = q->output(0);
+      dead.insert(dead.begin(), q);
+    }
+  } else {
+    ir::Value* b = conv.inputs().size() > 2 ? conv.input(2) : nullptr;
+    if (!b) {
+      const ir::Value* w = conv.input(1);
+      if (!w->type().shape || !(*w->type().shape)[0].is_static()) return false;
+      Tensor zeros(y->type().dtype, {(*w->type().shape)[0].value()});
+      std::memset(zeros.raw_data(), 0, zeros.nbytes());
+      b = rw.new_constant(y->name() + "_zero_bias", std::move(zeros));
+    }
+    inputs = {conv.input(0), conv.input(1), b, z};
   }
   ir::Graph& g = rw.graph();
   const int opset = import_kiln_domain(g);

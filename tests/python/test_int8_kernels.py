@@ -125,6 +125,19 @@ def test_residual_add_joins_the_int8_convolution(tmp_path, relu):
     assert "Add" not in ops and "Relu" not in ops, ops
 
 
+@pytest.mark.parametrize("relu", [True, False])
+def test_uint8_residual_joins_the_int8_convolution(tmp_path, relu):
+    path = qdq.residual(tmp_path / "residual.onnx", relu=relu, quantized_skip=True)
+    check_against_reference(path, [1, 8, 10, 10], "FusedQLinearConv")
+    fast = session(path)
+    run(fast, inputs([1, 8, 10, 10]))
+    ops = [e["op_type"] for e in fast.get_profile()]
+    # The uint8 skip goes into the second convolution, which writes the quantized sum: no Add,
+    # no float32 residual and no QuantizeLinear after it (only the input's).
+    assert "Add" not in ops and "Relu" not in ops, ops
+    assert ops.count("QuantizeLinear") == 1 and "DequantizeLinear" in ops, ops
+
+
 def test_matmul_of_varying_rows_through_one_session(tmp_path):
     """One session, row counts that change run to run: each gets its own prepared product (the
     packed weight shared where the layout is the same), and every run matches the reference."""

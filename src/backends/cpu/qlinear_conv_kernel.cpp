@@ -23,7 +23,8 @@ namespace {
 
 using dnnl::memory;
 
-// FusedQLinearConv's residual Z (passes/fuse_conv_residual).
+// FusedQLinearConv's residual Z (passes/fuse_conv_residual): float32 for a float32 result, the
+// result's 8-bit type for a quantized one (its scale and zero point in the sum post-op).
 constexpr int kResidualSlot = 9;
 
 bool is_channels_last(Layout layout) {
@@ -95,9 +96,10 @@ class QLinearConv final : public Kernel {
       // The sum post-op adds the product to what dst holds: the residual first (nothing to
       // copy when the result took its space).
       const DeviceTensor& z = in[kResidualSlot];
-      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == DataType::Float32,
-                     "node {}: the residual is {} {}, the result float32 {}", node_.label(),
-                     dtype_name(z.dtype), dims_to_string(z.dims), dims_to_string(e.out_dims));
+      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == params_.residual_type,
+                     "node {}: the residual is {} {}, the result {} {}", node_.label(),
+                     dtype_name(z.dtype), dims_to_string(z.dims), dtype_name(params_.y_type),
+                     dims_to_string(e.out_dims));
       KILN_CHECK(z.layout == y.layout, ErrorCode::Internal,
                  "node {}: the residual in layout {}, the result in {}", node_.label(),
                  z.layout.to_string(), y.layout.to_string());

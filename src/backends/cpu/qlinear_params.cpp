@@ -5,8 +5,22 @@
 namespace kiln::backends::cpu {
 namespace {
 
-// kResidual: ai.kiln FusedQLinearConv's float32 Z (passes/fuse_conv_residual).
-enum Slot : size_t { kX, kXScale, kXZero, kW, kWScale, kWZero, kYScale, kYZero, kBias, kResidual };
+// kResidual: ai.kiln FusedQLinearConv's Z (passes/fuse_conv_residual), float32 or 8-bit with its
+// scale and zero point in the two slots after it.
+enum Slot : size_t {
+  kX,
+  kXScale,
+  kXZero,
+  kW,
+  kWScale,
+  kWZero,
+  kYScale,
+  kYZero,
+  kBias,
+  kResidual,
+  kResidualScale,
+  kResidualZero
+};
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;
@@ -108,19 +122,37 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
       return fmt::format("the bias is not a constant vector of {} elements", channels);
     }
   }
-  if (has_slot(node, kResidual)) {
-    // Added by the sum post-op to the float32 result, before the activation.
+  if (has_slot(node, kResidual) || has_slot(node, kResidualScale) ||
+      has_slot(node, kResidualZero)) {
+    // Added by the sum post-op to the result, before the activation: a float32 Z to a float32
+    // result, an 8-bit Z (with its scale) to an 8-bit result, whose memory it takes first.
     const ir::Value* z = node.input(kResidual);
     const ir::Value* y = node.output(0);
     if (node.domain() != ops::kKilnDomain || node.op_type() != "FusedQLinearConv") {
       return "a residual input on another op than FusedQLinearConv";
     }
-    if (yt != DataType::Float32 || z->type().dtype != DataType::Float32 || !z->type().shape ||
-        !y->type().shape || !(*z->type().shape == *y->type().shape)) {
+    if (!z || !z->type().is_tensor() || !z->type().shape || !y->type().shape ||
+        !(*z->type().shape == *y->type().shape)) {
+      return "the residual is not a tensor of the result's shape";
+    }
+    if (has_slot(node, kResidualScale)) {
+      if (!is_8bit(yt) || z->type().dtype != yt) {
+        return "a quantized residual needs a result of its 8-bit type";
+      }
+      if (std::string why = check_scale(node, kResidualScale, 1, "z_scale"); !why.empty()) {
+        return why;
+      }
+      if (slot_constant(node, kResidualScale)->numel() != 1) return "z_scale is not per tensor";
+      if (std::string why = check_zero(node, kResidualZero, z->type().dtype, 1, "z_zero_point");
+          !why.empty()) {
+        return why;
+      }
+    } else if (has_slot(node, kResidualZero) || yt != DataType::Float32 ||
+               z->type().dtype != DataType::Float32) {
       return "the residual is not a float32 tensor of the float32 result's shape";
     }
   }
-  if (node.inputs().size() > kResidual + 1) return "more inputs than FusedQLinearConv's";
+  if (node.inputs().size() > kResidualZero + 1) return "more inputs than FusedQLinearConv's";
   return check_activation_post_ops(node);
 }
 
@@ -146,6 +178,11 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
   }
   p.act = node_activation(node);
   p.residual = has_slot(node, kResidual);
+  if (has_slot(node, kResidualScale)) {
+    p.residual_type = node.input(kResidual)->type().dtype;
+    p.residual_scale = slot_constant(node, kResidualScale)->data<float>()[0];
+    p.residual_zero = scalar_int(slot_constant(node, kResidualZero));
+  }
   return p;
 }
 
@@ -170,7 +207,12 @@ dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) con
   if (x_zero != 0) a.set_zero_points(DNNL_ARG_SRC, 0, {x_zero});
   if (quantized && y_zero != 0) a.set_zero_points(DNNL_ARG_DST, 0, {y_zero});
   dnnl::post_ops ops;
-  if (residual) ops.append_sum(1.f);  // float32 output only (check_qlinear)
+  if (residual && residual_type == DataType::Float32) {
+    ops.append_sum(1.f);  // a float32 output (check_qlinear)
+  } else if (residual) {
+    // dst holds the 8-bit Z; the post-ops run in the output's units where out_div is y_scale.
+    ops.append_sum(residual_scale / out_div, residual_zero, qlinear_dnnl_type(residual_type));
+  }
   ops::FusedActivation in_units = act;
   if (act.kind == Activation::Clip && out_div != 1.f) {
     in_units.alpha = act.alpha / out_div;

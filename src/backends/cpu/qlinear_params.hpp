@@ -30,9 +30,13 @@ struct QLinearParams {
   int32_t y_zero = 0;
   std::vector<float> bias;  // in accumulator units, one per output channel; empty when none
   ops::FusedActivation act;
-  // FusedQLinearConv's float32 residual Z: the kernel puts it in dst, the sum post-op adds the
-  // scaled product to it before the activation.
+  // FusedQLinearConv's residual Z: the kernel puts it in dst, the sum post-op adds the scaled
+  // product to it before the activation. float32 (a float32 result), or 8-bit with its scale and
+  // zero point (an 8-bit result).
   bool residual = false;
+  DataType residual_type = DataType::Float32;
+  float residual_scale = 1;
+  int32_t residual_zero = 0;
 
   // oneDNN's attributes for `channels` output channels; `channel_mask` is the dst dims mask of
   // the channel axis (1 << 1 for a convolution's NC..., 1 << 1 for a matmul's [rows, N]).
