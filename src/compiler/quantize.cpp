@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -314,32 +315,64 @@ void rewrite_dynamic(ir::Graph& g, const Target& t, const DynamicInput& in, bool
   if (y->name() != name) g.rename_value(y, name);
 }
 
-// Residual blocks: an Add of a quantized convolution's result and a tensor quantized for another
-// reader anyway (a ResNet block's input, which its first convolution reads) reads that tensor
-// through its DequantizeLinear, as onnxruntime's and NNCF's quantizers write the skip
-// connection. The CPU's int8 convolution then adds the 8-bit residual and writes the block's
-// quantized result itself (passes/fuse_conv_residual): no float32 tensor between the blocks.
-// `dequantized`: activation name -> its DequantizeLinear's output. Returns the Adds changed.
-int64_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
-                           const std::map<std::string, ir::Value*>& dequantized) {
+// A residual Add of a convolution's result: `add` reads the skip connection in slot `skip`
+// and the convolution's result in the other.
+struct ResidualAdd {
+  ir::Node* add;
+  size_t skip;
+};
+
+// The residual Adds of `g` whose convolution is one of `targets`. Where both inputs are such
+// results (a downsampling block's Add of its last convolution and its downsampling one), the
+// skip is the second (torch's `out += identity`).
+std::vector<ResidualAdd> residual_adds(const ir::Graph& g, const std::vector<Target>& targets) {
   std::set<const ir::Value*> conv_results;
   for (const Target& t : targets) {
     if (t.node->op_type() == "Conv" && t.node->outputs().size() == 1) {
       conv_results.insert(t.node->output(0));
     }
   }
-  int64_t changed = 0;
+  std::vector<ResidualAdd> adds;
   for (ir::Node* n : g.nodes()) {
-    if (n->op_type() != "Add" || !n->domain().empty() || n->inputs().size() != 2) continue;
-    for (size_t i = 0; i < 2; ++i) {
-      const ir::Value* skip = n->input(1 - i);
-      if (!conv_results.count(n->input(i)) || !skip || conv_results.count(skip)) continue;
-      const auto known = dequantized.find(skip->name());
-      if (known == dequantized.end()) continue;
-      n->set_input(1 - i, known->second);
-      ++changed;
-      break;
+    if (n->op_type() != "Add" || !n->domain().empty() || n->inputs().size() != 2 ||
+        !is_float32_tensor(n->input(0)) || !is_float32_tensor(n->input(1))) {
+      continue;
     }
+    if (conv_results.count(n->input(0))) {
+      adds.push_back({n, 1});
+    } else if (conv_results.count(n->input(1))) {
+      adds.push_back({n, 0});
+    }
+  }
+  return adds;
+}
+
+// Residual blocks: the skip connection of a residual Add of a quantized convolution's result is
+// read through a QuantizeLinear / DequantizeLinear pair, as onnxruntime's and NNCF's quantizers
+// write it: the one the skip has for its other reader where it has one (a ResNet block's input,
+// which the block's first convolution reads), else one of its own from its calibrated range
+// (`ranges`; a downsampling convolution's result), unless most of its nonzero values would
+// quantize to zero (`collapses`). The CPU's int8 convolution then adds the 8-bit residual and
+// writes the block's quantized result itself (passes/fuse_conv_residual): no float32 tensor
+// between the blocks. `dequantized`: activation name -> its DequantizeLinear's output (grows).
+// Returns the Adds changed.
+int64_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
+                           std::map<std::string, ir::Value*>& dequantized,
+                           const std::map<std::string, std::pair<float, float>>& ranges,
+                           const std::function<bool(const std::string&)>& collapses) {
+  int64_t changed = 0;
+  for (const ResidualAdd& r : residual_adds(g, targets)) {
+    ir::Value* skip = r.add->input(r.skip);
+    auto known = dequantized.find(skip->name());
+    if (known == dequantized.end()) {
+      const auto range = ranges.find(skip->name());
+      if (range == ranges.end() || collapses(skip->name())) continue;
+      const auto [lo, hi] = range->second;
+      known =
+          dequantized.emplace(skip->name(), insert_qdq(g, skip, uint8_params(lo, hi), r.add)).first;
+    }
+    r.add->set_input(r.skip, known->second);
+    ++changed;
   }
   return changed;
 }
@@ -586,6 +619,13 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   // reads (every candidate's, --exclude-node's too, so that a cache serves any exclusions).
   std::map<std::string, CalibrationHistogram> stats;
   for (const Target& t : find_targets(*float_graph, o, {})) stats[t.node->input(0)->name()];
+  // And the skip connections of residual blocks that quantize_residuals may read quantized.
+  const bool residuals = !o.dynamic && !o.int4 && o.quantized_residuals;
+  if (residuals) {
+    for (const ResidualAdd& r : residual_adds(*float_graph, find_targets(*float_graph, o, {}))) {
+      stats[r.add->input(r.skip)->name()];
+    }
+  }
   KILN_CHECK_ARG(o.run_timeout_seconds >= 0, "quantize: the run timeout {} must be >= 0",
                  o.run_timeout_seconds);
   ObserveOptions obs;
@@ -775,8 +815,12 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
       ++r.weights;
       ++r.quantized_nodes;
     }
-    if (!o.dynamic && !o.int4 && o.quantized_residuals) {
-      r.quantized_residuals = quantize_residuals(g, targets, dequantized);
+    if (residuals) {
+      r.quantized_residuals =
+          quantize_residuals(g, targets, dequantized, ranges, [&](const std::string& name) {
+            const auto [lo, hi] = ranges.at(name);
+            return collapsed_fraction(stats.at(name), uint8_params(lo, hi).scale) > o.max_collapsed;
+          });
     }
     remove_unread(g, float_weights);
     return model;

@@ -270,3 +270,61 @@ def test_quantize_int4_option_errors(tmp_path):
         kiln.quantize(model, tmp_path / "q.onnx", int4=True, gptq_damp=0)
     with pytest.raises(kiln.InvalidArgument, match="--int4 .* and --dynamic are two modes"):
         kiln.quantize(model, tmp_path / "q.onnx", int4=True, dynamic=True)
+
+
+def residual_model(path):
+    """Two residual blocks on [1, 8, 8, 8]: one adding its input (identity skip), one adding a
+    downsampling 1x1 convolution's result (both Add inputs are convolution results)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    inits, nodes = [], []
+
+    def conv(x, cin, cout, name, relu=True, k=3):
+        w = numpy_helper.from_array(
+            (rng.standard_normal((cout, cin, k, k)) * 0.3).astype(np.float32), name + "_w")
+        b = numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32),
+                                    name + "_b")
+        inits.extend([w, b])
+        nodes.append(helper.make_node("Conv", [x, w.name, b.name], [name], pads=[k // 2] * 4))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [name + "_r"]))
+        return name + "_r"
+
+    stem = conv("x", 3, 8, "stem")
+    a = conv(conv(stem, 8, 8, "b1c1"), 8, 8, "b1c2", relu=False)
+    nodes.append(helper.make_node("Add", [a, stem], ["b1"]))
+    nodes.append(helper.make_node("Relu", ["b1"], ["b1r"]))
+    c = conv(conv("b1r", 8, 16, "b2c1"), 16, 16, "b2c2", relu=False)
+    d = conv("b1r", 8, 16, "b2down", relu=False, k=1)
+    nodes.append(helper.make_node("Add", [c, d], ["b2"]))
+    nodes.append(helper.make_node("Relu", ["b2"], ["y"]))
+    graph = helper.make_graph(nodes, "residual",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("quantized_residuals", [True, False])
+def test_residual_skips_read_quantized(tmp_path, quantized_residuals):
+    src, out = tmp_path / "res.onnx", tmp_path / "res.int8.onnx"
+    residual_model(str(src))
+    sets = [{"x": np.random.default_rng(i).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+            for i in range(3)]
+    r = kiln.quantize(src, out, calibration=sets, quantized_residuals=quantized_residuals)
+    m = onnx.load(str(out))
+    producer = {o: n.op_type for n in m.graph.node for o in n.output}
+    skips = [producer.get(n.input[1]) for n in m.graph.node if n.op_type == "Add"]
+    if quantized_residuals:
+        # The identity skip reuses the DequantizeLinear the next convolution reads; the
+        # downsampling convolution's result gets a pair of its own.
+        assert r.quantized_residuals == 2 and skips == ["DequantizeLinear"] * 2, skips
+    else:
+        assert r.quantized_residuals == 0 and "DequantizeLinear" not in skips, skips
+    # Kiln runs it with the Adds inside the int8 convolutions, close to the float model.
+    s = kiln.InferenceSession(str(out))
+    got = s.run(None, sets[0])[0]
+    want = kiln.InferenceSession(str(src)).run(None, sets[0])[0]
+    cos = float((got * want).sum() / np.linalg.norm(got) / np.linalg.norm(want))
+    assert cos > 0.99, cos
