@@ -26,6 +26,7 @@
 
 #include "ops/conv_utils.hpp"
 #include "ops/op_flops.hpp"
+#include "ops/qlinear_slots.hpp"
 #include "ops/registry.hpp"
 #include "ops/wrapped_kernel.hpp"
 
@@ -35,21 +36,7 @@ namespace {
 constexpr int kConvOpset = 11;
 constexpr int kMatMulOpset = 13;
 
-// Slots shared by both ops.
-enum Slot : size_t {
-  kX,
-  kXScale,
-  kXZero,
-  kW,
-  kWScale,
-  kWZero,
-  kYScale,
-  kYZero,
-  kBias,
-  kResidual,
-  kResidualScale,
-  kResidualZero
-};
+using enum qlinear::Slot;
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "ops/fused_activation.hpp"
+#include "ops/qlinear_slots.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
 #include "passes/qdq_patterns.hpp"
@@ -27,10 +28,9 @@ bool without_activation(const ir::Node& n) {
 
 // FusedQLinearConv (a static INT8 convolution, passes/fuse_quantized_ops) with a float32
 // result (no y_scale), no activation and no residual yet: Z goes in its slot 9.
-constexpr size_t kQLinearYScale = 6, kQLinearResidual = 9;
 bool float_qlinear_conv(const ir::Node& n) {
   return n.domain() == ops::kKilnDomain && n.op_type() == "FusedQLinearConv" &&
-         n.inputs().size() <= kQLinearResidual && without_activation(n) &&
+         n.inputs().size() <= ops::qlinear::kResidual && without_activation(n) &&
          n.outputs().size() == 1 && n.output(0) && n.output(0)->type().dtype == DataType::Float32;
 }
 
@@ -70,16 +70,16 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
   }
   std::vector<ir::Value*> inputs;
   if (qlinear) {
-    inputs.assign(kQLinearResidual + 1, nullptr);
+    inputs.assign(ops::qlinear::kResidual + 1, nullptr);
     std::copy(conv.inputs().begin(), conv.inputs().end(), inputs.begin());
-    inputs[kQLinearResidual] = z;
+    inputs[ops::qlinear::kResidual] = z;
     // The 8-bit form: Z = DequantizeLinear(z_q), the result quantized to z_q's type.
     const std::optional<TensorQuant> zq = per_tensor_input(rw.producer(z, "DequantizeLinear"));
     ir::Node* q = requantizing_reader(rw, result);
     if (zq && q && q->output(0)->type().dtype == zq->q->type().dtype && !rw.touched(q->output(0))) {
-      inputs[kQLinearYScale] = q->input(1);
-      inputs[kQLinearYScale + 1] = q->inputs().size() > 2 ? q->input(2) : nullptr;
-      inputs[kQLinearResidual] = zq->q;
+      inputs[ops::qlinear::kYScale] = q->input(1);
+      inputs[ops::qlinear::kYZero] = q->inputs().size() > 2 ? q->input(2) : nullptr;
+      inputs[ops::qlinear::kResidual] = zq->q;
       inputs.push_back(zq->scale);
       inputs.push_back(zq->zero);
       while (!inputs.back()) inputs.pop_back();

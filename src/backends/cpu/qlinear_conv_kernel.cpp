@@ -17,6 +17,7 @@
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
 #include "ops/conv_utils.hpp"
+#include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -25,7 +26,7 @@ using dnnl::memory;
 
 // FusedQLinearConv's residual Z (passes/fuse_conv_residual): float32 for a float32 result, the
 // result's 8-bit type for a quantized one (its scale and zero point in the sum post-op).
-constexpr int kResidualSlot = 9;
+constexpr int kResidualSlot = ops::qlinear::kResidual;
 
 bool is_channels_last(Layout layout) {
   return layout.kind == Layout::Kind::ChannelsLast;

@@ -1,26 +1,13 @@
 #include "backends/cpu/qlinear_params.hpp"
 
+#include "ops/qlinear_slots.hpp"
+
 #include <cmath>
 
 namespace kiln::backends::cpu {
 namespace {
 
-// kResidual: ai.kiln FusedQLinearConv's Z (passes/fuse_conv_residual), float32 or 8-bit with its
-// scale and zero point in the two slots after it.
-enum Slot : size_t {
-  kX,
-  kXScale,
-  kXZero,
-  kW,
-  kWScale,
-  kWZero,
-  kYScale,
-  kYZero,
-  kBias,
-  kResidual,
-  kResidualScale,
-  kResidualZero
-};
+using enum ops::qlinear::Slot;
 
 bool is_8bit(DataType t) {
   return t == DataType::UInt8 || t == DataType::Int8;

@@ -209,6 +209,27 @@ struct ChunkGeometry {
   static constexpr int kPerThread = L::kRows / kRowsPerPass;
 };
 
+// Output pixel `row` of a convolution (a row of its im2col matrix): its image and the input
+// position of its window's corner. 32-bit divisions where `narrow` (M below 2^32; the launcher
+// keeps a plane below 2^31 pixels).
+struct WindowCorner {
+  int64_t image;
+  int ih, iw;
+};
+__device__ inline WindowCorner window_corner(const ConvGeometry& g, int64_t row, bool narrow) {
+  const unsigned pixels = static_cast<unsigned>(g.oh * g.ow), ow = static_cast<unsigned>(g.ow);
+  int64_t image;
+  unsigned at;
+  if (narrow) {
+    const unsigned r32 = static_cast<unsigned>(row);
+    image = r32 / pixels, at = r32 % pixels;
+  } else {
+    image = row / pixels, at = static_cast<unsigned>(row % pixels);
+  }
+  return {image, static_cast<int>(at / ow) * g.stride_h - g.pad_top,
+          static_cast<int>(at % ow) * g.stride_w - g.pad_left};
+}
+
 // The 16-byte staging copies one thread makes of one operand, for every step of an output
 // tile: what does not change between steps (source pointers, the chunk's place in the stage,
 // which chunks lie inside the operand along M or N) is computed once per tile, so a step costs
@@ -263,26 +284,15 @@ struct VectorStager : ChunkGeometry<S, Threads, L> {
     inside_mn = 0;
     k = g.c;
     step_elems = kBK;
-    // 32-bit divisions where M allows (the launcher keeps a plane below 2^31 pixels).
     const bool narrow = m <= int64_t{UINT32_MAX};
-    const unsigned pixels = static_cast<unsigned>(g.oh * g.ow), ow_n = static_cast<unsigned>(g.ow);
     KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
       const int64_t row = m0 + r0 + i * kRowsPerPass;
-      int64_t img;
-      unsigned at;
-      if (narrow) {
-        const unsigned r32 = static_cast<unsigned>(row);
-        img = r32 / pixels, at = r32 % pixels;
-      } else {
-        img = row / pixels, at = static_cast<unsigned>(row % pixels);
-      }
-      const int ih = static_cast<int>(at / ow_n) * g.stride_h - g.pad_top;
-      const int iw = static_cast<int>(at % ow_n) * g.stride_w - g.pad_left;
-      const bool in = row < m && static_cast<unsigned>(ih) < static_cast<unsigned>(g.h) &&
-                      static_cast<unsigned>(iw) < static_cast<unsigned>(g.w);
+      const WindowCorner at = window_corner(g, row, narrow);
+      const bool in = row < m && static_cast<unsigned>(at.ih) < static_cast<unsigned>(g.h) &&
+                      static_cast<unsigned>(at.iw) < static_cast<unsigned>(g.w);
       inside_mn |= uint32_t{in} << i;
-      src[i] = in ? x + ((img * g.h + ih) * g.w + iw) * g.c + c0 : x;
+      src[i] = in ? x + ((at.image * g.h + at.ih) * g.w + at.iw) * g.c + c0 : x;
     }
   }
   __device__ void issue(S* stage, int step) const {
@@ -332,24 +342,15 @@ struct ConvStager : ChunkGeometry<S, Threads, L> {
     s_taps = static_cast<unsigned>(g.s);
     h = static_cast<int>(g.h), w = static_cast<int>(g.w);
     dil_h = g.dil_h, dil_w = g.dil_w;
-    // 32-bit divisions where M allows (the launcher keeps a plane below 2^31 pixels).
     const bool narrow = m <= int64_t{UINT32_MAX};
-    const unsigned pixels = static_cast<unsigned>(g.oh * g.ow), ow_n = static_cast<unsigned>(g.ow);
     KILN_UNROLL
     for (int i = 0; i < kPerThread; ++i) {
       const int64_t row = m0 + r0 + i * kRowsPerPass;
       if (row < m) {
-        int64_t img;
-        unsigned at;
-        if (narrow) {
-          const unsigned r32 = static_cast<unsigned>(row);
-          img = r32 / pixels, at = r32 % pixels;
-        } else {
-          img = row / pixels, at = static_cast<unsigned>(row % pixels);
-        }
-        image[i] = x + img * g.h * g.w * g.c;
-        ih0[i] = static_cast<int>(at / ow_n) * g.stride_h - g.pad_top;
-        iw0[i] = static_cast<int>(at % ow_n) * g.stride_w - g.pad_left;
+        const WindowCorner at = window_corner(g, row, narrow);
+        image[i] = x + at.image * g.h * g.w * g.c;
+        ih0[i] = at.ih;
+        iw0[i] = at.iw;
       } else {
         image[i] = x;
         ih0[i] = iw0[i] = kOutside;
