@@ -381,6 +381,25 @@ std::vector<Case> cases() {
                "cpu.layer_norm",
                kKiln,
                1});
+  // bfloat16 (a `--bf16` engine's): each row widened, normalized in float32 and rounded once
+  // (Skip's sum too, which the reference rounds to bfloat16 first: a second rounding); rows of
+  // BERT's width and a LayerNormalization without a bias.
+  for (Case bf : {Case{"skip_layer_norm_bf16",
+                       "SkipLayerNormalization",
+                       {x({2, 3, 768}), x({2, 3, 768}), w({768}), w({768}), w({768})},
+                       {f("epsilon", 1e-12f)},
+                       "cpu.layer_norm",
+                       kKiln,
+                       1},
+                  Case{"layer_norm_two_dims_no_bias_bf16",
+                       "LayerNormalization",
+                       {x({3, 5, 7}), w({5, 7})},
+                       {i("axis", 1)},
+                       "cpu.layer_norm"}}) {
+    bf.dtype = DataType::BFloat16;
+    bf.reference_roundings = 2;
+    c.push_back(std::move(bf));
+  }
   // LSTM: forward with both initial states and biases, reverse without, bidirectional; all three
   // outputs compared.
   c.push_back(
