@@ -55,8 +55,7 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
       !(*add->output(0)->type().shape == *y->type().shape)) {
     return false;
   }
-  // The new node's inputs. FusedQLinearConv: its slots as they were (absent ones empty), Z in 9.
-  // FusedConv: X, W, B, Z, positional, so a missing bias becomes a zero one.
+  // The pattern's result: the sum, or the Relu after it.
   ir::Value* result = add->output(0);
   std::vector<ir::Node*> dead = {add, &conv};
   std::string activation = "None";
@@ -68,6 +67,8 @@ bool fuse(Rewriter& rw, ir::Node& conv) {
       dead.insert(dead.begin(), relu);
     }
   }
+  // The new node's inputs. FusedQLinearConv: its slots as they were (absent ones empty), Z in 9.
+  // FusedConv: X, W, B, Z, positional, so a missing bias becomes a zero one.
   std::vector<ir::Value*> inputs;
   if (qlinear) {
     inputs.assign(ops::qlinear::kResidual + 1, nullptr);
