@@ -356,11 +356,11 @@ std::vector<ResidualAdd> residual_adds(const ir::Graph& g, const std::vector<Tar
 // writes the block's quantized result itself (passes/fuse_conv_residual): no float32 tensor
 // between the blocks. `dequantized`: activation name -> its DequantizeLinear's output (grows).
 // Returns the Adds changed.
-int64_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
-                           std::map<std::string, ir::Value*>& dequantized,
-                           const std::map<std::string, std::pair<float, float>>& ranges,
-                           const std::function<bool(const std::string&)>& collapses) {
-  int64_t changed = 0;
+size_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
+                          std::map<std::string, ir::Value*>& dequantized,
+                          const std::map<std::string, std::pair<float, float>>& ranges,
+                          const std::function<bool(const std::string&)>& collapses) {
+  size_t changed = 0;
   for (const ResidualAdd& r : residual_adds(g, targets)) {
     ir::Value* skip = r.add->input(r.skip);
     auto known = dequantized.find(skip->name());
@@ -618,11 +618,12 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
   // Calibration, once for every attempt: a streaming histogram of every activation a target
   // reads (every candidate's, --exclude-node's too, so that a cache serves any exclusions).
   std::map<std::string, CalibrationHistogram> stats;
-  for (const Target& t : find_targets(*float_graph, o, {})) stats[t.node->input(0)->name()];
+  const std::vector<Target> every_candidate = find_targets(*float_graph, o, {});
+  for (const Target& t : every_candidate) stats[t.node->input(0)->name()];
   // And the skip connections of residual blocks that quantize_residuals may read quantized.
   const bool residuals = !o.dynamic && !o.int4 && o.quantized_residuals;
   if (residuals) {
-    for (const ResidualAdd& r : residual_adds(*float_graph, find_targets(*float_graph, o, {}))) {
+    for (const ResidualAdd& r : residual_adds(*float_graph, every_candidate)) {
       stats[r.add->input(r.skip)->name()];
     }
   }

@@ -45,9 +45,10 @@ struct QuantizeOptions {
   std::string calibration_cache;
   bool per_channel = true;  // weights per output channel (else per tensor)
   // Static INT8: a residual Add of a quantized convolution's result reads its skip connection
-  // through the DequantizeLinear its other reader has (as onnxruntime's and NNCF's quantizers
-  // write it), so that the CPU's int8 convolution adds an 8-bit residual and writes the block's
-  // quantized result; false keeps the skip connections float32.
+  // through a QuantizeLinear / DequantizeLinear pair (the one its other reader has, else one of
+  // its own from its calibrated range), as onnxruntime's and NNCF's quantizers write it, so that
+  // the CPU's int8 convolution adds an 8-bit residual and writes the block's quantized result;
+  // false keeps the skip connections float32.
   bool quantized_residuals = true;
   // Dynamic INT8 instead: MatMul and Gemm as MatMulInteger of DynamicQuantizeLinear's output
   // (the activation's range measured at run time, so no calibration ranges; the input sets only
@@ -105,9 +106,9 @@ struct OutputScore {
 
 struct QuantizeResult {
   size_t quantized_nodes = 0;
-  size_t activations = 0;           // QuantizeLinear / DequantizeLinear pairs
-  size_t weights = 0;               // int8 weights
-  int64_t quantized_residuals = 0;  // residual Adds reading an 8-bit skip connection
+  size_t activations = 0;          // QuantizeLinear / DequantizeLinear pairs
+  size_t weights = 0;              // int8 weights
+  size_t quantized_residuals = 0;  // residual Adds reading an 8-bit skip connection
   size_t calibration_sets = 0;
   bool calibration_cached = false;  // the ranges came from calibration_cache
   std::vector<OutputScore> outputs;

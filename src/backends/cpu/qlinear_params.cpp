@@ -1,8 +1,8 @@
 #include "backends/cpu/qlinear_params.hpp"
 
-#include "ops/qlinear_slots.hpp"
-
 #include <cmath>
+
+#include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
 namespace {

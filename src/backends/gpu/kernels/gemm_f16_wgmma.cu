@@ -20,8 +20,9 @@ namespace {
 constexpr int kWgThreads = 256;
 
 // How a block stages A: a matrix's rows, a convolution's im2col rows decoded tap by tap, or
-// (a 1 x 1 filter) the input pixels' rows. A kernel of its own each: the tap decoding's
-// registers spilled beside the accumulators, and a pixel row needs none of them.
+// (a 1 x 1 filter) the input pixels' rows. A kernel of its own each, so that a pixel row, which
+// needs no tap state, does not carry the tap decoding's registers at the two-block tiles'
+// 128-register limit (ptxas reports small spills in both).
 enum class AStaging { Rows, ConvTaps, ConvPixels };
 
 template <int BN, int Stages, int MinBlocks, bool TB, AStaging A, bool Deep>

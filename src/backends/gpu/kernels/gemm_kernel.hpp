@@ -273,8 +273,8 @@ struct VectorStager : ChunkGeometry<S, Threads, L> {
   // A convolution's A as the pixels' rows of a channels-last input x [images, h, w, c] when its
   // filter is 1 x 1 (any strides and pads): the reduction is the channels, and each row of the
   // im2col matrix one input pixel's channels, or zeros where a pad puts the window outside.
-  // (ConvStager would decode taps that never change, with registers that spilled beside the
-  // accumulators: the strided 1x1 downsampling convolutions.)
+  // (ConvStager would decode, every step, taps that never change: the strided 1x1
+  // downsampling convolutions.)
   __device__ void init_pixels(const S* x, const ConvGeometry& g, int64_t m, int64_t m0) {
     static_assert(KAlongCols, "the pixels are A's rows");
     base = x;

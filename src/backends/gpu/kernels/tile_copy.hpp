@@ -43,16 +43,16 @@ __device__ inline void copy_16(void* dst, const void* src) {
   std::memcpy(dst, src, 16);
 #endif
 }
+__device__ inline void copy_16(void* dst, const Bytes16& v) {
+  copy_16(dst, static_cast<const void*>(&v));
+}
+
 __device__ inline void prefetch_l2(const void* global) {
 #if defined(KILN_CP_ASYNC)
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
 #else
   (void)global;
 #endif
-}
-
-__device__ inline void copy_16(void* dst, const Bytes16& v) {
-  copy_16(dst, static_cast<const void*>(&v));
 }
 
 __device__ inline void copy_async_16(void* smem, const void* global) {
