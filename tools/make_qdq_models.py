@@ -153,7 +153,7 @@ def gemm(path, k=32, n=24, trans_b=1, alpha=1.0, beta=1.0, act=None, quantized_o
 
 def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True, seed=0,
            dynamic=False):
-    """x[2, 5, k] -> Q/DQ -> MatMul(DQ(int8 W[k, n])) -> Add(bias) [-> Relu] [-> Q/DQ] -> y
+    """x[2, 5, k] -> Q/DQ -> MatMul(DQ(int8 W[k, n])) -> Add(bias) [-> Relu | Gelu] [-> Q/DQ] -> y
     (`dynamic`: x[batch, rows, k], both dims named)."""
     b = Builder(seed)
     x, _ = b.qdq("x", -2.0, 2.0)
@@ -162,6 +162,13 @@ def matmul(path, k=32, n=16, act="relu", quantized_output=True, per_channel=True
     y = b.node("Add", [y, b.const("bias", b.rng.standard_normal(n).astype(np.float32))], "add")
     if act == "relu":
         y = b.node("Relu", [y], "relu")
+    elif act == "gelu":
+        # The erf form exporters write (BERT's FFN): y * 0.5 * (1 + erf(y / sqrt(2))).
+        e = b.node("Erf", [b.node("Div", [y, b.const("sqrt2", np.float32(np.sqrt(2)))], "div")],
+                   "erf")
+        e = b.node("Add", [e, b.const("one", np.float32(1))], "plus_one")
+        y = b.node("Mul", [b.node("Mul", [y, e], "mul"), b.const("half", np.float32(0.5))],
+                   "half")
     if quantized_output:
         y, _ = b.qdq(y, -3.0, 3.0)
     lead = ["batch", "rows"] if dynamic else [2, 5]

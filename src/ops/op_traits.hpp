@@ -39,6 +39,15 @@ struct Fp16Slots {
   bool safe = false;
   SlotMask inputs = kAllSlots;
   SlotMask outputs = kAllSlots;
+  // Converts only to bfloat16 (its fast kernel has no float16 form).
+  bool bf16_only = false;
+  // Converts only where every masked float32 input already arrives in the half type: the op
+  // reads it as exactly as a Cast to float32 would, so it saves that Cast, but it is never worth
+  // adding one before it (QuantizeLinear).
+  bool after_half_inputs = false;
+  // The attribute that names the converted outputs' type (set to the half type's code) for an op
+  // whose outputs' float type no input decides (an int8 product's float result).
+  const char* output_type_attribute = nullptr;
 };
 
 // Dims of a value as the cost model sees them (symbolic dims already bound), or nullopt.

@@ -18,12 +18,17 @@
 // w_scale (and w_zero_point) is per tensor or per output channel: W's axis 0 for the
 // convolution, b's last axis for the product.
 //
+// FusedQLinearMatMul's float result may be bfloat16 or float16 instead (`output_dtype`, the
+// type's code; 0 or absent: float32): a half-precision engine's product writes its readers'
+// type itself (passes/convert_to_fp16) instead of float32 and a Cast.
+//
 // The reference computes what the unfused QDQ graph's reference kernels compute, step by step:
 // dequantize (float32 products, as DequantizeLinear), the float op's reference kernel, the bias
 // and activation in double (as the fused float ops), quantize (float32 division, ties to even,
 // as QuantizeLinear).
 #include <algorithm>
 
+#include "core/half.hpp"
 #include "ops/conv_utils.hpp"
 #include "ops/op_flops.hpp"
 #include "ops/qlinear_slots.hpp"
@@ -137,12 +142,39 @@ Operands dequantized(const KernelContext& ctx, int64_t w_axis_from_end) {
   return o;
 }
 
-// The float result quantized as QuantizeLinear does, or itself when the node has no y_scale.
+// The float type `output_dtype` names for a result without y_scale (float32 when absent).
+DataType float_output_type(const AttrReader& attrs) {
+  const auto t = static_cast<DataType>(attrs.attr_int("output_dtype", 0));
+  return t == DataType::Undefined ? DataType::Float32 : t;
+}
+
+Tensor narrowed(const Tensor& y, DataType type) {
+  Tensor out(type, y.dims());
+  const float* py = y.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    if (type == DataType::BFloat16) {
+      out.data<BFloat16>()[i] = BFloat16(py[i]);
+    } else {
+      out.data<Float16>()[i] = Float16(py[i]);
+    }
+  }
+  return out;
+}
+
+// The float result quantized as QuantizeLinear does, or itself (in output_dtype's type) when the
+// node has no y_scale.
 Tensor requantized(const KernelContext& ctx, const Tensor& y) {
+  const DataType float_type = float_output_type(ctx);
   if (!ctx.has_input(kYScale)) {
     ctx.check(!ctx.has_input(kYZero), "y_zero_point without y_scale");
-    return y;
+    ctx.check(float_type == DataType::Float32 || float_type == DataType::BFloat16 ||
+                  float_type == DataType::Float16,
+              "output_dtype must name float32, bfloat16 or float16, got {}",
+              dtype_name(float_type));
+    return float_type == DataType::Float32 ? y : narrowed(y, float_type);
   }
+  ctx.check(float_type == DataType::Float32,
+            "output_dtype names a float result's type; a quantized result takes y_zero_point's");
   const std::vector<float> ys = scale_values(ctx, kYScale, "y_scale");
   ctx.check(ys.size() == 1, "y_scale must be a scalar");
   const DataType yt = ctx.has_input(kYZero) ? ctx.input(kYZero).dtype() : DataType::UInt8;
@@ -224,9 +256,9 @@ void fused_qlinear_matmul(KernelContext& ctx) {
   ctx.set_output(0, requantized(ctx, r));
 }
 
-// float32 without y_scale, else y_zero_point's type (uint8 when it is absent).
+// output_dtype's float type without y_scale, else y_zero_point's type (uint8 when it is absent).
 DataType output_type(const InferContext& ctx) {
-  if (!ctx.has_input(kYScale)) return DataType::Float32;
+  if (!ctx.has_input(kYScale)) return float_output_type(ctx);
   if (!ctx.has_input(kYZero)) return DataType::UInt8;
   const TypeInfo* z = ctx.input_type(kYZero);
   return z && z->is_tensor() ? z->dtype : DataType::Undefined;
@@ -289,7 +321,14 @@ KILN_REGISTER_OP({.domain = kKilnDomain,
                   .op_type = "FusedQLinearMatMul",
                   .kernel = fused_qlinear_matmul,
                   .infer = infer_fused_qlinear_matmul,
-                  .traits = {.flops = flops_fused_qlinear_matmul}});
+                  // A float result may be written in bfloat16 (the CPU's int8 matmul has no
+                  // float16 result).
+                  .traits = {.fp16 = {.safe = true,
+                                      .inputs = 0,
+                                      .outputs = slots({0}),
+                                      .bf16_only = true,
+                                      .output_type_attribute = "output_dtype"},
+                             .flops = flops_fused_qlinear_matmul}});
 
 }  // namespace
 }  // namespace kiln::ops

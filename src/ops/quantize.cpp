@@ -498,9 +498,14 @@ void infer_qlinear_matmul(InferContext& ctx) {
       0, TypeInfo::tensor(zp->dtype, matmul_shape(ctx, ctx.input_type(0), ctx.input_type(3))));
 }
 
-KILN_REGISTER_OP({.op_type = "QuantizeLinear",
-                  .kernel = quantize_linear,
-                  .infer = infer_quantize_linear});
+// In a half-precision engine x may arrive in float16 / bfloat16 while the scale stays float32:
+// widening x is exact, so the node computes what a Cast to float32 before it would.
+KILN_REGISTER_OP(
+    {.op_type = "QuantizeLinear",
+     .kernel = quantize_linear,
+     .infer = infer_quantize_linear,
+     .traits = {
+         .fp16 = {.safe = true, .inputs = slots({0}), .outputs = 0, .after_half_inputs = true}}});
 KILN_REGISTER_OP({.op_type = "DequantizeLinear",
                   .kernel = dequantize_linear,
                   .infer = infer_dequantize_linear});

@@ -48,10 +48,11 @@ const ops::Fp16Slots* point_chain_rule(const ir::Node& n) {
   return &kSafe;
 }
 
-const ops::Fp16Slots* rule_of(const ir::Node& n) {
+const ops::Fp16Slots* rule_of(const ir::Node& n, DataType half_type) {
   if (n.domain() == ops::kKilnDomain && n.op_type() == "PointChain") return point_chain_rule(n);
   const ops::Fp16Slots& slots = ops::traits_of(n).fp16;
-  return slots.safe ? &slots : nullptr;
+  if (!slots.safe || (slots.bf16_only && half_type != DataType::BFloat16)) return nullptr;
+  return &slots;
 }
 
 bool is_float32_tensor(const ir::Value* v) {
@@ -83,9 +84,9 @@ bool in_mask(ops::SlotMask mask, size_t slot) {
 
 // Every T slot must hold float32 (or nothing): a node already mixing other float types is not
 // this pass's to change.
-bool node_converts(const ir::Node& n, const std::set<std::string>& keep_ops,
+bool node_converts(const ir::Node& n, DataType half_type, const std::set<std::string>& keep_ops,
                    const std::set<const ir::Value*>& captured) {
-  const ops::Fp16Slots* r = rule_of(n);
+  const ops::Fp16Slots* r = rule_of(n, half_type);
   if (!r || keep_ops.count(n.op_type()) || has_subgraph(n)) return false;
   bool any = false;
   auto check_slot = [&](const ir::Value* v) {
@@ -136,8 +137,8 @@ Tensor to_half(const Tensor& t, DataType half_type, const std::string& name, Fp1
 
 }  // namespace
 
-bool fp16_convertible(const ir::Node& node) {
-  return rule_of(node) != nullptr;
+bool fp16_convertible(const ir::Node& node, DataType half_type) {
+  return rule_of(node, half_type) != nullptr;
 }
 
 bool ConvertToFloat16::apply(ir::Graph& graph) const {
@@ -166,13 +167,37 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
     }
     return false;
   };
+  // Whether `v` will hold the half type: written in a converted node's half slot, or a graph
+  // input that is retyped. Nodes come in order, so a producer is decided before its readers.
   std::set<const ir::Node*> converted;
+  auto arrives_half = [&](const ir::Value* v) {
+    if (const ir::Node* p = v->producer()) {
+      if (!converted.count(p)) return false;
+      const ops::Fp16Slots* r = rule_of(*p, half_type);
+      for (size_t k = 0; k < p->outputs().size(); ++k) {
+        if (p->output(k) == v) return in_mask(r->outputs, k);
+      }
+      return false;
+    }
+    const auto& ins = graph.inputs();
+    return !keep_io_types && !v->is_constant() && !captured.count(v) &&
+           std::find(ins.begin(), ins.end(), v) != ins.end();
+  };
+  auto inputs_arrive_half = [&](const ir::Node& n) {
+    const ops::Fp16Slots* r = rule_of(n, half_type);
+    for (size_t i = 0; i < n.inputs().size(); ++i) {
+      const ir::Value* v = n.input(i);
+      if (in_mask(r->inputs, i) && is_float32_tensor(v) && !arrives_half(v)) return false;
+    }
+    return true;
+  };
   for (const ir::Node* n : nodes) {
-    if (!node_converts(*n, keep_ops, captured)) continue;
+    if (!node_converts(*n, half_type, keep_ops, captured)) continue;
     if (out_of_range(*n)) {
       if (summary) ++summary->kept_for_range;
       continue;
     }
+    if (rule_of(*n, half_type)->after_half_inputs && !inputs_arrive_half(*n)) continue;
     converted.insert(n);
   }
 
@@ -183,7 +208,7 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
   };
   std::map<ir::Value*, Reads> reads;
   for (ir::Node* n : nodes) {
-    const ops::Fp16Slots* r = converted.count(n) ? rule_of(*n) : nullptr;
+    const ops::Fp16Slots* r = converted.count(n) ? rule_of(*n, half_type) : nullptr;
     for (size_t i = 0; i < n->inputs().size(); ++i) {
       ir::Value* v = n->input(i);
       if (!is_float32_tensor(v) || v->owner() != &graph) continue;
@@ -194,9 +219,12 @@ bool ConvertToFloat16::apply(ir::Graph& graph) const {
     }
   }
   std::set<ir::Value*> half_values;  // float32 values that float16 will now hold
-  for (const ir::Node* n : nodes) {
+  for (ir::Node* n : nodes) {
     if (!converted.count(n)) continue;
-    const ops::Fp16Slots* r = rule_of(*n);
+    const ops::Fp16Slots* r = rule_of(*n, half_type);
+    if (r->output_type_attribute) {
+      n->set_attribute(r->output_type_attribute, ir::Attribute(static_cast<int64_t>(half_type)));
+    }
     for (size_t k = 0; k < n->outputs().size(); ++k) {
       if (in_mask(r->outputs, k) && is_float32_tensor(n->output(k)))
         half_values.insert(n->output(k));

@@ -223,8 +223,8 @@ struct ConvertToFloat16 {
   bool apply(ir::Graph& graph) const;
 };
 
-// True for ops in ConvertToFloat16's allowlist.
-bool fp16_convertible(const ir::Node& node);
+// True for ops in ConvertToFloat16's allowlist for `half_type`.
+bool fp16_convertible(const ir::Node& node, DataType half_type = DataType::Float16);
 
 // Re-runs shape inference over the graph's nodes in order, so dims fixed or bounded on the inputs
 // reach every value (kiln compile --shape / --shape-range).

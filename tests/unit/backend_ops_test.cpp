@@ -458,6 +458,20 @@ std::vector<Case> cases() {
        .op = "QuantizeLinear",
        .inputs = {reals_in({2, 43}, ties), reals_in({}, {0.25}), ints_in({}, {-3}, DataType::Int8)},
        .kernel = "cpu.quantize_linear"});
+  // A half-precision engine's QuantizeLinear reads bfloat16 / float16 (widened exactly) with its
+  // float32 scale.
+  c.push_back({.name = "quantize_linear_u8_from_bf16",
+               .op = "QuantizeLinear",
+               .inputs = {x({3, 37}), reals_in({}, {0.05}), ints_in({}, {128}, DataType::UInt8)},
+               .kernel = "cpu.quantize_linear",
+               .dtype = DataType::BFloat16,
+               .special = true});
+  c.push_back({.name = "quantize_linear_s8_from_f16",
+               .op = "QuantizeLinear",
+               .inputs = {x({5, 19}), reals_in({}, {0.01}), ints_in({}, {9}, DataType::Int8)},
+               .kernel = "cpu.quantize_linear",
+               .dtype = DataType::Float16,
+               .special = true});
   c.push_back({.name = "dequantize_linear_u8",
                .op = "DequantizeLinear",
                .inputs = {typed({3, 37}, DataType::UInt8), reals_in({}, {0.05}),

@@ -123,6 +123,11 @@ const OldFp16 kOldFp16[] = {
     {"", "SpaceToDepth"},
     {"", "Resize", 1},
     {"", "Upsample", 1},
+    // Added with static INT8 in half-precision engines: x only (the scale stays float32), and
+    // only where x arrives in the half type.
+    {"", "QuantizeLinear", 1, 0},
+    // Added then too: the float result only, bfloat16 only.
+    {"ai.kiln", "FusedQLinearMatMul", 0, 1},
 };
 
 TEST(OpTraits, Fp16SafeOpsAreExactlyTheOldTable) {
@@ -134,7 +139,9 @@ TEST(OpTraits, Fp16SafeOpsAreExactlyTheOldTable) {
     EXPECT_TRUE(s.safe) << r.domain << "::" << r.op;
     EXPECT_EQ(s.inputs, r.inputs) << r.op;
     EXPECT_EQ(s.outputs, r.outputs) << r.op;
-    EXPECT_TRUE(passes::fp16_convertible(*n.node)) << r.op;
+    const DataType half = s.bf16_only ? DataType::BFloat16 : DataType::Float16;
+    EXPECT_TRUE(passes::fp16_convertible(*n.node, half)) << r.op;
+    if (s.bf16_only) EXPECT_FALSE(passes::fp16_convertible(*n.node)) << r.op;
   }
   for (const auto& [key, t] : all_traits()) {
     if (t.fp16.safe) {

@@ -1,17 +1,17 @@
 // LayerNormalization (ai.onnx, and ai.kiln's copy for older opsets) and ai.kiln
 // SkipLayerNormalization on the CPU, float32 or bfloat16 (a `--bf16` engine's): each row of the
-// normalized dims (every dim from `axis` on; Skip: the last) reduced in one vector pass for the
-// mean and one for the variance, then scaled. A bfloat16 row is widened into float32 scratch,
-// normalized there and rounded once; the widening twin (fp16_kernels.cpp) had converted whole
-// tensors around the float32 kernel, 1.5x this kernel's time on BERT-base's rows. Scale and bias
+// normalized dims (every dim from `axis` on; Skip: the last) in three vector passes
+// (backends/cpu/norm_row.hpp). A bfloat16 row is summed and normalized in float32 scratch and
+// rounded once; the widening twin (fp16_kernels.cpp) had converted whole tensors around the
+// float32 kernel, 1.5x this kernel's time on BERT-base's rows. Scale and bias
 // must have exactly the normalized dims, and Mean / InvStdDev are not produced (the optimizer's
 // fusions never ask for them): such nodes stay on the reference.
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/norm_row.hpp"
 #include "backends/cpu/onednn_common.hpp"
-#include "backends/cpu/vector_math.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/half_convert.hpp"
 #include "ops/kernel_context.hpp"
@@ -116,35 +116,28 @@ class LayerNormKernel final : public Kernel {
       return;
     }
     DeviceTensor y = out.allocate(0, DataType::Float32, x.dims);
-    if (total == 0) return;
     auto* py = static_cast<float*>(y.data);
     const auto* px = static_cast<const float*>(x.data);
-    float* sum = nullptr;  // Skip: input + skip (+ bias), normalized from there
-    if (skip_) {
-      sum = py;
-      if (node_.outputs().size() > 3 && node_.output(3)) {
-        sum = static_cast<float*>(out.allocate(3, DataType::Float32, x.dims).data);
-      }
+    float* sum = nullptr;  // Skip's output 3, x + skip (+ bias), when asked for
+    if (skip_ && node_.outputs().size() > 3 && node_.output(3)) {
+      sum = static_cast<float*>(out.allocate(3, DataType::Float32, x.dims).data);
     }
     const auto* ps = skip_ ? static_cast<const float*>(in[1].data) : nullptr;
     const int64_t rows = total / row_, n = row_;
-    const float eps = epsilon_;
+    const NormRow r{.n = n, .epsilon = epsilon_, .gamma = gamma, .beta = beta, .bias = bias};
+    // The sum goes to output 3 when there is one, else through the result's own row (each
+    // element is read before it is written).
 #pragma omp parallel for schedule(static) if (total > 32768)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* src = px + r * n;
-      if (sum) {
-        float* s = sum + r * n;
-        binary_same_shape(BinaryOp::Add, src, ps + r * n, false, s, n);
-        if (bias) binary_same_shape(BinaryOp::Add, s, bias, false, s, n);
-        src = s;
-      }
-      layer_norm_row(src, n, eps, gamma, beta, py + r * n);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row_sum = sum ? sum + i * n : nullptr;
+      norm_row(r, px + i * n, ps ? ps + i * n : nullptr, py + i * n, row_sum,
+               row_sum ? row_sum : py + i * n);
     }
   }
 
  private:
-  // The same in bfloat16: each row widened into float32 scratch (x + skip + bias), normalized
-  // there and rounded once into the output (and the sum into output 3 when asked for).
+  // The same in bfloat16: the sum and statistics in float32 scratch, the result (and the sum
+  // into output 3 when asked for) rounded once.
   void run_bf16(std::span<const DeviceTensor> in, KernelOutputs& out) {
     const DeviceTensor& x = in[0];
     const size_t gi = skip_ ? 2 : 1;
@@ -162,32 +155,23 @@ class LayerNormKernel final : public Kernel {
     const std::vector<float> bias = skip_ ? widened(4, n) : std::vector<float>{};
     DeviceTensor y = out.allocate(0, DataType::BFloat16, x.dims);
     if (rows == 0) return;
-    uint16_t* sum_out = nullptr;
+    uint16_t* sum = nullptr;
     if (skip_ && node_.outputs().size() > 3 && node_.output(3)) {
-      sum_out = static_cast<uint16_t*>(out.allocate(3, DataType::BFloat16, x.dims).data);
+      sum = static_cast<uint16_t*>(out.allocate(3, DataType::BFloat16, x.dims).data);
     }
     const auto* px = static_cast<const uint16_t*>(x.data);
     const auto* ps = skip_ ? static_cast<const uint16_t*>(in[1].data) : nullptr;
     auto* py = static_cast<uint16_t*>(y.data);
-    const float eps = epsilon_;
-    const bool skip = skip_;
+    auto data = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+    const NormRow r{
+        .n = n, .epsilon = epsilon_, .gamma = data(gamma), .beta = data(beta), .bias = data(bias)};
 #pragma omp parallel if (rows * n > 32768)
     {
-      std::vector<float> row(static_cast<size_t>(n)), other(static_cast<size_t>(n));
+      std::vector<float> scratch(static_cast<size_t>(n));
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) {
-        bfloat16s_to_floats(px + r * n, row.data(), row.size());
-        if (skip) {
-          bfloat16s_to_floats(ps + r * n, other.data(), other.size());
-          binary_same_shape(BinaryOp::Add, row.data(), other.data(), false, row.data(), n);
-          if (!bias.empty()) {
-            binary_same_shape(BinaryOp::Add, row.data(), bias.data(), false, row.data(), n);
-          }
-          if (sum_out) floats_to_bfloat16s(row.data(), sum_out + r * n, row.size());
-        }
-        layer_norm_row(row.data(), n, eps, gamma.empty() ? nullptr : gamma.data(),
-                       beta.empty() ? nullptr : beta.data(), other.data());
-        floats_to_bfloat16s(other.data(), py + r * n, other.size());
+      for (int64_t i = 0; i < rows; ++i) {
+        norm_row(r, px + i * n, ps ? ps + i * n : nullptr, py + i * n, sum ? sum + i * n : nullptr,
+                 scratch.data());
       }
     }
   }

@@ -83,7 +83,8 @@ class OnednnMatMul final : public Kernel {
         act_(node_activation(node)),
         type_(node.input(0)->type().dtype),
         dt_(dnnl_type(type_)),
-        constant_b_(constant_input(node, 1)) {
+        constant_b_(constant_input(node, 1)),
+        after_(gelu_pass(act_, type_)) {
     auto a = declared_dims(node, 0), b = declared_dims(node, 1);
     if (a && b && std::count(a->begin(), a->end(), -1) == 0 &&
         std::count(b->begin(), b->end(), -1) == 0) {
@@ -119,8 +120,11 @@ class OnednnMatMul final : public Kernel {
         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), bias->data);
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
-    ThreadLimit limit(e.threads);
-    e.prim.execute(dnnl_stream(stream), args);
+    {
+      ThreadLimit limit(e.threads);
+      e.prim.execute(dnnl_stream(stream), args);
+    }
+    after_.run(static_cast<float*>(y.data), y.numel(), stream);
   }
 
  private:
@@ -187,7 +191,7 @@ class OnednnMatMul final : public Kernel {
         c = {rows, e.n};
       }
       dnnl::post_ops post;
-      append_activation(post, act_);
+      if (after_.none()) append_activation(post, act_);
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       attr.set_post_ops(post);
@@ -225,6 +229,7 @@ class OnednnMatMul final : public Kernel {
   DataType type_;               // float32 or bfloat16 (check_matmul)
   dnnl::memory::data_type dt_;  // the same for oneDNN
   const Tensor* constant_b_;    // B when it is a constant (packed once per layout)
+  ActivationPass after_;        // act_ when Kiln's loop applies it (gelu_pass), else none
   ShapeCache<Entry> cache_;
 };
 
@@ -256,7 +261,8 @@ class OnednnGemm final : public Kernel {
       : node_(node),
         act_(node_activation(node)),
         type_(node.input(0)->type().dtype),
-        dt_(dnnl_type(type_)) {
+        dt_(dnnl_type(type_)),
+        after_(gelu_pass(act_, type_)) {
     ops::AttrReader attrs(node);
     alpha_ = attrs.attr_float("alpha", 1.f);
     beta_ = attrs.attr_float("beta", 1.f);
@@ -310,8 +316,11 @@ class OnednnGemm final : public Kernel {
           wrap(c_md, c_data);
     }
     args[DNNL_ARG_SCRATCHPAD] = e.scratch;
-    ThreadLimit limit(e.threads);
-    e.prim.execute(dnnl_stream(stream), args);
+    {
+      ThreadLimit limit(e.threads);
+      e.prim.execute(dnnl_stream(stream), args);
+    }
+    after_.run(static_cast<float*>(y.data), y.numel(), stream);
   }
 
  private:
@@ -375,7 +384,7 @@ class OnednnGemm final : public Kernel {
       if (c && !e.c_as_bias) {
         post.append_binary(dnnl::algorithm::binary_add, plain_desc(e.c_dims, c_dt));
       }
-      append_activation(post, act_);
+      if (after_.none()) append_activation(post, act_);
       attr.set_post_ops(post);
       const double mn = static_cast<double>(e.m) * static_cast<double>(e.n);
       e.threads = threads_for_work(2.0 * mn * static_cast<double>(e.k),
@@ -406,6 +415,7 @@ class OnednnGemm final : public Kernel {
   ops::FusedActivation act_;
   DataType type_;               // float32 or bfloat16 (check_gemm)
   dnnl::memory::data_type dt_;  // the same for oneDNN
+  ActivationPass after_;        // act_ when Kiln's loop applies it (gelu_pass), else none
   float alpha_ = 1, beta_ = 1;
   bool trans_a_ = false, trans_b_ = false;
   const Tensor* constant_b_ = nullptr;  // B when it is a constant (packed once per layout)

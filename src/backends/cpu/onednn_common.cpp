@@ -1,5 +1,6 @@
 #include "backends/cpu/onednn_common.hpp"
 
+#include "backends/cpu/gelu_loop.hpp"
 #include "backends/cpu/silu_loop.hpp"
 #include "backends/cpu/work_threads.hpp"
 
@@ -259,16 +260,17 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
       return;
     }
   }
-  if (act_.kind == Activation::Silu) {
-    // Kiln's vector loop (backends/cpu/silu_loop.hpp: oneDNN's swish costs more than the pass's
-    // memory traffic).
+  if (act_.kind == Activation::Silu || act_.kind == Activation::Gelu) {
+    // Kiln's vector loops (backends/cpu/silu_loop.hpp, gelu_loop.hpp: oneDNN's swish and
+    // gelu_erf cost more than the pass's memory traffic).
     constexpr int64_t kChunk = 1 << 14;
     const int64_t chunks = (n + kChunk - 1) / kChunk;
     const int threads =
         threads_for_work(20.0 * static_cast<double>(n), 8.0 * static_cast<double>(n));
+    void (*loop)(float*, int64_t) = act_.kind == Activation::Silu ? silu_in_place : gelu_in_place;
 #pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 1 && threads > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      silu_in_place(data + c * kChunk, std::min(kChunk, n - c * kChunk));
+      loop(data + c * kChunk, std::min(kChunk, n - c * kChunk));
     }
     return;
   }
@@ -291,6 +293,11 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
   ThreadLimit limit(threads_);
   prim_.execute(dnnl_stream(stream),
                 {{DNNL_ARG_SRC, wrap(md_, data)}, {DNNL_ARG_DST, wrap(md_, data)}});
+}
+
+ops::FusedActivation gelu_pass(const ops::FusedActivation& act, DataType type) {
+  return type == DataType::Float32 && act.kind == ops::Activation::Gelu ? act
+                                                                        : ops::FusedActivation{};
 }
 
 ops::FusedActivation node_activation(const ir::Node& node) {

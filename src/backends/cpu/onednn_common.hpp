@@ -109,6 +109,10 @@ class ActivationPass {
   dnnl::memory::desc md_;
 };
 
+// `act` when a float32 product applies it as Kiln's Gelu loop after the product (gelu_loop.hpp:
+// faster than oneDNN's gelu_erf post-op), else none (it stays a post-op).
+ops::FusedActivation gelu_pass(const ops::FusedActivation& act, DataType type);
+
 // The fused activation of an ai.kiln node; None for plain ONNX ops. Throws for a malformed one.
 ops::FusedActivation node_activation(const ir::Node& node);
 

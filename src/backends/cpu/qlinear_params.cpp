@@ -47,10 +47,13 @@ std::string check_zero(const ir::Node& node, size_t slot, DataType type, int64_t
 }
 
 // The type the node's output has: y_zero_point's, else uint8 (ai.kiln; ai.onnx: x's) with a
-// y_scale, else float32.
+// y_scale, else float32 or the float type `output_dtype` names (ops/qlinear_fused.cpp).
 DataType output_type(const ir::Node& node, DataType x_type) {
   if (has_slot(node, kYZero)) return node.input(kYZero)->type().dtype;
-  if (!has_slot(node, kYScale)) return DataType::Float32;
+  if (!has_slot(node, kYScale)) {
+    const auto t = static_cast<DataType>(ops::AttrReader(node).attr_int("output_dtype", 0));
+    return t == DataType::Undefined ? DataType::Float32 : t;
+  }
   return node.domain() == ops::kKilnDomain ? DataType::UInt8 : x_type;
 }
 
@@ -94,8 +97,13 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
     return "y_zero_point without y_scale";
   }
   const DataType yt = output_type(node, x->type().dtype);
-  if (yt != DataType::Float32 &&
-      (!is_8bit(yt) || !check_zero(node, kYZero, yt, 1, "y_zero_point").empty())) {
+  if (yt == DataType::BFloat16) {
+    // oneDNN's int8 matmul writes bfloat16 on CPUs with AVX512_BF16 (convolutions: not taken).
+    if (node.op_type() != "FusedQLinearMatMul" || !cpu_has_bf16()) {
+      return "a bfloat16 result on this op or CPU";
+    }
+  } else if (yt != DataType::Float32 &&
+             (!is_8bit(yt) || !check_zero(node, kYZero, yt, 1, "y_zero_point").empty())) {
     return "y_zero_point is not a constant uint8 or int8 scalar";
   }
   if (node.outputs().size() != 1 || !node.output(0) || node.output(0)->type().dtype != yt) {
@@ -175,7 +183,7 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
 
 dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) const {
   using ops::Activation;
-  const bool quantized = y_type != DataType::Float32;
+  const bool quantized = is_8bit(y_type);
   // Activations that commute with a positive scale run after the division by y_scale.
   const bool scaled_act = act.kind == Activation::None || act.kind == Activation::Relu ||
                           act.kind == Activation::LeakyRelu || act.kind == Activation::Clip;
@@ -219,6 +227,8 @@ dnnl::memory::data_type qlinear_dnnl_type(DataType t) {
       return dnnl::memory::data_type::u8;
     case DataType::Int8:
       return dnnl::memory::data_type::s8;
+    case DataType::BFloat16:
+      return dnnl::memory::data_type::bf16;
     default:
       return dnnl::memory::data_type::f32;
   }

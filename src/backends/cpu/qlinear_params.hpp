@@ -24,7 +24,8 @@ struct QLinearParams {
   float x_scale = 1;
   int32_t x_zero = 0;
   std::vector<float> w_scale;  // one, or one per output channel
-  // The output: float32 (no y_scale), or uint8 / int8 with its scale and zero point.
+  // The output: float32 or (a product's `output_dtype`) bfloat16 without y_scale, or uint8 /
+  // int8 with its scale and zero point.
   DataType y_type = DataType::Float32;
   float y_scale = 1;
   int32_t y_zero = 0;
@@ -50,7 +51,7 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis);
 // The node's parameters (check_qlinear passed). `channels`: the weight's output channels.
 QLinearParams qlinear_params(const ir::Node& node, int64_t channels);
 
-// oneDNN's type for uint8 / int8 / float32 tensors.
+// oneDNN's type for uint8 / int8 / bfloat16 / float32 tensors.
 dnnl::memory::data_type qlinear_dnnl_type(DataType t);
 
 }  // namespace kiln::backends::cpu

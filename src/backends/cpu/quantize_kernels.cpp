@@ -1,4 +1,5 @@
-// QuantizeLinear and DequantizeLinear per tensor between float32 and uint8 / int8 on the CPU:
+// QuantizeLinear and DequantizeLinear per tensor between float32 and uint8 / int8 on the CPU
+// (QuantizeLinear also from a half-precision engine's bfloat16 or float16):
 // the edges of the int8 regions of a static QDQ model (the network's input, a residual Add's
 // float32 sum read by the next int8 node, a float32 op between int8 ones), where the reference
 // kernels' per-element index and double vectors cost more than the convolutions beside them.
@@ -49,7 +50,11 @@ std::string check_params(const ir::Node& node, DataType q_type) {
 }
 
 std::string check_quantize(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 0, 8); !why.empty()) return why;
+  // x in float32, or in a half-precision engine's 16-bit type (passes/convert_to_fp16).
+  const ir::Value* x = node.input(0);
+  const DataType xt = x && x->type().is_tensor() ? x->type().dtype : DataType::Undefined;
+  const DataType as = xt == DataType::BFloat16 || xt == DataType::Float16 ? xt : DataType::Float32;
+  if (std::string why = check_float_input(node, 0, as, 0, 8); !why.empty()) return why;
   const ir::Value* y = node.outputs().size() == 1 ? node.output(0) : nullptr;
   if (!y || !is_8bit(y->type().dtype)) return "the output is not uint8 or int8";
   return check_params(node, y->type().dtype);
@@ -99,11 +104,13 @@ void split(int64_t n, int threads, Fn&& fn) {
 }
 
 // Each thread's share through the vector loops (backends/cpu/quantize_loops).
-void quantize(const float* x, uint8_t* y, int64_t n, float scale, float zero, int threads) {
+template <typename X>
+void quantize(const X* x, uint8_t* y, int64_t n, float scale, float zero, int threads) {
   split(n, threads,
         [&](int64_t b, int64_t e) { quantize_to_u8(x + b, y + b, e - b, scale, zero); });
 }
-void quantize(const float* x, int8_t* y, int64_t n, float scale, float zero, int threads) {
+template <typename X>
+void quantize(const X* x, int8_t* y, int64_t n, float scale, float zero, int threads) {
   split(n, threads,
         [&](int64_t b, int64_t e) { quantize_to_s8(x + b, y + b, e - b, scale, zero); });
 }
@@ -133,15 +140,26 @@ class Quantize final : public Kernel {
     const int64_t n = x.storage_numel();
     const int threads =
         threads_for_work(2.0 * static_cast<double>(n), 5.0 * static_cast<double>(n));
-    const auto* px = static_cast<const float*>(x.data);
-    if (type_ == DataType::UInt8) {
-      quantize(px, static_cast<uint8_t*>(y.data), n, scale, zero, threads);
-    } else {
-      quantize(px, static_cast<int8_t*>(y.data), n, scale, zero, threads);
+    switch (x.dtype) {
+      case DataType::BFloat16:
+        return run_from(static_cast<const BFloat16*>(x.data), y, n, scale, zero, threads);
+      case DataType::Float16:
+        return run_from(static_cast<const Float16*>(x.data), y, n, scale, zero, threads);
+      default:
+        return run_from(static_cast<const float*>(x.data), y, n, scale, zero, threads);
     }
   }
 
  private:
+  template <typename X>
+  void run_from(const X* x, DeviceTensor& y, int64_t n, float scale, float zero, int threads) {
+    if (type_ == DataType::UInt8) {
+      quantize(x, static_cast<uint8_t*>(y.data), n, scale, zero, threads);
+    } else {
+      quantize(x, static_cast<int8_t*>(y.data), n, scale, zero, threads);
+    }
+  }
+
   DataType type_;
 };
 

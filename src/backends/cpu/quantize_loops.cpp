@@ -12,13 +12,13 @@ constexpr float kLow = std::is_same_v<Q, uint8_t> ? 0.f : -128.f;
 template <typename Q>
 constexpr float kHigh = std::is_same_v<Q, uint8_t> ? 255.f : 127.f;
 
-template <typename Q>
-void quantize_portable(const float* x, Q* y, int64_t n, float scale, float zero) {
+template <typename X, typename Q>
+void quantize_portable(const X* x, Q* y, int64_t n, float scale, float zero) {
   // Rounding to nearest, ties to even: adding and taking away 1.5 * 2^23 rounds a float of
   // magnitude below 2^22 in the default rounding mode; larger ones saturate either way.
   constexpr float kRound = 12582912.0f;
   for (int64_t i = 0; i < n; ++i) {
-    const float q = x[i] / scale;
+    const float q = static_cast<float>(x[i]) / scale;
     float v = ((q + kRound) - kRound) + zero;
     v = v == v ? v : 0.f;  // NaN to 0, as the reference's
     v = v > kLow<Q> ? v : kLow<Q>;
@@ -39,14 +39,29 @@ using simd::clean_upper_state;
 // The same numerics 16 at a time: the division in float32, the rounding to nearest even as
 // roundscale does it (exact, as the portable loop's addition is below 2^22; above, both
 // saturate), NaN cleared before the saturation.
-template <typename Q>
-__attribute__((target("avx512f"))) void quantize_avx512(const float* x, Q* y, int64_t n,
-                                                        float scale, float zero) {
+// 16 elements of x widened to float32 (exact for both 16-bit types).
+template <typename X>
+__attribute__((target("avx512f"))) __m512 load16(const X* x) {
+  if constexpr (std::is_same_v<X, float>) {
+    return _mm512_loadu_ps(x);
+  } else {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    if constexpr (std::is_same_v<X, Float16>) {
+      return _mm512_cvtph_ps(bits);
+    } else {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+    }
+  }
+}
+
+template <typename X, typename Q>
+__attribute__((target("avx512f"))) void quantize_avx512(const X* x, Q* y, int64_t n, float scale,
+                                                        float zero) {
   const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zero);
   const __m512 lo = _mm512_set1_ps(kLow<Q>), hi = _mm512_set1_ps(kHigh<Q>);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+    const __m512 q = _mm512_div_ps(load16(x + i), vs);
     __m512 v =
         _mm512_add_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
     v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
@@ -75,8 +90,8 @@ __attribute__((target("avx512f"))) void dequantize_avx512(const Q* x, float* y, 
 }
 #endif
 
-template <typename Q>
-void quantize_any(const float* x, Q* y, int64_t n, float scale, float zero) {
+template <typename X, typename Q>
+void quantize_any(const X* x, Q* y, int64_t n, float scale, float zero) {
 #ifdef KILN_X86_SIMD
   if (simd::has_avx512f()) return quantize_avx512(x, y, n, scale, zero);
 #endif
@@ -97,6 +112,18 @@ void quantize_to_u8(const float* x, uint8_t* y, int64_t n, float scale, float ze
   quantize_any(x, y, n, scale, zero);
 }
 void quantize_to_s8(const float* x, int8_t* y, int64_t n, float scale, float zero) {
+  quantize_any(x, y, n, scale, zero);
+}
+void quantize_to_u8(const BFloat16* x, uint8_t* y, int64_t n, float scale, float zero) {
+  quantize_any(x, y, n, scale, zero);
+}
+void quantize_to_s8(const BFloat16* x, int8_t* y, int64_t n, float scale, float zero) {
+  quantize_any(x, y, n, scale, zero);
+}
+void quantize_to_u8(const Float16* x, uint8_t* y, int64_t n, float scale, float zero) {
+  quantize_any(x, y, n, scale, zero);
+}
+void quantize_to_s8(const Float16* x, int8_t* y, int64_t n, float scale, float zero) {
   quantize_any(x, y, n, scale, zero);
 }
 void dequantize_from_u8(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero) {

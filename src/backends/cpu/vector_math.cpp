@@ -269,37 +269,6 @@ void blocked_channel_binary(BinaryOp op, const float* src, const float* v, bool 
 }
 
 KILN_CLONES
-void layer_norm_row(const float* x, int64_t n, float epsilon, const float* gamma, const float* beta,
-                    float* y) {
-  // 16 partial sums per pass (one vector), added up in double.
-  float part[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) part[l] += x[i + l];
-  }
-  double total = 0;
-  for (float p : part) total += p;
-  for (; i < n; ++i) total += x[i];
-  const float mean = static_cast<float>(total / static_cast<double>(n));
-  float sq[16] = {};
-  for (i = 0; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) {
-      const float d = x[i + l] - mean;
-      sq[l] += d * d;
-    }
-  }
-  double squares = 0;
-  for (float p : sq) squares += p;
-  for (; i < n; ++i) squares += static_cast<double>(x[i] - mean) * (x[i] - mean);
-  const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(n) + epsilon));
-  if (beta) {
-    for (i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * gamma[i] + beta[i];
-  } else {
-    for (i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * gamma[i];
-  }
-}
-
-KILN_CLONES
 void affine(const float* x, float a, float b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }

@@ -40,10 +40,6 @@ void binary_same_shape(BinaryOp op, const float* a, const float* b, bool b_scala
 // Mean (or max) of each of `rows` contiguous runs of `len` floats.
 void row_means(const float* x, int64_t rows, int64_t len, float* y);
 void row_maxes(const float* x, int64_t rows, int64_t len, float* y);
-// Layer normalization of one row of n floats: y = (x - mean) / sqrt(var + epsilon) * gamma
-// (+ beta when not null), mean and variance over the row (y may be x).
-void layer_norm_row(const float* x, int64_t n, float epsilon, const float* gamma, const float* beta,
-                    float* y);
 // y[i] = x[i] * a + b for i < n (y may be x).
 void affine(const float* x, float a, float b, int64_t n, float* y);
 // One channel block of a channel-blocked plane: dst[r][l] = src[r][l] * a[l] + b[l] (dst may be
