@@ -17,7 +17,9 @@ bool int8_weight_dequantize(const ir::Node& n,
                                                  "FusedMatMul", "Gemm",      "FusedGemm"};
   if (n.op_type() != "DequantizeLinear" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
       n.inputs().empty() || !n.input(0) || !n.input(0)->is_constant() ||
-      n.input(0)->constant().dtype() != DataType::Int8 || n.outputs().size() != 1) {
+      (n.input(0)->constant().dtype() != DataType::Int8 &&
+       n.input(0)->constant().dtype() != DataType::UInt8) ||
+      n.outputs().size() != 1) {
     return false;
   }
   auto it = uses.find(n.output(0));

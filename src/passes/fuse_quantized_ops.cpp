@@ -2,8 +2,9 @@
 // the int8 nodes the CPU computes with oneDNN's int8 convolution and matmul:
 //
 //   DequantizeLinear(x_q, per tensor) -> Conv / FusedConv / MatMul / FusedMatMul / Gemm /
-//     FusedGemm (weight = DequantizeLinear(int8 constant, per tensor or per output channel,
-//     zero point 0); bias a float32 constant; the activation fused already or none)
+//     FusedGemm (weight = DequantizeLinear(8-bit constant, per tensor or per output channel,
+//     its zero points folded in when w - zero point fits int8); bias a float32 constant; the
+//     activation fused already or none)
 //     [-> QuantizeLinear(per tensor, uint8 or int8)]
 //
 // becomes ai.kiln FusedQLinearConv / FusedQLinearMatMul (ops/qlinear_fused.cpp) reading x_q and
@@ -13,10 +14,10 @@
 // Gemm's alpha joins the weight's scale, beta * C the bias, transB is undone on the weight.
 // A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding; a
 // MaxPool before it moves after it (exact), so the convolution before the pooling quantizes too.
-// Anything else (a weight zero point other than 0, per-axis activations, float16 scales, a
-// computed bias) stays as it is: the reference path runs it. The pass runs before the weights'
-// DequantizeLinear would be folded to float (FoldConstants keeps them for it, keep_int8_weights)
-// and folds the ones it leaves.
+// Anything else (a weight whose w - zero point leaves int8, per-axis activations, float16
+// scales, a computed bias) stays as it is: the reference path runs it. The pass runs before the
+// weights' DequantizeLinear would be folded to float (FoldConstants keeps them for it,
+// keep_int8_weights) and folds the ones it leaves.
 #include <algorithm>
 #include <cmath>
 
@@ -30,19 +31,38 @@ namespace {
 
 enum class Kind { Conv, MatMul, Gemm };
 
-// The int8 constant weight of `dq` (per tensor, or per channel along `axis` of its dims), zero
-// points all 0 (oneDNN's int8 kernels take symmetric weights).
+// The 8-bit constant weight of `dq` (per tensor, or per channel along `axis` of its dims) as
+// the symmetric int8 weight oneDNN's int8 kernels take: an int8 weight with zero points 0 as it
+// is; a uint8 weight, or one with other zero points (onnxruntime's quantizer writes both), as
+// the int8 constant w - zero_point when every such difference fits int8 (uint8 weights with
+// zero point 128, say). The dequantized values are the same either way: (w - z) * scale.
 struct WeightQuant {
-  const Tensor* q = nullptr;
+  const Tensor* q = nullptr;  // the original constant
   ir::Value* q_value = nullptr;
   ir::Value* scale = nullptr;
+  std::optional<Tensor> shifted;  // w - zero point in int8, when q is not that already
 };
+
+std::optional<Tensor> int8_minus_zero(const Tensor& w, const Tensor& zero, int64_t axis) {
+  Tensor out(DataType::Int8, w.dims());
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
+  const int64_t channels = w.dim(static_cast<size_t>(axis));
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int64_t c = zero.numel() == 1 ? 0 : (i / inner) % channels;
+    const int64_t v = w.int_at(i) - zero.int_at(c);
+    if (v < -128 || v > 127) return std::nullopt;
+    out.data<int8_t>()[i] = static_cast<int8_t>(v);
+  }
+  return out;
+}
 
 std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
   if (!dq || !plain_qdq_attributes(*dq) || dq->inputs().size() < 2) return std::nullopt;
   ir::Value* w = dq->input(0);
-  if (!w || !w->is_constant() || w->constant().dtype() != DataType::Int8) return std::nullopt;
+  if (!w || !w->is_constant()) return std::nullopt;
   const Tensor& wt = w->constant();
+  if (wt.dtype() != DataType::Int8 && wt.dtype() != DataType::UInt8) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(wt.rank());
   if (axis < 0 || axis >= rank) return std::nullopt;
   const int64_t channels = wt.dim(static_cast<size_t>(axis));
@@ -53,16 +73,21 @@ std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
     if (dq_axis != axis) return std::nullopt;
   }
   const ir::Value* zero = dq->inputs().size() > 2 ? dq->input(2) : nullptr;
-  if (!constant_zero_point(zero, DataType::Int8, dq->input(1)->constant().numel())) {
+  if (!constant_zero_point(zero, wt.dtype(), dq->input(1)->constant().numel())) {
     return std::nullopt;
   }
+  WeightQuant out{&wt, w, dq->input(1), std::nullopt};
+  bool symmetric = wt.dtype() == DataType::Int8;
   if (zero) {
     const Tensor& z = zero->constant();
-    for (int64_t i = 0; i < z.numel(); ++i) {
-      if (z.data<int8_t>()[i] != 0) return std::nullopt;
-    }
+    for (int64_t i = 0; i < z.numel(); ++i) symmetric &= z.int_at(i) == 0;
   }
-  return WeightQuant{&wt, w, dq->input(1)};
+  if (!symmetric) {
+    Tensor no_zero(wt.dtype(), {});  // a uint8 weight without a zero point: 0
+    out.shifted = int8_minus_zero(wt, zero ? zero->constant() : no_zero, axis);
+    if (!out.shifted) return std::nullopt;
+  }
+  return out;
 }
 
 // A float32 vector of `n` (or a row [1, n], or one value broadcast) times `factor`, as the
@@ -222,7 +247,10 @@ bool fuse(Rewriter& rw, ir::Node& n) {
       for (int64_t i = 0; i < s.numel(); ++i) s.data<float>()[i] *= alpha;
       w_scale = rw.new_constant(w->scale->name() + "_alpha", std::move(s));
     }
-    if (trans_b) w_q = rw.new_constant(w_q->name() + "_kn", transposed(*w->q));
+    if (trans_b) {
+      w_q = rw.new_constant(w_q->name() + "_kn", transposed(w->shifted ? *w->shifted : *w->q));
+      w->shifted.reset();
+    }
   } else if (bias) {
     // Conv's B and FusedMatMul's bias: a float32 constant of M.
     if (!bias->is_constant() || bias->constant().dtype() != DataType::Float32 ||
@@ -231,6 +259,8 @@ bool fuse(Rewriter& rw, ir::Node& n) {
     }
   }
 
+  // A weight with zero points in its symmetric int8 form (int8_weight).
+  if (w->shifted) w_q = rw.new_constant(w_q->name() + "_int8", std::move(*w->shifted));
   ir::Node* q = requantizing_reader(rw, y);
   std::vector<ir::Value*> inputs = {x->q,
                                     x->scale,

@@ -182,31 +182,64 @@ def test_threads_agree(tmp_path):
     np.testing.assert_array_equal(one, two)
 
 
-def test_weight_zero_point_stays_on_the_reference_path(tmp_path):
-    # oneDNN's int8 kernels take symmetric weights: a weight zero point keeps the float path.
-    path = qdq.conv(tmp_path / "conv.onnx", w_zero=3)
-    check_against_reference(path, [2, 8, 10, 10], None)
-    s = session(path)
-    run(s, inputs([2, 8, 10, 10]))
-    ops = op_types(s)
-    assert "FusedQLinearConv" not in ops and ("Conv" in ops or "FusedConv" in ops), ops
-
-
-def test_uint8_weights_stay_on_the_reference_path(tmp_path):
-    path = qdq.conv(tmp_path / "conv.onnx")
+def rewrite_weights(path, change):
+    """Applies change(w, zero) -> (w, zero) to every weight DequantizeLinear's constants."""
     m = onnx.load(path)
     inits = {i.name: i for i in m.graph.initializer}
     for n in m.graph.node:
         if n.op_type == "DequantizeLinear" and n.input[0].startswith("w"):
-            w = numpy_helper.to_array(inits[n.input[0]]).astype(np.int16) + 128
-            inits[n.input[0]].CopyFrom(numpy_helper.from_array(w.astype(np.uint8), n.input[0]))
-            z = numpy_helper.to_array(inits[n.input[2]]).astype(np.int16) + 128
-            inits[n.input[2]].CopyFrom(numpy_helper.from_array(z.astype(np.uint8), n.input[2]))
+            w, z = (numpy_helper.to_array(inits[n.input[k]]) for k in (0, 2))
+            w, z = change(w, z)
+            inits[n.input[0]].CopyFrom(numpy_helper.from_array(w, n.input[0]))
+            inits[n.input[2]].CopyFrom(numpy_helper.from_array(z, n.input[2]))
     onnx.save(m, path)
-    check_against_reference(path, [2, 8, 10, 10], None)
+
+
+def assert_on_int8_kernel(path, shape, fused):
+    check_against_reference(path, shape, None)
+    s = session(path)
+    run(s, inputs(shape))
+    assert (fused in op_types(s)) if fused else ("FusedQLinearConv" not in op_types(s))
+
+
+def test_uint8_weights_run_on_the_int8_kernel(tmp_path):
+    # onnxruntime's quantizer with weight_type QUInt8: uint8 weights around zero point 128. The
+    # pass folds the zero point into an int8 constant (w - 128), exactly the same weights.
+    path = qdq.conv(tmp_path / "conv.onnx")
+    rewrite_weights(path, lambda w, z: ((w.astype(np.int16) + 128).astype(np.uint8),
+                                        (z.astype(np.int16) + 128).astype(np.uint8)))
+    assert_on_int8_kernel(path, [2, 8, 10, 10], "FusedQLinearConv")
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_weight_zero_points_within_int8_run_on_the_int8_kernel(tmp_path, per_channel):
+    # Asymmetric int8 weights whose w - zero point stays in int8: per channel (different zero
+    # points) and per tensor; a MatMul too.
+    path = qdq.conv(tmp_path / "conv.onnx", per_channel=per_channel)
+    def shift(w, z):
+        zero = (np.arange(z.size).reshape(z.shape) % 7 + 5).astype(np.int8)
+        axis_shape = [-1] + [1] * (w.ndim - 1) if z.ndim else []
+        w = np.clip(w.astype(np.int16), -100, 100) + zero.astype(np.int16).reshape(axis_shape)
+        return w.astype(np.int8), zero
+    rewrite_weights(path, shift)
+    assert_on_int8_kernel(path, [2, 8, 10, 10], "FusedQLinearConv")
+    mm = qdq.matmul(tmp_path / "matmul.onnx", per_channel=False)
+    rewrite_weights(mm, lambda w, z: ((np.clip(w.astype(np.int16), -100, 100) - 9).astype(np.int8),
+                                      np.int8(-9)))
+    assert_on_int8_kernel(mm, [2, 5, 32], "FusedQLinearMatMul")
+
+
+def test_weight_zero_point_beyond_int8_stays_on_the_reference_path(tmp_path):
+    # oneDNN's int8 kernels take symmetric weights: where w - zero point leaves int8 (uint8
+    # weights up to 255 with zero point 0) the float path runs it.
+    path = qdq.conv(tmp_path / "conv.onnx")
+    rewrite_weights(path, lambda w, z: ((w.astype(np.int16) + 128).astype(np.uint8),
+                                        np.zeros(z.shape, np.uint8)))
+    assert_on_int8_kernel(path, [2, 8, 10, 10], None)
     s = session(path)
     run(s, inputs([2, 8, 10, 10]))
-    assert "FusedQLinearConv" not in op_types(s)
+    ops = op_types(s)
+    assert "Conv" in ops or "FusedConv" in ops, ops
 
 
 def qlinear_conv_model(tmp_path, w_scale_count=4):
