@@ -208,3 +208,25 @@ def stem(path, seed=0):
     y, _ = b.qdq(y, -4.0, 4.0)
     return b.save(path, "x", [1, 3, 20, 20], y, [1, 8, 5, 5])
 
+
+def branches(path, seed=0):
+    """An Inception-style block: two convolution branches (6 and 10 filters, Relu) and a max
+    pool of the input joined by Concat -> Q/DQ -> Conv -> Q/DQ. The QuantizeLinear moves
+    before the Concat (exact): the branches' convolutions write uint8 and the Concat joins
+    uint8."""
+    b = Builder(seed)
+    x, _ = b.qdq("x", -1.0, 3.0)
+    parts = []
+    for i, m in enumerate([6, 10]):
+        w = b.rng.standard_normal((m, 8, 3, 3)).astype(np.float32) * 0.3
+        y = b.node("Conv", [x, b.weight(w, 0), b.const("b", b.rng.standard_normal(m).astype(
+            np.float32) * 0.2)], f"branch{i}", pads=[1, 1, 1, 1])
+        parts.append(b.node("Relu", [y], f"relu{i}"))
+    parts.append(b.node("MaxPool", [x], "pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    y = b.node("Concat", parts, "concat", axis=1)
+    y, _ = b.qdq(y, 0.0, 6.0)
+    w = b.rng.standard_normal((4, 24, 1, 1)).astype(np.float32) * 0.3
+    y = b.node("Conv", [y, b.weight(w, 0)], "conv")
+    y, _ = b.qdq(y, -4.0, 4.0)
+    return b.save(path, "x", [2, 8, 9, 9], y, [2, 4, 9, 9])
+

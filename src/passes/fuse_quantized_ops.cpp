@@ -13,7 +13,8 @@
 // node's DequantizeLinear reads what this one writes). Without it, the output stays float32.
 // Gemm's alpha joins the weight's scale, beta * C the bias, transB is undone on the weight.
 // A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding; a
-// MaxPool before it moves after it (exact), so the convolution before the pooling quantizes too.
+// MaxPool or Concat before it moves after it (exact), so the convolutions before them quantize
+// too.
 // Anything else (a weight whose w - zero point leaves int8, per-axis activations, float16
 // scales, a computed bias) stays as it is: the reference path runs it. The pass runs before the
 // weights' DequantizeLinear would be folded to float (FoldConstants keeps them for it,
@@ -206,6 +207,41 @@ bool quantize_before_max_pool(Rewriter& rw, ir::Node& pool) {
   return true;
 }
 
+// Concat(x1, ..., xn) -> QuantizeLinear becomes Concat(QuantizeLinear(x1), ...,
+// QuantizeLinear(xn)), each with the one scale and zero point: exact, since quantizing works
+// element by element and Concat only moves elements. The convolutions before it (an Inception
+// or DenseNet block's branches) then write the quantized tensor themselves and the Concat moves
+// a quarter of the bytes.
+bool quantize_before_concat(Rewriter& rw, ir::Node& concat) {
+  if (!is_op(&concat, "Concat") || concat.outputs().size() != 1 || !concat.output(0) ||
+      concat.inputs().empty()) {
+    return false;
+  }
+  for (const ir::Value* x : concat.inputs()) {
+    if (!x || !x->type().is_tensor() || x->type().dtype != DataType::Float32 || !x->type().shape) {
+      return false;
+    }
+  }
+  ir::Node* q = requantizing_reader(rw, concat.output(0));
+  if (!q || q->input(0) != concat.output(0) || rw.touched(q->output(0))) return false;
+  ir::Value* quantized = q->output(0);
+  std::vector<ir::Value*> parts;
+  for (ir::Value* x : concat.inputs()) {
+    std::vector<ir::Value*> q_inputs(q->inputs().begin(), q->inputs().end());
+    q_inputs[0] = x;
+    ir::Value* xq = rw.new_value(x->name() + "_quantized",
+                                 TypeInfo::tensor(quantized->type().dtype, *x->type().shape));
+    rw.insert_node(&concat, "QuantizeLinear", "", std::move(q_inputs), {xq}, q->opset());
+    parts.push_back(xq);
+  }
+  ir::Value* joined = rw.new_value(quantized->name() + "_joined", quantized->type());
+  ir::Node* new_concat =
+      rw.insert_node(q, "Concat", "", std::move(parts), {joined}, concat.opset());
+  for (const auto& [name, a] : concat.attributes()) new_concat->set_attribute(name, a);
+  rw.replace(quantized, joined, {q, &concat});
+  return true;
+}
+
 bool fuse(Rewriter& rw, ir::Node& n) {
   const std::optional<Kind> kind = kind_of(n);
   if (!kind || n.outputs().size() != 1 || n.inputs().size() < 2) return false;
@@ -292,10 +328,11 @@ bool fuse(Rewriter& rw, ir::Node& n) {
 }  // namespace
 
 bool FuseQuantizedOps::apply(ir::Graph& root) const {
-  // The Pads and MaxPools first, so that the convolutions before them see their QuantizeLinear.
+  // The Pads, MaxPools and Concats first, so that the convolutions before them see their
+  // QuantizeLinear.
   const bool pads = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
     return (is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n)) ||
-           quantize_before_max_pool(rw, n);
+           quantize_before_max_pool(rw, n) || quantize_before_concat(rw, n);
   });
   const bool fused = rewrite_graph(root, fuse);
   // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as

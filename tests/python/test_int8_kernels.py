@@ -323,6 +323,18 @@ def test_zero_pad_joins_the_convolution(tmp_path):
     assert "Pad" not in ops and ops.count("QuantizeLinear") == 1, ops
 
 
+def test_quantize_moves_before_concat(tmp_path):
+    path = qdq.branches(tmp_path / "branches.onnx")
+    check_against_reference(path, [2, 8, 9, 9], "FusedQLinearConv")
+    s = session(path)
+    run(s, inputs([2, 8, 9, 9]))
+    ops = [e["op_type"] for e in s.get_profile()]
+    # The input's QuantizeLinear and the pool branch's: the convolution branches write uint8
+    # themselves, and the Concat joins uint8 (its own QuantizeLinear is gone).
+    assert ops.count("QuantizeLinear") == 2 and "Concat" in ops, ops
+    assert ops.count("FusedQLinearConv") == 3, ops
+
+
 def test_quantize_moves_before_max_pool(tmp_path):
     path = qdq.stem(tmp_path / "stem.onnx")
     check_against_reference(path, [1, 3, 20, 20], "FusedQLinearConv")

@@ -162,6 +162,38 @@ TEST(Int8Layout, PoolingTakesTheInt8Layout) {
   });
 }
 
+TEST(Int8Layout, ConcatJoinsUint8BranchesChannelsLast) {
+  // An Inception-style block after fuse_quantized_ops: two int8 convolutions writing uint8,
+  // joined along the channels, read by a third: the Concat joins them channels-last.
+  Int8Graph g;
+  ir::Value* q = g.quantize(g.input({2, 16, 6, 5}), 1.f);
+  ir::Value* a = g.conv(q, 16, 16, 8.f);
+  ir::Value* b = g.conv(q, 16, 32, 8.f);
+  ir::Value* joined = g.op("Concat", {a, b}, {{"axis", ir::Attribute(int64_t{1})}});
+  ir::Value* y = g.conv(joined, 48, 8, 0.f);
+  g.compare(y, [&](const runtime::Executor& ex) {
+    for (ir::Value* v : {a, b, joined}) {
+      EXPECT_EQ(g.layout(ex, v), Layout::channels_last()) << v->name();
+    }
+  });
+}
+
+TEST(Int8Layout, RowMajorUint8MaxPoolRunsThroughChannelsLastCopies) {
+  // A pooling of a row-major uint8 tensor (a QuantizeLinear of a graph input): oneDNN pools
+  // 8-bit tensors fast only channels-last, so the kernel pools copies in that layout; the
+  // result is the reference's exactly.
+  Int8Graph g;
+  ir::Value* q = g.quantize(g.input({2, 8, 9, 7}), 0.5f);
+  ir::Value* p = g.op("MaxPool", {q},
+                      {{"kernel_shape", ir::Attribute(std::vector<int64_t>{3, 3})},
+                       {"pads", ir::Attribute(std::vector<int64_t>{1, 1, 1, 1})}});
+  ir::Value* y = g.conv(p, 8, 4, 0.f);
+  g.compare(y, [&](const runtime::Executor& ex) {
+    EXPECT_TRUE(g.layout(ex, p).is_row_major());
+    EXPECT_EQ(ex.kernel_choices()[1].kernel, "onednn.pool");
+  });
+}
+
 TEST(Int8Layout, AFloatKernelBesideKeepsRowMajor) {
   // The float32 result also read by Relu (the CPU's element-wise kernels take their backend's
   // channel-blocked layout only): no layout suits every reader, so it is row-major, and so is

@@ -2,7 +2,8 @@
 // is contiguous in row-major order). A 4-D float tensor concatenated along channels may also be
 // channel-blocked when every input's channel count is a multiple of 16: then no input carries
 // padding lanes, each sample of an input is (C/b) whole blocks of H*W*b floats, and the copies
-// are the same as for row-major data with C*H*W floats per sample.
+// are the same as for row-major data with C*H*W floats per sample. 8-bit images along channels
+// may be channels-last (the int8 convolutions' layout): each pixel's channels are one row.
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.hpp"
@@ -35,6 +36,7 @@ class ConcatKernel final : public Kernel {
   std::string_view name() const override { return "cpu.concat"; }
 
   BlockedLayouts blocked_layouts() const override {
+    if (channels_of_8bit_images()) return {.uniform = true, .layout = Layout::channels_last()};
     for (size_t i = 0; i < node_.inputs().size(); ++i) {
       auto d = declared_dims(node_, i);
       if (node_.input(i)->type().dtype != DataType::Float32 || !d || d->size() != 4 ||
@@ -68,17 +70,24 @@ class ConcatKernel final : public Kernel {
     DeviceTensor y = out.allocate(0, first.dtype, dims);
     KILN_CHECK(y.layout == first.layout, ErrorCode::Internal, "node {}: layout {} in, {} out",
                node_.label(), first.layout.to_string(), y.layout.to_string());
+    const bool channels_last = y.layout.kind == Layout::Kind::ChannelsLast;
     if (!y.layout.is_row_major()) {
       for (const DeviceTensor& t : in) {
-        KILN_CHECK(axis == 1 && t.dims[1] % y.layout.block == 0, ErrorCode::Internal,
-                   "node {}: blocked concat of {} on axis {}", node_.label(),
-                   dims_to_string(t.dims), axis);
+        KILN_CHECK(
+            axis == 1 && (channels_last ? t.dims.size() == 4 : t.dims[1] % y.layout.block == 0),
+            ErrorCode::Internal, "node {}: concat of {} on axis {} in layout {}", node_.label(),
+            dims_to_string(t.dims), axis, y.layout.to_string());
       }
     }
     const size_t esize = dtype_size(first.dtype);
     int64_t outer = 1, inner = 1;
-    for (size_t d = 0; d < axis; ++d) outer *= dims[d];
-    for (size_t d = axis + 1; d < dims.size(); ++d) inner *= dims[d];
+    if (channels_last) {
+      // (N, H, W, C) in memory: each pixel's channels are its row.
+      outer = dims[0] * dims[2] * dims[3];
+    } else {
+      for (size_t d = 0; d < axis; ++d) outer *= dims[d];
+      for (size_t d = axis + 1; d < dims.size(); ++d) inner *= dims[d];
+    }
     const size_t row_bytes = static_cast<size_t>(dims[axis] * inner) * esize;
     if (outer == 0 || row_bytes == 0) return;
     auto* py = static_cast<char*>(y.data);
@@ -99,6 +108,19 @@ class ConcatKernel final : public Kernel {
   }
 
  private:
+  // 8-bit images joined along channels (a static INT8 network's blocks, between int8
+  // convolutions that exchange channels-last tensors): concatenated in that layout, as rows of
+  // each pixel's channels.
+  bool channels_of_8bit_images() const {
+    if (axis_ != 1 && axis_ != -3) return false;
+    for (size_t i = 0; i < node_.inputs().size(); ++i) {
+      const DataType t = node_.input(i)->type().dtype;
+      auto d = declared_dims(node_, i);
+      if ((t != DataType::UInt8 && t != DataType::Int8) || !d || d->size() != 4) return false;
+    }
+    return true;
+  }
+
   const ir::Node& node_;
   int64_t axis_;
 };

@@ -5,14 +5,11 @@
 // and activation in its attributes (backends/cpu/qlinear_params.hpp).
 #include <algorithm>
 
-#include "backends/cpu/gelu_loop.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
-#include "backends/cpu/quantize_loops.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
-#include "core/half_convert.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -27,17 +24,6 @@ std::string check_qlinear_matmul(const ir::Node& node) {
   return "";
 }
 
-// A Gelu runs as Kiln's loop after the product (gelu_loop.hpp: faster than oneDNN's gelu_erf
-// post-op): the product writes its real values in float32 (into the result, or a scratch the
-// loop then quantizes or narrows from, a chunk at a time while it is in cache).
-QLinearParams product_params(QLinearParams p) {
-  if (p.act.kind == ops::Activation::Gelu) {
-    p.act = {};
-    p.y_type = DataType::Float32;
-  }
-  return p;
-}
-
 class QLinearMatMul final : public Kernel {
  public:
   explicit QLinearMatMul(const ir::Node& node)
@@ -46,7 +32,8 @@ class QLinearMatMul final : public Kernel {
         k_(b_.dim(0)),
         n_(b_.dim(1)),
         params_(qlinear_params(node, n_)),
-        product_(product_params(params_)) {
+        after_(params_.y_type == DataType::Float32 ? gelu_pass(params_.act, DataType::Float32)
+                                                   : ops::FusedActivation{}) {
     if (auto a = declared_dims(node, 0); a && std::count(a->begin(), a->end(), -1) == 0) {
       prepared(shape_numel(*a) / std::max<int64_t>(k_, 1));
     }
@@ -65,48 +52,16 @@ class QLinearMatMul final : public Kernel {
     if (y.numel() == 0) return;
     const int64_t rows = a.numel() / std::max<int64_t>(k_, 1);
     const Entry& e = prepared(rows);
-    const bool gelu_after = product_.act.kind != params_.act.kind;
-    const bool in_place = !gelu_after || params_.y_type == DataType::Float32;
-    if (!in_place) real_.resize(static_cast<size_t>(y.numel()));
-    float* real = in_place ? nullptr : real_.data();
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-        {DNNL_ARG_WEIGHTS, e.packed_b.mem},
-        {DNNL_ARG_DST, wrap(e.pd.dst_desc(), in_place ? y.data : real)},
-        {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+                                            {DNNL_ARG_WEIGHTS, e.packed_b.mem},
+                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
+                                            {DNNL_ARG_SCRATCHPAD, e.scratch}};
     if (!params_.bias.empty()) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
     {
       ThreadLimit limit(e.threads);
       e.prim.execute(dnnl_stream(stream), args);
     }
-    if (gelu_after) finish_gelu(in_place ? static_cast<float*>(y.data) : real, y, e.threads);
-  }
-
-  // Gelu over the float32 real values, then the result's type from them, a chunk at a time.
-  void finish_gelu(float* real, DeviceTensor& y, int threads) const {
-    constexpr int64_t kChunk = 1 << 12;
-    const int64_t n = y.numel(), chunks = (n + kChunk - 1) / kChunk;
-    const QLinearParams& p = params_;
-#pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 1 && threads > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t at = c * kChunk, len = std::min(kChunk, n - at);
-      gelu_in_place(real + at, len);
-      const float zero = static_cast<float>(p.y_zero);
-      switch (p.y_type) {
-        case DataType::UInt8:
-          quantize_to_u8(real + at, static_cast<uint8_t*>(y.data) + at, len, p.y_scale, zero);
-          break;
-        case DataType::Int8:
-          quantize_to_s8(real + at, static_cast<int8_t*>(y.data) + at, len, p.y_scale, zero);
-          break;
-        case DataType::BFloat16:
-          floats_to_bfloat16s(real + at, static_cast<uint16_t*>(y.data) + at,
-                              static_cast<size_t>(len));
-          break;
-        default:  // float32: done in place
-          break;
-      }
-    }
+    after_.run(static_cast<float*>(y.data), y.numel(), stream);
   }
 
  private:
@@ -132,8 +87,8 @@ class QLinearMatMul final : public Kernel {
                  "node {}: an int8 product over an empty K", node_.label());
       return cache_.add(std::move(e));
     }
-    const memory::data_type at = qlinear_dnnl_type(product_.x_type);
-    const memory::data_type yt = qlinear_dnnl_type(product_.y_type);
+    const memory::data_type at = qlinear_dnnl_type(params_.x_type);
+    const memory::data_type yt = qlinear_dnnl_type(params_.y_type);
     ThreadLimit limit(e.threads);
     try {
       const memory::desc bias_md =
@@ -142,7 +97,7 @@ class QLinearMatMul final : public Kernel {
           dnnl::matmul::desc(plain_desc({rows, k_}, at),
                              memory::desc({k_, n_}, memory::data_type::s8, memory::format_tag::any),
                              bias_md, plain_desc({rows, n_}, yt)),
-          product_.attr(n_, 1 << 1), engine());
+          params_.attr(n_, 1 << 1, !after_.none()), engine());
       e.prim = dnnl::matmul(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
       note_implementation(node_, e.pd.impl_info_str());
@@ -162,9 +117,10 @@ class QLinearMatMul final : public Kernel {
   const Tensor& b_;
   int64_t k_, n_;
   QLinearParams params_;
-  QLinearParams product_;    // what oneDNN's primitive computes (product_params)
-  std::vector<float> real_;  // the product's float32 result when a Gelu follows an 8-bit or
-                             // bfloat16 result
+  // A float32 result's Gelu as Kiln's loop after the product (gelu_pass). Not for an 8-bit or
+  // bfloat16 result: its float32 values would make a round trip through memory, which cost
+  // what the loop saves (BERT-base's FFN up-projection, measured both ways).
+  ActivationPass after_;
   ShapeCache<Entry> cache_;  // an entry per row count seen (bounded)
 };
 

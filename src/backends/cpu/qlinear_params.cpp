@@ -181,12 +181,14 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels) {
   return p;
 }
 
-dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) const {
+dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask,
+                                         bool without_activation) const {
   using ops::Activation;
+  const ops::FusedActivation applied = without_activation ? ops::FusedActivation{} : act;
   const bool quantized = is_8bit(y_type);
   // Activations that commute with a positive scale run after the division by y_scale.
-  const bool scaled_act = act.kind == Activation::None || act.kind == Activation::Relu ||
-                          act.kind == Activation::LeakyRelu || act.kind == Activation::Clip;
+  const bool scaled_act = applied.kind == Activation::None || applied.kind == Activation::Relu ||
+                          applied.kind == Activation::LeakyRelu || applied.kind == Activation::Clip;
   const float out_div = quantized && scaled_act ? y_scale : 1.f;
   std::vector<float> scales(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) {
@@ -208,10 +210,10 @@ dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask) con
     // dst holds the 8-bit Z; the post-ops run in the output's units where out_div is y_scale.
     ops.append_sum(residual_scale / out_div, residual_zero, qlinear_dnnl_type(residual_type));
   }
-  ops::FusedActivation in_units = act;
-  if (act.kind == Activation::Clip && out_div != 1.f) {
-    in_units.alpha = act.alpha / out_div;
-    in_units.beta = act.beta / out_div;
+  ops::FusedActivation in_units = applied;
+  if (applied.kind == Activation::Clip && out_div != 1.f) {
+    in_units.alpha = applied.alpha / out_div;
+    in_units.beta = applied.beta / out_div;
   }
   append_activation(ops, in_units);
   if (quantized && !scaled_act) {

@@ -41,7 +41,9 @@ struct QLinearParams {
 
   // oneDNN's attributes for `channels` output channels; `channel_mask` is the dst dims mask of
   // the channel axis (1 << 1 for a convolution's NC..., 1 << 1 for a matmul's [rows, N]).
-  dnnl::primitive_attr attr(int64_t channels, int channel_mask) const;
+  // `without_activation`: the kernel applies it itself after the primitive (a float32 result).
+  dnnl::primitive_attr attr(int64_t channels, int channel_mask,
+                            bool without_activation = false) const;
 };
 
 // "" when the node's operands are what the kernels take (the weight in slot 3 with its output
