@@ -42,8 +42,8 @@ struct Fp16Slots {
   // Converts only to bfloat16 (its fast kernel has no float16 form).
   bool bf16_only = false;
   // Converts only where every masked float32 input already arrives in the half type: the op
-  // reads it as exactly as a Cast to float32 would, so it saves that Cast, but it is never worth
-  // adding one before it (QuantizeLinear).
+  // reads it exactly as a Cast to float32 before it would, so converting saves that Cast, but
+  // adding a Cast before it would only add work (QuantizeLinear).
   bool after_half_inputs = false;
   // The attribute that names the converted outputs' type (set to the half type's code) for an op
   // whose outputs' float type no input decides (an int8 product's float result).
