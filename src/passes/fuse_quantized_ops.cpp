@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "ops/fused_activation.hpp"
+#include "ops/int8_weights.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
 #include "passes/qdq_patterns.hpp"
@@ -44,20 +45,6 @@ struct WeightQuant {
   std::optional<Tensor> shifted;  // w - zero point in int8, when q is not that already
 };
 
-std::optional<Tensor> int8_minus_zero(const Tensor& w, const Tensor& zero, int64_t axis) {
-  Tensor out(DataType::Int8, w.dims());
-  int64_t inner = 1;
-  for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
-  const int64_t channels = w.dim(static_cast<size_t>(axis));
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const int64_t c = zero.numel() == 1 ? 0 : (i / inner) % channels;
-    const int64_t v = w.int_at(i) - zero.int_at(c);
-    if (v < -128 || v > 127) return std::nullopt;
-    out.data<int8_t>()[i] = static_cast<int8_t>(v);
-  }
-  return out;
-}
-
 std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
   if (!dq || !plain_qdq_attributes(*dq) || dq->inputs().size() < 2) return std::nullopt;
   ir::Value* w = dq->input(0);
@@ -78,14 +65,9 @@ std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
     return std::nullopt;
   }
   WeightQuant out{&wt, w, dq->input(1), std::nullopt};
-  bool symmetric = wt.dtype() == DataType::Int8;
-  if (zero) {
-    const Tensor& z = zero->constant();
-    for (int64_t i = 0; i < z.numel(); ++i) symmetric &= z.int_at(i) == 0;
-  }
-  if (!symmetric) {
-    Tensor no_zero(wt.dtype(), {});  // a uint8 weight without a zero point: 0
-    out.shifted = int8_minus_zero(wt, zero ? zero->constant() : no_zero, axis);
+  const Tensor* z = zero ? &zero->constant() : nullptr;
+  if (!ops::symmetric_int8(wt, z)) {
+    out.shifted = ops::int8_minus_zero_point(wt, z, axis);
     if (!out.shifted) return std::nullopt;
   }
   return out;

@@ -55,10 +55,55 @@ def test_engine_keeps_the_int8_nodes_and_passes_the_gate(kiln, tmp_path):
     assert node_kernels(r.stdout).get("FusedQLinearConv") == {"cpu:onednn.qlinear_conv"}
 
 
-def test_weight_zero_point_is_left_to_the_reference_path(kiln, tmp_path):
+def test_weight_zero_point_beyond_int8_is_left_to_the_reference_path(kiln, tmp_path):
+    # Weights quantized to [-127, 127] with zero point 2: w - 2 reaches -129, outside int8.
     model = qdq.conv(tmp_path / "conv.onnx", w_zero=2)
     r = kiln("profile", model, "--iterations", 1)
     assert r.returncode == 0, r.stderr
     kernels = node_kernels(r.stdout)
     assert "FusedQLinearConv" not in kernels, r.stdout
     assert "FusedConv" in kernels or "Conv" in kernels, r.stdout
+
+
+def test_conv_integer_runs_on_the_int8_convolution(kiln, tmp_path):
+    # ONNX ConvInteger with a constant uint8 weight (as onnxruntime's quantize_dynamic writes).
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.integers(60, 200, (8, 4, 3, 3)).astype(np.uint8), "w")
+    wz = numpy_helper.from_array(np.uint8(128), "wz")
+    xz = numpy_helper.from_array(np.uint8(100), "xz")
+    g = helper.make_graph(
+        [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 1, 1])],
+        "conv_integer", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 8, 6, 6])], [w, wz, xz])
+    model = tmp_path / "conv_integer.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
+    r = kiln("profile", model, "--iterations", 1)
+    assert r.returncode == 0, r.stderr
+    assert node_kernels(r.stdout).get("ConvInteger") == {"cpu:onednn.qlinear_conv"}, r.stdout
+
+
+def test_dynamic_conv_integer_takes_its_zero_point_at_run_time(kiln, tmp_path):
+    # onnxruntime's quantize_dynamic (int8 weights): DynamicQuantizeLinear computes x's zero
+    # point in the run; the int8 convolution takes it with each run.
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], [w])
+    src, dst = tmp_path / "conv.onnx", tmp_path / "conv_dynamic.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), src)
+    quantize_dynamic(str(src), str(dst), op_types_to_quantize=["Conv"],
+                     weight_type=QuantType.QInt8)
+    r = kiln("profile", dst, "--iterations", 1)
+    assert r.returncode == 0, r.stderr
+    assert node_kernels(r.stdout).get("ConvInteger") == {"cpu:onednn.qlinear_conv"}, r.stdout
+    r = kiln("verify", dst)
+    assert r.returncode == 0, r.stdout + r.stderr

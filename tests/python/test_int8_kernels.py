@@ -345,3 +345,33 @@ def test_quantize_moves_before_max_pool(tmp_path):
     # pooling reads it.
     assert ops.count("QuantizeLinear") == 1 and "MaxPool" in ops, ops
 
+
+
+@pytest.mark.parametrize("weight_type", ["QUInt8", "QInt8"])
+def test_onnxruntime_dynamic_conv_runs_on_the_int8_kernel(tmp_path, weight_type):
+    # onnxruntime's quantize_dynamic writes a convolution as DynamicQuantizeLinear -> ConvInteger
+    # (uint8 weights around 128 by default) -> Cast -> Mul by the scales: the ConvInteger runs on
+    # the int8 convolution and agrees with onnxruntime to float rounding.
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((12, 6, 3, 3)).astype(np.float32) * 0.3, "w")
+    b = numpy_helper.from_array(rng.standard_normal(12).astype(np.float32) * 0.1, "b")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 10, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12, 10, 9])], [w, b])
+    src, dst = tmp_path / "conv.onnx", tmp_path / "conv_dynamic.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), src)
+    quantize_dynamic(str(src), str(dst), op_types_to_quantize=["Conv"],
+                     weight_type=getattr(QuantType, weight_type))
+    assert "ConvInteger" in {n.op_type for n in onnx.load(dst).graph.node}
+    x = inputs([2, 6, 10, 9])
+    s = session(str(dst))
+    got = run(s, x)
+    # (tests/cli/test_int8_kernels.py checks that it is the int8 convolution's kernel.)
+    assert "ConvInteger" in op_types(s)
+    o = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    theirs = o.run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+    np.testing.assert_allclose(got, run(session(str(dst), optimize=False), x), rtol=1e-5,
+                               atol=1e-5 * np.abs(theirs).max())

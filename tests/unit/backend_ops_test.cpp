@@ -482,6 +482,31 @@ std::vector<Case> cases() {
                .inputs = {typed({2, 41}, DataType::Int8), reals_in({}, {0.125}),
                           ints_in({}, {-5}, DataType::Int8)},
                .kernel = "cpu.dequantize_linear"});
+  // ConvInteger (onnxruntime's dynamic INT8 convolutions) on the int8 convolution: uint8
+  // weights around 128 and int8 weights with per-channel zero points, both folded into int8;
+  // int32 results, exact.
+  std::vector<int64_t> w_u8, w_s8;
+  for (int64_t k = 0; k < 6 * 4 * 9; ++k) {
+    w_u8.push_back(k * 37 % 200 + 28);
+    w_s8.push_back(k * 13 % 150 - 75);
+  }
+  c.push_back({.name = "conv_integer_u8_weights",
+               .op = "ConvInteger",
+               .inputs = {typed({2, 4, 7, 6}, DataType::UInt8),
+                          ints_in({6, 4, 3, 3}, w_u8, DataType::UInt8),
+                          ints_in({}, {3}, DataType::UInt8), ints_in({}, {128}, DataType::UInt8)},
+               .attrs = {ints("pads", {1, 1, 1, 1})},
+               .kernel = "onednn.qlinear_conv",
+               .opset = 10});
+  c.push_back(
+      {.name = "conv_integer_s8_channel_zero_points",
+       .op = "ConvInteger",
+       .inputs = {typed({1, 4, 9, 9}, DataType::UInt8), ints_in({6, 4, 3, 3}, w_s8, DataType::Int8),
+                  ints_in({}, {7}, DataType::UInt8),
+                  ints_in({6}, {1, -2, 3, 0, 5, -4}, DataType::Int8)},
+       .attrs = {ints("strides", {2, 2})},
+       .kernel = "onednn.qlinear_conv",
+       .opset = 10});
   // The dynamic INT8 path (kiln quantize --dynamic): DynamicQuantizeLinear, and MatMulInteger of
   // a uint8 activation (with its zero point) and a constant int8 weight; integer results, exact.
   c.push_back({.name = "dynamic_quantize_linear",

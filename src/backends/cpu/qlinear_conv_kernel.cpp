@@ -1,7 +1,9 @@
-// Int8 convolution on the CPU: ai.onnx QLinearConv and ai.kiln FusedQLinearConv (the static
-// QDQ pattern that passes/fuse_quantized_ops folds) through oneDNN's u8/s8 x s8 -> s32
-// convolution (VNNI where the CPU has it), the requantization, bias and activation in its
-// attributes (backends/cpu/qlinear_params.hpp). oneDNN's fast int8 kernels read and write
+// Int8 convolution on the CPU: ai.onnx QLinearConv, ConvInteger (onnxruntime's dynamic INT8
+// convolutions: the int32 result, no scales) and ai.kiln FusedQLinearConv (the static QDQ
+// pattern that passes/fuse_quantized_ops folds) through oneDNN's u8/s8 x s8 -> s32 convolution
+// (VNNI where the CPU has it), the requantization, bias and activation in its attributes
+// (backends/cpu/qlinear_params.hpp); uint8 weights, or weights with zero points, folded into
+// int8 where they fit (Int8Weight). oneDNN's fast int8 kernels read and write
 // channels-last tensors only (on plain NCHW, and on nChw16c, it has only its reference kernel),
 // so it exchanges channels-last 2-D tensors with its neighbours (BlockedLayouts::layout: the
 // next int8 convolution, QuantizeLinear, a residual's float32 sum) and reorders only a row-major
@@ -32,7 +34,12 @@ bool is_channels_last(Layout layout) {
   return layout.kind == Layout::Kind::ChannelsLast;
 }
 
+bool is_conv_integer(const ir::Node& node) {
+  return node.op_type() == "ConvInteger";
+}
+
 std::string check_qlinear_conv(const ir::Node& node) {
+  if (is_conv_integer(node)) return check_conv_integer(node);
   if (std::string why = check_qlinear(node, 0); !why.empty()) return why;
   const size_t rank = node.input(0)->type().shape->rank();
   if (rank < 3 || rank > 5) return "not a 1-D, 2-D or 3-D convolution";
@@ -50,9 +57,12 @@ class QLinearConv final : public Kernel {
  public:
   explicit QLinearConv(const ir::Node& node)
       : node_(node),
-        w_(*constant_input(node, 3)),
+        weight_(node, is_conv_integer(node) ? size_t{1} : size_t{ops::qlinear::kW},
+                is_conv_integer(node) ? size_t{3} : size_t{ops::qlinear::kWZero}, 0),
+        w_(weight_.get()),
         group_(ops::AttrReader(node).attr_int("group", 1)),
-        params_(qlinear_params(node, w_.dim(0))) {
+        params_(is_conv_integer(node) ? conv_integer_params(node)
+                                      : qlinear_params(node, w_.dim(0))) {
     if (auto x = declared_dims(node, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
       prepared(*x);
     }
@@ -92,6 +102,12 @@ class QLinearConv final : public Kernel {
                                             {DNNL_ARG_SCRATCHPAD, e.scratch}};
     if (!params_.bias.empty()) {
       args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
+    }
+    int32_t x_zero = 0;
+    if (params_.x_zero_at_run) {
+      x_zero = runtime_x_zero(in);
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(
+          memory::desc({1}, memory::data_type::s32, memory::format_tag::x), engine(), &x_zero);
     }
     if (params_.residual) {
       // The sum post-op adds the product to what dst holds: the residual first (nothing to
@@ -220,6 +236,7 @@ class QLinearConv final : public Kernel {
   }
 
   const ir::Node& node_;
+  Int8Weight weight_;  // the constant w, with its zero points folded in when it has any
   const Tensor& w_;
   int64_t group_;
   QLinearParams params_;
@@ -234,6 +251,11 @@ std::unique_ptr<Kernel> create(const ir::Node& node) {
 
 KILN_REGISTER_KERNEL({.backend = "cpu",
                       .op_type = "QLinearConv",
+                      .name = "onednn.qlinear_conv",
+                      .check = check_qlinear_conv,
+                      .create = create});
+KILN_REGISTER_KERNEL({.backend = "cpu",
+                      .op_type = "ConvInteger",
                       .name = "onednn.qlinear_conv",
                       .check = check_qlinear_conv,
                       .create = create});

@@ -1,7 +1,8 @@
 // Int8 matrix products on the CPU: ai.onnx QLinearMatMul and ai.kiln FusedQLinearMatMul (the
 // static QDQ MatMul / Gemm that passes/fuse_quantized_ops folds) through oneDNN's u8/s8 x s8 ->
 // s32 matmul (VNNI where the CPU has it): every row of A (of any rank >= 2) times one constant
-// int8 [K, N] weight, packed once into the layout the primitive picks; the requantization, bias
+// [K, N] weight (int8, or uint8 / zero points folded into int8: Int8Weight), packed once into the
+// layout the primitive picks; the requantization, bias
 // and activation in its attributes (backends/cpu/qlinear_params.hpp).
 #include <algorithm>
 
@@ -10,6 +11,7 @@
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
+#include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -28,7 +30,8 @@ class QLinearMatMul final : public Kernel {
  public:
   explicit QLinearMatMul(const ir::Node& node)
       : node_(node),
-        b_(*constant_input(node, 3)),
+        weight_(node, ops::qlinear::kW, ops::qlinear::kWZero, 1),
+        b_(weight_.get()),
         k_(b_.dim(0)),
         n_(b_.dim(1)),
         params_(qlinear_params(node, n_)),
@@ -114,6 +117,7 @@ class QLinearMatMul final : public Kernel {
   }
 
   const ir::Node& node_;
+  Int8Weight weight_;  // the constant b, with its zero points folded in when it has any
   const Tensor& b_;
   int64_t k_, n_;
   QLinearParams params_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/int8_weights.hpp"
 #include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
@@ -62,7 +63,78 @@ int32_t scalar_int(const Tensor* t) {
   return t->dtype() == DataType::UInt8 ? t->data<uint8_t>()[0] : t->data<int8_t>()[0];
 }
 
+// "" when the weight is symmetric int8 or its zero points fold into int8 (Int8Weight).
+std::string check_int8_weight(const Tensor& w, const Tensor* zero, int64_t axis) {
+  if (ops::symmetric_int8(w, zero) || ops::int8_minus_zero_point(w, zero, axis)) return "";
+  return "w - w_zero_point leaves int8 (oneDNN's int8 kernels take symmetric int8 weights)";
+}
+
 }  // namespace
+
+Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis)
+    : original_(slot_constant(node, slot)) {
+  const Tensor* zero = slot_constant(node, zero_slot);
+  if (!ops::symmetric_int8(*original_, zero)) {
+    shifted_ = ops::int8_minus_zero_point(*original_, zero, axis);
+    KILN_CHECK(shifted_.has_value(), ErrorCode::Internal,
+               "node {}: a weight whose zero points leave int8 reached the int8 kernel",
+               node.label());
+  }
+}
+
+std::string check_conv_integer(const ir::Node& node) {
+  const ir::Value* x = node.input(0);
+  if (!x || !x->type().is_tensor() || !is_8bit(x->type().dtype) || !x->type().shape) {
+    return "x is not a uint8 or int8 tensor of known rank";
+  }
+  const size_t rank = x->type().shape->rank();
+  if (rank < 3 || rank > 5) return "not a 1-D, 2-D or 3-D convolution";
+  const Tensor* w = slot_constant(node, 1);
+  if (!w || !is_8bit(w->dtype()) || w->rank() != rank) {
+    return "w is not a constant 8-bit tensor of x's rank";
+  }
+  // x_zero_point: a constant, or a scalar computed in the run (DynamicQuantizeLinear's).
+  const ir::Value* xz = has_slot(node, 2) ? node.input(2) : nullptr;
+  if (xz && !xz->is_constant()) {
+    const TypeInfo& t = xz->type();
+    if (!t.is_tensor() || t.dtype != x->type().dtype || !t.shape || t.shape->rank() > 1 ||
+        (t.shape->rank() == 1 && !((*t.shape)[0].is_static() && (*t.shape)[0].value() == 1))) {
+      return "x_zero_point is not a scalar of x's type";
+    }
+  } else if (std::string why = check_zero(node, 2, x->type().dtype, 1, "x_zero_point");
+             !why.empty()) {
+    return why;
+  }
+  const Tensor* wz = slot_constant(node, 3);
+  if (has_slot(node, 3) && (!wz || wz->dtype() != w->dtype() || wz->rank() > 1 ||
+                            (wz->numel() != 1 && wz->numel() != w->dim(0)))) {
+    return "w_zero_point is not a constant of w's type, one or one per output channel";
+  }
+  if (std::string why = check_int8_weight(*w, wz, 0); !why.empty()) return why;
+  if (node.outputs().size() != 1 || !node.output(0) ||
+      node.output(0)->type().dtype != DataType::Int32) {
+    return "the output is not int32";
+  }
+  if (ops::AttrReader(node).attr_int("group", 1) < 1) return "group < 1";
+  return "";
+}
+
+QLinearParams conv_integer_params(const ir::Node& node) {
+  QLinearParams p;
+  p.x_type = node.input(0)->type().dtype;
+  p.x_zero_at_run = has_slot(node, 2) && !node.input(2)->is_constant();
+  if (!p.x_zero_at_run) p.x_zero = scalar_int(slot_constant(node, 2));
+  p.w_scale = {1.f};
+  p.y_type = DataType::Int32;
+  return p;
+}
+
+int32_t runtime_x_zero(std::span<const DeviceTensor> in) {
+  const DeviceTensor& z = in[2];
+  KILN_CHECK_ARG(z.numel() == 1, "x_zero_point must be a scalar, got {}", dims_to_string(z.dims));
+  return z.dtype == DataType::UInt8 ? *static_cast<const uint8_t*>(z.data)
+                                    : *static_cast<const int8_t*>(z.data);
+}
 
 std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
   const ir::Value* x = node.input(kX);
@@ -70,7 +142,7 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
     return "x is not a uint8 or int8 tensor of known rank";
   }
   const Tensor* w = slot_constant(node, kW);
-  if (!w || w->dtype() != DataType::Int8) return "the weight is not a constant int8 tensor";
+  if (!w || !is_8bit(w->dtype())) return "the weight is not a constant 8-bit tensor";
   if (w_axis < 0 || static_cast<size_t>(w_axis) >= w->rank()) return "the weight's rank";
   const int64_t channels = w->dim(static_cast<size_t>(w_axis));
   if (std::string why = check_scale(node, kXScale, 1, "x_scale"); !why.empty()) return why;
@@ -81,14 +153,12 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
   }
   if (std::string why = check_scale(node, kWScale, channels, "w_scale"); !why.empty()) return why;
   const int64_t w_params = slot_constant(node, kWScale)->numel();
-  if (std::string why = check_zero(node, kWZero, DataType::Int8, w_params, "w_zero_point");
+  if (std::string why = check_zero(node, kWZero, w->dtype(), w_params, "w_zero_point");
       !why.empty()) {
     return why;
   }
-  if (const Tensor* z = slot_constant(node, kWZero)) {
-    for (int64_t i = 0; i < z->numel(); ++i) {
-      if (z->data<int8_t>()[i] != 0) return "w_zero_point is not 0 (symmetric weights only)";
-    }
+  if (std::string why = check_int8_weight(*w, slot_constant(node, kWZero), w_axis); !why.empty()) {
+    return why;
   }
   if (has_slot(node, kYScale)) {
     if (std::string why = check_scale(node, kYScale, 1, "y_scale"); !why.empty()) return why;
@@ -201,7 +271,11 @@ dnnl::primitive_attr QLinearParams::attr(int64_t channels, int channel_mask,
   } else {
     a.set_output_scales(channel_mask, scales);
   }
-  if (x_zero != 0) a.set_zero_points(DNNL_ARG_SRC, 0, {x_zero});
+  if (x_zero_at_run) {
+    a.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  } else if (x_zero != 0) {
+    a.set_zero_points(DNNL_ARG_SRC, 0, {x_zero});
+  }
   if (quantized && y_zero != 0) a.set_zero_points(DNNL_ARG_DST, 0, {y_zero});
   dnnl::post_ops ops;
   if (residual && residual_type == DataType::Float32) {
@@ -231,6 +305,8 @@ dnnl::memory::data_type qlinear_dnnl_type(DataType t) {
       return dnnl::memory::data_type::s8;
     case DataType::BFloat16:
       return dnnl::memory::data_type::bf16;
+    case DataType::Int32:
+      return dnnl::memory::data_type::s32;
     default:
       return dnnl::memory::data_type::f32;
   }

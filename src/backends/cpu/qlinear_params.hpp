@@ -12,6 +12,8 @@
 // An activation that commutes with a positive scale (Relu, LeakyRelu; Clip with its bounds
 // scaled) runs in the output's units; others run in real units, then a linear post-op divides
 // by y_scale.
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct QLinearParams {
   DataType x_type = DataType::UInt8;
   float x_scale = 1;
   int32_t x_zero = 0;
+  // ConvInteger's x_zero_point computed at run time (DynamicQuantizeLinear's): the primitive
+  // takes it with each run (QLinearParams::attr, runtime_x_zero).
+  bool x_zero_at_run = false;
   std::vector<float> w_scale;  // one, or one per output channel
   // The output: float32 or (a product's `output_dtype`) bfloat16 without y_scale, or uint8 /
   // int8 with its scale and zero point.
@@ -53,7 +58,28 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis);
 // The node's parameters (check_qlinear passed). `channels`: the weight's output channels.
 QLinearParams qlinear_params(const ir::Node& node, int64_t channels);
 
-// oneDNN's type for uint8 / int8 / bfloat16 / float32 tensors.
+// The node's constant weight as the symmetric int8 weight the kernels take: the constant itself,
+// or (uint8, or zero points other than 0) w - zero point, owned (ops/int8_weights.hpp; the
+// kernel's check made sure every difference fits int8).
+class Int8Weight {
+ public:
+  Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis);
+  const Tensor& get() const { return shifted_ ? *shifted_ : *original_; }
+
+ private:
+  const Tensor* original_;
+  std::optional<Tensor> shifted_;
+};
+
+// ai.onnx ConvInteger (x, w, x_zero_point, w_zero_point -> int32): "" when the CPU's int8
+// convolution takes it (x 8-bit, w a constant 8-bit tensor whose zero points fold into int8,
+// zero points constant), else the reason; and its parameters (scales 1, an int32 result).
+std::string check_conv_integer(const ir::Node& node);
+QLinearParams conv_integer_params(const ir::Node& node);
+// x_zero_point's value in a run (slot 2), for a node with x_zero_at_run.
+int32_t runtime_x_zero(std::span<const DeviceTensor> in);
+
+// oneDNN's type for uint8 / int8 / int32 / bfloat16 / float32 tensors.
 dnnl::memory::data_type qlinear_dnnl_type(DataType t);
 
 }  // namespace kiln::backends::cpu
