@@ -103,11 +103,10 @@ class QLinearConv final : public Kernel {
     if (!params_.bias.empty()) {
       args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
     }
-    int32_t x_zero = 0;
     if (params_.x_zero_at_run) {
-      x_zero = runtime_x_zero(in);
+      run_x_zero_ = runtime_x_zero(in);
       args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(
-          memory::desc({1}, memory::data_type::s32, memory::format_tag::x), engine(), &x_zero);
+          memory::desc({1}, memory::data_type::s32, memory::format_tag::x), engine(), &run_x_zero_);
     }
     if (params_.residual) {
       // The sum post-op adds the product to what dst holds: the residual first (nothing to
@@ -240,6 +239,8 @@ class QLinearConv final : public Kernel {
   const Tensor& w_;
   int64_t group_;
   QLinearParams params_;
+  // This run's input zero point (x_zero_at_run), where the primitive reads it.
+  int32_t run_x_zero_ = 0;
   ShapeCache<Entry> cache_;  // an entry per input shape seen (bounded)
 };
 
