@@ -507,6 +507,19 @@ std::vector<Case> cases() {
        .attrs = {ints("strides", {2, 2})},
        .kernel = "onednn.qlinear_conv",
        .opset = 10});
+  // Zero points that leave int8 (uint8 weights over 0..255, per-channel zero points far from
+  // 128): the product with w - 128, corrected by the window sums of x - x_zero (per group).
+  std::vector<int64_t> w_wide;
+  for (int64_t k = 0; k < 6 * 2 * 9; ++k) w_wide.push_back(k * 53 % 256);
+  c.push_back(
+      {.name = "conv_integer_wide_u8_weights_grouped",
+       .op = "ConvInteger",
+       .inputs = {typed({2, 4, 7, 6}, DataType::UInt8),
+                  ints_in({6, 2, 3, 3}, w_wide, DataType::UInt8), ints_in({}, {9}, DataType::UInt8),
+                  ints_in({6}, {250, 3, 128, 0, 255, 77}, DataType::UInt8)},
+       .attrs = {ints("pads", {1, 1, 1, 1}), i("group", 2)},
+       .kernel = "onednn.qlinear_conv",
+       .opset = 10});
   // The dynamic INT8 path (kiln quantize --dynamic): DynamicQuantizeLinear, and MatMulInteger of
   // a uint8 activation (with its zero point) and a constant int8 weight; integer results, exact.
   c.push_back({.name = "dynamic_quantize_linear",
@@ -523,6 +536,22 @@ std::vector<Case> cases() {
                   ints_fed({}, {131}, DataType::UInt8),
                   ints_in({9}, std::vector<int64_t>(9, 0), DataType::Int8)},
        .kernel = "onednn.matmul_integer"});
+  // uint8 B over 0..255 with per-column zero points (onnxruntime's QUInt8 weights), int8 B
+  // with a scalar one: the zero points taken out after the product.
+  std::vector<int64_t> wide_b, zb(9);
+  for (int64_t k = 0; k < 24 * 9; ++k) wide_b.push_back(k * 71 % 256);
+  for (int64_t k = 0; k < 9; ++k) zb[static_cast<size_t>(k)] = k * 29 % 256;
+  c.push_back(
+      {.name = "matmul_integer_u8_weights_column_zero_points",
+       .op = "MatMulInteger",
+       .inputs = {typed({2, 5, 24}, DataType::UInt8), ints_in({24, 9}, wide_b, DataType::UInt8),
+                  ints_fed({}, {17}, DataType::UInt8), ints_in({9}, zb, DataType::UInt8)},
+       .kernel = "onednn.matmul_integer"});
+  c.push_back({.name = "matmul_integer_s8_weights_zero_point",
+               .op = "MatMulInteger",
+               .inputs = {typed({4, 24}, DataType::UInt8), ints_in({24, 9}, weight, DataType::Int8),
+                          ints_fed({}, {200}, DataType::UInt8), ints_in({}, {-7}, DataType::Int8)},
+               .kernel = "onednn.matmul_integer"});
   c.push_back(
       {.name = "matmul_integer_2d",
        .op = "MatMulInteger",

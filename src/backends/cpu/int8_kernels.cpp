@@ -70,14 +70,20 @@ class DynamicQuantize final : public Kernel {
 
 // ---- MatMulInteger ----
 
+// MatMulInteger of a uint8 activation (its zero point a scalar, constant or not) and a constant
+// 8-bit B: oneDNN's u8 x s8 matmul over B as int8 (b - 128 for uint8 B), A's zero point and
+// B's (scalar or one per column) taken out after the product:
+//   sum_k (a - za)(b - zb) = a . b' - za colsum(b') - d (rowsum(a) - K za),  d = zb - c,
+// where b' = b - c (c = 128 for uint8 B, 0 for int8), exact in int32.
 std::string check_matmul_integer(const ir::Node& node) {
   const ir::Value* a = node.input(0);
   if (!a || !a->type().is_tensor() || a->type().dtype != DataType::UInt8) {
-    return "the activation (A) is not uint8";
+    return "A is not a uint8 tensor";
   }
   const Tensor* b = constant_input(node, 1);
-  if (!b || b->dtype() != DataType::Int8 || b->dims().size() != 2) {
-    return "the weight (B) is not a constant 2-D int8 tensor";
+  if (!b || (b->dtype() != DataType::Int8 && b->dtype() != DataType::UInt8) ||
+      b->dims().size() != 2) {
+    return "B is not a constant 2-D 8-bit tensor";
   }
   if (node.inputs().size() > 2 && node.input(2)) {
     const ir::Value* za = node.input(2);
@@ -88,10 +94,9 @@ std::string check_matmul_integer(const ir::Node& node) {
   }
   if (node.inputs().size() > 3 && node.input(3)) {
     const Tensor* zb = constant_input(node, 3);
-    if (!zb || zb->dtype() != DataType::Int8) return "B's zero point is not a constant int8";
-    const int8_t* z = zb->data<int8_t>();
-    if (std::any_of(z, z + zb->numel(), [](int8_t v) { return v != 0; })) {
-      return "B's zero point is not 0 (symmetric weights only)";
+    if (!zb || zb->dtype() != b->dtype() || zb->rank() > 1 ||
+        (zb->numel() != 1 && zb->numel() != b->dim(1))) {
+      return "B's zero point is not a constant of B's type, one or one per column";
     }
   }
   return "";
@@ -103,11 +108,27 @@ class Int8MatMul final : public Kernel {
       : node_(node), b_dims_(constant_input(node, 1)->dims()) {
     const Tensor& b = *constant_input(node, 1);
     const int64_t k = b_dims_[0], n = b_dims_[1];
-    colsum_.assign(static_cast<size_t>(n), 0);
-    const int8_t* pb = b.data<int8_t>();
-    for (int64_t r = 0; r < k; ++r) {
-      for (int64_t c = 0; c < n; ++c) colsum_[static_cast<size_t>(c)] += pb[r * n + c];
+    const bool u8 = b.dtype() == DataType::UInt8;
+    if (u8) {
+      shifted_b_.resize(static_cast<size_t>(b.numel()));
+      for (int64_t i = 0; i < b.numel(); ++i) {
+        shifted_b_[static_cast<size_t>(i)] = static_cast<int8_t>(b.data<uint8_t>()[i] - 128);
+      }
     }
+    b_ = u8 ? shifted_b_.data() : b.data<int8_t>();
+    colsum_.assign(static_cast<size_t>(n), 0);
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t c = 0; c < n; ++c) colsum_[static_cast<size_t>(c)] += b_[r * n + c];
+    }
+    // B's zero point less the shift, per column.
+    const Tensor* zb =
+        node.inputs().size() > 3 && node.input(3) ? constant_input(node, 3) : nullptr;
+    zero_b_.assign(static_cast<size_t>(n), 0);
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t z = zb ? zb->int_at(zb->numel() == 1 ? 0 : c) : 0;
+      zero_b_[static_cast<size_t>(c)] = static_cast<int32_t>(z - (u8 ? 128 : 0));
+    }
+    b_zero_ = std::any_of(zero_b_.begin(), zero_b_.end(), [](int32_t d) { return d != 0; });
   }
   std::string_view name() const override { return "onednn.matmul_integer"; }
 
@@ -136,7 +157,7 @@ class Int8MatMul final : public Kernel {
     const Entry& e = prepared(rows);
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-        {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), in[1].data)},
+        {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), const_cast<int8_t*>(b_))},
         {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
         {DNNL_ARG_SCRATCHPAD, e.scratch}};
     {
@@ -144,13 +165,21 @@ class Int8MatMul final : public Kernel {
       e.prim.execute(dnnl_stream(stream), args);
       dnnl_stream(stream).wait();
     }
-    // A's zero point out of every product: (a - z) . b = a . b - z colsum(b).
+    // The zero points out of every product (check_matmul_integer's identity).
     const int32_t za =
         in.size() > 2 && in[2].defined() ? *static_cast<const uint8_t*>(in[2].data) : 0;
-    if (za != 0) {
-      for (int64_t r = 0; r < rows; ++r) {
-        int32_t* row = py + r * n;
+    if (za == 0 && !b_zero_) return;
+    const auto* pa = static_cast<const uint8_t*>(a.data);
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t* row = py + r * n;
+      if (za != 0) {
         for (int64_t c = 0; c < n; ++c) row[c] -= za * colsum_[static_cast<size_t>(c)];
+      }
+      if (b_zero_) {
+        int32_t sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += pa[r * k + i];
+        const int32_t centred = sum - static_cast<int32_t>(k) * za;
+        for (int64_t c = 0; c < n; ++c) row[c] -= zero_b_[static_cast<size_t>(c)] * centred;
       }
     }
   }
@@ -195,7 +224,11 @@ class Int8MatMul final : public Kernel {
 
   const ir::Node& node_;
   std::vector<int64_t> b_dims_;
-  std::vector<int32_t> colsum_;  // of B's columns, for A's zero point
+  std::vector<int8_t> shifted_b_;  // a uint8 B as int8 (b - 128)
+  const int8_t* b_ = nullptr;      // B as the product reads it (the constant, or shifted_b_)
+  std::vector<int32_t> colsum_;    // of b_'s columns, for A's zero point
+  std::vector<int32_t> zero_b_;    // B's zero point less the shift, per column
+  bool b_zero_ = false;            // any of zero_b_ not 0
   ShapeCache<Entry> cache_;
 };
 

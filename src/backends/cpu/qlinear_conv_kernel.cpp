@@ -58,7 +58,8 @@ class QLinearConv final : public Kernel {
   explicit QLinearConv(const ir::Node& node)
       : node_(node),
         weight_(node, is_conv_integer(node) ? size_t{1} : size_t{ops::qlinear::kW},
-                is_conv_integer(node) ? size_t{3} : size_t{ops::qlinear::kWZero}, 0),
+                is_conv_integer(node) ? size_t{3} : size_t{ops::qlinear::kWZero}, 0,
+                is_conv_integer(node)),
         w_(weight_.get()),
         group_(ops::AttrReader(node).attr_int("group", 1)),
         params_(is_conv_integer(node) ? conv_integer_params(node)
@@ -128,6 +129,7 @@ class QLinearConv final : public Kernel {
       }
     }
     e.prim.execute(s, args);
+    if (!weight_.correction().empty()) correct(e, s, src, dst, args);
     if (!dst_last) {
       memory plain_y = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
       e.dst_reorder.execute(s, dst, plain_y);
@@ -145,7 +147,17 @@ class QLinearConv final : public Kernel {
     // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
     mutable memory src_buf, dst_buf, scratch;
     PackedConstant packed_w;
+    // The window sums for the correction (correct): ones-weights convolution into sums.
+    dnnl::convolution_forward sum_prim;
+    PackedConstant packed_ones;
+    mutable memory sums, sum_scratch;
   };
+
+  // A ConvInteger weight whose zero points leave int8 (Int8Weight::correction): the product ran
+  // with w - c; take d[m] times the window sums of x - x_zero (a convolution with weights of
+  // ones, one output channel a group) from each output channel m. int32, exact.
+  void correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
+               const std::unordered_map<int, memory>& args) const;
 
   const Entry& prepared(const std::vector<int64_t>& x_dims) {
     if (const Entry* hit = cache_.find([&](const Entry& e) { return e.x_dims == x_dims; })) {
@@ -227,6 +239,33 @@ class QLinearConv final : public Kernel {
       e.packed_w = pack_once_per_layout(
           cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; },
           wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data()), e.pd.weights_desc());
+      if (!weight_.correction().empty()) {
+        // One output channel a group, weights all 1, the source's zero point as the product's.
+        std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
+        ones_dims[group_ > 1 ? 1 : 0] = 1;
+        sum_dims[1] = group_;
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        if (params_.x_zero_at_run) {
+          attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+        } else if (params_.x_zero != 0) {
+          attr.set_zero_points(DNNL_ARG_SRC, 0, {params_.x_zero});
+        }
+        const dnnl::convolution_forward::primitive_desc sum_pd(
+            dnnl::convolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+                memory::desc(ones_dims, memory::data_type::s8, memory::format_tag::any),
+                memory::desc(), memory::desc(sum_dims, memory::data_type::s32, tag), strides, dil,
+                pad_l, pad_r),
+            attr, engine());
+        e.sum_prim = dnnl::convolution_forward(sum_pd);
+        e.sum_scratch = memory(sum_pd.scratchpad_desc(), engine());
+        e.sums = memory(sum_pd.dst_desc(), engine());
+        std::vector<int8_t> ones(static_cast<size_t>(shape_numel(ones_dims)), 1);
+        e.packed_ones = pack_constant(
+            wrap(plain_desc(ones_dims, memory::data_type::s8), ones.data()), sum_pd.weights_desc());
+        note_implementation(node_, sum_pd.impl_info_str());
+      }
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
            node_.label(), dims_to_string(x_dims), dims_to_string(wd), err.what());
@@ -243,6 +282,31 @@ class QLinearConv final : public Kernel {
   int32_t run_x_zero_ = 0;
   ShapeCache<Entry> cache_;  // an entry per input shape seen (bounded)
 };
+
+void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
+                          const std::unordered_map<int, memory>& args) const {
+  std::unordered_map<int, memory> sum_args = {{DNNL_ARG_SRC, src},
+                                              {DNNL_ARG_WEIGHTS, e.packed_ones.mem},
+                                              {DNNL_ARG_DST, e.sums},
+                                              {DNNL_ARG_SCRATCHPAD, e.sum_scratch}};
+  if (auto zp = args.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC); zp != args.end()) {
+    sum_args.insert(*zp);
+  }
+  e.sum_prim.execute(s, sum_args);
+  s.wait();
+  // Both channels-last: pixel q's M results and its G sums are contiguous.
+  const int64_t m = e.out_dims[1], per_group = m / group_;
+  const int64_t pixels = shape_numel(e.out_dims) / m;
+  auto* y = static_cast<int32_t*>(dst.get_data_handle());
+  const auto* sums = static_cast<const int32_t*>(e.sums.get_data_handle());
+  const int32_t* d = weight_.correction().data();
+#pragma omp parallel for schedule(static) num_threads(e.threads) if (e.threads > 1)
+  for (int64_t q = 0; q < pixels; ++q) {
+    int32_t* row = y + q * m;
+    const int32_t* sum = sums + q * group_;
+    for (int64_t c = 0; c < m; ++c) row[c] -= d[c] * sum[c / per_group];
+  }
+}
 
 std::unique_ptr<Kernel> create(const ir::Node& node) {
   return std::make_unique<QLinearConv>(node);

@@ -71,14 +71,26 @@ std::string check_int8_weight(const Tensor& w, const Tensor* zero, int64_t axis)
 
 }  // namespace
 
-Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis)
+Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis,
+                       bool correctable)
     : original_(slot_constant(node, slot)) {
   const Tensor* zero = slot_constant(node, zero_slot);
-  if (!ops::symmetric_int8(*original_, zero)) {
-    shifted_ = ops::int8_minus_zero_point(*original_, zero, axis);
-    KILN_CHECK(shifted_.has_value(), ErrorCode::Internal,
-               "node {}: a weight whose zero points leave int8 reached the int8 kernel",
-               node.label());
+  if (ops::symmetric_int8(*original_, zero)) return;
+  shifted_ = ops::int8_minus_zero_point(*original_, zero, axis);
+  if (shifted_) return;
+  KILN_CHECK(correctable, ErrorCode::Internal,
+             "node {}: a weight whose zero points leave int8 reached the int8 kernel",
+             node.label());
+  const bool u8 = original_->dtype() == DataType::UInt8;
+  Tensor c(original_->dtype(), {});
+  if (u8) c.data<uint8_t>()[0] = 128;
+  shifted_ = ops::int8_minus_zero_point(*original_, &c, axis);
+  KILN_CHECK(shifted_.has_value(), ErrorCode::Internal, "node {}: w - {} leaves int8", node.label(),
+             u8 ? 128 : 0);
+  const int64_t channels = original_->dim(static_cast<size_t>(axis));
+  for (int64_t m = 0; m < channels; ++m) {
+    const int64_t z = zero->int_at(zero->numel() == 1 ? 0 : m);
+    correction_.push_back(static_cast<int32_t>(z - (u8 ? 128 : 0)));
   }
 }
 
@@ -110,7 +122,7 @@ std::string check_conv_integer(const ir::Node& node) {
                             (wz->numel() != 1 && wz->numel() != w->dim(0)))) {
     return "w_zero_point is not a constant of w's type, one or one per output channel";
   }
-  if (std::string why = check_int8_weight(*w, wz, 0); !why.empty()) return why;
+  // Any zero points: those that do not fold into int8 the kernel corrects (Int8Weight).
   if (node.outputs().size() != 1 || !node.output(0) ||
       node.output(0)->type().dtype != DataType::Int32) {
     return "the output is not int32";

@@ -61,19 +61,28 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels);
 // The node's constant weight as the symmetric int8 weight the kernels take: the constant itself,
 // or (uint8, or zero points other than 0) w - zero point, owned (ops/int8_weights.hpp; the
 // kernel's check made sure every difference fits int8).
+// With `correctable` (an int32 result the kernel corrects itself: ConvInteger), a weight whose
+// w - zero point leaves int8 is taken as w - c (c = 128 for uint8, 0 for int8: always int8) and
+// the rest of its zero point, d[m] = zero[m] - c per output channel, is left to the kernel:
+// sum (x - xz)(w - z) = sum (x - xz)(w - c) - d[m] sum (x - xz) over the window.
 class Int8Weight {
  public:
-  Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis);
+  Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis,
+             bool correctable = false);
   const Tensor& get() const { return shifted_ ? *shifted_ : *original_; }
+  // d[m] per output channel along `axis`; empty when the weight needs no correction.
+  const std::vector<int32_t>& correction() const { return correction_; }
 
  private:
   const Tensor* original_;
   std::optional<Tensor> shifted_;
+  std::vector<int32_t> correction_;
 };
 
 // ai.onnx ConvInteger (x, w, x_zero_point, w_zero_point -> int32): "" when the CPU's int8
-// convolution takes it (x 8-bit, w a constant 8-bit tensor whose zero points fold into int8,
-// zero points constant), else the reason; and its parameters (scales 1, an int32 result).
+// convolution takes it (x 8-bit, w a constant 8-bit tensor, w's zero points constant, x's
+// constant or a scalar of the run), else the reason; and its parameters (scales 1, an int32
+// result).
 std::string check_conv_integer(const ir::Node& node);
 QLinearParams conv_integer_params(const ir::Node& node);
 // x_zero_point's value in a run (slot 2), for a node with x_zero_at_run.
