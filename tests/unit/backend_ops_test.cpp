@@ -520,6 +520,13 @@ std::vector<Case> cases() {
        .attrs = {ints("pads", {1, 1, 1, 1}), i("group", 2)},
        .kernel = "onednn.qlinear_conv",
        .opset = 10});
+  // uint8 weights over 0..255 without zero points (0): corrected too.
+  c.push_back({.name = "conv_integer_u8_weights_no_zero_points",
+               .op = "ConvInteger",
+               .inputs = {typed({1, 2, 5, 5}, DataType::UInt8),
+                          ints_in({6, 2, 3, 3}, w_wide, DataType::UInt8)},
+               .kernel = "onednn.qlinear_conv",
+               .opset = 10});
   // The dynamic INT8 path (kiln quantize --dynamic): DynamicQuantizeLinear, and MatMulInteger of
   // a uint8 activation (with its zero point) and a constant int8 weight; integer results, exact.
   c.push_back({.name = "dynamic_quantize_linear",

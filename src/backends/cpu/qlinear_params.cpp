@@ -89,7 +89,7 @@ Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int6
              u8 ? 128 : 0);
   const int64_t channels = original_->dim(static_cast<size_t>(axis));
   for (int64_t m = 0; m < channels; ++m) {
-    const int64_t z = zero->int_at(zero->numel() == 1 ? 0 : m);
+    const int64_t z = zero ? zero->int_at(zero->numel() == 1 ? 0 : m) : 0;
     correction_.push_back(static_cast<int32_t>(z - (u8 ? 128 : 0)));
   }
 }
