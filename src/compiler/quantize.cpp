@@ -377,6 +377,26 @@ size_t quantize_residuals(ir::Graph& g, const std::vector<Target>& targets,
   return changed;
 }
 
+// Max poolings of an activation that the targets read quantized read its DequantizeLinear too,
+// as onnxruntime's quantizer writes them: the maximum commutes with quantization, so the int8
+// path keeps an Inception block's pooling branch in uint8 and the Concat before it keeps one
+// reader, its QuantizeLinear, which passes/fuse_quantized_ops moves before the Concat.
+// `dequantized`: activation name -> its DequantizeLinear's output. Returns the poolings changed.
+size_t quantize_max_pools(ir::Graph& g, const std::map<std::string, ir::Value*>& dequantized) {
+  size_t changed = 0;
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() != "MaxPool" || !n->domain().empty() || n->inputs().empty() || !n->input(0) ||
+        (n->outputs().size() > 1 && n->output(1))) {
+      continue;  // a MaxPool asked for its Indices keeps float32
+    }
+    const auto it = dequantized.find(n->input(0)->name());
+    if (it == dequantized.end() || it->second == n->input(0)) continue;
+    n->set_input(0, it->second);
+    ++changed;
+  }
+  return changed;
+}
+
 // The float32 weights nothing reads any more (their int8 copies took their place), removed.
 void remove_unread(ir::Graph& g, const std::set<ir::Value*>& weights) {
   const auto uses = g.compute_uses();
@@ -823,6 +843,7 @@ QuantizeResult quantize_model(const QuantizeOptions& o) {
             return collapsed_fraction(stats.at(name), uint8_params(lo, hi).scale) > o.max_collapsed;
           });
     }
+    if (!o.dynamic && !o.int4) quantize_max_pools(g, dequantized);
     remove_unread(g, float_weights);
     return model;
   };

@@ -328,3 +328,49 @@ def test_residual_skips_read_quantized(tmp_path, quantized_residuals):
     want = kiln.InferenceSession(str(src)).run(None, sets[0])[0]
     cos = float((got * want).sum() / np.linalg.norm(got) / np.linalg.norm(want))
     assert cos > 0.99, cos
+
+
+def test_max_pool_of_a_quantized_activation_reads_it_quantized(tmp_path):
+    # An Inception block: r feeds a convolution branch and a max-pool branch, joined by Concat.
+    # The quantizer has r read quantized by the convolution; the MaxPool reads the same
+    # DequantizeLinear (as onnxruntime's quantizer writes it), so the Concat's single reader is a
+    # QuantizeLinear and the engine joins uint8 (passes/fuse_quantized_ops).
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    def w(name, shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.3, name)
+    nodes = [
+        helper.make_node("Conv", ["image", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r"]),
+        helper.make_node("Conv", ["r", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p", "w2"], ["c2"]),
+        helper.make_node("Concat", ["c1", "c2"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "block",
+                          [helper.make_tensor_value_info("image", TensorProto.FLOAT, [2, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8, 8])],
+                          [w("w0", (8, 3, 3, 3)), w("w1", (6, 8, 3, 3)), w("w2", (6, 8, 1, 1)),
+                           w("w3", (4, 12, 1, 1))])
+    src, dst = tmp_path / "block.onnx", tmp_path / "block_int8.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), src)
+    kiln.quantize(src, dst, calibration=calibration())
+    m = onnx.load(dst)
+    producer = {o: n for n in m.graph.node for o in n.output}
+    pool = next(n for n in m.graph.node if n.op_type == "MaxPool")
+    assert producer[pool.input[0]].op_type == "DequantizeLinear"
+    readers = [n for n in m.graph.node if "cat" in n.input]
+    assert [n.op_type for n in readers] == ["QuantizeLinear"], readers
+    opts = kiln.SessionOptions()
+    opts.enable_profiling = True
+    s = kiln.InferenceSession(str(dst), opts)
+    x = calibration(1)[0]["image"]
+    got = s.run(None, {"image": x})[0]
+    ops = [e["op_type"] for e in s.get_profile()]
+    assert "Concat" in ops and ops.count("FusedQLinearConv") == 4, ops
+    # onnxruntime on the same file: within a few of the output's quantization steps.
+    import onnxruntime as ort
+    want = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(
+        None, {"image": x})[0]
+    assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
