@@ -84,17 +84,10 @@ __attribute__((target("avx512f,avx512bw"))) void bfloat16s_to_floats_avx512(cons
 __attribute__((target("avx512f,avx512bw"))) void floats_to_bfloat16s_avx512(const float* in,
                                                                             uint16_t* out,
                                                                             size_t n) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i x = _mm512_loadu_si512(in + i);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
-    rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), quiet));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        simd::bfloat16_bits(_mm512_loadu_ps(in + i)));
   }
   clean_upper_state();
   for (; i < n; ++i) out[i] = float_to_bfloat16_bits(in[i]);

@@ -28,7 +28,7 @@
 // as QuantizeLinear).
 #include <algorithm>
 
-#include "core/half.hpp"
+#include "core/half_convert.hpp"
 #include "ops/conv_utils.hpp"
 #include "ops/op_flops.hpp"
 #include "ops/qlinear_slots.hpp"
@@ -150,13 +150,12 @@ DataType float_output_type(const AttrReader& attrs) {
 
 Tensor narrowed(const Tensor& y, DataType type) {
   Tensor out(type, y.dims());
-  const float* py = y.data<float>();
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    if (type == DataType::BFloat16) {
-      out.data<BFloat16>()[i] = BFloat16(py[i]);
-    } else {
-      out.data<Float16>()[i] = Float16(py[i]);
-    }
+  auto* bits = static_cast<uint16_t*>(out.raw_data());
+  const auto n = static_cast<size_t>(y.numel());
+  if (type == DataType::BFloat16) {
+    floats_to_bfloat16s(y.data<float>(), bits, n);
+  } else {
+    floats_to_halves(y.data<float>(), bits, n);
   }
   return out;
 }

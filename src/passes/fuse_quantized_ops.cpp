@@ -158,70 +158,51 @@ bool fold_pad(Rewriter& rw, ir::Node& pad) {
   return true;
 }
 
-// MaxPool(x) -> QuantizeLinear becomes QuantizeLinear(x) -> MaxPool: exact, since quantizing
-// (scaling by a positive factor, rounding, shifting, saturating) never reverses an order, so the
-// maximum of the quantized values is the quantized maximum. A static INT8 network's stem
-// convolution then writes its quantized result itself and the pooling moves a quarter of the
-// bytes (MaxPool takes 8-bit inputs from opset 12).
-bool quantize_before_max_pool(Rewriter& rw, ir::Node& pool) {
-  if (!is_op(&pool, "MaxPool") || pool.opset() < 12 || pool.inputs().size() != 1 ||
-      pool.outputs().size() != 1 || !pool.output(0)) {
-    return false;
-  }
-  ir::Value* x = pool.input(0);
-  if (!x || !x->type().is_tensor() || x->type().dtype != DataType::Float32 || !x->type().shape) {
-    return false;
-  }
-  ir::Node* q = requantizing_reader(rw, pool.output(0));
-  if (!q || q->input(0) != pool.output(0) || rw.touched(q->output(0))) return false;
-  ir::Value* quantized = q->output(0);
-  std::vector<ir::Value*> q_inputs(q->inputs().begin(), q->inputs().end());
-  q_inputs[0] = x;
-  ir::Value* xq = rw.new_value(x->name() + "_quantized",
-                               TypeInfo::tensor(quantized->type().dtype, *x->type().shape));
-  ir::Node* new_q =
-      rw.insert_node(&pool, "QuantizeLinear", "", std::move(q_inputs), {xq}, q->opset());
-  for (const auto& [name, a] : q->attributes()) new_q->set_attribute(name, a);
-  ir::Value* pooled = rw.new_value(quantized->name() + "_pooled", quantized->type());
-  ir::Node* new_pool = rw.insert_node(q, "MaxPool", "", {xq}, {pooled}, pool.opset());
-  for (const auto& [name, a] : pool.attributes()) new_pool->set_attribute(name, a);
-  rw.replace(quantized, pooled, {q, &pool});
-  return true;
-}
-
-// Concat(x1, ..., xn) -> QuantizeLinear becomes Concat(QuantizeLinear(x1), ...,
-// QuantizeLinear(xn)), each with the one scale and zero point: exact, since quantizing works
-// element by element and Concat only moves elements. The convolutions before it (an Inception
-// or DenseNet block's branches) then write the quantized tensor themselves and the Concat moves
-// a quarter of the bytes.
-bool quantize_before_concat(Rewriter& rw, ir::Node& concat) {
-  if (!is_op(&concat, "Concat") || concat.outputs().size() != 1 || !concat.output(0) ||
-      concat.inputs().empty()) {
-    return false;
-  }
-  for (const ir::Value* x : concat.inputs()) {
+// op(x1, ..., xn) -> QuantizeLinear becomes op(QuantizeLinear(x1), ..., QuantizeLinear(xn)),
+// each with the QuantizeLinear's scale, zero point and attributes, for an op that quantizing
+// commutes with (below). The convolutions before it then write the quantized tensor themselves
+// and the op moves a quarter of the bytes. False when the op's output has no such reader or an
+// input is not a float32 tensor of known rank.
+bool move_quantize_before(Rewriter& rw, ir::Node& op) {
+  for (const ir::Value* x : op.inputs()) {
     if (!x || !x->type().is_tensor() || x->type().dtype != DataType::Float32 || !x->type().shape) {
       return false;
     }
   }
-  ir::Node* q = requantizing_reader(rw, concat.output(0));
-  if (!q || q->input(0) != concat.output(0) || rw.touched(q->output(0))) return false;
+  ir::Node* q = requantizing_reader(rw, op.output(0));
+  if (!q || q->input(0) != op.output(0) || rw.touched(q->output(0))) return false;
   ir::Value* quantized = q->output(0);
   std::vector<ir::Value*> parts;
-  for (ir::Value* x : concat.inputs()) {
+  for (ir::Value* x : op.inputs()) {
     std::vector<ir::Value*> q_inputs(q->inputs().begin(), q->inputs().end());
     q_inputs[0] = x;
     ir::Value* xq = rw.new_value(x->name() + "_quantized",
                                  TypeInfo::tensor(quantized->type().dtype, *x->type().shape));
-    rw.insert_node(&concat, "QuantizeLinear", "", std::move(q_inputs), {xq}, q->opset());
+    ir::Node* new_q =
+        rw.insert_node(&op, "QuantizeLinear", "", std::move(q_inputs), {xq}, q->opset());
+    for (const auto& [name, a] : q->attributes()) new_q->set_attribute(name, a);
     parts.push_back(xq);
   }
-  ir::Value* joined = rw.new_value(quantized->name() + "_joined", quantized->type());
-  ir::Node* new_concat =
-      rw.insert_node(q, "Concat", "", std::move(parts), {joined}, concat.opset());
-  for (const auto& [name, a] : concat.attributes()) new_concat->set_attribute(name, a);
-  rw.replace(quantized, joined, {q, &concat});
+  ir::Value* moved = rw.new_value(quantized->name() + "_" + op.op_type(), quantized->type());
+  ir::Node* new_op = rw.insert_node(q, op.op_type(), "", std::move(parts), {moved}, op.opset());
+  for (const auto& [name, a] : op.attributes()) new_op->set_attribute(name, a);
+  rw.replace(quantized, moved, {q, &op});
   return true;
+}
+
+// MaxPool: exact, since quantizing (scaling by a positive factor, rounding, shifting,
+// saturating) never reverses an order, so the maximum of the quantized values is the quantized
+// maximum (a static INT8 network's stem; MaxPool takes 8-bit inputs from opset 12).
+bool quantize_before_max_pool(Rewriter& rw, ir::Node& pool) {
+  return is_op(&pool, "MaxPool") && pool.opset() >= 12 && pool.inputs().size() == 1 &&
+         pool.outputs().size() == 1 && pool.output(0) && move_quantize_before(rw, pool);
+}
+
+// Concat: exact, since quantizing works element by element and Concat only moves elements (an
+// Inception or DenseNet block's branches).
+bool quantize_before_concat(Rewriter& rw, ir::Node& concat) {
+  return is_op(&concat, "Concat") && concat.outputs().size() == 1 && concat.output(0) &&
+         !concat.inputs().empty() && move_quantize_before(rw, concat);
 }
 
 bool fuse(Rewriter& rw, ir::Node& n) {

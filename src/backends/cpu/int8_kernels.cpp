@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
@@ -71,10 +72,10 @@ class DynamicQuantize final : public Kernel {
 // ---- MatMulInteger ----
 
 // MatMulInteger of a uint8 activation (its zero point a scalar, constant or not) and a constant
-// 8-bit B: oneDNN's u8 x s8 matmul over B as int8 (b - 128 for uint8 B), A's zero point and
-// B's (scalar or one per column) taken out after the product:
-//   sum_k (a - za)(b - zb) = a . b' - za colsum(b') - d (rowsum(a) - K za),  d = zb - c,
-// where b' = b - c (c = 128 for uint8 B, 0 for int8), exact in int32.
+// 8-bit B: oneDNN's u8 x s8 matmul over B as int8 (Int8Weight: b - zb where that fits int8,
+// else b - c with c = 128 for uint8 B, 0 for int8), A's zero point and the rest of B's, d = zb - c
+// per column, taken out after the product, exact in int32:
+//   sum_k (a - za)(b - zb) = a . b' - za colsum(b') - d (rowsum(a) - K za).
 std::string check_matmul_integer(const ir::Node& node) {
   const ir::Value* a = node.input(0);
   if (!a || !a->type().is_tensor() || a->type().dtype != DataType::UInt8) {
@@ -105,30 +106,15 @@ std::string check_matmul_integer(const ir::Node& node) {
 class Int8MatMul final : public Kernel {
  public:
   explicit Int8MatMul(const ir::Node& node)
-      : node_(node), b_dims_(constant_input(node, 1)->dims()) {
-    const Tensor& b = *constant_input(node, 1);
+      : node_(node),
+        b_dims_(constant_input(node, 1)->dims()),
+        weight_(node, 1, 3, 1, /*correctable=*/true),
+        b_(weight_.get().data<int8_t>()) {
     const int64_t k = b_dims_[0], n = b_dims_[1];
-    const bool u8 = b.dtype() == DataType::UInt8;
-    if (u8) {
-      shifted_b_.resize(static_cast<size_t>(b.numel()));
-      for (int64_t i = 0; i < b.numel(); ++i) {
-        shifted_b_[static_cast<size_t>(i)] = static_cast<int8_t>(b.data<uint8_t>()[i] - 128);
-      }
-    }
-    b_ = u8 ? shifted_b_.data() : b.data<int8_t>();
     colsum_.assign(static_cast<size_t>(n), 0);
     for (int64_t r = 0; r < k; ++r) {
       for (int64_t c = 0; c < n; ++c) colsum_[static_cast<size_t>(c)] += b_[r * n + c];
     }
-    // B's zero point less the shift, per column.
-    const Tensor* zb =
-        node.inputs().size() > 3 && node.input(3) ? constant_input(node, 3) : nullptr;
-    zero_b_.assign(static_cast<size_t>(n), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      const int64_t z = zb ? zb->int_at(zb->numel() == 1 ? 0 : c) : 0;
-      zero_b_[static_cast<size_t>(c)] = static_cast<int32_t>(z - (u8 ? 128 : 0));
-    }
-    b_zero_ = std::any_of(zero_b_.begin(), zero_b_.end(), [](int32_t d) { return d != 0; });
   }
   std::string_view name() const override { return "onednn.matmul_integer"; }
 
@@ -168,18 +154,19 @@ class Int8MatMul final : public Kernel {
     // The zero points out of every product (check_matmul_integer's identity).
     const int32_t za =
         in.size() > 2 && in[2].defined() ? *static_cast<const uint8_t*>(in[2].data) : 0;
-    if (za == 0 && !b_zero_) return;
+    const std::vector<int32_t>& d = weight_.correction();
+    if (za == 0 && d.empty()) return;
     const auto* pa = static_cast<const uint8_t*>(a.data);
     for (int64_t r = 0; r < rows; ++r) {
       int32_t* row = py + r * n;
       if (za != 0) {
         for (int64_t c = 0; c < n; ++c) row[c] -= za * colsum_[static_cast<size_t>(c)];
       }
-      if (b_zero_) {
+      if (!d.empty()) {
         int32_t sum = 0;
         for (int64_t i = 0; i < k; ++i) sum += pa[r * k + i];
         const int32_t centred = sum - static_cast<int32_t>(k) * za;
-        for (int64_t c = 0; c < n; ++c) row[c] -= zero_b_[static_cast<size_t>(c)] * centred;
+        for (int64_t c = 0; c < n; ++c) row[c] -= d[static_cast<size_t>(c)] * centred;
       }
     }
   }
@@ -224,11 +211,11 @@ class Int8MatMul final : public Kernel {
 
   const ir::Node& node_;
   std::vector<int64_t> b_dims_;
-  std::vector<int8_t> shifted_b_;  // a uint8 B as int8 (b - 128)
-  const int8_t* b_ = nullptr;      // B as the product reads it (the constant, or shifted_b_)
-  std::vector<int32_t> colsum_;    // of b_'s columns, for A's zero point
-  std::vector<int32_t> zero_b_;    // B's zero point less the shift, per column
-  bool b_zero_ = false;            // any of zero_b_ not 0
+  // B as int8 (its zero points folded in where they fit, else less 128 with the rest of each
+  // column's zero point in correction(): Int8Weight).
+  Int8Weight weight_;
+  const int8_t* b_;
+  std::vector<int32_t> colsum_;  // of b_'s columns, for A's zero point
   ShapeCache<Entry> cache_;
 };
 

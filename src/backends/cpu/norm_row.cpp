@@ -65,21 +65,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 load(const T* p, __m
   }
 }
 
-// Rounded to nearest even (NaN kept quiet), as float_to_bfloat16_bits.
+// bfloat16 rounded as float_to_bfloat16_bits (simd::bfloat16_bits).
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void store(T* p, __m512 v, __mmask16 m) {
   if constexpr (std::is_same_v<T, float>) {
     _mm512_mask_storeu_ps(p, m, v);
   } else {
-    const __m512i x = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    rounded = _mm512_mask_mov_epi32(
-        rounded, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(rounded));
+    _mm256_mask_storeu_epi16(p, m, simd::bfloat16_bits(v));
   }
 }
 

@@ -86,9 +86,9 @@ class OnednnPool final : public Kernel {
     if (e.nhwc_x) {
       // Through channels-last copies (via_channels_last).
       dnnl::memory plain_x = wrap(desc_in(x.dims), x.data), plain_y = wrap(desc_in(y.dims), y.data);
-      dnnl::reorder(plain_x, e.nhwc_x).execute(s, plain_x, e.nhwc_x);
+      e.to_nhwc.execute(s, plain_x, e.nhwc_x);
       e.prim.execute(s, {{DNNL_ARG_SRC, e.nhwc_x}, {DNNL_ARG_DST, e.nhwc_y}});
-      dnnl::reorder(e.nhwc_y, plain_y).execute(s, e.nhwc_y, plain_y);
+      e.from_nhwc.execute(s, e.nhwc_y, plain_y);
       return;
     }
     e.prim.execute(s, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), x.data)},
@@ -103,6 +103,7 @@ class OnednnPool final : public Kernel {
     dnnl::pooling_v2_forward prim;
     // A plain 8-bit tensor pooled in channels-last copies (via_channels_last); null otherwise.
     mutable dnnl::memory nhwc_x, nhwc_y;
+    dnnl::reorder to_nhwc, from_nhwc;
   };
 
   // oneDNN 2.6 pools 8-bit tensors fast only channels-last: on plain NCHW it takes its
@@ -162,6 +163,9 @@ class OnednnPool final : public Kernel {
         if (nhwc) {
           e.nhwc_x = dnnl::memory(e.pd.src_desc(), engine());
           e.nhwc_y = dnnl::memory(e.pd.dst_desc(), engine());
+          e.to_nhwc = dnnl::reorder(dnnl::memory(desc_in(x), engine(), nullptr), e.nhwc_x);
+          e.from_nhwc =
+              dnnl::reorder(e.nhwc_y, dnnl::memory(desc_in(e.out_dims), engine(), nullptr));
         }
         note_implementation(node_, e.pd.impl_info_str());
       } catch (const dnnl::error& err) {

@@ -244,13 +244,8 @@ class QLinearConv final : public Kernel {
         std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
         ones_dims[group_ > 1 ? 1 : 0] = 1;
         sum_dims[1] = group_;
-        dnnl::primitive_attr attr;
-        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-        if (params_.x_zero_at_run) {
-          attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-        } else if (params_.x_zero != 0) {
-          attr.set_zero_points(DNNL_ARG_SRC, 0, {params_.x_zero});
-        }
+        // ConvInteger's attributes: scales 1, the source's zero point, nothing else.
+        const dnnl::primitive_attr attr = params_.attr(group_, 1 << 1);
         const dnnl::convolution_forward::primitive_desc sum_pd(
             dnnl::convolution_forward::desc(
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,

@@ -65,7 +65,7 @@ int32_t scalar_int(const Tensor* t) {
 
 // "" when the weight is symmetric int8 or its zero points fold into int8 (Int8Weight).
 std::string check_int8_weight(const Tensor& w, const Tensor* zero, int64_t axis) {
-  if (ops::symmetric_int8(w, zero) || ops::int8_minus_zero_point(w, zero, axis)) return "";
+  if (ops::symmetric_int8(w, zero) || ops::zero_points_fold_into_int8(w, zero, axis)) return "";
   return "w - w_zero_point leaves int8 (oneDNN's int8 kernels take symmetric int8 weights)";
 }
 

@@ -36,9 +36,6 @@ void dequantize_portable(const Q* x, float* y, int64_t n, float scale, int32_t z
 #ifdef KILN_X86_SIMD
 using simd::clean_upper_state;
 
-// The same numerics 16 at a time: the division in float32, the rounding to nearest even as
-// roundscale does it (exact, as the portable loop's addition is below 2^22; above, both
-// saturate), NaN cleared before the saturation.
 // 16 elements of x widened to float32 (exact for both 16-bit types).
 template <typename X>
 __attribute__((target("avx512f"))) __m512 load16(const X* x) {
@@ -54,6 +51,9 @@ __attribute__((target("avx512f"))) __m512 load16(const X* x) {
   }
 }
 
+// The same numerics 16 at a time: the division in float32, the rounding to nearest even as
+// roundscale does it (exact, as the portable loop's addition is below 2^22; above, both
+// saturate), NaN cleared before the saturation.
 template <typename X, typename Q>
 __attribute__((target("avx512f"))) void quantize_avx512(const X* x, Q* y, int64_t n, float scale,
                                                         float zero) {
