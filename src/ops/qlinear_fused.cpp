@@ -255,9 +255,14 @@ void fused_qlinear_matmul(KernelContext& ctx) {
   ctx.set_output(0, requantized(ctx, r));
 }
 
-// output_dtype's float type without y_scale, else y_zero_point's type (uint8 when it is absent).
+// output_dtype's float type without y_scale, else y_zero_point's type (uint8 when it is absent);
+// Undefined for an output_dtype that names no float type (the kernel reports it).
 DataType output_type(const InferContext& ctx) {
-  if (!ctx.has_input(kYScale)) return float_output_type(ctx);
+  if (!ctx.has_input(kYScale)) {
+    const DataType t = float_output_type(ctx);
+    const bool known = t == DataType::Float32 || t == DataType::BFloat16 || t == DataType::Float16;
+    return known ? t : DataType::Undefined;
+  }
   if (!ctx.has_input(kYZero)) return DataType::UInt8;
   const TypeInfo* z = ctx.input_type(kYZero);
   return z && z->is_tensor() ? z->dtype : DataType::Undefined;

@@ -288,6 +288,28 @@ def test_malformed_qlinear_conv_is_a_clear_error(tmp_path):
             session(path, optimize=optimize).run(None, {"x": x})
 
 
+@pytest.mark.parametrize("output_dtype", [7, 999])
+def test_output_dtype_naming_no_float_type_is_a_clear_error(tmp_path, output_dtype):
+    # FusedQLinearMatMul's output_dtype (a half-precision engine's float result) names int64 or
+    # nothing: refused with the attribute's name, and the session stays usable.
+    inits = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.uint8), "z"),
+             numpy_helper.from_array(np.ones((4, 3), np.int8), "w"),
+             numpy_helper.from_array(np.ones(3, np.float32), "ws")]
+    node = helper.make_node("FusedQLinearMatMul", ["a", "s", "z", "w", "ws"], ["y"],
+                            domain="ai.kiln", output_dtype=output_dtype)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8,
+                                                                     [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("ai.kiln", 1)]), path)
+    with pytest.raises(Exception, match="output_dtype"):
+        session(str(path)).run(None, {"a": np.zeros((2, 4), np.uint8)})
+    good = session(qdq.matmul(tmp_path / "good.onnx"))
+    assert run(good, inputs([2, 5, 32])).shape == (2, 5, 16)
+
+
 def test_residual_slot_on_a_qlinear_matmul_is_refused(tmp_path):
     # Slot 9 (a residual) is FusedQLinearConv's only: on FusedQLinearMatMul it is an error, not
     # an input the reference quietly drops.
