@@ -152,3 +152,51 @@ def test_bf16_is_refused_without_bf16_instructions(kiln, demo, tmp_path):
     r = kiln("compile", demo, "-o", tmp_path / "d.kiln", "--bf16")
     assert r.returncode != 0
     assert "no bfloat16 instructions" in r.stderr
+
+
+@needs_bf16
+def test_bf16_squeeze_excitation_runs_bfloat16_kernels(kiln, tmp_path):
+    """EfficientNet's block in bfloat16: a SiLU convolution (Kiln's SiLU pass over the bfloat16
+    result), global pooling of its blocked output, the per-channel Mul scaling it, and the same
+    per-channel forms on a row-major graph input (24 channels: a padded last block), all on
+    bfloat16 kernels, within the bf16 limit of onnxruntime."""
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(4)
+    c = 24
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) * 0.3).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) * 0.3).astype(np.float32),
+                                     "w_se")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Sigmoid", ["c"], ["c_sig"]),
+             helper.make_node("Mul", ["c", "c_sig"], ["a"]),  # SiLU
+             helper.make_node("GlobalAveragePool", ["a"], ["p"]),
+             helper.make_node("Conv", ["p", "w_se"], ["q"]),
+             helper.make_node("Sigmoid", ["q"], ["s"]),
+             helper.make_node("Mul", ["a", "s"], ["y"]),
+             helper.make_node("GlobalMaxPool", ["a"], ["m"]),
+             helper.make_node("GlobalAveragePool", ["x"], ["px"]),
+             helper.make_node("Sigmoid", ["px"], ["sx"]),
+             helper.make_node("Sub", ["sx", "x"], ["z"])]  # per channel, swapped, row-major
+    graph = helper.make_graph(
+        nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 9, 9]),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, c, 1, 1]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, c, 9, 9])], inits)
+    model = tmp_path / "se.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    engine = tmp_path / "se.kiln"
+    r = kiln("compile", model, "-o", engine, "--bf16")
+    assert r.returncode == 0, r.stdout + r.stderr
+    x = rng.standard_normal((2, c, 9, 9)).astype(np.float32)
+    expected = dict(zip(["y", "m", "z"], ort.InferenceSession(str(model)).run(None, {"x": x})))
+    run_engine(kiln, engine, {"x": x}, tmp_path / "out", tmp_path)
+    for name, e in expected.items():
+        err = rel_l2(read_output(tmp_path / "out" / f"{name}.pb"), e)
+        assert err < BF16_MAX_REL_L2, (name, err)
+    kernels = kernels_of(kiln, engine, tmp_path, {"x": x})
+    pools = [k for op, k in kernels.values() if op.startswith("Global")]
+    assert len(pools) == 3 and all(k == "cpu.global_pool" for k in pools), kernels
+    scales = [k for op, k in kernels.values() if op in ("Mul", "Sub")]
+    assert len(scales) == 2 and all(k == "cpu.bf16_eltwise" for k in scales), kernels

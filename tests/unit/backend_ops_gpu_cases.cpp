@@ -36,6 +36,8 @@ void bf16_cases(std::vector<Case>& c) {
            .op = "Add",
            .inputs = {x({2, 3, 5, 5}), x({1, 3, 1, 1})},
            .gpu = "gpu.add"});
+  // A per-channel operand: the CPU's bfloat16 element-wise kernel where it has the instructions.
+  if (backends::cpu::cpu_has_bf16()) c.back().kernel = "cpu.bf16_eltwise";
   bf16(c, {.name = "gpu_softmax_middle",
            .op = "Softmax",
            .inputs = {x({3, 7, 5})},

@@ -9,6 +9,8 @@
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/vector_math.hpp"
+#include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "core/half.hpp"
 #include "core/half_convert.hpp"
@@ -45,15 +47,62 @@ void parallel_chunks(int64_t n, Fn&& fn) {
   for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
+// Which operand is a 4-D tensor that the other scales channel by channel ([N or 1, C, 1, 1]
+// against [N, C, H, W], the other's rank up to 4: a squeeze-and-excitation Mul), -1 if neither.
+int per_channel_full(const ir::Node& node) {
+  const ir::Value* a = node.input(0);
+  const ir::Value* b = node.input(1);
+  if (!a || !b || !a->type().shape || !b->type().shape) return -1;
+  for (int full = 0; full < 2; ++full) {
+    const Shape& f = *(full == 0 ? a : b)->type().shape;
+    const Shape& o = *(full == 0 ? b : a)->type().shape;
+    if (f.rank() != 4 || !known_dims(f) || o.rank() > 4 || !f[1].is_static()) continue;
+    std::vector<Dim> od = o.dims();
+    od.insert(od.begin(), 4 - od.size(), Dim(1));
+    if ((od[0] == Dim(1) || od[0] == f[0]) && od[1] == f[1] && od[2] == Dim(1) && od[3] == Dim(1)) {
+      return full;
+    }
+  }
+  return -1;
+}
+
+std::string check_per_channel(const ir::Node& node) {
+  if (!cpu_has_bf16()) return "this CPU has no bfloat16 instructions";
+  const int full = per_channel_full(node);
+  if (full < 0) return "operands neither of one shape nor one scaling the other per channel";
+  const ir::Value* y = node.output(0);
+  if (!is_bf16(y) || node.outputs().size() != 1) return "output 0 is not a bfloat16 tensor";
+  for (const ir::Value* v : node.inputs()) {
+    if (!is_bf16(v)) return "an input is not a bfloat16 tensor";
+  }
+  if (!(*y->type().shape == *node.input(full)->type().shape)) {
+    return "the output's shape is not the full operand's";
+  }
+  return "";
+}
+
 enum class Op { Add, Sub, Mul };
 
 class BinaryKernel final : public Kernel {
  public:
-  BinaryKernel(const ir::Node& node, Op op) : node_(node), op_(op) {}
+  BinaryKernel(const ir::Node& node, Op op)
+      : node_(node),
+        op_(op),
+        per_channel_full_(check_same_shape(node).empty() ? -1 : per_channel_full(node)) {}
   std::string_view name() const override { return kName; }
-  BlockedLayouts blocked_layouts() const override { return {.uniform = true}; }
+  // Same-shape operands in any layout they share; a per-channel operand row-major beside a full
+  // one whose layout the output takes (its padding lanes written as 0).
+  BlockedLayouts blocked_layouts() const override {
+    if (per_channel_full_ >= 0) return {.follows = per_channel_full_};
+    return {.uniform = true};
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
+    if (per_channel_full_ >= 0) {
+      run_per_channel(in[per_channel_full_], in[1 - per_channel_full_], per_channel_full_ == 1,
+                      out);
+      return;
+    }
     KILN_CHECK_ARG(in[0].dims == in[1].dims, "node {}: operands {} and {} differ in shape",
                    node_.label(), dims_to_string(in[0].dims), dims_to_string(in[1].dims));
     DeviceTensor y = out.allocate(0, DataType::BFloat16, in[0].dims);
@@ -84,8 +133,59 @@ class BinaryKernel final : public Kernel {
   }
 
  private:
+  // `full` (N, C, H, W) row-major or channel-blocked, `other` N or 1 times C values row-major;
+  // `swapped`: other is input 0.
+  void run_per_channel(const DeviceTensor& full, const DeviceTensor& other, bool swapped,
+                       KernelOutputs& out) {
+    KILN_CHECK_ARG(
+        full.dims.size() == 4 && other.numel() > 0 &&
+            (other.numel() == full.dims[1] || other.numel() == full.dims[0] * full.dims[1]),
+        "node {}: operands {} and {} are not a tensor and a per-channel operand", node_.label(),
+        dims_to_string(full.dims), dims_to_string(other.dims));
+    DeviceTensor y = out.allocate(0, DataType::BFloat16, full.dims);
+    KILN_CHECK(y.layout == full.layout && other.layout.is_row_major(), ErrorCode::Internal,
+               "node {}: per-channel operands in layouts {} / {}, the result in {}", node_.label(),
+               full.layout.to_string(), other.layout.to_string(), y.layout.to_string());
+    if (y.numel() == 0) return;
+    const int64_t n = full.dims[0], c = full.dims[1], hw = full.dims[2] * full.dims[3];
+    const int64_t b = full.layout.is_row_major() ? 1 : full.layout.block;
+    const int64_t cb = (c + b - 1) / b;
+    const bool per_batch = other.numel() != c;
+    const auto* pf = static_cast<const uint16_t*>(full.data);
+    const auto* po = static_cast<const uint16_t*>(other.data);
+    auto* py = static_cast<uint16_t*>(y.data);
+    static constexpr BinaryOp kOps[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul};
+    const BinaryOp op = kOps[static_cast<int>(op_)];
+    constexpr int64_t kStep = 1024;
+    const int64_t rows_per_step = std::max<int64_t>(1, kStep / b);
+    const double elements = static_cast<double>(n * cb * hw * b);
+    const int threads = threads_for_work(elements, 6.0 * elements);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t i = 0; i < n * cb; ++i) {
+      const int64_t nn = i / cb, c0 = (i % cb) * b;
+      const int64_t lanes = std::min(b, c - c0);
+      float ov[64] = {}, buf[kStep];
+      bfloat16s_to_floats(po + (per_batch ? nn * c : 0) + c0, ov, static_cast<size_t>(lanes));
+      for (int64_t r = 0; r < hw; r += rows_per_step) {
+        const int64_t rows = std::min(rows_per_step, hw - r);
+        const auto m = static_cast<size_t>(rows * b);
+        const int64_t at = (i * hw + r) * b;
+        bfloat16s_to_floats(pf + at, buf, m);
+        if (b == 1 && !(swapped && op == BinaryOp::Sub)) {
+          // A row-major plane: one scalar for all of it (Add and Mul commute).
+          binary_same_shape(op, buf, ov, true, buf, static_cast<int64_t>(m));
+        } else {
+          blocked_channel_binary(op, buf, ov, swapped, rows, static_cast<int>(b),
+                                 static_cast<int>(lanes), buf);
+        }
+        floats_to_bfloat16s(buf, py + at, m);
+      }
+    }
+  }
+
   const ir::Node& node_;
   Op op_;
+  int per_channel_full_;  // the full operand of a per-channel node, else -1
 };
 
 // max(x, 0) on the bits: a negative value (sign set, not NaN) becomes +0; NaN stays NaN.
@@ -115,7 +215,10 @@ std::string check_relu(const ir::Node& node) {
 
 std::string check_binary(const ir::Node& node) {
   if (node.inputs().size() != 2) return "not two inputs";
-  return check_same_shape(node);
+  std::string why = check_same_shape(node);
+  if (why.empty()) return why;
+  if (std::string per_channel = check_per_channel(node); per_channel.empty()) return "";
+  return why;
 }
 
 }  // namespace

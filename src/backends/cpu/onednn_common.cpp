@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "backends/cpu/vector_math.hpp"
+#include "core/half_convert.hpp"
 #include "core/log.hpp"
 #include "core/tensor.hpp"
 
@@ -293,6 +294,29 @@ void ActivationPass::run(float* data, int64_t n, Stream& stream) {
   ThreadLimit limit(threads_);
   prim_.execute(dnnl_stream(stream),
                 {{DNNL_ARG_SRC, wrap(md_, data)}, {DNNL_ARG_DST, wrap(md_, data)}});
+}
+
+void ActivationPass::run_bf16(uint16_t* data, int64_t n) {
+  using ops::Activation;
+  if (n == 0 || none()) return;
+  KILN_CHECK(act_.kind == Activation::Silu || act_.kind == Activation::Gelu, ErrorCode::Internal,
+             "no bfloat16 pass for activation {}", ops::FusedActivation::name(act_.kind));
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int threads = threads_for_work(20.0 * static_cast<double>(n), 4.0 * static_cast<double>(n));
+  void (*loop)(float*, int64_t) = act_.kind == Activation::Silu ? silu_in_place : gelu_in_place;
+#pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 1 && threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    constexpr int64_t kStep = 512;  // two KiB of floats: stays in L1 between the three passes
+    float buf[kStep];
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; i += kStep) {
+      const auto m = static_cast<size_t>(std::min(kStep, end - i));
+      bfloat16s_to_floats(data + i, buf, m);
+      loop(buf, static_cast<int64_t>(m));
+      floats_to_bfloat16s(buf, data + i, m);
+    }
+  }
 }
 
 ops::FusedActivation gelu_pass(const ops::FusedActivation& act, DataType type) {

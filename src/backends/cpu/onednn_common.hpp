@@ -100,6 +100,10 @@ class ActivationPass {
   explicit ActivationPass(const ops::FusedActivation& act) : act_(act) {}
   bool none() const { return act_.kind == ops::Activation::None; }
   void run(float* data, int64_t n, Stream& stream);
+  // The same over bfloat16 storage, for SiLU and Gelu (Kiln's loops, widened a few hundred
+  // elements at a time and rounded back): oneDNN 2.6's bfloat16 swish post-op cost its jit
+  // convolutions more than the convolution itself on EfficientNet's wide layers.
+  void run_bf16(uint16_t* data, int64_t n);
 
  private:
   ops::FusedActivation act_;

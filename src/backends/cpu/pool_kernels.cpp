@@ -3,6 +3,8 @@
 // static INT8 network's first pooling once its QuantizeLinear moved before it: the maximum
 // commutes with quantization).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
@@ -10,6 +12,7 @@
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
+#include "core/half_convert.hpp"
 #include "ops/conv_utils.hpp"
 
 namespace kiln::backends::cpu {
@@ -199,14 +202,24 @@ class OnednnPool final : public Kernel {
   ShapeCache<Entry> cache_;
 };
 
+// Float32, or bfloat16 (a `--bf16` engine's squeeze-and-excitation blocks: on the widening
+// twin they read row-major copies, and the convolutions before them reordered their outputs).
+DataType global_pool_type(const ir::Node& node) {
+  const ir::Value* x = node.input(0);
+  return x && x->type().is_tensor() && x->type().dtype == DataType::BFloat16 ? DataType::BFloat16
+                                                                             : DataType::Float32;
+}
+
 std::string check_global_pool(const ir::Node& node) {
-  if (std::string why = check_f32_input(node, 0, 3, 8); !why.empty()) return why;
-  return check_f32_outputs(node);
+  const DataType type = global_pool_type(node);
+  if (std::string why = check_float_input(node, 0, type, 3, 8); !why.empty()) return why;
+  return check_float_outputs(node, type);
 }
 
 class GlobalPool final : public Kernel {
  public:
-  explicit GlobalPool(const ir::Node& node) : max_(node.op_type() == "GlobalMaxPool") {}
+  explicit GlobalPool(const ir::Node& node)
+      : max_(node.op_type() == "GlobalMaxPool"), type_(global_pool_type(node)) {}
   std::string_view name() const override { return "cpu.global_pool"; }
   // Reads a blocked input (the end of a convolution stack); writes row-major.
   BlockedLayouts blocked_layouts() const override { return {.input0 = true}; }
@@ -215,7 +228,11 @@ class GlobalPool final : public Kernel {
     const DeviceTensor& x = in[0];
     std::vector<int64_t> dims = x.dims;
     std::fill(dims.begin() + 2, dims.end(), 1);
-    DeviceTensor y = out.allocate(0, DataType::Float32, dims);
+    DeviceTensor y = out.allocate(0, type_, dims);
+    if (type_ == DataType::BFloat16) {
+      run_bf16(x, y);
+      return;
+    }
     if (!x.layout.is_row_major()) {
       run_blocked(x, y);
       return;
@@ -257,7 +274,51 @@ class GlobalPool final : public Kernel {
     }
   }
 
+  // bfloat16 in and out, float32 inside: each (n, channel block) or row widened a few hundred
+  // elements at a time.
+  void run_bf16(const DeviceTensor& x, const DeviceTensor& y) {
+    const bool blocked = !x.layout.is_row_major();
+    const int64_t n = x.dims[0], c = x.dims[1];
+    const int64_t hw = c > 0 && n > 0 ? shape_numel(x.dims) / (n * c) : 0;
+    const int64_t b = blocked ? x.layout.block : 1;
+    const int64_t groups = n * ((c + b - 1) / b);
+    const auto* px = static_cast<const uint16_t*>(x.data);
+    auto* py = static_cast<uint16_t*>(y.data);
+    const bool max = max_;
+    constexpr int64_t kStep = 1024;
+    const int64_t rows_per_step = std::max<int64_t>(1, kStep / b);
+#pragma omp parallel for schedule(static) if (groups * hw * b > 65536)
+    for (int64_t g = 0; g < groups; ++g) {
+      float buf[kStep], part[64], acc[64];
+      std::fill(acc, acc + b, max ? -std::numeric_limits<float>::infinity() : 0.f);
+      for (int64_t r = 0; r < hw; r += rows_per_step) {
+        const int64_t rows = std::min(rows_per_step, hw - r);
+        bfloat16s_to_floats(px + (g * hw + r) * b, buf, static_cast<size_t>(rows * b));
+        if (blocked) {
+          blocked_lane_reduce(buf, rows, static_cast<int>(b), max, part);
+        } else if (max) {
+          row_maxes(buf, 1, rows, part);
+        } else {
+          row_means(buf, 1, rows, part);
+          part[0] *= static_cast<float>(rows);
+        }
+        for (int64_t l = 0; l < b; ++l) {
+          // NaN wins a max, as in the float32 reduction.
+          acc[l] =
+              max ? (part[l] > acc[l] || std::isnan(part[l]) ? part[l] : acc[l]) : acc[l] + part[l];
+        }
+      }
+      const int64_t nn = blocked ? g / ((c + b - 1) / b) : g / c;
+      const int64_t c0 = blocked ? (g % ((c + b - 1) / b)) * b : g % c;
+      for (int64_t l = 0; l < b && c0 + l < c; ++l) {
+        const float v = max ? acc[l] : acc[l] / static_cast<float>(hw);
+        floats_to_bfloat16s(&v, py + nn * c + c0 + l, 1);
+      }
+    }
+  }
+
   bool max_;
+  DataType type_;
 };
 
 std::unique_ptr<Kernel> create_pool(const ir::Node& node) {
