@@ -22,8 +22,11 @@ void add(std::vector<Case>& out, Case c, bool with_bf16 = false) {
     Case b = c;
     b.name += "_bf16";
     b.dtype = DataType::BFloat16;
-    // Global pooling reduces bfloat16 itself (cpu.global_pool); the others widen (cpu.bf16).
-    b.kernel = c.op.starts_with("Global") ? "cpu.global_pool" : "cpu.bf16";
+    // The CPU pools bfloat16 itself (oneDNN's pooling, Kiln's global pooling); what its
+    // float32 kernel refuses widens (cpu.bf16).
+    b.kernel = c.op.starts_with("Global")               ? "cpu.global_pool"
+               : c.kernel == std::string("onednn.pool") ? "onednn.pool"
+                                                        : "cpu.bf16";
     out.push_back(std::move(b));
   }
   push_with_f16(out, std::move(c));
@@ -47,7 +50,7 @@ std::vector<Case> gpu_pool_cases() {
   add(c, pool("max_3x3_s2_p1", "MaxPool", {2, 8, 13, 13}, {k3, s2, ints("pads", {1, 1, 1, 1})}),
       true);
   add(c, pool("max_asymmetric_pads", "MaxPool", {1, 5, 9, 8}, {k3, ints("pads", {0, 1, 2, 1})}));
-  add(c, pool("max_ceil_mode", "MaxPool", {2, 3, 8, 7}, {k3, s2, i("ceil_mode", 1)}));
+  add(c, pool("max_ceil_mode", "MaxPool", {2, 3, 8, 7}, {k3, s2, i("ceil_mode", 1)}), true);
   add(c,
       pool("max_dilated", "MaxPool", {1, 4, 11, 10},
            {ints("kernel_shape", {2, 3}), ints("dilations", {2, 2}), ints("pads", {1, 0, 1, 2})}));
@@ -62,7 +65,7 @@ std::vector<Case> gpu_pool_cases() {
               {k3, s2, ints("pads", {1, 1, 1, 1}), i("ceil_mode", 1), i("count_include_pad", 1)},
               "reference"));
   add(c, pool("global_avg", "GlobalAveragePool", {2, 16, 7, 7}, {}, "cpu.global_pool"), true);
-  add(c, pool("global_max", "GlobalMaxPool", {2, 5, 3, 4}, {}, "cpu.global_pool"));
+  add(c, pool("global_max", "GlobalMaxPool", {2, 5, 3, 4}, {}, "cpu.global_pool"), true);
   return c;
 }
 
