@@ -1,9 +1,32 @@
 #include "ops/infer_utils.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace kiln::ops {
 
 void infer_same_as_input0(InferContext& ctx) {
   if (const TypeInfo* t = ctx.input_type(0)) ctx.set_output_type(0, *t);
+}
+
+namespace {
+
+std::string clamped_name(const std::string& symbol, int64_t n) {
+  return "min(" + symbol + "," + std::to_string(n) + ")";
+}
+
+// `m` is clamped_symbol(s, n) for some n.
+bool is_clamped(const Dim& m, const Dim& s) {
+  if (!m.is_symbolic() || !s.is_symbolic()) return false;
+  const std::string& name = m.symbol_name();
+  return m.max() >= 2 && name == clamped_name(s.symbol_name(), m.max());
+}
+
+}  // namespace
+
+Dim clamped_symbol(const Dim& s, int64_t n) {
+  if (!s.is_symbolic() || n < 2) return Dim();
+  return Dim::symbol(clamped_name(s.symbol_name(), n), std::min(s.min(), n), n);
 }
 
 std::optional<Shape> broadcast_shapes(const AttrReader& ctx, const std::optional<Shape>& a,
@@ -21,6 +44,10 @@ std::optional<Shape> broadcast_shapes(const AttrReader& ctx, const std::optional
       out[i] = *da;
     } else if (*da == *db) {
       out[i] = *da;
+    } else if (is_clamped(*db, *da)) {
+      out[i] = *da;
+    } else if (is_clamped(*da, *db)) {
+      out[i] = *db;
     } else if (da->is_static() && da->value() == 1) {
       out[i] = *db;
     } else if (db->is_static() && db->value() == 1) {

@@ -286,7 +286,13 @@ void infer_slice(InferContext& ctx) {
       const Dim end_dim = (*sym_ends)[k].dim;
       bool prefix = step == 1 && s == 0 && end_dim.is_symbolic() &&
                     (d == end_dim || (d.is_static() && end_dim.max() <= d.value()));
-      d = prefix ? end_dim : Dim();
+      if (prefix) {
+        d = end_dim;
+      } else if (step == 1 && s == 0 && end_dim.is_symbolic() && d.is_static()) {
+        d = clamped_symbol(end_dim, d.value());  // min(e, length), a symbol bounded by length
+      } else {
+        d = Dim();
+      }
       continue;
     }
     if (d.is_static()) {

@@ -28,10 +28,18 @@ const ir::Node* producer_in(const ir::Node& reader, const ir::Value* v, const ch
   return p && p->owner() == reader.owner() && is_op(p, op) ? p : nullptr;
 }
 
+// What a Gather or Slice of Shape(x) selects: x, and for each element the position of its dim in
+// x and the dim.
+struct Selection {
+  const ir::Value* of = nullptr;
+  std::vector<int64_t> positions;
+  std::vector<Dim> dims;
+};
+
 // The dims of x that `sel`, a Gather or Slice of Shape(x) with constant indices, selects: the
 // node's own kernel runs on the positions 0..n-1 of Shape(x)'s elements, so every indexing rule
 // (negative indices, clamping, steps) is the kernel's. nullopt when it is not such a node.
-std::optional<std::vector<Dim>> selected_dims(const ir::Node& sel) {
+std::optional<Selection> selection_of_shape(const ir::Node& sel) {
   if (!is_op(&sel, "Gather") && !is_op(&sel, "Slice")) return std::nullopt;
   const ir::Node* shape = producer_in(sel, sel.input(0), "Shape");
   if (!shape) return std::nullopt;
@@ -50,10 +58,25 @@ std::optional<std::vector<Dim>> selected_dims(const ir::Node& sel) {
   }
   std::optional<std::vector<RtValue>> out = evaluate_node(sel, inputs);
   if (!out || out->empty() || !(*out)[0].is_tensor()) return std::nullopt;
-  std::vector<Dim> picked;
-  for (int64_t p : (*out)[0].tensor().to_int64_vector())
-    picked.push_back((*dims)[static_cast<size_t>(p)]);
+  Selection picked{.of = shape->input(0)};
+  // Shape's start window: element p of Shape(x) is dim p + start of x.
+  const int64_t rank = static_cast<int64_t>(shape->input(0)->type().shape->rank());
+  int64_t start = 0;
+  if (const ir::Attribute* a = shape->attribute("start")) {
+    start = std::get<int64_t>(a->storage());
+    start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
+  }
+  for (int64_t p : (*out)[0].tensor().to_int64_vector()) {
+    picked.positions.push_back(p + start);
+    picked.dims.push_back((*dims)[static_cast<size_t>(p)]);
+  }
   return picked;
+}
+
+std::optional<std::vector<Dim>> selected_dims(const ir::Node& sel) {
+  std::optional<Selection> picked = selection_of_shape(sel);
+  if (!picked) return std::nullopt;
+  return std::move(picked->dims);
 }
 
 // Gather / Slice of Shape(x) whose selected dims of x are all static: their values, in the
@@ -78,12 +101,12 @@ std::optional<Tensor> fold_selection_of_shape(const ir::Node& n) {
 
 // The dims a part of a Concat'ed shape names: a Gather / Slice of a Shape, possibly made 1-D by
 // an Unsqueeze. nullopt when the part is something else.
-std::optional<std::vector<Dim>> part_dims(const ir::Node& concat, const ir::Value* part) {
+std::optional<Selection> part_dims(const ir::Node& concat, const ir::Value* part) {
   const ir::Value* v = part;
   if (const ir::Node* unsqueeze = producer_in(concat, part, "Unsqueeze")) v = unsqueeze->input(0);
   const ir::Node* sel = producer_in(concat, v, "Gather");
   if (!sel) sel = producer_in(concat, v, "Slice");
-  return sel ? selected_dims(*sel) : std::nullopt;
+  return sel ? selection_of_shape(*sel) : std::nullopt;
 }
 
 }  // namespace
@@ -105,11 +128,16 @@ std::optional<Tensor> reshape_target_from_dims(const ir::Node& reshape) {
       for (int64_t v : c.values<int64_t>()) target.push_back(v);
       continue;
     }
-    std::optional<std::vector<Dim>> dims = part_dims(*concat, part);
-    if (!dims) return std::nullopt;
-    for (const Dim& d : *dims) {
+    std::optional<Selection> picked = part_dims(*concat, part);
+    if (!picked) return std::nullopt;
+    for (size_t i = 0; i < picked->dims.size(); ++i) {
       const size_t at = target.size();
-      if (at >= in_dims.size() || !same_dim(d, in_dims[at])) return std::nullopt;
+      if (at >= in_dims.size()) return std::nullopt;
+      // data's own dim at this position is copied whatever it is (an exporter's position-id
+      // Slice leaves BERT's sequence dim unnamed, and x.view(x.size(0), x.size(1), h, d) reads
+      // it from x itself); another tensor's dim only where it is provably the same.
+      const bool own = picked->of == data && picked->positions[i] == static_cast<int64_t>(at);
+      if (!own && !same_dim(picked->dims[i], in_dims[at])) return std::nullopt;
       target.push_back(0);
     }
   }

@@ -82,11 +82,35 @@ TEST(SymbolicShapes, SlicingToASequenceLengthKeepsItWhenTheTableIsLongEnough) {
         b.g->add_input("ids", tensor_type(DataType::Int64, {2, Dim::symbol("seq", 1, max_len)}));
     ir::Value* table = b.g->add_initializer("table", Tensor(DataType::Int64, {1, 16}));
     ir::Value* y = b.op("Slice", {table, b.ints({0}), b.dim_of(ids, 1), b.ints({1})});
-    // Past the table's length the result is min(seq, 16): not known statically.
-    std::string want = max_len <= 16 ? fmt::format("int64[1,seq[1..{}]]", max_len) : "int64[1,?]";
+    // Past the table's length the result is min(seq, 16): a symbol of its own, bounded by 16.
+    std::string want =
+        max_len <= 16 ? fmt::format("int64[1,seq[1..{}]]", max_len) : "int64[1,min(seq,16)[1..16]]";
     EXPECT_EQ(b.inferred(y), want) << "seq up to " << max_len;
     EXPECT_EQ(b.run_dims(y, {Tensor(DataType::Int64, {2, 7})}), (std::vector<int64_t>{1, 7}));
   }
+}
+
+TEST(SymbolicShapes, AddingASlicedTableKeepsTheSequenceLength) {
+  // BERT's embeddings: word [2, seq, 4] + position_table[:, :seq] ([1, 16, 4] sliced) is
+  // [2, seq, 4] whatever seq's range: where seq <= 16 the two agree; past it the sum fails.
+  Builder b;
+  ir::Value* ids = b.g->add_input("ids", tensor_type(DataType::Int64, {2, Dim::symbol("seq")}));
+  ir::Value* words =
+      b.g->add_input("words", tensor_type(DataType::Float32, {2, Dim::symbol("seq"), 4}));
+  ir::Value* table = b.g->add_initializer("table", Tensor(DataType::Float32, {1, 16, 4}));
+  ir::Value* pos = b.op("Slice", {table, b.ints({0}), b.dim_of(ids, 1), b.ints({1})});
+  EXPECT_EQ(b.inferred(pos), "float[1,min(seq,16)[0..16],4]");
+  ir::Value* sum = b.op("Add", {words, pos});
+  EXPECT_EQ(b.inferred(sum), "float[2,seq,4]");
+  ir::Value* other = b.op("Add", {pos, words});
+  EXPECT_EQ(b.inferred(other), "float[2,seq,4]");
+  EXPECT_EQ(
+      b.run_dims(sum, {Tensor(DataType::Int64, {2, 5}), Tensor(DataType::Float32, {2, 5, 4})}),
+      (std::vector<int64_t>{2, 5, 4}));
+  // Another symbol against the clamped one stays undecided.
+  ir::Value* lengths =
+      b.g->add_input("other", tensor_type(DataType::Float32, {2, Dim::symbol("len"), 4}));
+  EXPECT_EQ(b.inferred(b.op("Add", {lengths, pos})), "float[2,?,4]");
 }
 
 TEST(SymbolicShapes, SlicingFromASequenceLengthIsUnknown) {
