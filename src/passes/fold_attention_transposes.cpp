@@ -2,8 +2,8 @@
 // K and V and on its output (the head split and merge around attention, as BERT-style exporters
 // write them) becomes the op with bsnh = 1: the kernel reads [.., S, N, H] operands in place and
 // writes its output the same way, so the four Transposes of each layer no longer run. A device
-// pass (add_device_passes): the GPU's attention kernels read strided operands; the CPU's oneDNN
-// kernel does not.
+// pass (add_device_passes): the GPU's attention kernels and the CPU's (oneDNN matmuls on strided
+// operands) read them in place.
 #include "ops/fused_activation.hpp"
 #include "passes/passes.hpp"
 #include "passes/pattern_utils.hpp"
@@ -23,9 +23,13 @@ bool swaps_seq_heads(const ir::Node& transpose) {
   return true;
 }
 
-bool fold(Rewriter& rw, ir::Node& n) {
+bool fold(Rewriter& rw, ir::Node& n, size_t min_rank) {
   if (!is_kiln_op(&n, "ScaledDotProductAttention") || int_attr(n, "bsnh", 0) != 0 ||
       n.inputs().size() < 3) {
+    return false;
+  }
+  const ir::Value* q = n.input(0);
+  if (!q || !q->type().is_tensor() || !q->type().shape || q->type().shape->rank() < min_rank) {
     return false;
   }
   std::vector<ir::Node*> dead = {&n};
@@ -57,7 +61,7 @@ bool fold(Rewriter& rw, ir::Node& n) {
 }  // namespace
 
 bool FoldAttentionTransposes::apply(ir::Graph& root) const {
-  return rewrite_graph(root, fold);
+  return rewrite_graph(root, [this](Rewriter& rw, ir::Node& n) { return fold(rw, n, min_rank); });
 }
 
 }  // namespace kiln::passes

@@ -71,6 +71,14 @@ void bf16_cases(std::vector<Case>& c) {
            .gpu = "gpu.attention"});
   // The CPU's attention kernel computes in bfloat16 itself where the CPU has the instructions.
   if (backends::cpu::cpu_has_bf16()) c.back().kernel = "cpu.attention";
+  bf16(c, {.name = "gpu_attention_bsnh",
+           .op = "ScaledDotProductAttention",
+           .inputs = {x({2, 7, 3, 8}), x({2, 9, 3, 8}), x({2, 9, 3, 6}), x({2, 1, 1, 9})},
+           .attrs = {i("bsnh", 1)},
+           .domain = kKiln,
+           .opset = 1,
+           .gpu = "gpu.attention"});
+  if (backends::cpu::cpu_has_bf16()) c.back().kernel = "cpu.attention";
   bf16(c, {.name = "gpu_transpose_heads",
            .op = "Transpose",
            .inputs = {x({2, 5, 3, 7})},
@@ -808,12 +816,14 @@ void attention_cases(std::vector<Case>& c) {
   add("tiles_head128", {x({3, 40, 128}), x({3, 100, 128}), x({3, 100, 128}), w({40, 100})});
   add("tiles_head32", {x({2, 4, 70, 32}), x({2, 1, 33, 32}), x({2, 1, 33, 32}), x({2, 1, 70, 1})},
       {}, kRef);
-  // bsnh: [B, S, N, H] operands read in place (fold_attention_transposes); the CPU's kernel
-  // leaves them to the reference. BERT's layer on matrix tiles in float16, FMA otherwise.
+  // bsnh: [B, S, N, H] operands read in place (fold_attention_transposes; the CPU's products
+  // through strides). BERT's layer on matrix tiles in float16, FMA otherwise; a 3-D [S, N, H]
+  // one (no batch), Sq != Sk and Dv != D.
   add("bsnh_bert",
       {x({2, 128, 12, 64}), x({2, 128, 12, 64}), x({2, 128, 12, 64}), x({2, 1, 1, 128})},
-      {i("bsnh", 1), i("zero_nan_probs", 1), f("scale", 0.125f)}, kRef);
-  add("bsnh_small", {x({2, 7, 3, 8}), x({2, 9, 3, 8}), x({2, 9, 3, 6})}, {i("bsnh", 1)}, kRef);
+      {i("bsnh", 1), i("zero_nan_probs", 1), f("scale", 0.125f)});
+  add("bsnh_small", {x({2, 7, 3, 8}), x({2, 9, 3, 8}), x({2, 9, 3, 6})}, {i("bsnh", 1)});
+  add("bsnh_3d", {x({7, 3, 8}), x({9, 3, 8}), x({9, 3, 6}), x({3, 7, 9})}, {i("bsnh", 1)});
   // Large heads: the 16-key tile and several accumulators per lane.
   add("head256", {x({1, 5, 256}), x({1, 19, 256}), x({1, 19, 200})});
 }

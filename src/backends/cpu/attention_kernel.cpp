@@ -7,7 +7,10 @@
 // kernels with float32 accumulation: about 1.8x faster than float32 on BERT-base's shapes). The
 // mask, of Q's type, broadcasts to the scores [.., Sq, Sk] in any dim (a [N, 1, 1, Sk]
 // padding mask included). Q, K and V must have the same batch dims (multi-head attention as the
-// fusion writes it); other broadcasts stay on the reference.
+// fusion writes it); other broadcasts stay on the reference. With bsnh (passes/
+// fold_attention_transposes) Q, K, V and the output are [.., S, N, H] in memory: the products
+// read and write them through strides (oneDNN's brgemm matmul takes them at 2-5 % over dense
+// operands), so the head split and merge Transposes around the attention do not run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,22 +38,40 @@ bool same_batch(const Shape& a, const Shape& b) {
          std::equal(batch.dims().begin(), batch.dims().end(), b.dims().begin());
 }
 
+// bsnh's [.., S, N, H] <-> [.., N, S, H]: axes -3 and -2 swapped.
+template <typename Dims>
+Dims swap_seq_heads(Dims d) {
+  std::swap(d[d.size() - 3], d[d.size() - 2]);
+  return d;
+}
+
+bool bsnh_of(const ir::Node& node) {
+  const ir::Attribute* a = node.attribute("bsnh");
+  const int64_t* v = a ? std::get_if<int64_t>(&a->storage()) : nullptr;
+  return v && *v != 0;
+}
+
 std::string check_attention(const ir::Node& node) {
-  // bsnh's [.., S, N, H] operands are the GPU's (fold_attention_transposes); the reference
-  // kernel takes them elsewhere.
   if (const ir::Attribute* a = node.attribute("bsnh")) {
     const int64_t* bsnh = std::get_if<int64_t>(&a->storage());
-    if (!bsnh || *bsnh != 0) return "bsnh ([.., S, N, H]) operands";
+    if (!bsnh || (*bsnh != 0 && *bsnh != 1)) return "bsnh is not 0 or 1";
   }
+  const bool bsnh = bsnh_of(node);
   const std::optional<DataType> type = compute_type(node);
   if (!type) return "Q is not float32, or bfloat16 on a CPU with bfloat16 instructions";
   for (size_t i = 0; i < 3; ++i) {
-    if (std::string why = check_float_input(node, i, *type, 2, 6); !why.empty()) return why;
+    if (std::string why = check_float_input(node, i, *type, bsnh ? 3 : 2, 6); !why.empty()) {
+      return why;
+    }
   }
   if (std::string why = check_float_input(node, 3, *type, 0, 6, true); !why.empty()) return why;
-  const Shape& q = *node.input(0)->type().shape;
-  if (!same_batch(q, *node.input(1)->type().shape) ||
-      !same_batch(q, *node.input(2)->type().shape)) {
+  // The products' operands: [.., N, S, H] (bsnh's swapped into that form).
+  auto logical = [&](size_t i) {
+    const Shape& s = *node.input(i)->type().shape;
+    return bsnh ? Shape(swap_seq_heads(s.dims())) : s;
+  };
+  const Shape q = logical(0);
+  if (!same_batch(q, logical(1)) || !same_batch(q, logical(2))) {
     return "Q, K and V batch dims differ or are unnamed";
   }
   if (node.input(3) && node.input(3)->type().shape->rank() > q.rank()) {
@@ -65,21 +86,32 @@ class AttentionKernel final : public Kernel {
   std::string_view name() const override { return "cpu.attention"; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
-    const DeviceTensor& q = in[0];
-    const DeviceTensor& k = in[1];
-    const DeviceTensor& v = in[2];
+    const DeviceTensor& q_in = in[0];
+    const DeviceTensor& k_in = in[1];
+    const DeviceTensor& v_in = in[2];
     const DeviceTensor* mask = in.size() > 3 && in[3].defined() ? &in[3] : nullptr;
-    const size_t rank = q.dims.size();
+    const size_t rank = q_in.dims.size();
     ops::AttrReader attrs(node_);
-    attrs.check(k.dims.size() == rank && v.dims.size() == rank &&
-                    std::equal(q.dims.begin(), q.dims.end() - 2, k.dims.begin()) &&
-                    std::equal(q.dims.begin(), q.dims.end() - 2, v.dims.begin()),
-                "Q {}, K {} and V {} must share their batch dims", dims_to_string(q.dims),
-                dims_to_string(k.dims), dims_to_string(v.dims));
-    const int64_t sq = q.dims[rank - 2], d = q.dims[rank - 1];
-    const int64_t sk = k.dims[rank - 2], dv = v.dims[rank - 1];
-    attrs.check(k.dims[rank - 1] == d && v.dims[rank - 2] == sk, "K {} and V {} do not fit Q {}",
-                dims_to_string(k.dims), dims_to_string(v.dims), dims_to_string(q.dims));
+    attrs.check(k_in.dims.size() == rank && v_in.dims.size() == rank && rank >= (bsnh_ ? 3 : 2),
+                "Q {}, K {} and V {} must have one rank{}", dims_to_string(q_in.dims),
+                dims_to_string(k_in.dims), dims_to_string(v_in.dims), bsnh_ ? " of 3 or more" : "");
+    // The products' [.., N, S, H] dims (bsnh's read through strides).
+    auto logical = [&](const std::vector<int64_t>& d) { return bsnh_ ? swap_seq_heads(d) : d; };
+    const std::vector<int64_t> qd = logical(q_in.dims), kd = logical(k_in.dims),
+                               vd = logical(v_in.dims);
+    attrs.check(std::equal(qd.begin(), qd.end() - 2, kd.begin()) &&
+                    std::equal(qd.begin(), qd.end() - 2, vd.begin()),
+                "Q {}, K {} and V {} must share their batch dims", dims_to_string(q_in.dims),
+                dims_to_string(k_in.dims), dims_to_string(v_in.dims));
+    const int64_t sq = qd[rank - 2], d = qd[rank - 1];
+    const int64_t sk = kd[rank - 2], dv = vd[rank - 1];
+    attrs.check(kd[rank - 1] == d && vd[rank - 2] == sk, "K {} and V {} do not fit Q {}",
+                dims_to_string(k_in.dims), dims_to_string(v_in.dims), dims_to_string(q_in.dims));
+    struct Logical {
+      std::vector<int64_t> dims;
+      DataType dtype;
+    };
+    const Logical q{qd, q_in.dtype}, k{kd, k_in.dtype};
     std::vector<int64_t> mask_dims;
     if (mask) {
       attrs.check(mask->dims.size() <= rank, "mask {} has a higher rank than Q {}",
@@ -95,7 +127,7 @@ class AttentionKernel final : public Kernel {
     }
     std::vector<int64_t> out_dims(q.dims.begin(), q.dims.end() - 1);
     out_dims.push_back(dv);
-    DeviceTensor y = out.allocate(0, q.dtype, out_dims);
+    DeviceTensor y = out.allocate(0, q.dtype, logical(out_dims));
     if (y.numel() == 0) return;
     if (sk == 0) {
       // A softmax over no keys is 0 / 0, as the reference computes it (a sum of no terms, 0,
@@ -114,12 +146,12 @@ class AttentionKernel final : public Kernel {
                "node {}: attention with a head size of 0 (Q {}) is not supported on the CPU "
                "kernel",
                node_.label(), dims_to_string(q.dims));
-    const Plan& p = plan(q.dtype, q.dims, k.dims, v.dims, mask_dims);
+    const Plan& p = plan(q.dtype, q.dims, k.dims, vd, mask_dims);
     ThreadLimit limit(p.threads);
     dnnl::stream& s = dnnl_stream(stream);
     memory scores(p.scores_md, engine(), scores_.data());
-    p.qk_prim.execute(s, {{DNNL_ARG_SRC, wrap(p.qk.src_desc(), q.data)},
-                          {DNNL_ARG_WEIGHTS, wrap(p.qk.weights_desc(), k.data)},
+    p.qk_prim.execute(s, {{DNNL_ARG_SRC, wrap(p.qk.src_desc(), q_in.data)},
+                          {DNNL_ARG_WEIGHTS, wrap(p.qk.weights_desc(), k_in.data)},
                           {DNNL_ARG_DST, scores},
                           {DNNL_ARG_SCRATCHPAD, p.qk_scratch}});
     s.wait();
@@ -127,7 +159,7 @@ class AttentionKernel final : public Kernel {
     const void* probs = q.dtype == DataType::BFloat16 ? static_cast<const void*>(probs_.data())
                                                       : static_cast<const void*>(scores_.data());
     p.pv_prim.execute(s, {{DNNL_ARG_SRC, wrap(p.pv.src_desc(), probs)},
-                          {DNNL_ARG_WEIGHTS, wrap(p.pv.weights_desc(), v.data)},
+                          {DNNL_ARG_WEIGHTS, wrap(p.pv.weights_desc(), v_in.data)},
                           {DNNL_ARG_DST, wrap(p.pv.dst_desc(), y.data)},
                           {DNNL_ARG_SCRATCHPAD, p.pv_scratch}});
   }
@@ -198,8 +230,14 @@ class AttentionKernel final : public Kernel {
     std::swap(kt[rank - 2], kt[rank - 1]);
     scores.back() = sk;
     const memory::data_type dt = dnnl_type(type);
+    // An operand of these [.., N, S, H] dims as it lies in memory: row-major, or for bsnh
+    // row-major [.., S, N, H] with the two axes' strides swapped.
+    auto strides_of = [&](const std::vector<int64_t>& dims) {
+      if (!bsnh_) return memory::dims(ops::row_major_strides(dims));
+      return swap_seq_heads(memory::dims(ops::row_major_strides(swap_seq_heads(dims))));
+    };
     // K^T as a view of K: its last two dims swapped in the strides.
-    memory::dims kt_strides = ops::row_major_strides(k);
+    memory::dims kt_strides = strides_of(k);
     std::swap(kt_strides[rank - 2], kt_strides[rank - 1]);
     const memory::desc kt_md(memory::dims(kt), dt, kt_strides);
     auto p = std::make_unique<Plan>();
@@ -246,14 +284,17 @@ class AttentionKernel final : public Kernel {
     pv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
       p->qk = dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(plain_desc(q, dt), kt_md, p->scores_md), qk_attr, engine());
+          dnnl::matmul::desc(memory::desc(memory::dims(q), dt, strides_of(q)), kt_md, p->scores_md),
+          qk_attr, engine());
       p->qk_prim = dnnl::matmul(p->qk);
       p->qk_scratch = memory(p->qk.scratchpad_desc(), engine());
       std::vector<int64_t> o = q;
       o.back() = v[rank - 1];
       p->pv = dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(plain_desc(scores, dt), plain_desc(v, dt), plain_desc(o, dt)), pv_attr,
-          engine());
+          dnnl::matmul::desc(plain_desc(scores, dt),
+                             memory::desc(memory::dims(v), dt, strides_of(v)),
+                             memory::desc(memory::dims(o), dt, strides_of(o))),
+          pv_attr, engine());
       p->pv_prim = dnnl::matmul(p->pv);
       p->pv_scratch = memory(p->pv.scratchpad_desc(), engine());
     } catch (const dnnl::error& err) {
@@ -269,6 +310,7 @@ class AttentionKernel final : public Kernel {
   }
 
   const ir::Node& node_;
+  const bool bsnh_ = bsnh_of(node_);  // Q, K, V and the output are [.., S, N, H]
   const bool zero_nan_probs_ = ops::AttrReader(node_).attr_int("zero_nan_probs", 0) != 0;
   std::unique_ptr<Plan> plan_;
   std::vector<float> scores_;
