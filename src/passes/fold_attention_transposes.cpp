@@ -23,13 +23,9 @@ bool swaps_seq_heads(const ir::Node& transpose) {
   return true;
 }
 
-bool fold(Rewriter& rw, ir::Node& n, size_t min_rank) {
+bool fold(Rewriter& rw, ir::Node& n) {
   if (!is_kiln_op(&n, "ScaledDotProductAttention") || int_attr(n, "bsnh", 0) != 0 ||
       n.inputs().size() < 3) {
-    return false;
-  }
-  const ir::Value* q = n.input(0);
-  if (!q || !q->type().is_tensor() || !q->type().shape || q->type().shape->rank() < min_rank) {
     return false;
   }
   std::vector<ir::Node*> dead = {&n};
@@ -61,7 +57,7 @@ bool fold(Rewriter& rw, ir::Node& n, size_t min_rank) {
 }  // namespace
 
 bool FoldAttentionTransposes::apply(ir::Graph& root) const {
-  return rewrite_graph(root, [this](Rewriter& rw, ir::Node& n) { return fold(rw, n, min_rank); });
+  return rewrite_graph(root, fold);
 }
 
 }  // namespace kiln::passes

@@ -132,9 +132,8 @@ PassManager& add_device_passes(PassManager& pm, std::string_view device, bool fl
   if (fuses_for_cpu(device)) {
     pm.add(FuseConvResidual{});
     if (!float16_follows) pm.add(FuseConvDepthwise{});
-    // cpu.attention reads and writes [.., S, N, H] operands through strides too (4-D ones on
-    // oneDNN's brgemm matmul).
-    pm.add(FoldAttentionTransposes{.min_rank = 4});
+    // cpu.attention reads and writes [.., S, N, H] operands through strides too.
+    pm.add(FoldAttentionTransposes{});
     return pm.add(EliminateDeadCode{});
   }
   pm.add(FuseConvResidual{})

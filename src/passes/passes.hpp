@@ -171,12 +171,8 @@ struct FuseAttention {
 };
 
 // ScaledDotProductAttention between Transposes that swap the sequence and heads axes of Q, K, V
-// and of its output becomes the op with bsnh = 1 (no Transposes). A device pass for the GPU.
+// and of its output becomes the op with bsnh = 1 (no Transposes). A device pass (GPU and CPU).
 struct FoldAttentionTransposes {
-  // Operands of lower rank keep their Transposes: the CPU's oneDNN 2.6 takes 3-D [S, B*N, H]
-  // strided operands only on its slow gemm matmul (torch's nn.MultiheadAttention 1.3x slower),
-  // 4-D [B, S, N, H] ones on brgemm.
-  size_t min_rank = 3;
   std::string_view name() const { return "fold_attention_transposes"; }
   bool apply(ir::Graph& graph) const;
 };

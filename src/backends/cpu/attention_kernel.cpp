@@ -90,15 +90,23 @@ class AttentionKernel final : public Kernel {
     const DeviceTensor& k_in = in[1];
     const DeviceTensor& v_in = in[2];
     const DeviceTensor* mask = in.size() > 3 && in[3].defined() ? &in[3] : nullptr;
-    const size_t rank = q_in.dims.size();
     ops::AttrReader attrs(node_);
-    attrs.check(k_in.dims.size() == rank && v_in.dims.size() == rank && rank >= (bsnh_ ? 3 : 2),
+    attrs.check(k_in.dims.size() == q_in.dims.size() && v_in.dims.size() == q_in.dims.size() &&
+                    q_in.dims.size() >= (bsnh_ ? 3 : 2),
                 "Q {}, K {} and V {} must have one rank{}", dims_to_string(q_in.dims),
                 dims_to_string(k_in.dims), dims_to_string(v_in.dims), bsnh_ ? " of 3 or more" : "");
+    // A 3-D bsnh attention ([S, B*N, H]: torch's nn.MultiheadAttention) runs as 4-D with a batch
+    // of 1: oneDNN 2.6 takes 3-D operands of these strides only on its slow gemm matmul.
+    const bool lift = bsnh_ && q_in.dims.size() == 3;
+    auto lifted = [&](std::vector<int64_t> d) {
+      if (lift) d.insert(d.begin(), 1);
+      return d;
+    };
+    const size_t rank = q_in.dims.size() + (lift ? 1 : 0);
     // The products' [.., N, S, H] dims (bsnh's read through strides).
     auto logical = [&](const std::vector<int64_t>& d) { return bsnh_ ? swap_seq_heads(d) : d; };
-    const std::vector<int64_t> qd = logical(q_in.dims), kd = logical(k_in.dims),
-                               vd = logical(v_in.dims);
+    const std::vector<int64_t> qd = logical(lifted(q_in.dims)), kd = logical(lifted(k_in.dims)),
+                               vd = logical(lifted(v_in.dims));
     attrs.check(std::equal(qd.begin(), qd.end() - 2, kd.begin()) &&
                     std::equal(qd.begin(), qd.end() - 2, vd.begin()),
                 "Q {}, K {} and V {} must share their batch dims", dims_to_string(q_in.dims),
@@ -127,7 +135,9 @@ class AttentionKernel final : public Kernel {
     }
     std::vector<int64_t> out_dims(q.dims.begin(), q.dims.end() - 1);
     out_dims.push_back(dv);
-    DeviceTensor y = out.allocate(0, q.dtype, logical(out_dims));
+    std::vector<int64_t> y_dims = logical(out_dims);
+    if (lift) y_dims.erase(y_dims.begin());
+    DeviceTensor y = out.allocate(0, q.dtype, y_dims);
     if (y.numel() == 0) return;
     if (sk == 0) {
       // A softmax over no keys is 0 / 0, as the reference computes it (a sum of no terms, 0,
