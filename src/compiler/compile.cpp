@@ -176,9 +176,13 @@ void optimize(ir::Model& model, const CompileOptions& o, const Messages& say) {
   dump_sink.flush_line();
 }
 
-// The gate's default for engines with int8 nodes: outputs a quantization step of rounding away
-// from the reference's (1/255 of a uint8 range) pass, a wrong scale or weight does not.
-constexpr double kInt8MaxRelL2 = 1e-2;
+// The gate's default for engines with int8 nodes: each requantization may round a tie (or a
+// float32 sum one ulp apart) a whole quantization step away from the reference's, and through a
+// deep network those steps add up. Random inputs, the static QDQ files of `kiln quantize`:
+// ResNet-50 1.17e-2, BERT-base 1.2e-2 (onnxruntime's runs of them are as far from the
+// reference); the earlier 1e-2 refused both. A wrong scale, zero point or weight is off by 1e-1
+// and more.
+constexpr double kInt8MaxRelL2 = 3e-2;
 // DynamicQuantizeLSTM requantizes its hidden state every step: a tie rounded the other way (the
 // kernel's float32 cell against the reference's double) moves every later step by a quantization
 // step too, and the noise that follows differs. Resemblyzer with random inputs: 8e-3 for the
