@@ -47,28 +47,9 @@ void parallel_chunks(int64_t n, Fn&& fn) {
   for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
-// Which operand is a 4-D tensor that the other scales channel by channel ([N or 1, C, 1, 1]
-// against [N, C, H, W], the other's rank up to 4: a squeeze-and-excitation Mul), -1 if neither.
-int per_channel_full(const ir::Node& node) {
-  const ir::Value* a = node.input(0);
-  const ir::Value* b = node.input(1);
-  if (!a || !b || !a->type().shape || !b->type().shape) return -1;
-  for (int full = 0; full < 2; ++full) {
-    const Shape& f = *(full == 0 ? a : b)->type().shape;
-    const Shape& o = *(full == 0 ? b : a)->type().shape;
-    if (f.rank() != 4 || !known_dims(f) || o.rank() > 4 || !f[1].is_static()) continue;
-    std::vector<Dim> od = o.dims();
-    od.insert(od.begin(), 4 - od.size(), Dim(1));
-    if ((od[0] == Dim(1) || od[0] == f[0]) && od[1] == f[1] && od[2] == Dim(1) && od[3] == Dim(1)) {
-      return full;
-    }
-  }
-  return -1;
-}
-
 std::string check_per_channel(const ir::Node& node) {
   if (!cpu_has_bf16()) return "this CPU has no bfloat16 instructions";
-  const int full = per_channel_full(node);
+  const int full = per_channel_full_operand(node);
   if (full < 0) return "operands neither of one shape nor one scaling the other per channel";
   const ir::Value* y = node.output(0);
   if (!is_bf16(y) || node.outputs().size() != 1) return "output 0 is not a bfloat16 tensor";
@@ -88,7 +69,7 @@ class BinaryKernel final : public Kernel {
   BinaryKernel(const ir::Node& node, Op op)
       : node_(node),
         op_(op),
-        per_channel_full_(check_same_shape(node).empty() ? -1 : per_channel_full(node)) {}
+        per_channel_full_(check_same_shape(node).empty() ? -1 : per_channel_full_operand(node)) {}
   std::string_view name() const override { return kName; }
   // Same-shape operands in any layout they share; a per-channel operand row-major beside a full
   // one whose layout the output takes (its padding lanes written as 0).

@@ -216,18 +216,7 @@ class BinaryKernel final : public Kernel {
     const Shape& sa = *a->type().shape;
     const Shape& sb = *b->type().shape;
     if (known_dims(sa) && sa == sb) return {.uniform = op_ != BinaryOp::Div};
-    for (int full = 0; full < 2; ++full) {
-      const Shape& f = full == 0 ? sa : sb;
-      Shape o = full == 0 ? sb : sa;
-      if (f.rank() != 4 || !known_dims(f) || o.rank() > 4) continue;
-      std::vector<Dim> od = o.dims();
-      od.insert(od.begin(), 4 - od.size(), Dim(1));
-      // A batch of its own (or one for all), the full operand's channels, one pixel.
-      if ((od[0] == Dim(1) || od[0] == f[0]) && od[1] == f[1] && f[1].is_static() &&
-          od[2] == Dim(1) && od[3] == Dim(1)) {
-        return {.follows = full};
-      }
-    }
+    if (const int full = per_channel_full_operand(node_); full >= 0) return {.follows = full};
     return {};
   }
 

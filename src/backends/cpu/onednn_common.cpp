@@ -356,6 +356,24 @@ std::string_view float_name(DataType type) {
 }
 }  // namespace
 
+int per_channel_full_operand(const ir::Node& node) {
+  const ir::Value* a = node.input(0);
+  const ir::Value* b = node.input(1);
+  if (!a || !b || !a->type().shape || !b->type().shape) return -1;
+  for (int full = 0; full < 2; ++full) {
+    const Shape& f = *(full == 0 ? a : b)->type().shape;
+    const Shape& o = *(full == 0 ? b : a)->type().shape;
+    if (f.rank() != 4 || !known_dims(f) || o.rank() > 4 || !f[1].is_static()) continue;
+    std::vector<Dim> od = o.dims();
+    od.insert(od.begin(), 4 - od.size(), Dim(1));
+    // A batch of its own (or one for all), the full operand's channels, one pixel.
+    if ((od[0] == Dim(1) || od[0] == f[0]) && od[1] == f[1] && od[2] == Dim(1) && od[3] == Dim(1)) {
+      return full;
+    }
+  }
+  return -1;
+}
+
 std::string check_f32_input(const ir::Node& node, size_t i, size_t min_rank, size_t max_rank,
                             bool optional) {
   return check_float_input(node, i, DataType::Float32, min_rank, max_rank, optional);

@@ -127,6 +127,11 @@ std::string check_activation_post_ops(const ir::Node& node);
 // Logs (info level, once per op type) when oneDNN picked its slow reference implementation.
 void note_implementation(const ir::Node& node, const char* impl);
 
+// Which input of a binary node is a 4-D tensor that the other scales channel by channel
+// ([N or 1, C, 1, 1] against [N, C, H, W], the other's rank up to 4: a squeeze-and-excitation
+// Mul), by their declared shapes; -1 if neither.
+int per_channel_full_operand(const ir::Node& node);
+
 // Declared type checks on a node, for KernelDef::check: "" when fine, else the reason.
 // Input `i` (must be present unless `optional`) is a float32 tensor of known rank in
 // [min_rank, max_rank].
