@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 15's side-by-side standing on the CPU, one process per runtime and model
 # (bench/cpu_one_session.py), interleaved model by model: prints one line per round, thread
-# count and model with the median microseconds a run and Kiln's ratio.
+# count and model with the median microseconds a run and Kiln's ratio, then the ratios'
+# geometric mean and largest.
 #
 #   bash bench/cpu_standing.sh fp32|bf16 ROUNDS "THREADS" MODEL...
 #
@@ -22,6 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 models=${MODELS:-/tmp/tv} bert=${BERT:-/tmp/bert/bert_op17.onnx} bf16_dir=${BF16_DIR:-/tmp/bf}
 kiln_bin=${KILN:-build/src/kiln} ov_path=${OV_PATH:-/tmp/ovpkg}
 one() { python3 "$here/cpu_one_session.py" "$@" 2>/dev/null | tail -1; }
+ratios=()
 for r in $(seq "$rounds"); do
   for t in $threads; do
     for m in "$@"; do
@@ -40,15 +42,21 @@ for r in $(seq "$rounds"); do
         k=$(KILN_PY=${KILN_PY:-build/python} one kiln "$src" "${common[@]}")
         o=$(one ort "$src" "${common[@]}")
         v=$(PYTHONPATH=$ov_path one ov "$src" "${common[@]}" --ov-f32)
-        echo "r$r t$t $m kiln $k ort $o ov_f32 $v $(python3 -c "print(round($k / min($o, $v), 3))")"
+        ratio=$(python3 -c "print(round($k / min($o, $v), 3))")
+        echo "r$r t$t $m kiln $k ort $o ov_f32 $v $ratio"
       else
         engine=$bf16_dir/$m.bf16.kiln
         mkdir -p "$bf16_dir"
         [ -f "$engine" ] || "$kiln_bin" compile "$src" --bf16 -o "$engine" > /dev/null
         k=$(KILN_PY=${KILN_PY:-build/python} one kiln "$engine" "${common[@]}")
         o=$(PYTHONPATH=$ov_path one ov "$src" "${common[@]}")
-        echo "r$r t$t $m kiln_bf16 $k ov_bf16 $o $(python3 -c "print(round($k / $o, 3))")"
+        ratio=$(python3 -c "print(round($k / $o, 3))")
+        echo "r$r t$t $m kiln_bf16 $k ov_bf16 $o $ratio"
       fi
+      ratios+=("$ratio")
     done
   done
 done
+python3 -c "import math, sys; r = [float(v) for v in sys.argv[1:]]
+print(f'{len(r)} ratios: geometric mean {math.exp(sum(map(math.log, r)) / len(r)):.3f}, '
+      f'largest {max(r):.3f}')" "${ratios[@]}"
