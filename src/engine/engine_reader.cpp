@@ -253,18 +253,20 @@ class Reader {
     } catch (const Error& e) {
       corrupt(fmt::format("{}: tensor dims {}: {}", ctx, dims_to_string(dims), e.message()));
     }
-    if (type != DataType::Float32 || numel == 0 || t.size() != 0 || t.offset() != 0) {
+    if ((type != DataType::Float32 && type != DataType::Int8) || numel == 0 || t.size() != 0 ||
+        t.offset() != 0) {
       corrupt(
-          fmt::format("{}: {}{} stored packed only must be a non-empty float32 tensor with "
-                      "no plain bytes",
+          fmt::format("{}: {}{} stored packed only must be a non-empty float32 or int8 tensor "
+                      "with no plain bytes",
                       ctx, dtype_name(type), dims_to_string(dims)));
     }
+    const size_t element_bytes = dtype_size(type);
     // Bounded by the packed form, which lies in the file, once the plan is read (resolve).
-    if (static_cast<uint64_t>(numel) > weights_size_ / 4) {
+    if (static_cast<uint64_t>(numel) > weights_size_ / element_bytes) {
       corrupt(fmt::format("{}: {}{} is larger than the file's weights", ctx, dtype_name(type),
                           dims_to_string(dims)));
     }
-    const size_t bytes = static_cast<size_t>(numel) * 4;
+    const size_t bytes = static_cast<size_t>(numel) * element_bytes;
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     KILN_CHECK(p != MAP_FAILED, ErrorCode::Unavailable, "{}: cannot reserve {} bytes: {}", ctx,
@@ -510,7 +512,8 @@ void resolve_packed_only(std::vector<Reader::PackedOnly>& pending, LoadedEngine&
     if (layout) {
       for (int64_t d : layout->dims) numel *= d;
     }
-    if (!layout || numel != p.plain.numel() || p.plain.nbytes() > w.data.nbytes())
+    if (!layout || layout->dtype != p.plain.dtype() || numel != p.plain.numel() ||
+        p.plain.nbytes() > w.data.nbytes())
       corrupt(fmt::format("{}: its layout '{}' does not decode into {}", ctx, w.format,
                           p.plain.describe()));
     DeferredWeight d{p.value, p.plain, w.data, w.format};

@@ -43,13 +43,19 @@ std::optional<std::vector<int64_t>> numbers(std::string_view s) {
 
 std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
   const std::vector<std::string_view> w = split(format, ' ');
-  if (w.size() != 15 || w[0] != "onednn" || w[1] != "blocked" || w[2] != "f32" || w[3] != "dims" ||
-      w[5] != "padded" || w[7] != "offsets" || w[9] != "offset0" || w[11] != "strides" ||
-      w[13] != "inner") {
+  // int8 weights may carry " extra FLAGS MASK ASYMMETRIC_MASK": per-channel compensations
+  // after the blocked elements, which decoding the elements does not read.
+  if ((w.size() != 15 && w.size() != 19) || w[0] != "onednn" || w[1] != "blocked" ||
+      (w[2] != "f32" && w[2] != "s8") || w[3] != "dims" || w[5] != "padded" || w[7] != "offsets" ||
+      w[9] != "offset0" || w[11] != "strides" || w[13] != "inner") {
+    return std::nullopt;
+  }
+  if (w.size() == 19 &&
+      (w[2] != "s8" || w[15] != "extra" || !number(w[16]) || !number(w[17]) || !number(w[18]))) {
     return std::nullopt;
   }
   BlockedLayout l;
-  l.dtype = DataType::Float32;
+  l.dtype = w[2] == "s8" ? DataType::Int8 : DataType::Float32;
   auto dims = numbers(w[4]), padded = numbers(w[6]), offsets = numbers(w[8]),
        strides = numbers(w[12]);
   auto offset0 = number(w[10]);
@@ -91,12 +97,14 @@ std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
 void unpack_blocked(const BlockedLayout& l, const Tensor& packed, void* out, size_t out_bytes) {
   int64_t n = 1;
   for (int64_t d : l.dims) n *= d;
-  KILN_CHECK_ARG(l.dtype == DataType::Float32 && out_bytes == static_cast<size_t>(n) * 4,
+  KILN_CHECK_ARG((l.dtype == DataType::Float32 || l.dtype == DataType::Int8) &&
+                     out_bytes == static_cast<size_t>(n) * dtype_size(l.dtype),
                  "packed weight: {} bytes asked of a {} layout of {} elements", out_bytes,
                  dtype_name(l.dtype), n);
-  const size_t available = packed.nbytes() / 4;
-  const float* src = static_cast<const float*>(packed.raw_data());
-  float* dst = static_cast<float*>(out);
+  const size_t esize = dtype_size(l.dtype);
+  const size_t available = packed.nbytes() / esize;
+  const auto* src = static_cast<const uint8_t*>(packed.raw_data());
+  auto* dst = static_cast<uint8_t*>(out);
   const size_t rank = l.dims.size();
   std::vector<int64_t> index(rank, 0), pos(rank);
   for (int64_t i = 0; i < n; ++i) {
@@ -115,7 +123,7 @@ void unpack_blocked(const BlockedLayout& l, const Tensor& packed, void* out, siz
     KILN_CHECK_ARG(offset < available,
                    "packed weight: element {} lies at {} of a {}-element packed buffer", i, offset,
                    available);
-    dst[i] = src[offset];
+    std::memcpy(dst + static_cast<size_t>(i) * esize, src + offset * esize, esize);
     for (size_t d = rank; d-- > 0;) {
       if (++index[d] < l.dims[d]) break;
       index[d] = 0;
@@ -135,7 +143,7 @@ bool unpacks_to(std::string_view format, const Tensor& packed, const Tensor& pla
       plain.nbytes() > packed.nbytes()) {
     return false;
   }
-  std::unique_ptr<float[]> buf(new float[static_cast<size_t>(plain.numel())]);
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[plain.nbytes()]);
   try {
     unpack_blocked(*l, packed, buf.get(), plain.nbytes());
   } catch (const Error&) {

@@ -3,13 +3,16 @@
 // weight that only packing kernels read once, in their layout (format 3); another CPU, another
 // kernel, the reference interpreter or a GPU still needs it row-major, so the layout a packed
 // weight's `format` names must be one any reader can decode without the library that made it.
-// The form decoded here is oneDNN's blocked description, as the CPU backend writes it:
+// The form decoded here is oneDNN's blocked description of float32 or int8 (s8) weights, as the
+// CPU backend writes it:
 //
 //   onednn blocked f32 dims 64x64x3x3 padded 64x64x3x3 offsets 0x0x0x0 offset0 0
 //     strides 576x9x3x1 inner 16@1,16@0      ("inner none": no inner blocks)
 //
-// Element (i0, ..., in) lies at offset0 + sum_d (i_d / B_d) * strides_d + the position inside
-// its inner blocks (taken innermost first, each block b@d consuming i_d % b), in elements.
+// int8 weights may end in " extra FLAGS MASK ASYMMETRIC_MASK" (oneDNN's compensations, stored
+// after the elements). Element (i0, ..., in) lies at offset0 + sum_d (i_d / B_d) * strides_d + the
+// position inside its inner blocks (taken innermost first, each block b@d consuming i_d % b), in
+// elements.
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -28,7 +31,7 @@ struct BlockedLayout {
 };
 
 // The layout `format` names; nullopt when it is not a form decoded here (an element type other
-// than f32, another library's description) or does not parse.
+// than f32 or s8, another library's description) or does not parse.
 std::optional<BlockedLayout> parse_blocked_layout(std::string_view format);
 
 // The row-major tensor of `layout`'s dims read from `packed` (UInt8 bytes) into `out`, which holds

@@ -55,6 +55,28 @@ def test_engine_keeps_the_int8_nodes_and_passes_the_gate(kiln, tmp_path):
     assert node_kernels(r.stdout).get("FusedQLinearConv") == {"cpu:onednn.qlinear_conv"}
 
 
+def test_engine_stores_the_int8_weights_packed_once(kiln, tmp_path):
+    """`kiln compile` stores the int8 convolutions' weights in oneDNN's layout and, as they decode
+    back to the constants, only that way (no plain copy); the engine opens on those bytes and
+    computes exactly what Kiln computes from the ONNX file."""
+    import numpy as np
+    from test_fp16 import read_output, run_engine
+
+    model = qdq.chain(tmp_path / "chain.onnx")
+    engine = tmp_path / "chain.kiln"
+    r = kiln("compile", model, "-o", engine)
+    assert r.returncode == 0, r.stdout + r.stderr
+    packed = re.search(r"^packed weights: (\d+)", r.stdout, re.M)
+    once = re.search(r"^stored once: (\d+) of the packed weights", r.stdout, re.M)
+    assert packed and once and int(once.group(1)) >= 2, r.stdout
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 12, 12)).astype(np.float32)
+    outs = []
+    for i, source in enumerate((engine, model)):
+        run_engine(kiln, source, {"x": x}, tmp_path / f"out{i}", tmp_path)
+        outs.append(read_output(next((tmp_path / f"out{i}").glob("*.pb"))))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_weight_zero_point_beyond_int8_is_left_to_the_reference_path(kiln, tmp_path):
     # Weights quantized to [-127, 127] with zero point 2: w - 2 reaches -129, outside int8.
     model = qdq.conv(tmp_path / "conv.onnx", w_zero=2)

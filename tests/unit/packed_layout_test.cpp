@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -49,9 +51,34 @@ TEST(PackedLayout, ChannelBlocksWithPaddingDecodeToTheLogicalElements) {
   EXPECT_EQ(unpack(*nested, bytes_of({0, 10, 1, 11}), 4), (std::vector<float>{0, 1, 10, 11}));
 }
 
+TEST(PackedLayout, Int8WeightsDecodeByTheByte) {
+  // An int8 convolution's weights (oneDNN's AcdB64a4b style, here 3 x 2 in blocks of 4
+  // outputs): element (o, i) at i * 4 + o, one byte each; o = 3 is padding.
+  auto l = engine::parse_blocked_layout(
+      "onednn blocked s8 dims 3x2 padded 4x2 offsets 0x0 offset0 0 strides 8x4 inner 4@0");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->dtype, DataType::Int8);
+  Tensor packed(DataType::UInt8, {8});
+  auto* p = static_cast<int8_t*>(packed.raw_data());
+  std::fill(p, p + 8, int8_t{-99});
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < 2; ++i) p[i * 4 + o] = static_cast<int8_t>(o * 10 - i);
+  std::vector<int8_t> out(6);
+  engine::unpack_blocked(*l, packed, out.data(), out.size());
+  EXPECT_EQ(out, (std::vector<int8_t>{0, -1, 10, 9, 20, 19}));
+  // Asked for float32's bytes, or reaching past the packed bytes: refused, not read.
+  std::vector<float> wide(6);
+  expect_error([&] { engine::unpack_blocked(*l, packed, wide.data(), 24); },
+               ErrorCode::InvalidArgument, "bytes asked of a int8 layout");
+  Tensor short_bytes(DataType::UInt8, {5});
+  expect_error([&] { engine::unpack_blocked(*l, short_bytes, out.data(), out.size()); },
+               ErrorCode::InvalidArgument, "packed buffer");
+}
+
 TEST(PackedLayout, DescriptionsItCannotDecodeAreRefused) {
   for (const char* bad : {
-           "onednn blocked s8 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none",
+           "onednn blocked u8 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none",
+           "onednn blocked bf16 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none",
            "onednn blocked f32 dims 2x3 padded 1x3 offsets 0x0 offset0 0 strides 3x1 inner none",
            "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x-1 inner none",
            "onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner 4@2",

@@ -98,9 +98,26 @@ PackedConstant pack_constant(const dnnl::memory& plain, const dnnl::memory::desc
   return p;
 }
 
+namespace {
+
+// The compensations oneDNN appends to int8 weights (per output channel, computed from the
+// weights alone): for an s8 source, and for a source with a zero point.
+constexpr uint64_t kStorableExtras = dnnl_memory_extra_flag_compensation_conv_s8s8 |
+                                     dnnl_memory_extra_flag_compensation_conv_asymmetric_src;
+
+}  // namespace
+
 std::string layout_key(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.extra.flags != dnnl_memory_extra_flag_none) return "";
+  if (d.format_kind != dnnl_blocked || (d.extra.flags & ~kStorableExtras) != 0) return "";
+  // An int8 kernel's weights with their compensations after the blocked elements (oneDNN
+  // writes them in the reorder): " extra FLAGS MASK ASYMMETRIC_MASK".
+  std::string extra;
+  if (d.extra.flags != dnnl_memory_extra_flag_none) {
+    if (d.data_type != dnnl_s8) return "";
+    extra = fmt::format(" extra {} {} {}", d.extra.flags, d.extra.compensation_mask,
+                        d.extra.asymm_compensation_mask);
+  }
   auto list = [&](const dnnl_dims_t& v, int n) {
     return fmt::format("{}",
                        fmt::join(std::span<const dnnl_dim_t>(v, static_cast<size_t>(n)), "x"));
@@ -111,23 +128,30 @@ std::string layout_key(const dnnl::memory::desc& md) {
     inner += fmt::format("{}{}@{}", i ? "," : "", b.inner_blks[i], b.inner_idxs[i]);
   }
   return fmt::format(
-      "onednn blocked {} dims {} padded {} offsets {} offset0 {} strides {} inner {}",
+      "onednn blocked {} dims {} padded {} offsets {} offset0 {} strides {} inner {}{}",
       dnnl_dt2str(d.data_type), list(d.dims, d.ndims), list(d.padded_dims, d.ndims),
       list(d.padded_offsets, d.ndims), d.offset0, list(b.strides, d.ndims),
-      inner.empty() ? "none" : inner);
+      inner.empty() ? "none" : inner, extra);
 }
 
 std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available) {
-  // "onednn blocked f32 dims A padded B offsets C offset0 N strides S inner I" (layout_key).
+  // "onednn blocked f32 dims A padded B offsets C offset0 N strides S inner I" (layout_key);
+  // f32 or s8 (an int8 kernel's weights).
   std::istringstream in(key);
-  std::string w[15];
-  for (std::string& x : w) in >> x;
+  std::string w[19];
+  size_t words = 0;
+  for (std::string& x : w) {
+    if (!(in >> x)) break;
+    ++words;
+  }
   std::string rest;
-  if (in >> rest || w[0] != "onednn" || w[1] != "blocked" || w[2] != "f32" || w[3] != "dims" ||
-      w[5] != "padded" || w[7] != "offsets" || w[9] != "offset0" || w[11] != "strides" ||
-      w[13] != "inner") {
+  if (in >> rest || (words != 15 && words != 19) || w[0] != "onednn" || w[1] != "blocked" ||
+      (w[2] != "f32" && w[2] != "s8") || w[3] != "dims" || w[5] != "padded" || w[7] != "offsets" ||
+      w[9] != "offset0" || w[11] != "strides" || w[13] != "inner" ||
+      (words == 19 && (w[15] != "extra" || w[2] != "s8"))) {
     return std::nullopt;
   }
+  const size_t element_bytes = w[2] == "s8" ? 1 : 4;
   auto list = [](const std::string& s, dnnl_dims_t& out) -> int {
     std::istringstream items(s);
     std::string item;
@@ -140,7 +164,7 @@ std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, s
   };
   try {
     dnnl_memory_desc_t d{};
-    d.data_type = dnnl_f32;
+    d.data_type = element_bytes == 1 ? dnnl_s8 : dnnl_f32;
     d.format_kind = dnnl_blocked;
     d.ndims = list(w[4], d.dims);
     dnnl_blocking_desc_t& b = d.format_desc.blocking;
@@ -180,9 +204,18 @@ std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, s
       last += static_cast<unsigned __int128>(d.padded_dims[i] / blk[i] - 1) *
               static_cast<unsigned __int128>(b.strides[i]);
     }
-    if ((last + inner) * 4 > available) return std::nullopt;
+    if ((last + inner) * element_bytes > available) return std::nullopt;
+    if (words == 19) {
+      const uint64_t flags = std::stoull(w[16]);
+      if (flags == 0 || (flags & ~kStorableExtras) != 0) return std::nullopt;
+      d.extra.flags = flags;
+      d.extra.compensation_mask = std::stoi(w[17]);
+      d.extra.asymm_compensation_mask = std::stoi(w[18]);
+      d.extra.scale_adjust = 1.f;
+    }
     dnnl::memory::desc md(d);
-    if (layout_key(md) != key) return std::nullopt;  // only what layout_key itself writes
+    if (md.get_size() > available) return std::nullopt;  // the compensations too
+    if (layout_key(md) != key) return std::nullopt;      // only what layout_key itself writes
     return md;
   } catch (const std::exception&) {
     return std::nullopt;

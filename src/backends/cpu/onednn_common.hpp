@@ -47,7 +47,8 @@ bool cpu_has_bf16();
 // A description of `md`'s layout that is equal for two descriptors exactly when they lay out the
 // same bytes the same way (data type, dims, padding, strides, inner blocks): how a kernel checks
 // that weights packed at compile time fit the primitive it builds at open. "" for layouts it
-// cannot describe (Winograd, RNN-packed, compensated int8), which are never stored.
+// cannot describe (Winograd, RNN-packed), which are never stored; int8 weights with oneDNN's
+// compensations (s8 source, source zero point) end in " extra FLAGS MASK ASYMMETRIC_MASK".
 std::string layout_key(const dnnl::memory::desc& md);
 // The memory descriptor a layout_key describes (its inverse); nullopt when `key` is not one. An
 // engine may hold a weight only in the layout another CPU packed it in: this kernel re-packs from

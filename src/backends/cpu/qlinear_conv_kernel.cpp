@@ -12,12 +12,15 @@
 // made, into the layout the primitive picks (with the compensation oneDNN keeps for the source's
 // zero point); the zero point holds in the padding too, as the reference's float zero padding does.
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
+#include "core/log.hpp"
 #include "ops/conv_utils.hpp"
 #include "ops/qlinear_slots.hpp"
 
@@ -64,9 +67,28 @@ class QLinearConv final : public Kernel {
         group_(ops::AttrReader(node).attr_int("group", 1)),
         params_(is_conv_integer(node) ? conv_integer_params(node)
                                       : qlinear_params(node, w_.dim(0))) {
-    if (auto x = declared_dims(node, 0); x && std::count(x->begin(), x->end(), -1) == 0) {
-      prepared(*x);
-    }
+    // 2-D ones prepare in set_layouts, after the engine has handed over its packed weights
+    // (use_packed_weight): the plain constant may not be filled then.
+    if (w_.rank() != 4) prepare_declared();
+  }
+  void set_layouts(Layout, Layout) override { prepare_declared(); }
+
+  // Compile time: the 2-D weights packed for the declared input shape, in oneDNN's int8 layout
+  // (not one with compensation extras, which is not stored), for the engine to store.
+  std::vector<PackedWeight> pack_weights() override {
+    if (w_.rank() != 4) return {};
+    const Entry* e = cache_.find([](const Entry& c) { return static_cast<bool>(c.packed_w); });
+    if (!e) e = prepare_declared(/*any_batch=*/true);
+    if (!e || !e->packed_w) return {};
+    const memory::desc md = e->packed_w.mem.get_desc();
+    std::string format = layout_key(md);
+    if (format.empty()) return {};
+    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
+    std::memcpy(bytes.raw_data(), e->packed_w.mem.get_data_handle(), md.get_size());
+    return {{weight_slot_, std::move(format), std::move(bytes)}};
+  }
+  void use_packed_weight(PackedWeight packed) override {
+    if (packed.input == weight_slot_) stored_w_ = std::move(packed);
   }
   std::string_view name() const override { return "onednn.qlinear_conv"; }
   // 2-D: the input, the output and the residual (which becomes the result's memory before the
@@ -236,9 +258,7 @@ class QLinearConv final : public Kernel {
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
       // same layout lends its bytes.
-      e.packed_w = pack_once_per_layout(
-          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; },
-          wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data()), e.pd.weights_desc());
+      e.packed_w = packed_weights(gw, e.pd.weights_desc());
       if (!weight_.correction().empty()) {
         // One output channel a group, weights all 1, the source's zero point as the product's.
         std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
@@ -268,7 +288,44 @@ class QLinearConv final : public Kernel {
     return cache_.add(std::move(e));
   }
 
+  // The entry of the declared input shape when it is static; with `any_batch`, a dynamic batch
+  // taken as 1 (the weights' layout does not depend on it).
+  const Entry* prepare_declared(bool any_batch = false) {
+    std::optional<std::vector<int64_t>> x = declared_dims(node_, 0);
+    if (!x || x->empty()) return nullptr;
+    if (any_batch && (*x)[0] == -1) (*x)[0] = 1;
+    if (std::count(x->begin(), x->end(), -1) != 0) return nullptr;
+    return &prepared(*x);
+  }
+
+  // The weights in `layout`: the engine's packed bytes when they are in it (mapped, no copy);
+  // else packed once per layout from those bytes (another CPU's layout: the plain constant may
+  // not be filled) or from the weight itself. Stored bytes pack w_ itself, zero points folded.
+  PackedConstant packed_weights(const std::vector<int64_t>& gw, const memory::desc& layout) {
+    if (stored_w_ && stored_w_->format == layout_key(layout) &&
+        stored_w_->data.nbytes() == layout.get_size()) {
+      return {wrap(layout, stored_w_->data.raw_data()), nullptr};
+    }
+    memory src = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
+    if (stored_w_) {
+      log_info(
+          "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
+          "packing them again",
+          node_.label(), stored_w_->format, layout_key(layout));
+      if (std::optional<memory::desc> from =
+              desc_from_layout_key(stored_w_->format, stored_w_->data.nbytes());
+          from && from->dims() == layout.dims()) {
+        src = wrap(*from, stored_w_->data.raw_data());
+      }
+    }
+    return pack_once_per_layout(
+        cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, src, layout);
+  }
+
   const ir::Node& node_;
+  // The node input the weights are (ConvInteger's 1, the QLinear forms' 3).
+  const size_t weight_slot_ = is_conv_integer(node_) ? size_t{1} : size_t{ops::qlinear::kW};
+  std::optional<PackedWeight> stored_w_;  // the engine's packed w, when it stores one
   Int8Weight weight_;  // the constant w, with its zero points folded in when it has any
   const Tensor& w_;
   int64_t group_;

@@ -5,12 +5,15 @@
 // layout the primitive picks; the requantization, bias
 // and activation in its attributes (backends/cpu/qlinear_params.hpp).
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
+#include "core/log.hpp"
 #include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
@@ -36,12 +39,28 @@ class QLinearMatMul final : public Kernel {
         n_(b_.dim(1)),
         params_(qlinear_params(node, n_)),
         after_(params_.y_type == DataType::Float32 ? gelu_pass(params_.act, DataType::Float32)
-                                                   : ops::FusedActivation{}) {
-    if (auto a = declared_dims(node, 0); a && std::count(a->begin(), a->end(), -1) == 0) {
-      prepared(shape_numel(*a) / std::max<int64_t>(k_, 1));
-    }
-  }
+                                                   : ops::FusedActivation{}) {}
   std::string_view name() const override { return "onednn.qlinear_matmul"; }
+
+  // Compile time: the weights packed for the declared rows (a dynamic dim taken as 1: the layout
+  // does not depend on the rows), for the engine to store.
+  std::vector<PackedWeight> pack_weights() override {
+    const Entry* e = prepare_declared(/*any_dim=*/true);
+    if (!e || !e->packed_b) return {};
+    const memory::desc md = e->packed_b.mem.get_desc();
+    std::string format = layout_key(md);
+    if (format.empty()) return {};
+    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
+    std::memcpy(bytes.raw_data(), e->packed_b.mem.get_data_handle(), md.get_size());
+    return {{ops::qlinear::kW, std::move(format), std::move(bytes)}};
+  }
+  // Opening an engine: its packed weights, then the primitive of the declared shape (built on
+  // the first run otherwise: the plain constant may not be filled before this).
+  void use_packed_weight(PackedWeight packed) override {
+    if (packed.input != ops::qlinear::kW) return;
+    stored_b_ = std::move(packed);
+    prepare_declared();
+  }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream& stream) override {
     const DeviceTensor& a = in[0];
@@ -106,9 +125,7 @@ class QLinearMatMul final : public Kernel {
       note_implementation(node_, e.pd.impl_info_str());
       // One packing per layout: an entry of another row count whose primitive took the same
       // one lends its bytes.
-      e.packed_b = pack_once_per_layout(
-          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; },
-          wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data()), e.pd.weights_desc());
+      e.packed_b = packed_weights(e.pd.weights_desc());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());
@@ -116,7 +133,44 @@ class QLinearMatMul final : public Kernel {
     return cache_.add(std::move(e));
   }
 
+  // The entry of the declared input shape when it is static; with `any_dim`, dynamic dims taken
+  // as 1.
+  const Entry* prepare_declared(bool any_dim = false) {
+    std::optional<std::vector<int64_t>> a = declared_dims(node_, 0);
+    if (!a) return nullptr;
+    for (int64_t& d : *a) {
+      if (d == -1 && any_dim) d = 1;
+    }
+    if (std::count(a->begin(), a->end(), -1) != 0) return nullptr;
+    return &prepared(shape_numel(*a) / std::max<int64_t>(k_, 1));
+  }
+
+  // The weights in `layout`: the engine's packed bytes when they are in it (mapped, no copy);
+  // else packed once per layout from those bytes (another CPU's layout: the plain constant may
+  // not be filled) or from the weight itself. Stored bytes pack b_ itself, zero points folded.
+  PackedConstant packed_weights(const memory::desc& layout) {
+    if (stored_b_ && stored_b_->format == layout_key(layout) &&
+        stored_b_->data.nbytes() == layout.get_size()) {
+      return {wrap(layout, stored_b_->data.raw_data()), nullptr};
+    }
+    memory src = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
+    if (stored_b_) {
+      log_info(
+          "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
+          "packing them again",
+          node_.label(), stored_b_->format, layout_key(layout));
+      if (std::optional<memory::desc> from =
+              desc_from_layout_key(stored_b_->format, stored_b_->data.nbytes());
+          from && from->dims() == layout.dims()) {
+        src = wrap(*from, stored_b_->data.raw_data());
+      }
+    }
+    return pack_once_per_layout(
+        cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; }, src, layout);
+  }
+
   const ir::Node& node_;
+  std::optional<PackedWeight> stored_b_;  // the engine's packed b, when it stores one
   Int8Weight weight_;  // the constant b, with its zero points folded in when it has any
   const Tensor& b_;
   int64_t k_, n_;
