@@ -8,9 +8,10 @@
 // so it exchanges channels-last 2-D tensors with its neighbours (BlockedLayouts::layout: the
 // next int8 convolution, QuantizeLinear, a residual's float32 sum) and reorders only a row-major
 // side inside (a graph input or output, a float32 kernel's channel-blocked tensor): on ResNet-50
-// those reorders had cost as much as the products. The weights are packed once, when the kernel is
-// made, into the layout the primitive picks (with the compensation oneDNN keeps for the source's
-// zero point); the zero point holds in the padding too, as the reference's float zero padding does.
+// those reorders had cost as much as the products. The weights are packed once, into the layout
+// the primitive picks (with the compensation oneDNN keeps for the source's zero point), by
+// `kiln compile` for 2-D ones (an engine maps them) or when the kernel is prepared; the zero
+// point holds in the padding too, as the reference's float zero padding does.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
 #include "core/log.hpp"
+#include "engine/packed_layout.hpp"
 #include "ops/conv_utils.hpp"
 #include "ops/qlinear_slots.hpp"
 
@@ -73,8 +75,8 @@ class QLinearConv final : public Kernel {
   }
   void set_layouts(Layout, Layout) override { prepare_declared(); }
 
-  // Compile time: the 2-D weights packed for the declared input shape, in oneDNN's int8 layout
-  // (not one with compensation extras, which is not stored), for the engine to store.
+  // Compile time: the 2-D weights packed for the declared input shape (a dynamic batch taken as
+  // 1), in oneDNN's int8 layout with its compensations, for the engine to store.
   std::vector<PackedWeight> pack_weights() override {
     if (w_.rank() != 4) return {};
     const Entry* e = cache_.find([](const Entry& c) { return static_cast<bool>(c.packed_w); });
@@ -307,15 +309,20 @@ class QLinearConv final : public Kernel {
       return {wrap(layout, stored_w_->data.raw_data()), nullptr};
     }
     memory src = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
+    Tensor decoded;
     if (stored_w_) {
       log_info(
           "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
           "packing them again",
           node_.label(), stored_w_->format, layout_key(layout));
-      if (std::optional<memory::desc> from =
-              desc_from_layout_key(stored_w_->format, stored_w_->data.nbytes());
-          from && from->dims() == layout.dims()) {
-        src = wrap(*from, stored_w_->data.raw_data());
+      // From the stored bytes (the plain constant may not be filled): decoded row-major first,
+      // as any reader decodes them (oneDNN's compensations after them are made afresh).
+      if (std::optional<engine::BlockedLayout> from =
+              engine::parse_blocked_layout(stored_w_->format);
+          from && from->dtype == DataType::Int8 && shape_numel(from->dims) == w_.numel()) {
+        decoded = Tensor(DataType::Int8, w_.dims());
+        engine::unpack_blocked(*from, stored_w_->data, decoded.raw_data(), decoded.nbytes());
+        src = wrap(plain_desc(gw, memory::data_type::s8), decoded.raw_data());
       }
     }
     return pack_once_per_layout(

@@ -14,6 +14,7 @@
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
 #include "core/log.hpp"
+#include "engine/packed_layout.hpp"
 #include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
@@ -154,15 +155,20 @@ class QLinearMatMul final : public Kernel {
       return {wrap(layout, stored_b_->data.raw_data()), nullptr};
     }
     memory src = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
+    Tensor decoded;
     if (stored_b_) {
       log_info(
           "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
           "packing them again",
           node_.label(), stored_b_->format, layout_key(layout));
-      if (std::optional<memory::desc> from =
-              desc_from_layout_key(stored_b_->format, stored_b_->data.nbytes());
-          from && from->dims() == layout.dims()) {
-        src = wrap(*from, stored_b_->data.raw_data());
+      // From the stored bytes (the plain constant may not be filled): decoded row-major first,
+      // as any reader decodes them (oneDNN's compensations after them are made afresh).
+      if (std::optional<engine::BlockedLayout> from =
+              engine::parse_blocked_layout(stored_b_->format);
+          from && from->dtype == DataType::Int8 && shape_numel(from->dims) == b_.numel()) {
+        decoded = Tensor(DataType::Int8, b_.dims());
+        engine::unpack_blocked(*from, stored_b_->data, decoded.raw_data(), decoded.nbytes());
+        src = wrap(plain_desc({k_, n_}, memory::data_type::s8), decoded.raw_data());
       }
     }
     return pack_once_per_layout(
