@@ -33,7 +33,10 @@ std::string memory_type_key(const ir::Value& v) {
 }
 
 bool is_view_op(const ir::Node& node) {
-  return ops::traits_of(node).view && node.outputs().size() == 1;
+  // A view shares its data input's memory: without one (a malformed engine's node) it is a
+  // kernel step, whose kernel reports the missing input.
+  return ops::traits_of(node).view && node.outputs().size() == 1 && !node.inputs().empty() &&
+         node.input(0) != nullptr;
 }
 
 StepMemoryPlan plan_step_memory(const std::vector<MemoryStep>& steps,
