@@ -115,35 +115,31 @@ class AttentionKernel final : public Kernel {
     const int64_t sk = kd[rank - 2], dv = vd[rank - 1];
     attrs.check(kd[rank - 1] == d && vd[rank - 2] == sk, "K {} and V {} do not fit Q {}",
                 dims_to_string(k_in.dims), dims_to_string(v_in.dims), dims_to_string(q_in.dims));
-    struct Logical {
-      std::vector<int64_t> dims;
-      DataType dtype;
-    };
-    const Logical q{qd, q_in.dtype}, k{kd, k_in.dtype};
+    const DataType type = q_in.dtype;
     std::vector<int64_t> mask_dims;
     if (mask) {
       attrs.check(mask->dims.size() <= rank, "mask {} has a higher rank than Q {}",
-                  dims_to_string(mask->dims), dims_to_string(q.dims));
+                  dims_to_string(mask->dims), dims_to_string(qd));
       mask_dims.assign(rank - mask->dims.size(), 1);
       mask_dims.insert(mask_dims.end(), mask->dims.begin(), mask->dims.end());
       for (size_t i = 0; i < rank; ++i) {
-        const int64_t full = i + 2 < rank ? q.dims[i] : (i + 2 == rank ? sq : sk);
+        const int64_t full = i + 2 < rank ? qd[i] : (i + 2 == rank ? sq : sk);
         attrs.check(mask_dims[i] == 1 || mask_dims[i] == full,
                     "mask {} does not broadcast to the scores of Q {} and K {}",
-                    dims_to_string(mask->dims), dims_to_string(q.dims), dims_to_string(k.dims));
+                    dims_to_string(mask->dims), dims_to_string(qd), dims_to_string(kd));
       }
     }
-    std::vector<int64_t> out_dims(q.dims.begin(), q.dims.end() - 1);
+    std::vector<int64_t> out_dims(qd.begin(), qd.end() - 1);
     out_dims.push_back(dv);
     std::vector<int64_t> y_dims = logical(out_dims);
     if (lift) y_dims.erase(y_dims.begin());
-    DeviceTensor y = out.allocate(0, q.dtype, y_dims);
+    DeviceTensor y = out.allocate(0, type, y_dims);
     if (y.numel() == 0) return;
     if (sk == 0) {
       // A softmax over no keys is 0 / 0, as the reference computes it (a sum of no terms, 0,
       // when NaN probabilities count as 0).
       const float fill = zero_nan_probs_ ? 0.f : std::numeric_limits<float>::quiet_NaN();
-      if (q.dtype == DataType::BFloat16) {
+      if (type == DataType::BFloat16) {
         auto* py = static_cast<uint16_t*>(y.data);
         std::fill(py, py + y.numel(), float_to_bfloat16_bits(fill));
       } else {
@@ -155,8 +151,8 @@ class AttentionKernel final : public Kernel {
     KILN_CHECK(d > 0, ErrorCode::Unsupported,
                "node {}: attention with a head size of 0 (Q {}) is not supported on the CPU "
                "kernel",
-               node_.label(), dims_to_string(q.dims));
-    const Plan& p = plan(q.dtype, q.dims, k.dims, vd, mask_dims);
+               node_.label(), dims_to_string(qd));
+    const Plan& p = plan(type, qd, kd, vd, mask_dims);
     ThreadLimit limit(p.threads);
     dnnl::stream& s = dnnl_stream(stream);
     memory scores(p.scores_md, engine(), scores_.data());
@@ -166,8 +162,8 @@ class AttentionKernel final : public Kernel {
                           {DNNL_ARG_SCRATCHPAD, p.qk_scratch}});
     s.wait();
     softmax(p, mask);
-    const void* probs = q.dtype == DataType::BFloat16 ? static_cast<const void*>(probs_.data())
-                                                      : static_cast<const void*>(scores_.data());
+    const void* probs = type == DataType::BFloat16 ? static_cast<const void*>(probs_.data())
+                                                   : static_cast<const void*>(scores_.data());
     p.pv_prim.execute(s, {{DNNL_ARG_SRC, wrap(p.pv.src_desc(), probs)},
                           {DNNL_ARG_WEIGHTS, wrap(p.pv.weights_desc(), v_in.data)},
                           {DNNL_ARG_DST, wrap(p.pv.dst_desc(), y.data)},

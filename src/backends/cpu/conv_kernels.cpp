@@ -161,12 +161,7 @@ class OnednnConv final : public Kernel {
     // run of another batch finds the stored bytes fit its primitive.
     const Entry* e = prepare_declared(/*any_batch=*/true);
     if (!e || !e->packed_w) return {};
-    const dnnl::memory::desc md = e->pd.weights_desc();
-    std::string format = layout_key(md);
-    if (format.empty()) return {};
-    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
-    std::memcpy(bytes.raw_data(), e->packed_w.get_data_handle(), md.get_size());
-    return {{1, std::move(format), std::move(bytes)}};
+    return weight_to_store(1, e->packed_w);
   }
 
   void use_packed_weight(PackedWeight packed) override {
@@ -403,13 +398,12 @@ class OnednnConv final : public Kernel {
     const Tensor* wc = constant_input(node_, 1);
     if (!wc || wc->dims() != e.w_dims || wc->dtype() != type_) {
       e.w_buf = dnnl::memory(e.pd.weights_desc(), engine());
-    } else if (const dnnl::memory::desc wmd = e.pd.weights_desc();
-               stored_w_ && stored_w_->format == layout_key(wmd) &&
-               stored_w_->data.nbytes() == wmd.get_size()) {
+    } else if (dnnl::memory mapped = stored_in_layout(stored_w_, e.pd.weights_desc())) {
       // Packed at compile time into exactly this layout: the engine's mapped bytes, no copy.
-      e.packed_w = wrap(wmd, stored_w_->data.raw_data());
+      e.packed_w = mapped;
       e.packed_from = wc->raw_data();
     } else {
+      const dnnl::memory::desc wmd = e.pd.weights_desc();
       if (stored_w_) {
         log_info(
             "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "

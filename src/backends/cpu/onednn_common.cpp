@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <span>
@@ -132,6 +133,24 @@ std::string layout_key(const dnnl::memory::desc& md) {
       dnnl_dt2str(d.data_type), list(d.dims, d.ndims), list(d.padded_dims, d.ndims),
       list(d.padded_offsets, d.ndims), d.offset0, list(b.strides, d.ndims),
       inner.empty() ? "none" : inner, extra);
+}
+
+std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed) {
+  const dnnl::memory::desc md = packed.get_desc();
+  std::string format = layout_key(md);
+  if (format.empty()) return {};
+  Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
+  std::memcpy(bytes.raw_data(), packed.get_data_handle(), md.get_size());
+  return {{input, std::move(format), std::move(bytes)}};
+}
+
+dnnl::memory stored_in_layout(const std::optional<PackedWeight>& stored,
+                              const dnnl::memory::desc& layout) {
+  if (!stored || stored->format != layout_key(layout) ||
+      stored->data.nbytes() != layout.get_size()) {
+    return {};
+  }
+  return wrap(layout, stored->data.raw_data());
 }
 
 std::optional<dnnl::memory::desc> desc_from_layout_key(const std::string& key, size_t available) {

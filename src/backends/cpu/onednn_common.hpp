@@ -91,6 +91,14 @@ PackedConstant pack_once_per_layout(const Cache& cache, PackedOf packed_of,
   return pack_constant(plain, layout);
 }
 
+// A kernel's packed weight (input slot `input`) as the engine stores it: its layout_key and
+// bytes; none when layout_key cannot describe the layout (kiln compile's pack_weights).
+std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed);
+// The engine's packed weight mapped in `layout` when it was packed into exactly that layout
+// (no copy); a null memory otherwise (another CPU's layout: the kernel packs again).
+dnnl::memory stored_in_layout(const std::optional<PackedWeight>& stored,
+                              const dnnl::memory::desc& layout);
+
 // Appends `act` as eltwise post-ops (HardSigmoid takes two); false when oneDNN has no match.
 bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);
 // A fused activation applied in place after a kernel that cannot fuse it cheaply (oneDNN's

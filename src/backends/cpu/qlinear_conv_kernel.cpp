@@ -13,7 +13,6 @@
 // `kiln compile` for 2-D ones (an engine maps them) or when the kernel is prepared; the zero
 // point holds in the padding too, as the reference's float zero padding does.
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
@@ -21,8 +20,6 @@
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
-#include "core/log.hpp"
-#include "engine/packed_layout.hpp"
 #include "ops/conv_utils.hpp"
 #include "ops/qlinear_slots.hpp"
 
@@ -82,12 +79,7 @@ class QLinearConv final : public Kernel {
     const Entry* e = cache_.find([](const Entry& c) { return static_cast<bool>(c.packed_w); });
     if (!e) e = prepare_declared(/*any_batch=*/true);
     if (!e || !e->packed_w) return {};
-    const memory::desc md = e->packed_w.mem.get_desc();
-    std::string format = layout_key(md);
-    if (format.empty()) return {};
-    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
-    std::memcpy(bytes.raw_data(), e->packed_w.mem.get_data_handle(), md.get_size());
-    return {{weight_slot_, std::move(format), std::move(bytes)}};
+    return weight_to_store(weight_slot_, e->packed_w.mem);
   }
   void use_packed_weight(PackedWeight packed) override {
     if (packed.input == weight_slot_) stored_w_ = std::move(packed);
@@ -260,7 +252,9 @@ class QLinearConv final : public Kernel {
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
       // same layout lends its bytes.
-      e.packed_w = packed_weights(gw, e.pd.weights_desc());
+      e.packed_w = int8_weights_in(
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, stored_w_, w_,
+          gw, e.pd.weights_desc(), node_);
       if (!weight_.correction().empty()) {
         // One output channel a group, weights all 1, the source's zero point as the product's.
         std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
@@ -298,35 +292,6 @@ class QLinearConv final : public Kernel {
     if (any_batch && (*x)[0] == -1) (*x)[0] = 1;
     if (std::count(x->begin(), x->end(), -1) != 0) return nullptr;
     return &prepared(*x);
-  }
-
-  // The weights in `layout`: the engine's packed bytes when they are in it (mapped, no copy);
-  // else packed once per layout from those bytes (another CPU's layout: the plain constant may
-  // not be filled) or from the weight itself. Stored bytes pack w_ itself, zero points folded.
-  PackedConstant packed_weights(const std::vector<int64_t>& gw, const memory::desc& layout) {
-    if (stored_w_ && stored_w_->format == layout_key(layout) &&
-        stored_w_->data.nbytes() == layout.get_size()) {
-      return {wrap(layout, stored_w_->data.raw_data()), nullptr};
-    }
-    memory src = wrap(plain_desc(gw, memory::data_type::s8), w_.raw_data());
-    Tensor decoded;
-    if (stored_w_) {
-      log_info(
-          "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
-          "packing them again",
-          node_.label(), stored_w_->format, layout_key(layout));
-      // From the stored bytes (the plain constant may not be filled): decoded row-major first,
-      // as any reader decodes them (oneDNN's compensations after them are made afresh).
-      if (std::optional<engine::BlockedLayout> from =
-              engine::parse_blocked_layout(stored_w_->format);
-          from && from->dtype == DataType::Int8 && shape_numel(from->dims) == w_.numel()) {
-        decoded = Tensor(DataType::Int8, w_.dims());
-        engine::unpack_blocked(*from, stored_w_->data, decoded.raw_data(), decoded.nbytes());
-        src = wrap(plain_desc(gw, memory::data_type::s8), decoded.raw_data());
-      }
-    }
-    return pack_once_per_layout(
-        cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, src, layout);
   }
 
   const ir::Node& node_;

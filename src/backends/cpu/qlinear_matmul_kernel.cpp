@@ -5,7 +5,6 @@
 // layout the primitive picks; the requantization, bias
 // and activation in its attributes (backends/cpu/qlinear_params.hpp).
 #include <algorithm>
-#include <cstring>
 #include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
@@ -13,8 +12,6 @@
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
 #include "backends/shape_cache.hpp"
-#include "core/log.hpp"
-#include "engine/packed_layout.hpp"
 #include "ops/qlinear_slots.hpp"
 
 namespace kiln::backends::cpu {
@@ -48,12 +45,7 @@ class QLinearMatMul final : public Kernel {
   std::vector<PackedWeight> pack_weights() override {
     const Entry* e = prepare_declared(/*any_dim=*/true);
     if (!e || !e->packed_b) return {};
-    const memory::desc md = e->packed_b.mem.get_desc();
-    std::string format = layout_key(md);
-    if (format.empty()) return {};
-    Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
-    std::memcpy(bytes.raw_data(), e->packed_b.mem.get_data_handle(), md.get_size());
-    return {{ops::qlinear::kW, std::move(format), std::move(bytes)}};
+    return weight_to_store(ops::qlinear::kW, e->packed_b.mem);
   }
   // Opening an engine: its packed weights, then the primitive of the declared shape (built on
   // the first run otherwise: the plain constant may not be filled before this).
@@ -126,7 +118,9 @@ class QLinearMatMul final : public Kernel {
       note_implementation(node_, e.pd.impl_info_str());
       // One packing per layout: an entry of another row count whose primitive took the same
       // one lends its bytes.
-      e.packed_b = packed_weights(e.pd.weights_desc());
+      e.packed_b = int8_weights_in(
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; }, stored_b_, b_,
+          {k_, n_}, e.pd.weights_desc(), node_);
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());
@@ -144,35 +138,6 @@ class QLinearMatMul final : public Kernel {
     }
     if (std::count(a->begin(), a->end(), -1) != 0) return nullptr;
     return &prepared(shape_numel(*a) / std::max<int64_t>(k_, 1));
-  }
-
-  // The weights in `layout`: the engine's packed bytes when they are in it (mapped, no copy);
-  // else packed once per layout from those bytes (another CPU's layout: the plain constant may
-  // not be filled) or from the weight itself. Stored bytes pack b_ itself, zero points folded.
-  PackedConstant packed_weights(const memory::desc& layout) {
-    if (stored_b_ && stored_b_->format == layout_key(layout) &&
-        stored_b_->data.nbytes() == layout.get_size()) {
-      return {wrap(layout, stored_b_->data.raw_data()), nullptr};
-    }
-    memory src = wrap(plain_desc({k_, n_}, memory::data_type::s8), b_.raw_data());
-    Tensor decoded;
-    if (stored_b_) {
-      log_info(
-          "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): "
-          "packing them again",
-          node_.label(), stored_b_->format, layout_key(layout));
-      // From the stored bytes (the plain constant may not be filled): decoded row-major first,
-      // as any reader decodes them (oneDNN's compensations after them are made afresh).
-      if (std::optional<engine::BlockedLayout> from =
-              engine::parse_blocked_layout(stored_b_->format);
-          from && from->dtype == DataType::Int8 && shape_numel(from->dims) == b_.numel()) {
-        decoded = Tensor(DataType::Int8, b_.dims());
-        engine::unpack_blocked(*from, stored_b_->data, decoded.raw_data(), decoded.nbytes());
-        src = wrap(plain_desc({k_, n_}, memory::data_type::s8), decoded.raw_data());
-      }
-    }
-    return pack_once_per_layout(
-        cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; }, src, layout);
   }
 
   const ir::Node& node_;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/log.hpp"
+#include "engine/packed_layout.hpp"
 #include "ops/int8_weights.hpp"
 #include "ops/qlinear_slots.hpp"
 
@@ -322,6 +324,20 @@ dnnl::memory::data_type qlinear_dnnl_type(DataType t) {
     default:
       return dnnl::memory::data_type::f32;
   }
+}
+
+Tensor decode_stored_int8(const PackedWeight& stored, const Tensor& w,
+                          const dnnl::memory::desc& layout, const ir::Node& node) {
+  log_info(
+      "node {}: the engine's packed weights ({}) do not fit this CPU's kernel ({}): packing them "
+      "again",
+      node.label(), stored.format, layout_key(layout));
+  // As any reader decodes them; oneDNN's compensations after the elements are made afresh.
+  std::optional<engine::BlockedLayout> from = engine::parse_blocked_layout(stored.format);
+  if (!from || from->dtype != DataType::Int8 || shape_numel(from->dims) != w.numel()) return {};
+  Tensor decoded(DataType::Int8, w.dims());
+  engine::unpack_blocked(*from, stored.data, decoded.raw_data(), decoded.nbytes());
+  return decoded;
 }
 
 }  // namespace kiln::backends::cpu

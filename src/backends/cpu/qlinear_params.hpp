@@ -79,6 +79,33 @@ class Int8Weight {
   std::vector<int32_t> correction_;
 };
 
+// An int8 kernel's weight `w` (row-major `dims`) in `layout`, for the kernel's ShapeCache: the
+// engine's packed bytes mapped when they are in that layout; else packed once per layout
+// (pack_once_per_layout) from `stored` decoded row-major (another CPU's layout: the plain
+// constant may not be filled) or from `w`. Stored bytes pack `w` itself (zero points folded).
+template <typename Cache, typename PackedOf>
+PackedConstant int8_weights_in(const Cache& cache, PackedOf packed_of,
+                               const std::optional<PackedWeight>& stored, const Tensor& w,
+                               const dnnl::memory::dims& dims, const dnnl::memory::desc& layout,
+                               const ir::Node& node);
+// `stored` (an int8 layout) decoded row-major into a tensor of `w`'s dims, with a log line
+// naming the two layouts; an empty tensor when its layout does not decode into `w`'s elements.
+Tensor decode_stored_int8(const PackedWeight& stored, const Tensor& w,
+                          const dnnl::memory::desc& layout, const ir::Node& node);
+
+template <typename Cache, typename PackedOf>
+PackedConstant int8_weights_in(const Cache& cache, PackedOf packed_of,
+                               const std::optional<PackedWeight>& stored, const Tensor& w,
+                               const dnnl::memory::dims& dims, const dnnl::memory::desc& layout,
+                               const ir::Node& node) {
+  if (dnnl::memory mapped = stored_in_layout(stored, layout)) return {mapped, nullptr};
+  const Tensor decoded = stored ? decode_stored_int8(*stored, w, layout, node) : Tensor();
+  const Tensor& from = decoded.numel() > 0 ? decoded : w;
+  return pack_once_per_layout(cache, packed_of,
+                              wrap(plain_desc(dims, dnnl::memory::data_type::s8), from.raw_data()),
+                              layout);
+}
+
 // ai.onnx ConvInteger (x, w, x_zero_point, w_zero_point -> int32): "" when the CPU's int8
 // convolution takes it (x 8-bit, w a constant 8-bit tensor, w's zero points constant, x's
 // constant or a scalar of the run), else the reason; and its parameters (scales 1, an int32
