@@ -34,10 +34,6 @@ std::optional<Tensor> int8_minus_zero_point(const Tensor& w, const Tensor* zero,
   return out;
 }
 
-bool zero_points_fold_into_int8(const Tensor& w, const Tensor* zero, int64_t axis) {
-  return each_difference(w, zero, axis, [](int64_t, int8_t) {});
-}
-
 bool symmetric_int8(const Tensor& w, const Tensor* zero) {
   if (w.dtype() != DataType::Int8) return false;
   if (!zero) return true;

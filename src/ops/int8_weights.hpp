@@ -14,8 +14,6 @@ namespace kiln::ops {
 // `w` (uint8 or int8) minus `zero` (null: 0; one value, or one per index along `axis`, of w's
 // type) as int8, or nullopt when a difference leaves [-128, 127] or the types do not fit.
 std::optional<Tensor> int8_minus_zero_point(const Tensor& w, const Tensor* zero, int64_t axis);
-// Whether int8_minus_zero_point would succeed, without making the tensor (a kernel's check).
-bool zero_points_fold_into_int8(const Tensor& w, const Tensor* zero, int64_t axis);
 
 // True when `w` is int8 and every zero point is 0 (nothing to subtract).
 bool symmetric_int8(const Tensor& w, const Tensor* zero);

@@ -3,7 +3,8 @@
 //
 //   DequantizeLinear(x_q, per tensor) -> Conv / FusedConv / MatMul / FusedMatMul / Gemm /
 //     FusedGemm (weight = DequantizeLinear(8-bit constant, per tensor or per output channel,
-//     its zero points folded in when w - zero point fits int8); bias a float32 constant; the
+//     its zero points folded in when w - zero point fits int8, else kept); bias a float32
+//     constant; the
 //     activation fused already or none)
 //     [-> QuantizeLinear(per tensor, uint8 or int8)]
 //
@@ -15,10 +16,9 @@
 // A zero Pad of the spatial dims before the QuantizeLinear joins the convolutions' padding; a
 // MaxPool or Concat before it moves after it (exact), so the convolutions before them quantize
 // too.
-// Anything else (a weight whose w - zero point leaves int8, per-axis activations, float16
-// scales, a computed bias) stays as it is: the reference path runs it. The pass runs before the
-// weights' DequantizeLinear would be folded to float (FoldConstants keeps them for it,
-// keep_int8_weights) and folds the ones it leaves.
+// Anything else (per-axis activations, float16 scales, a computed bias) stays as it is: the
+// reference path runs it. The pass runs before the weights' DequantizeLinear would be folded to
+// float (FoldConstants keeps them for it, keep_int8_weights) and folds the ones it leaves.
 #include <algorithm>
 #include <cmath>
 
@@ -34,15 +34,18 @@ namespace {
 enum class Kind { Conv, MatMul, Gemm };
 
 // The 8-bit constant weight of `dq` (per tensor, or per channel along `axis` of its dims) as
-// the symmetric int8 weight oneDNN's int8 kernels take: an int8 weight with zero points 0 as it
-// is; a uint8 weight, or one with other zero points (onnxruntime's quantizer writes both), as
-// the int8 constant w - zero_point when every such difference fits int8 (uint8 weights with
-// zero point 128, say). The dequantized values are the same either way: (w - z) * scale.
+// the symmetric int8 weight oneDNN's int8 kernels take where it can be: an int8 weight with zero
+// points 0 as it is; a uint8 weight, or one with other zero points (onnxruntime's quantizer
+// writes both), as the int8 constant w - zero_point when every such difference fits int8 (uint8
+// weights with zero point 128, say). The dequantized values are the same either way:
+// (w - z) * scale. Otherwise (uint8 weights over 0..255) the weight keeps its zero points, which
+// the int8 kernels correct after a widened product (backends/cpu/qlinear_epilogue.hpp).
 struct WeightQuant {
   const Tensor* q = nullptr;  // the original constant
   ir::Value* q_value = nullptr;
   ir::Value* scale = nullptr;
   std::optional<Tensor> shifted;  // w - zero point in int8, when q is not that already
+  ir::Value* zero = nullptr;      // the zero points the fused node keeps (no `shifted`)
 };
 
 std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
@@ -64,11 +67,11 @@ std::optional<WeightQuant> int8_weight(const ir::Node* dq, int64_t axis) {
   if (!constant_zero_point(zero, wt.dtype(), dq->input(1)->constant().numel())) {
     return std::nullopt;
   }
-  WeightQuant out{&wt, w, dq->input(1), std::nullopt};
+  WeightQuant out{&wt, w, dq->input(1), std::nullopt, nullptr};
   const Tensor* z = zero ? &zero->constant() : nullptr;
   if (!ops::symmetric_int8(wt, z)) {
     out.shifted = ops::int8_minus_zero_point(wt, z, axis);
-    if (!out.shifted) return std::nullopt;
+    if (!out.shifted) out.zero = dq->input(2);
   }
   return out;
 }
@@ -88,11 +91,12 @@ std::optional<Tensor> bias_vector(const ir::Value* c, int64_t n, double factor) 
   return b;
 }
 
+// An 8-bit [r, c] constant as [c, r].
 Tensor transposed(const Tensor& w) {
   const int64_t r = w.dim(0), c = w.dim(1);
-  Tensor t(DataType::Int8, {c, r});
-  const int8_t* src = w.data<int8_t>();
-  int8_t* dst = t.data<int8_t>();
+  Tensor t(w.dtype(), {c, r});
+  const auto* src = static_cast<const uint8_t*>(w.raw_data());
+  auto* dst = static_cast<uint8_t*>(t.raw_data());
   for (int64_t i = 0; i < r; ++i) {
     for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
   }
@@ -266,7 +270,7 @@ bool fuse(Rewriter& rw, ir::Node& n) {
                                     x->zero,
                                     w_q,
                                     w_scale,
-                                    nullptr,
+                                    w->zero,
                                     q ? q->input(1) : nullptr,
                                     q && q->inputs().size() > 2 ? q->input(2) : nullptr,
                                     bias};

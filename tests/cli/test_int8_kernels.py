@@ -77,14 +77,33 @@ def test_engine_stores_the_int8_weights_packed_once(kiln, tmp_path):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def test_weight_zero_point_beyond_int8_is_left_to_the_reference_path(kiln, tmp_path):
-    # Weights quantized to [-127, 127] with zero point 2: w - 2 reaches -129, outside int8.
-    model = qdq.conv(tmp_path / "conv.onnx", w_zero=2)
-    r = kiln("profile", model, "--iterations", 1)
-    assert r.returncode == 0, r.stderr
-    kernels = node_kernels(r.stdout)
-    assert "FusedQLinearConv" not in kernels, r.stdout
-    assert "FusedConv" in kernels or "Conv" in kernels, r.stdout
+def test_weight_zero_points_beyond_int8_run_on_the_int8_kernels(kiln, tmp_path):
+    # Weights quantized to [-127, 127] with zero point 2 (w - 2 reaches -129), and uint8
+    # weights over 0..255 with zero points (onnxruntime's QUInt8): the kernels widen their
+    # products and correct them (numerics in tests/python/test_int8_kernels.py).
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    conv = qdq.conv(tmp_path / "conv.onnx", w_zero=2)
+    gemm = qdq.gemm(tmp_path / "gemm.onnx")
+    m = onnx.load(gemm)
+    inits = {i.name: i for i in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0].startswith("w"):
+            w, z = (inits[n.input[k]] for k in (0, 2))
+            q = numpy_helper.to_array(w).astype(np.int16) + 128
+            w.CopyFrom(numpy_helper.from_array(q.astype(np.uint8), w.name))
+            zero = np.full(numpy_helper.to_array(z).shape, 90, np.uint8)
+            z.CopyFrom(numpy_helper.from_array(zero, z.name))
+    onnx.save(m, gemm)
+    for model, op, kernel in ((conv, "FusedQLinearConv", "cpu:onednn.qlinear_conv"),
+                              (gemm, "FusedQLinearMatMul", "cpu:onednn.qlinear_matmul")):
+        r = kiln("profile", model, "--iterations", 1)
+        assert r.returncode == 0, r.stderr
+        kernels = node_kernels(r.stdout)
+        assert kernels.get(op) == {kernel}, r.stdout
+        assert "Conv" not in kernels and "Gemm" not in kernels, r.stdout
 
 
 def test_conv_integer_runs_on_the_int8_convolution(kiln, tmp_path):

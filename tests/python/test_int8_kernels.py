@@ -3,8 +3,8 @@ convolution and matmul): each small QDQ model (tools/make_qdq_models.py) runs op
 int8 nodes) and unoptimized (the reference path: DequantizeLinear, the float op, QuantizeLinear),
 and the two agree within one quantization step of the output (rounding), or to float rounding
 where the output stays float32; onnxruntime runs the same files within the same bounds. The
-optimized graph must hold the int8 nodes (the pass fired), and patterns it does not take (a
-weight zero point, uint8 weights) run the reference path and still agree."""
+optimized graph must hold the int8 nodes (the pass fired); weight zero points (uint8 weights over
+0..255 among them) run on them too."""
 import os
 import sys
 
@@ -229,28 +229,78 @@ def test_weight_zero_points_within_int8_run_on_the_int8_kernel(tmp_path, per_cha
     assert_on_int8_kernel(mm, [2, 5, 32], "FusedQLinearMatMul")
 
 
-def test_weight_zero_point_beyond_int8_stays_on_the_reference_path(tmp_path):
-    # oneDNN's int8 kernels take symmetric weights: where w - zero point leaves int8 (uint8
-    # weights up to 255 with zero point 0) the float path runs it.
-    path = qdq.conv(tmp_path / "conv.onnx")
-    rewrite_weights(path, lambda w, z: ((w.astype(np.int16) + 128).astype(np.uint8),
-                                        np.zeros(z.shape, np.uint8)))
-    assert_on_int8_kernel(path, [2, 8, 10, 10], None)
-    s = session(path)
-    run(s, inputs([2, 8, 10, 10]))
-    ops = op_types(s)
-    assert "Conv" in ops or "FusedConv" in ops, ops
+def uint8_weights_over_0_255(per_channel_zero):
+    """onnxruntime's QUInt8 weights: uint8 over 0..255 with a zero point (one a channel: 100 +
+    channel % 50), so w - zero point leaves int8 and the kernels widen their products."""
+    def change(w, z):
+        zero = (np.arange(z.size) % 50 + 100).astype(np.uint8).reshape(z.shape)
+        if not per_channel_zero:
+            zero = np.full(z.shape, 77, np.uint8)
+        axis_shape = []
+        if z.ndim:  # channels along the axis of z's length: 0, or a MatMul's [K, N] N
+            axis_shape = [1] * w.ndim
+            axis_shape[0 if w.shape[0] == z.size else 1] = -1
+        spread = w.astype(np.int16) * 2 + zero.astype(np.int16).reshape(axis_shape)
+        return np.clip(spread, 0, 255).astype(np.uint8), zero
+    return change
 
 
-def qlinear_conv_model(tmp_path, w_scale_count=4):
+@pytest.mark.parametrize("per_channel_zero", [True, False])
+@pytest.mark.parametrize("case", [
+    dict(),                                         # uint8 result, bias, no activation
+    dict(act="relu", quantized_output=False),       # float32 result
+    dict(act="clip"),
+    dict(group=4, c=8, m=8),                        # grouped
+    dict(group=16, c=16, m=16, stride=2, hw=11),    # depthwise, strided
+    dict(k=5, pad=2, stride=2, hw=13, bias=False),  # padding read as the zero point
+])
+def test_uint8_weights_beyond_int8_run_on_the_int8_convolution(tmp_path, case, per_channel_zero):
+    path = qdq.conv(tmp_path / "conv.onnx", **case)
+    rewrite_weights(path, uint8_weights_over_0_255(per_channel_zero))
+    shape = [2, case.get("c", 8), case.get("hw", 10), case.get("hw", 10)]
+    check_against_reference(path, shape, "FusedQLinearConv")
+    x = inputs(shape, seed=5)
+    np.testing.assert_array_equal(run(session(path, threads=1), x), run(session(path, threads=2), x))
+
+
+@pytest.mark.parametrize("quantized_skip", [True, False])
+def test_uint8_weights_beyond_int8_with_a_residual(tmp_path, quantized_skip):
+    path = qdq.residual(tmp_path / "res.onnx", quantized_skip=quantized_skip)
+    rewrite_weights(path, uint8_weights_over_0_255(True))
+    check_against_reference(path, [1, 8, 10, 10], "FusedQLinearConv")
+
+
+@pytest.mark.parametrize("model", ["matmul", "matmul_float", "gemm", "gemm_per_tensor"])
+def test_uint8_weights_beyond_int8_run_on_the_int8_matmul(tmp_path, model):
+    if model.startswith("matmul"):
+        path = qdq.matmul(tmp_path / "mm.onnx", quantized_output=model == "matmul")
+        shape = [2, 5, 32]
+    else:
+        path = qdq.gemm(tmp_path / "gemm.onnx", per_channel=model == "gemm")  # transB: [N, K]
+        shape = [4, 32]
+    rewrite_weights(path, uint8_weights_over_0_255(True))
+    check_against_reference(path, shape, "FusedQLinearMatMul")
+
+
+def test_int8_weight_zero_point_beyond_int8_runs_on_the_int8_convolution(tmp_path):
+    # int8 weights over [-127, 127] with zero point 2: w - 2 reaches -129.
+    path = qdq.conv(tmp_path / "conv.onnx", w_zero=2)
+    check_against_reference(path, [2, 8, 10, 10], "FusedQLinearConv")
+
+
+def qlinear_conv_model(tmp_path, w_scale_count=4, uint8_weights=False):
     rng = np.random.default_rng(3)
     w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    wz = np.zeros(w_scale_count, np.int8)
+    if uint8_weights:  # over 0..255, a zero point a channel
+        w = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
+        wz = (np.arange(w_scale_count) * 40 + 30).astype(np.uint8)
     inits = [
         numpy_helper.from_array(np.float32(0.02), "xs"),
         numpy_helper.from_array(np.uint8(120), "xz"),
         numpy_helper.from_array(w, "w"),
         numpy_helper.from_array(np.full(w_scale_count, 0.01, np.float32), "ws"),
-        numpy_helper.from_array(np.zeros(w_scale_count, np.int8), "wz"),
+        numpy_helper.from_array(wz, "wz"),
         numpy_helper.from_array(np.float32(0.05), "ys"),
         numpy_helper.from_array(np.uint8(128), "yz"),
         numpy_helper.from_array(rng.integers(-500, 500, 4).astype(np.int32), "b"),
@@ -267,8 +317,9 @@ def qlinear_conv_model(tmp_path, w_scale_count=4):
     return path
 
 
-def test_onnx_qlinear_conv_runs_on_the_int8_kernel(tmp_path):
-    path = qlinear_conv_model(tmp_path)
+@pytest.mark.parametrize("uint8_weights", [False, True])
+def test_onnx_qlinear_conv_runs_on_the_int8_kernel(tmp_path, uint8_weights):
+    path = qlinear_conv_model(tmp_path, uint8_weights=uint8_weights)
     x = np.random.default_rng(4).integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)
     fast, ref = session(path), session(path, optimize=False)
     got = fast.run(None, {"x": x})[0]

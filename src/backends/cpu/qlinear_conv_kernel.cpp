@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_epilogue.hpp"
 #include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -61,7 +62,7 @@ class QLinearConv final : public Kernel {
       : node_(node),
         weight_(node, is_conv_integer(node) ? size_t{1} : size_t{ops::qlinear::kW},
                 is_conv_integer(node) ? size_t{3} : size_t{ops::qlinear::kWZero}, 0,
-                is_conv_integer(node)),
+                /*correctable=*/true),
         w_(weight_.get()),
         group_(ops::AttrReader(node).attr_int("group", 1)),
         params_(is_conv_integer(node) ? conv_integer_params(node)
@@ -112,7 +113,7 @@ class QLinearConv final : public Kernel {
       memory plain_x = wrap(plain_desc(x.dims, e.src_dt), x.data);
       e.src_reorder.execute(s, plain_x, src);
     }
-    memory dst = dst_last ? wrap(e.pd.dst_desc(), y.data) : e.dst_buf;
+    memory dst = dst_last ? wrap(e.dst_md, y.data) : e.dst_buf;
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
                                             {DNNL_ARG_WEIGHTS, e.packed_w.mem},
                                             {DNNL_ARG_DST, dst},
@@ -125,6 +126,25 @@ class QLinearConv final : public Kernel {
       args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(
           memory::desc({1}, memory::data_type::s32, memory::format_tag::x), engine(), &run_x_zero_);
     }
+    if (widened()) {
+      run_widened(e, s, in, src, dst, dst_last, args);
+    } else {
+      run_fused(e, s, in, src, dst, dst_last, y, args);
+    }
+    if (!dst_last) {
+      memory plain_y = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
+      e.dst_reorder.execute(s, dst, plain_y);
+    }
+  }
+
+ private:
+  struct Entry;
+
+  // The product with its requantization, bias, residual and activation in oneDNN's attributes;
+  // ConvInteger's int32 result corrected after it where its weight's zero points leave int8.
+  void run_fused(const Entry& e, dnnl::stream& s, std::span<const DeviceTensor> in, memory& src,
+                 memory& dst, bool dst_last, const DeviceTensor& y,
+                 std::unordered_map<int, memory>& args) const {
     if (params_.residual) {
       // The sum post-op adds the product to what dst holds: the residual first (nothing to
       // copy when the result took its space).
@@ -140,22 +160,57 @@ class QLinearConv final : public Kernel {
         memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
         e.residual_reorder.execute(s, plain_z, dst);
       } else if (z.data != y.data) {
-        memory last_z = wrap(e.pd.dst_desc(), z.data);
+        memory last_z = wrap(e.dst_md, z.data);
         e.residual_copy.execute(s, last_z, dst);
       }
     }
     e.prim.execute(s, args);
     if (!weight_.correction().empty()) correct(e, s, src, dst, args);
-    if (!dst_last) {
-      memory plain_y = wrap(plain_desc(e.out_dims, e.dst_dt), y.data);
-      e.dst_reorder.execute(s, dst, plain_y);
-    }
   }
 
- private:
+  // A QLinear form whose weight's zero points leave int8: the product into int32 (e.acc), the
+  // window sums, then finish_widened_product into dst (which holds the residual first when the
+  // result is row-major).
+  void run_widened(const Entry& e, dnnl::stream& s, std::span<const DeviceTensor> in, memory& src,
+                   memory& dst, bool dst_last, std::unordered_map<int, memory>& args) const {
+    const void* residual = nullptr;
+    if (params_.residual) {
+      const DeviceTensor& z = in[kResidualSlot];
+      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == params_.residual_type,
+                     "node {}: the residual is {} {}, the result {} {}", node_.label(),
+                     dtype_name(z.dtype), dims_to_string(z.dims), dtype_name(params_.y_type),
+                     dims_to_string(e.out_dims));
+      if (dst_last) {
+        residual = z.data;
+      } else {
+        memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
+        e.residual_reorder.execute(s, plain_z, dst);
+        residual = dst.get_data_handle();
+      }
+    }
+    args[DNNL_ARG_DST] = e.acc;
+    e.prim.execute(s, args);
+    window_sums(e, s, src, args);
+    const int64_t m = e.out_dims[1];
+    finish_widened_product(params_, {.acc = static_cast<const int32_t*>(e.acc.get_data_handle()),
+                                     .rows = shape_numel(e.out_dims) / m,
+                                     .channels = m,
+                                     .sums = static_cast<const int32_t*>(e.sums.get_data_handle()),
+                                     .groups = group_,
+                                     .d = weight_.correction(),
+                                     .residual = residual,
+                                     .y = dst.get_data_handle(),
+                                     .threads = e.threads});
+  }
+
+  // The path for the node: a QLinear form (not ConvInteger, whose int32 result is corrected in
+  // place) whose weight's zero points leave int8.
+  bool widened() const { return !weight_.correction().empty() && !is_conv_integer(node_); }
+
   struct Entry {
     std::vector<int64_t> x_dims, out_dims;
     memory::data_type src_dt, dst_dt;
+    memory::desc dst_md;  // the result's channels-last form
     int threads = 1;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward prim;
@@ -167,6 +222,7 @@ class QLinearConv final : public Kernel {
     dnnl::convolution_forward sum_prim;
     PackedConstant packed_ones;
     mutable memory sums, sum_scratch;
+    mutable memory acc;  // the int32 product of the widened path
   };
 
   // A ConvInteger weight whose zero points leave int8 (Int8Weight::correction): the product ran
@@ -174,6 +230,9 @@ class QLinearConv final : public Kernel {
   // ones, one output channel a group) from each output channel m. int32, exact.
   void correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
                const std::unordered_map<int, memory>& args) const;
+  // The window sums of x - x_zero into e.sums (one a group and output pixel).
+  void window_sums(const Entry& e, dnnl::stream& s, memory& src,
+                   const std::unordered_map<int, memory>& args) const;
 
   const Entry& prepared(const std::vector<int64_t>& x_dims) {
     if (const Entry* hit = cache_.find([&](const Entry& e) { return e.x_dims == x_dims; })) {
@@ -219,8 +278,13 @@ class QLinearConv final : public Kernel {
     }
     const memory::format_tag tag = channels_last_tag(x_dims.size());
     const memory::desc src_md(x_dims, e.src_dt, tag), dst_md(e.out_dims, e.dst_dt, tag);
-    const memory::desc bias_md =
-        params_.bias.empty() ? memory::desc() : plain_desc({m}, memory::data_type::f32);
+    e.dst_md = dst_md;
+    // The widened path's product: int32, its bias and the rest in finish_widened_product.
+    const memory::desc bias_md = params_.bias.empty() || widened()
+                                     ? memory::desc()
+                                     : plain_desc({m}, memory::data_type::f32);
+    const memory::desc product_md =
+        widened() ? memory::desc(e.out_dims, memory::data_type::s32, tag) : dst_md;
     const double outputs = static_cast<double>(shape_numel(e.out_dims));
     const double w_numel = static_cast<double>(w_.numel());
     e.threads = threads_for_work(2.0 * outputs * w_numel / static_cast<double>(m),
@@ -230,14 +294,16 @@ class QLinearConv final : public Kernel {
       e.pd = dnnl::convolution_forward::primitive_desc(
           dnnl::convolution_forward::desc(
               dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-              memory::desc(gw, memory::data_type::s8, memory::format_tag::any), bias_md, dst_md,
+              memory::desc(gw, memory::data_type::s8, memory::format_tag::any), bias_md, product_md,
               strides, dil, pad_l, pad_r),
-          params_.attr(m, 1 << 1), engine());
+          widened() ? widened_product_params(params_).attr(m, 1 << 1) : params_.attr(m, 1 << 1),
+          engine());
       e.prim = dnnl::convolution_forward(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
       note_implementation(node_, e.pd.impl_info_str());
       e.src_buf = memory(e.pd.src_desc(), engine());
-      e.dst_buf = memory(e.pd.dst_desc(), engine());
+      e.dst_buf = memory(dst_md, engine());
+      if (widened()) e.acc = memory(product_md, engine());
       e.src_reorder =
           dnnl::reorder(memory(plain_desc(x_dims, e.src_dt), engine(), nullptr), e.src_buf);
       e.dst_reorder =
@@ -246,8 +312,8 @@ class QLinearConv final : public Kernel {
       if (params_.residual) {
         e.residual_reorder =
             dnnl::reorder(memory(plain_desc(e.out_dims, e.dst_dt), engine(), nullptr), e.dst_buf);
-        e.residual_copy = dnnl::reorder(memory(e.pd.dst_desc(), engine(), nullptr),
-                                        memory(e.pd.dst_desc(), engine(), nullptr));
+        e.residual_copy =
+            dnnl::reorder(memory(dst_md, engine(), nullptr), memory(dst_md, engine(), nullptr));
       }
       // The weights packed once per layout (with the source zero point's compensation where
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
@@ -260,8 +326,8 @@ class QLinearConv final : public Kernel {
         std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
         ones_dims[group_ > 1 ? 1 : 0] = 1;
         sum_dims[1] = group_;
-        // ConvInteger's attributes: scales 1, the source's zero point, nothing else.
-        const dnnl::primitive_attr attr = params_.attr(group_, 1 << 1);
+        // Scales 1, the source's zero point, nothing else.
+        const dnnl::primitive_attr attr = widened_product_params(params_).attr(group_, 1 << 1);
         const dnnl::convolution_forward::primitive_desc sum_pd(
             dnnl::convolution_forward::desc(
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
@@ -307,8 +373,8 @@ class QLinearConv final : public Kernel {
   ShapeCache<Entry> cache_;  // an entry per input shape seen (bounded)
 };
 
-void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
-                          const std::unordered_map<int, memory>& args) const {
+void QLinearConv::window_sums(const Entry& e, dnnl::stream& s, memory& src,
+                              const std::unordered_map<int, memory>& args) const {
   std::unordered_map<int, memory> sum_args = {{DNNL_ARG_SRC, src},
                                               {DNNL_ARG_WEIGHTS, e.packed_ones.mem},
                                               {DNNL_ARG_DST, e.sums},
@@ -318,6 +384,11 @@ void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& 
   }
   e.sum_prim.execute(s, sum_args);
   s.wait();
+}
+
+void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
+                          const std::unordered_map<int, memory>& args) const {
+  window_sums(e, s, src, args);
   // Both channels-last: pixel q's M results and its G sums are contiguous.
   const int64_t m = e.out_dims[1], per_group = m / group_;
   const int64_t pixels = shape_numel(e.out_dims) / m;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "backends/cpu/onednn_common.hpp"
+#include "backends/cpu/qlinear_epilogue.hpp"
 #include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
 #include "backends/kernel_table.hpp"
@@ -31,13 +32,14 @@ class QLinearMatMul final : public Kernel {
  public:
   explicit QLinearMatMul(const ir::Node& node)
       : node_(node),
-        weight_(node, ops::qlinear::kW, ops::qlinear::kWZero, 1),
+        weight_(node, ops::qlinear::kW, ops::qlinear::kWZero, 1, /*correctable=*/true),
         b_(weight_.get()),
         k_(b_.dim(0)),
         n_(b_.dim(1)),
         params_(qlinear_params(node, n_)),
-        after_(params_.y_type == DataType::Float32 ? gelu_pass(params_.act, DataType::Float32)
-                                                   : ops::FusedActivation{}) {}
+        after_(params_.y_type == DataType::Float32 && !widened()
+                   ? gelu_pass(params_.act, DataType::Float32)
+                   : ops::FusedActivation{}) {}
   std::string_view name() const override { return "onednn.qlinear_matmul"; }
 
   // Compile time: the weights packed for the declared rows (a dynamic dim taken as 1: the layout
@@ -67,16 +69,23 @@ class QLinearMatMul final : public Kernel {
     if (y.numel() == 0) return;
     const int64_t rows = a.numel() / std::max<int64_t>(k_, 1);
     const Entry& e = prepared(rows);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-                                            {DNNL_ARG_WEIGHTS, e.packed_b.mem},
-                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
-                                            {DNNL_ARG_SCRATCHPAD, e.scratch}};
-    if (!params_.bias.empty()) args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+        {DNNL_ARG_WEIGHTS, e.packed_b.mem},
+        {DNNL_ARG_DST, widened() ? e.acc : wrap(e.pd.dst_desc(), y.data)},
+        {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    if (!params_.bias.empty() && !widened()) {
+      args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
+    }
     {
       ThreadLimit limit(e.threads);
       e.prim.execute(dnnl_stream(stream), args);
     }
-    after_.run(static_cast<float*>(y.data), y.numel(), stream);
+    if (widened()) {
+      finish_widened(e, a, y.data, stream);
+    } else {
+      after_.run(static_cast<float*>(y.data), y.numel(), stream);
+    }
   }
 
  private:
@@ -86,8 +95,42 @@ class QLinearMatMul final : public Kernel {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
     PackedConstant packed_b;
-    mutable memory scratch;  // oneDNN's execute takes non-const memories
+    mutable memory scratch;             // oneDNN's execute takes non-const memories
+    mutable memory acc;                 // the widened path's int32 product
+    mutable std::vector<int32_t> sums;  // and its rows' sums of a - a_zero
   };
+
+  // A weight whose zero points leave int8 (Int8Weight::correction): the product ran into int32
+  // with b - c; each row's sum of a - a_zero, then finish_widened_product.
+  bool widened() const { return !weight_.correction().empty(); }
+
+  void finish_widened(const Entry& e, const DeviceTensor& a, void* y, Stream& stream) const {
+    dnnl_stream(stream).wait();
+    const int64_t rows = e.rows, k = k_;
+    const int32_t zero = params_.x_zero;
+    const bool u8 = params_.x_type == DataType::UInt8;
+    int32_t* sums = e.sums.data();
+#pragma omp parallel for schedule(static) num_threads(e.threads) if (e.threads > 1)
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t total = 0;
+      if (u8) {
+        const auto* row = static_cast<const uint8_t*>(a.data) + r * k;
+        for (int64_t i = 0; i < k; ++i) total += row[i];
+      } else {
+        const auto* row = static_cast<const int8_t*>(a.data) + r * k;
+        for (int64_t i = 0; i < k; ++i) total += row[i];
+      }
+      sums[r] = total - zero * static_cast<int32_t>(k);
+    }
+    finish_widened_product(params_, {.acc = static_cast<const int32_t*>(e.acc.get_data_handle()),
+                                     .rows = rows,
+                                     .channels = n_,
+                                     .sums = sums,
+                                     .groups = 1,
+                                     .d = weight_.correction(),
+                                     .y = y,
+                                     .threads = e.threads});
+  }
 
   const Entry& prepared(int64_t rows) {
     if (const Entry* hit = cache_.find([&](const Entry& e) { return e.rows == rows; })) {
@@ -106,15 +149,24 @@ class QLinearMatMul final : public Kernel {
     const memory::data_type yt = qlinear_dnnl_type(params_.y_type);
     ThreadLimit limit(e.threads);
     try {
-      const memory::desc bias_md =
-          params_.bias.empty() ? memory::desc() : plain_desc({1, n_}, memory::data_type::f32);
+      // The widened path's product: int32, its bias and the rest in finish_widened_product.
+      const memory::desc bias_md = params_.bias.empty() || widened()
+                                       ? memory::desc()
+                                       : plain_desc({1, n_}, memory::data_type::f32);
       e.pd = dnnl::matmul::primitive_desc(
           dnnl::matmul::desc(plain_desc({rows, k_}, at),
                              memory::desc({k_, n_}, memory::data_type::s8, memory::format_tag::any),
-                             bias_md, plain_desc({rows, n_}, yt)),
-          params_.attr(n_, 1 << 1, !after_.none()), engine());
+                             bias_md,
+                             plain_desc({rows, n_}, widened() ? memory::data_type::s32 : yt)),
+          widened() ? widened_product_params(params_).attr(n_, 1 << 1)
+                    : params_.attr(n_, 1 << 1, !after_.none()),
+          engine());
       e.prim = dnnl::matmul(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
+      if (widened()) {
+        e.acc = memory(e.pd.dst_desc(), engine());
+        e.sums.resize(static_cast<size_t>(rows));
+      }
       note_implementation(node_, e.pd.impl_info_str());
       // One packing per layout: an entry of another row count whose primitive took the same
       // one lends its bytes.

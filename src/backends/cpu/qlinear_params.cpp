@@ -65,12 +65,6 @@ int32_t scalar_int(const Tensor* t) {
   return t->dtype() == DataType::UInt8 ? t->data<uint8_t>()[0] : t->data<int8_t>()[0];
 }
 
-// "" when the weight is symmetric int8 or its zero points fold into int8 (Int8Weight).
-std::string check_int8_weight(const Tensor& w, const Tensor* zero, int64_t axis) {
-  if (ops::symmetric_int8(w, zero) || ops::zero_points_fold_into_int8(w, zero, axis)) return "";
-  return "w - w_zero_point leaves int8 (oneDNN's int8 kernels take symmetric int8 weights)";
-}
-
 }  // namespace
 
 Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int64_t axis,
@@ -169,9 +163,6 @@ std::string check_qlinear(const ir::Node& node, int64_t w_axis) {
   const int64_t w_params = slot_constant(node, kWScale)->numel();
   if (std::string why = check_zero(node, kWZero, w->dtype(), w_params, "w_zero_point");
       !why.empty()) {
-    return why;
-  }
-  if (std::string why = check_int8_weight(*w, slot_constant(node, kWZero), w_axis); !why.empty()) {
     return why;
   }
   if (has_slot(node, kYScale)) {

@@ -2,8 +2,9 @@
 // What the CPU's int8 convolution and matmul kernels read off a quantized node (ai.onnx
 // QLinearConv / QLinearMatMul, ai.kiln FusedQLinearConv / FusedQLinearMatMul: the same input
 // slots) and how they hand it to oneDNN: every scale and zero point a constant, the activation
-// per tensor (uint8 or int8), the weight a constant int8 tensor with zero points 0 (oneDNN's
-// int8 kernels take symmetric weights), one scale or one per output channel.
+// per tensor (uint8 or int8), the weight a constant 8-bit tensor, one scale or one per output
+// channel. oneDNN's int8 kernels take symmetric int8 weights: zero points fold into them where
+// w - zero point fits int8, else the kernel widens its product (qlinear_epilogue.hpp).
 //
 // oneDNN computes, per output channel c: dst = post_ops(output_scale[c] * (acc + bias[c])) +
 // dst_zero_point, rounded and saturated to the output type, where acc sums (x - x_zero) * w in
@@ -61,7 +62,8 @@ QLinearParams qlinear_params(const ir::Node& node, int64_t channels);
 // The node's constant weight as the symmetric int8 weight the kernels take: the constant itself,
 // or (uint8, or zero points other than 0) w - zero point, owned (ops/int8_weights.hpp; the
 // kernel's check made sure every difference fits int8).
-// With `correctable` (an int32 result the kernel corrects itself: ConvInteger), a weight whose
+// With `correctable` (the kernel corrects the int32 product itself: ConvInteger, and the
+// QLinear forms through finish_widened_product), a weight whose
 // w - zero point leaves int8 is taken as w - c (c = 128 for uint8, 0 for int8: always int8) and
 // the rest of its zero point, d[m] = zero[m] - c per output channel, is left to the kernel:
 // sum (x - xz)(w - z) = sum (x - xz)(w - c) - d[m] sum (x - xz) over the window.
