@@ -103,6 +103,25 @@ Tensor transposed(const Tensor& w) {
   return t;
 }
 
+// onnxruntime's QDQ residual block: a convolution's result quantized by `q` and dequantized
+// again by the DequantizeLinear returned, whose only reader is the Add that ends the block with
+// a dequantized skip (Q -> DQ -> Add(DQ(skip))). nullptr for anything else.
+ir::Node* residual_round_trip(const Rewriter& rw, ir::Node* q) {
+  ir::Value* quantized = q->output(0);
+  if (!rw.single_use(quantized)) return nullptr;
+  ir::Node* dq = rw.readers(quantized)[0];
+  const std::optional<TensorQuant> back = per_tensor_input(dq);
+  if (!back || back->q != quantized || back->scale != q->input(1) ||
+      back->zero != (q->inputs().size() > 2 ? q->input(2) : nullptr) ||
+      !rw.single_use(dq->output(0))) {
+    return nullptr;
+  }
+  ir::Node* add = rw.readers(dq->output(0))[0];
+  if (!is_op(add, "Add") || add->inputs().size() != 2) return nullptr;
+  const ir::Value* skip = add->input(0) == dq->output(0) ? add->input(1) : add->input(0);
+  return per_tensor_input(rw.producer(skip, "DequantizeLinear")) ? dq : nullptr;
+}
+
 std::optional<Kind> kind_of(const ir::Node& n) {
   if (is_op(&n, "Conv") || (is_kiln_op(&n, "FusedConv") && n.inputs().size() <= 3)) {
     return Kind::Conv;
@@ -265,6 +284,18 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   // A weight with zero points in its symmetric int8 form (int8_weight).
   if (w->shifted) w_q = rw.new_constant(w_q->name() + "_int8", std::move(*w->shifted));
   ir::Node* q = requantizing_reader(rw, y);
+  // The residual block's round trip goes: the node writes float32, and fuse_conv_residual joins
+  // the Add (and the block's QuantizeLinear) to it. Not exact: the sum reads the product
+  // unrounded, one rounding fewer than the file asks (as OpenVINO's low-precision
+  // transformations do); the difference stays within a step of the dropped quantization.
+  ir::Node* round_trip = *kind == Kind::Conv && q ? residual_round_trip(rw, q) : nullptr;
+  std::vector<ir::Node*> dead = {&n};
+  if (round_trip) {
+    dead.insert(dead.begin(), {round_trip, q});
+    q = nullptr;
+  } else if (q) {
+    dead.insert(dead.begin(), q);
+  }
   std::vector<ir::Value*> inputs = {x->q,
                                     x->scale,
                                     x->zero,
@@ -275,7 +306,7 @@ bool fuse(Rewriter& rw, ir::Node& n) {
                                     q && q->inputs().size() > 2 ? q->input(2) : nullptr,
                                     bias};
   while (!inputs.empty() && !inputs.back()) inputs.pop_back();
-  ir::Value* result = q ? q->output(0) : y;
+  ir::Value* result = round_trip ? round_trip->output(0) : (q ? q->output(0) : y);
   const int opset = import_kiln_domain(rw.graph());
   ir::Value* out = rw.new_value(result->name() + "_int8", result->type());
   ir::Node* fused =
@@ -286,8 +317,6 @@ bool fuse(Rewriter& rw, ir::Node& n) {
     if (*kind == Kind::Gemm && name != "activation" && name != "activation_params") continue;
     fused->set_attribute(name, a);
   }
-  std::vector<ir::Node*> dead = {&n};
-  if (q) dead.insert(dead.begin(), q);
   rw.replace(result, out, dead);
   return true;
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "backends/cpu/int8_window_sums.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_epilogue.hpp"
 #include "backends/cpu/qlinear_params.hpp"
@@ -165,7 +166,7 @@ class QLinearConv final : public Kernel {
       }
     }
     e.prim.execute(s, args);
-    if (!weight_.correction().empty()) correct(e, s, src, dst, args);
+    if (!weight_.correction().empty()) correct(e, s, src, dst);
   }
 
   // A QLinear form whose weight's zero points leave int8: the product into int32 (e.acc), the
@@ -190,12 +191,12 @@ class QLinearConv final : public Kernel {
     }
     args[DNNL_ARG_DST] = e.acc;
     e.prim.execute(s, args);
-    window_sums(e, s, src, args);
+    window_sums(e, s, src);
     const int64_t m = e.out_dims[1];
     finish_widened_product(params_, {.acc = static_cast<const int32_t*>(e.acc.get_data_handle()),
                                      .rows = shape_numel(e.out_dims) / m,
                                      .channels = m,
-                                     .sums = static_cast<const int32_t*>(e.sums.get_data_handle()),
+                                     .sums = e.sums.data(),
                                      .groups = group_,
                                      .d = weight_.correction(),
                                      .residual = residual,
@@ -218,21 +219,18 @@ class QLinearConv final : public Kernel {
     // oneDNN's execute takes non-const memories; the kernel's runs are serialized.
     mutable memory src_buf, dst_buf, scratch;
     PackedConstant packed_w;
-    // The window sums for the correction (correct): ones-weights convolution into sums.
-    dnnl::convolution_forward sum_prim;
-    PackedConstant packed_ones;
-    mutable memory sums, sum_scratch;
+    // The window sums for the correction (int8_window_sums).
+    WindowSumGeometry sum_geometry;
+    mutable std::vector<int32_t> sums;
     mutable memory acc;  // the int32 product of the widened path
   };
 
   // A ConvInteger weight whose zero points leave int8 (Int8Weight::correction): the product ran
-  // with w - c; take d[m] times the window sums of x - x_zero (a convolution with weights of
-  // ones, one output channel a group) from each output channel m. int32, exact.
-  void correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
-               const std::unordered_map<int, memory>& args) const;
+  // with w - c; take d[m] times the window sums of x - x_zero from each output channel m.
+  // int32, exact.
+  void correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst) const;
   // The window sums of x - x_zero into e.sums (one a group and output pixel).
-  void window_sums(const Entry& e, dnnl::stream& s, memory& src,
-                   const std::unordered_map<int, memory>& args) const;
+  void window_sums(const Entry& e, dnnl::stream& s, memory& src) const;
 
   const Entry& prepared(const std::vector<int64_t>& x_dims) {
     if (const Entry* hit = cache_.find([&](const Entry& e) { return e.x_dims == x_dims; })) {
@@ -322,26 +320,21 @@ class QLinearConv final : public Kernel {
           cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, stored_w_, w_,
           gw, e.pd.weights_desc(), node_);
       if (!weight_.correction().empty()) {
-        // One output channel a group, weights all 1, the source's zero point as the product's.
-        std::vector<int64_t> ones_dims = gw, sum_dims = e.out_dims;
-        ones_dims[group_ > 1 ? 1 : 0] = 1;
-        sum_dims[1] = group_;
-        // Scales 1, the source's zero point, nothing else.
-        const dnnl::primitive_attr attr = widened_product_params(params_).attr(group_, 1 << 1);
-        const dnnl::convolution_forward::primitive_desc sum_pd(
-            dnnl::convolution_forward::desc(
-                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-                memory::desc(ones_dims, memory::data_type::s8, memory::format_tag::any),
-                memory::desc(), memory::desc(sum_dims, memory::data_type::s32, tag), strides, dil,
-                pad_l, pad_r),
-            attr, engine());
-        e.sum_prim = dnnl::convolution_forward(sum_pd);
-        e.sum_scratch = memory(sum_pd.scratchpad_desc(), engine());
-        e.sums = memory(sum_pd.dst_desc(), engine());
-        std::vector<int8_t> ones(static_cast<size_t>(shape_numel(ones_dims)), 1);
-        e.packed_ones = pack_constant(
-            wrap(plain_desc(ones_dims, memory::data_type::s8), ones.data()), sum_pd.weights_desc());
-        note_implementation(node_, sum_pd.impl_info_str());
+        // The window sums' geometry, spatial dims right-aligned into (D, H, W).
+        WindowSumGeometry& w = e.sum_geometry;
+        w.batch = x_dims[0];
+        w.channels = c;
+        w.groups = group_;
+        const size_t skip = 3 - g.nsp;
+        for (size_t d = 0; d < g.nsp; ++d) {
+          w.in[skip + d] = x_dims[2 + d];
+          w.out[skip + d] = e.out_dims[2 + d];
+          w.kernel[skip + d] = kernel[d];
+          w.stride[skip + d] = g.strides[d];
+          w.dilation[skip + d] = g.dilations[d];
+          w.pad[skip + d] = g.pad_begin(d);
+        }
+        e.sums.resize(static_cast<size_t>(shape_numel(e.out_dims) / m * group_));
       }
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 convolution for X {} W {}: {}",
@@ -373,27 +366,20 @@ class QLinearConv final : public Kernel {
   ShapeCache<Entry> cache_;  // an entry per input shape seen (bounded)
 };
 
-void QLinearConv::window_sums(const Entry& e, dnnl::stream& s, memory& src,
-                              const std::unordered_map<int, memory>& args) const {
-  std::unordered_map<int, memory> sum_args = {{DNNL_ARG_SRC, src},
-                                              {DNNL_ARG_WEIGHTS, e.packed_ones.mem},
-                                              {DNNL_ARG_DST, e.sums},
-                                              {DNNL_ARG_SCRATCHPAD, e.sum_scratch}};
-  if (auto zp = args.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC); zp != args.end()) {
-    sum_args.insert(*zp);
-  }
-  e.sum_prim.execute(s, sum_args);
-  s.wait();
+void QLinearConv::window_sums(const Entry& e, dnnl::stream& s, memory& src) const {
+  s.wait();  // src may be the reorder's buffer
+  const int32_t zero = params_.x_zero_at_run ? run_x_zero_ : params_.x_zero;
+  int8_window_sums(e.sum_geometry, src.get_data_handle(), params_.x_type == DataType::UInt8, zero,
+                   e.sums.data(), e.threads);
 }
 
-void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst,
-                          const std::unordered_map<int, memory>& args) const {
-  window_sums(e, s, src, args);
+void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst) const {
+  window_sums(e, s, src);
   // Both channels-last: pixel q's M results and its G sums are contiguous.
   const int64_t m = e.out_dims[1], per_group = m / group_;
   const int64_t pixels = shape_numel(e.out_dims) / m;
   auto* y = static_cast<int32_t*>(dst.get_data_handle());
-  const auto* sums = static_cast<const int32_t*>(e.sums.get_data_handle());
+  const int32_t* sums = e.sums.data();
   const int32_t* d = weight_.correction().data();
 #pragma omp parallel for schedule(static) num_threads(e.threads) if (e.threads > 1)
   for (int64_t q = 0; q < pixels; ++q) {

@@ -4,30 +4,29 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/quantize_loops.hpp"
 #include "core/half_convert.hpp"
 
 namespace kiln::backends::cpu {
 namespace {
 
-float residual_at(const QLinearParams& p, const void* z, int64_t i) {
-  switch (p.residual_type) {
-    case DataType::UInt8:
-      return (static_cast<const uint8_t*>(z)[i] - p.residual_zero) * p.residual_scale;
-    case DataType::Int8:
-      return (static_cast<const int8_t*>(z)[i] - p.residual_zero) * p.residual_scale;
+// v = act(v) over a row: the common activations as plain loops the compiler vectorizes, the
+// rest through the reference's point function.
+void activate(const ops::FusedActivation& act, float* v, int64_t n) {
+  switch (act.kind) {
+    case ops::Activation::None:
+      return;
+    case ops::Activation::Relu:
+      for (int64_t c = 0; c < n; ++c) v[c] = v[c] > 0.f ? v[c] : 0.f;
+      return;
+    case ops::Activation::Clip:
+      for (int64_t c = 0; c < n; ++c) v[c] = std::min(std::max(v[c], act.alpha), act.beta);
+      return;
+    case ops::Activation::LeakyRelu:
+      for (int64_t c = 0; c < n; ++c) v[c] = v[c] < 0.f ? v[c] * act.alpha : v[c];
+      return;
     default:
-      return static_cast<const float*>(z)[i];
-  }
-}
-
-template <typename T>
-void quantize_row(const float* v, int64_t n, float y_scale, int32_t y_zero, T* out) {
-  constexpr float lo = std::is_same_v<T, uint8_t> ? 0.f : -128.f;
-  constexpr float hi = std::is_same_v<T, uint8_t> ? 255.f : 127.f;
-  for (int64_t c = 0; c < n; ++c) {
-    // Round to nearest even, as oneDNN's requantization.
-    const float q = std::nearbyint(v[c] / y_scale) + static_cast<float>(y_zero);
-    out[c] = static_cast<T>(std::clamp(q, lo, hi));
+      for (int64_t c = 0; c < n; ++c) v[c] = static_cast<float>(act.apply(v[c]));
   }
 }
 
@@ -44,37 +43,54 @@ QLinearParams widened_product_params(const QLinearParams& params) {
 }
 
 void finish_widened_product(const QLinearParams& p, const WidenedProduct& w) {
-  const int64_t n = w.channels, per_group = n / std::max<int64_t>(w.groups, 1);
+  const int64_t n = w.channels, groups = std::max<int64_t>(w.groups, 1), per_group = n / groups;
+  // Per channel: the accumulator's unit in real values, and the bias in it.
   std::vector<float> unit(static_cast<size_t>(n)), bias(static_cast<size_t>(n), 0.f);
   for (int64_t c = 0; c < n; ++c) {
     unit[c] = p.x_scale * p.w_scale[p.w_scale.size() == 1 ? 0 : c];
-    if (!p.bias.empty()) bias[c] = p.bias[c];  // accumulator units
+    if (!p.bias.empty()) bias[c] = p.bias[c] * unit[c];
   }
-  const bool activation = p.act.kind != ops::Activation::None;
 #pragma omp parallel num_threads(w.threads) if (w.threads > 1)
   {
-    std::vector<float> v(static_cast<size_t>(n));
+    // A row's real values, its offsets (bias - d[c] * sum, in real units) and its residual.
+    std::vector<float> v(static_cast<size_t>(n)), offset(static_cast<size_t>(n)), z;
+    if (p.residual) z.resize(static_cast<size_t>(n));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
       const int32_t* acc = w.acc + r * n;
-      const int32_t* sum = w.sums + r * w.groups;
-      for (int64_t c = 0; c < n; ++c) {
-        const int64_t exact =
-            static_cast<int64_t>(acc[c]) - static_cast<int64_t>(w.d[c]) * sum[c / per_group];
-        v[c] = (static_cast<float>(exact) + bias[c]) * unit[c];
+      const int32_t* sum = w.sums + r * groups;
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = static_cast<float>(sum[g]);
+        for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) {
+          offset[c] = bias[c] - static_cast<float>(w.d[c]) * s * unit[c];
+        }
       }
+      for (int64_t c = 0; c < n; ++c) v[c] = static_cast<float>(acc[c]) * unit[c] + offset[c];
       if (p.residual) {
-        for (int64_t c = 0; c < n; ++c) v[c] += residual_at(p, w.residual, r * n + c);
+        const int64_t at = r * n;
+        switch (p.residual_type) {
+          case DataType::UInt8:
+            dequantize_from_u8(static_cast<const uint8_t*>(w.residual) + at, z.data(), n,
+                               p.residual_scale, p.residual_zero);
+            break;
+          case DataType::Int8:
+            dequantize_from_s8(static_cast<const int8_t*>(w.residual) + at, z.data(), n,
+                               p.residual_scale, p.residual_zero);
+            break;
+          default:
+            std::copy_n(static_cast<const float*>(w.residual) + at, n, z.data());
+        }
+        for (int64_t c = 0; c < n; ++c) v[c] += z[c];
       }
-      if (activation) {
-        for (int64_t c = 0; c < n; ++c) v[c] = static_cast<float>(p.act.apply(v[c]));
-      }
+      activate(p.act, v.data(), n);
       switch (p.y_type) {
         case DataType::UInt8:
-          quantize_row(v.data(), n, p.y_scale, p.y_zero, static_cast<uint8_t*>(w.y) + r * n);
+          quantize_to_u8(v.data(), static_cast<uint8_t*>(w.y) + r * n, n, p.y_scale,
+                         static_cast<float>(p.y_zero));
           break;
         case DataType::Int8:
-          quantize_row(v.data(), n, p.y_scale, p.y_zero, static_cast<int8_t*>(w.y) + r * n);
+          quantize_to_s8(v.data(), static_cast<int8_t*>(w.y) + r * n, n, p.y_scale,
+                         static_cast<float>(p.y_zero));
           break;
         case DataType::BFloat16:
           floats_to_bfloat16s(v.data(), static_cast<uint16_t*>(w.y) + r * n,
