@@ -8,6 +8,7 @@
 #include <onnx/onnx-ml.pb.h>
 
 #include "core/regular_file.hpp"
+#include "onnx/contrib_functions.hpp"
 #include "onnx/graph_depth.hpp"
 #include "onnx/onnx_io.hpp"
 #include "onnx/shape_inference.hpp"
@@ -337,6 +338,11 @@ class Importer {
     auto fn = functions_.find({n.domain(), n.op_type(), n.overload()});
     if (fn != functions_.end()) {
       inline_function(*fn->second, n, inputs, g, scope, bindings, label, depth, inline_depth);
+      return;
+    }
+    // onnxruntime's quantized contrib ops, as functions of standard ops.
+    if (std::optional<onnx::FunctionProto> contrib = contrib_function(n)) {
+      inline_function(*contrib, n, inputs, g, scope, bindings, label, depth, inline_depth);
       return;
     }
 

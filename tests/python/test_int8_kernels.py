@@ -507,3 +507,98 @@ def test_onnxruntime_residual_block_joins_the_int8_convolution(tmp_path, weight_
     assert np.abs(got - theirs).mean() < 0.5 * step
     ops = op_types(fast)
     assert ops.count("FusedQLinearConv") == 1 and "Add" not in ops, ops
+
+
+def float_contrib_model(path):
+    """Ops onnxruntime's QOperator quantizer turns into com.microsoft QLinear* ops: LeakyRelu,
+    Add, Sigmoid, Mul, AveragePool, Concat, GlobalAveragePool and Gemm (QGemm)."""
+    rng = np.random.default_rng(12)
+    def w(name, shape, s=0.2):
+        return numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name)
+    inits = [w("w1", (8, 8, 3, 3)), w("w2", (8, 8, 3, 3)), w("wg", (10, 16), 0.3),
+             numpy_helper.from_array(np.full(8, 0.05, np.float32), "b1"),
+             numpy_helper.from_array(np.full(8, -0.05, np.float32), "b2"),
+             numpy_helper.from_array(np.linspace(-0.5, 0.5, 10).astype(np.float32), "bg")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c1"], ["l1"], alpha=0.1),
+             helper.make_node("Conv", ["l1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["s"]),
+             helper.make_node("Sigmoid", ["s"], ["g"]),
+             helper.make_node("Mul", ["s", "g"], ["m"]),
+             helper.make_node("AveragePool", ["m"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["m"], ["q"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["p", "q"], ["cat"], axis=1),
+             helper.make_node("GlobalAveragePool", ["cat"], ["gap"]),
+             helper.make_node("Flatten", ["gap"], ["f"]),
+             helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "contrib",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("weight_type", ["QInt8", "QUInt8"])
+def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type):
+    # quantize_static's QOperator format: ONNX QLinearConv beside com.microsoft QLinearAdd,
+    # QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat,
+    # QLinearGlobalAveragePool and QGemm, which Kiln imports as DequantizeLinear -> op ->
+    # QuantizeLinear functions. Both of Kiln's paths agree with onnxruntime's run of the file
+    # to a few output steps (each runtime rounds its own way at every quantized op).
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.sets = [{"x": inputs([1, 8, 12, 12], seed=s)} for s in range(4)]
+
+        def get_next(self):
+            return self.sets.pop() if self.sets else None
+
+    src = float_contrib_model(tmp_path / "contrib.onnx")
+    path = str(tmp_path / "contrib_int8.onnx")
+    quantize_static(src, path, Reader(), quant_format=QuantFormat.QOperator,
+                    weight_type=getattr(QuantType, weight_type),
+                    activation_type=QuantType.QUInt8)
+    written = {(n.domain, n.op_type) for n in onnx.load(path).graph.node}
+    for op in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+               "QLinearAveragePool", "QLinearConcat", "QLinearGlobalAveragePool", "QGemm"):
+        assert ("com.microsoft", op) in written, written
+    x = inputs([1, 8, 12, 12], seed=9)
+    o = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    theirs = o.run(None, {"x": x})[0]
+    exact = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for optimize in (True, False):
+        got = run(session(path, optimize=optimize), x)
+        assert got.shape == theirs.shape
+        rel = np.linalg.norm(got - theirs) / np.linalg.norm(theirs)
+        assert rel < 0.05, (optimize, rel)
+        # As close to the float model as onnxruntime's run is.
+        ours_err = np.linalg.norm(got - exact) / np.linalg.norm(exact)
+        theirs_err = np.linalg.norm(theirs - exact) / np.linalg.norm(exact)
+        assert ours_err < 1.5 * theirs_err + 0.01, (optimize, ours_err, theirs_err)
+    fast = session(path)
+    run(fast, x)
+    ops = op_types(fast)
+    # The convolutions are ONNX's QLinearConv on the int8 kernel, QGemm's product an int8 matmul.
+    assert "QLinearConv" in ops and "FusedQLinearMatMul" in ops and "Gemm" not in ops, ops
+
+
+def test_contrib_qlinear_without_output_zero_point_is_a_clear_error(tmp_path):
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT8, [4])
+    inits = [numpy_helper.from_array(np.float32(0.1), "s"),
+             numpy_helper.from_array(np.uint8(3), "z")]
+    node = helper.make_node("QLinearAdd", ["a", "s", "z", "a", "s", "z", "s"], ["y"],
+                            domain="com.microsoft")
+    model = helper.make_model(helper.make_graph([node], "g", [a], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13),
+                                             helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    path = str(tmp_path / "add.onnx")
+    onnx.save(model, path)
+    with pytest.raises(Exception, match="output zero point"):
+        session(path)

@@ -119,7 +119,7 @@ class QLinearConv final : public Kernel {
                                             {DNNL_ARG_WEIGHTS, e.packed_w.mem},
                                             {DNNL_ARG_DST, dst},
                                             {DNNL_ARG_SCRATCHPAD, e.scratch}};
-    if (!params_.bias.empty()) {
+    if (!params_.bias.empty() && !widened()) {  // the widened path adds it itself
       args[DNNL_ARG_BIAS] = wrap(e.pd.bias_desc(), params_.bias.data());
     }
     if (params_.x_zero_at_run) {
