@@ -59,6 +59,13 @@ class Body {
   onnx::FunctionProto f_;
 };
 
+void set_axis(onnx::NodeProto& n, int64_t axis) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(axis);
+}
+
 void copy_attributes(const onnx::NodeProto& call, onnx::NodeProto& to,
                      const std::vector<std::string>& names) {
   for (const std::string& name : names) {
@@ -133,16 +140,14 @@ onnx::FunctionProto qgemm(const onnx::NodeProto& call) {
   Body b(call, {"A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C", "Y_scale",
                 "Y_zero_point"});
   const std::string a = b.dequantize("A");
-  onnx::NodeProto& dqb = b.node("DequantizeLinear", {"B", "B_scale", "B_zero_point"}, "B_float");
   // b_scale per output column: B's axis 1, or 0 when transposed.
-  onnx::AttributeProto* axis = dqb.add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(int_attribute(call, "transB", 0) != 0 ? 0 : 1);
+  set_axis(b.node("DequantizeLinear", {"B", "B_scale", "B_zero_point"}, "B_float"),
+           int_attribute(call, "transB", 0) != 0 ? 0 : 1);
   std::vector<std::string> gemm_inputs = {a, "B_float"};
   if (bias) {
     b.node("Mul", {"A_scale", "B_scale"}, "C_scale");
-    b.node("DequantizeLinear", {"C", "C_scale"}, "C_float");
+    // C is [N]: its scale (one, or one a column) along axis 0.
+    set_axis(b.node("DequantizeLinear", {"C", "C_scale"}, "C_float"), 0);
     gemm_inputs.push_back("C_float");
   }
   copy_attributes(call, b.node("Gemm", gemm_inputs, quantized ? "Y_float" : "Y"),

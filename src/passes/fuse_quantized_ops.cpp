@@ -321,6 +321,38 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   return true;
 }
 
+// ONNX QLinearConv (onnxruntime's QOperator format) whose result is only dequantized again for
+// a residual Add with a dequantized skip: a FusedQLinearConv with a float32 result (QLinearConv's
+// slots, y_scale and y_zero_point left out, its int32 bias as it is), which fuse_conv_residual
+// then joins to the Add; the same rounding dropped as residual_round_trip's.
+bool qlinear_conv_before_residual(Rewriter& rw, ir::Node& n) {
+  if (!is_op(&n, "QLinearConv") || n.inputs().size() < 8 || n.outputs().size() != 1 ||
+      !n.output(0) || !rw.single_use(n.output(0))) {
+    return false;
+  }
+  ir::Node* dq = rw.readers(n.output(0))[0];
+  const std::optional<TensorQuant> back = per_tensor_input(dq);
+  if (!back || back->q != n.output(0) || back->scale != n.input(6) || back->zero != n.input(7) ||
+      !rw.single_use(dq->output(0))) {
+    return false;
+  }
+  ir::Node* add = rw.readers(dq->output(0))[0];
+  if (!is_op(add, "Add") || add->inputs().size() != 2) return false;
+  const ir::Value* skip = add->input(0) == dq->output(0) ? add->input(1) : add->input(0);
+  if (!per_tensor_input(rw.producer(skip, "DequantizeLinear"))) return false;
+  std::vector<ir::Value*> inputs(n.inputs().begin(), n.inputs().begin() + 6);
+  inputs.insert(inputs.end(), {nullptr, nullptr});
+  if (n.inputs().size() > 8 && n.input(8)) inputs.push_back(n.input(8));
+  while (!inputs.empty() && !inputs.back()) inputs.pop_back();
+  ir::Value* result = dq->output(0);
+  ir::Value* out = rw.new_value(result->name() + "_int8", result->type());
+  ir::Node* fused = rw.insert_node(&n, "FusedQLinearConv", ops::kKilnDomain, std::move(inputs),
+                                   {out}, import_kiln_domain(rw.graph()));
+  for (const auto& [name, a] : n.attributes()) fused->set_attribute(name, a);
+  rw.replace(result, out, {dq, &n});
+  return true;
+}
+
 }  // namespace
 
 bool FuseQuantizedOps::apply(ir::Graph& root) const {
@@ -330,7 +362,9 @@ bool FuseQuantizedOps::apply(ir::Graph& root) const {
     return (is_op(&n, "Pad") && n.outputs().size() == 1 && fold_pad(rw, n)) ||
            quantize_before_max_pool(rw, n) || quantize_before_concat(rw, n);
   });
-  const bool fused = rewrite_graph(root, fuse);
+  const bool fused = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
+    return fuse(rw, n) || qlinear_conv_before_residual(rw, n);
+  });
   // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as
   // FoldConstants would have done without keep_int8_weights.
   const bool folded = FoldConstants{}.apply(root);

@@ -541,8 +541,9 @@ def float_contrib_model(path):
     return str(path)
 
 
+@pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("weight_type", ["QInt8", "QUInt8"])
-def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type):
+def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type, per_channel):
     # quantize_static's QOperator format: ONNX QLinearConv beside com.microsoft QLinearAdd,
     # QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat,
     # QLinearGlobalAveragePool and QGemm, which Kiln imports as DequantizeLinear -> op ->
@@ -561,7 +562,7 @@ def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type):
     src = float_contrib_model(tmp_path / "contrib.onnx")
     path = str(tmp_path / "contrib_int8.onnx")
     quantize_static(src, path, Reader(), quant_format=QuantFormat.QOperator,
-                    weight_type=getattr(QuantType, weight_type),
+                    per_channel=per_channel, weight_type=getattr(QuantType, weight_type),
                     activation_type=QuantType.QUInt8)
     written = {(n.domain, n.op_type) for n in onnx.load(path).graph.node}
     for op in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
@@ -583,8 +584,10 @@ def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type):
     fast = session(path)
     run(fast, x)
     ops = op_types(fast)
-    # The convolutions are ONNX's QLinearConv on the int8 kernel, QGemm's product an int8 matmul.
+    # The convolutions are ONNX's QLinearConv on the int8 kernel, QGemm's product an int8 matmul,
+    # and QLinearAdd's sum joins the convolution before it (an 8-bit residual).
     assert "QLinearConv" in ops and "FusedQLinearMatMul" in ops and "Gemm" not in ops, ops
+    assert "FusedQLinearConv" in ops and "Add" not in ops, ops
 
 
 def test_contrib_qlinear_without_output_zero_point_is_a_clear_error(tmp_path):
