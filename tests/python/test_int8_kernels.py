@@ -605,3 +605,20 @@ def test_contrib_qlinear_without_output_zero_point_is_a_clear_error(tmp_path):
     onnx.save(model, path)
     with pytest.raises(Exception, match="output zero point"):
         session(path)
+
+
+def test_contrib_channels_last_pooling_is_refused_by_name(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4, 4, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
+    inits = [numpy_helper.from_array(np.float32(0.1), "s"),
+             numpy_helper.from_array(np.uint8(3), "z")]
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "s", "z", "s", "z"], ["y"],
+                            domain="com.microsoft", name="gap", channels_last=1)
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13),
+                                             helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    path = str(tmp_path / "gap.onnx")
+    onnx.save(model, path)
+    with pytest.raises(Exception, match="gap.*channels_last=1 is not supported"):
+        session(path)
