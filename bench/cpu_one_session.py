@@ -19,6 +19,23 @@ import time
 import numpy as np
 
 
+def random_feeds(specs):
+    """NAME=D0,D1,... (float32, standard normal) or NAME=D0,D1:int64[:HIGH] (integers in
+    [0, HIGH), default 2) -> {name: array}, the same values for every runtime (seed 1)."""
+    rng = np.random.default_rng(1)
+    feeds = {}
+    for spec in specs:
+        name, rest = spec.split("=")
+        dims, _, kind = rest.partition(":")
+        shape = [int(d) for d in dims.split(",")]
+        if kind.startswith("int64"):
+            high = int(kind.split(":")[1]) if ":" in kind else 2
+            feeds[name] = rng.integers(0, high, shape).astype(np.int64)
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("runtime", choices=["kiln", "ort", "ov"])
@@ -31,17 +48,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--ov-f32", action="store_true", help="OpenVINO in float32 (not its default)")
     a = p.parse_args()
-    rng = np.random.default_rng(1)
-    feeds = {}
-    for spec in a.input:
-        name, rest = spec.split("=")
-        dims, _, kind = rest.partition(":")
-        shape = [int(d) for d in dims.split(",")]
-        if kind.startswith("int64"):
-            high = int(kind.split(":")[1]) if ":" in kind else 2
-            feeds[name] = rng.integers(0, high, shape).astype(np.int64)
-        else:
-            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    feeds = random_feeds(a.input)
     if a.runtime == "ort":
         import onnxruntime as ort
         so = ort.SessionOptions()

@@ -4,28 +4,18 @@ beside `kiln profile` when a row of the CPU standing is close.
     PYTHONPATH=/tmp/ovpkg python3 bench/ov_profile.py MODEL.onnx --input x=1,3,224,224 \
         [--threads 1] [--ov-f32] [--reps 50] [--top 25]
 
-Inputs as bench/cpu_one_session.py's. Prints the total of the median per-node times, the
+Inputs as bench/cpu_one_session.py's (the same values). Prints the total of the median per-node times, the
 share of each executed type, and the slowest nodes (median microseconds over the runs).
 """
 import argparse
 import collections
+import os
+import sys
 
 import numpy as np
 
-
-def parse_inputs(specs):
-    rng = np.random.default_rng(1)
-    feeds = {}
-    for spec in specs:
-        name, rest = spec.split("=")
-        dims, _, kind = rest.partition(":")
-        shape = [int(d) for d in dims.split(",")]
-        if kind.startswith("int64"):
-            high = int(kind.split(":")[1]) if ":" in kind else 2
-            feeds[name] = rng.integers(0, high, shape).astype(np.int64)
-        else:
-            feeds[name] = rng.standard_normal(shape).astype(np.float32)
-    return feeds
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_one_session import random_feeds  # noqa: E402
 
 
 def main():
@@ -38,7 +28,7 @@ def main():
     p.add_argument("--ov-f32", action="store_true")
     a = p.parse_args()
     import openvino as ov
-    feeds = parse_inputs(a.input)
+    feeds = random_feeds(a.input)
     config = {"NUM_STREAMS": "1", "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES",
               "INFERENCE_NUM_THREADS": str(a.threads)}
     if a.ov_f32:

@@ -450,6 +450,25 @@ def test_onnxruntime_dynamic_conv_runs_on_the_int8_kernel(tmp_path, weight_type)
                                atol=1e-5 * np.abs(theirs).max())
 
 
+def quantize_with_onnxruntime(src, path, quant_format, weight_type, per_channel=False):
+    """onnxruntime's quantize_static on four random [1, 8, 12, 12] inputs named x, uint8
+    activations; weight_type QInt8 or QUInt8, quant_format QDQ or QOperator."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.sets = [{"x": inputs([1, 8, 12, 12], seed=s)} for s in range(4)]
+
+        def get_next(self):
+            return self.sets.pop() if self.sets else None
+
+    quantize_static(src, str(path), Reader(), quant_format=getattr(QuantFormat, quant_format),
+                    per_channel=per_channel, weight_type=getattr(QuantType, weight_type),
+                    activation_type=QuantType.QUInt8)
+    return str(path)
+
+
 def float_residual_block(path):
     """x -> Conv -> Relu -> Conv -> Add(x) -> Relu, float32 (for onnxruntime's quantizer)."""
     rng = np.random.default_rng(11)
@@ -476,21 +495,8 @@ def test_onnxruntime_residual_block_joins_the_int8_convolution(tmp_path, weight_
     # onnxruntime's quantize_static writes a residual block as Conv -> Q -> DQ -> Add(DQ(skip))
     # -> Q: the round trip goes, the Add joins the convolution (an 8-bit residual), one rounding
     # fewer than the file asks, so within a step of onnxruntime's run.
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.sets = [{"x": inputs([1, 8, 12, 12], seed=s)} for s in range(4)]
-
-        def get_next(self):
-            return self.sets.pop() if self.sets else None
-
     src = float_residual_block(tmp_path / "block.onnx")
-    path = str(tmp_path / "block_int8.onnx")
-    quantize_static(src, path, Reader(), quant_format=QuantFormat.QDQ,
-                    weight_type=getattr(QuantType, weight_type),
-                    activation_type=QuantType.QUInt8)
+    path = quantize_with_onnxruntime(src, tmp_path / "block_int8.onnx", "QDQ", weight_type)
     x = inputs([1, 8, 12, 12], seed=9)
     fast = session(path)
     got = run(fast, x)
@@ -549,21 +555,9 @@ def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type, per_channel):
     # QLinearGlobalAveragePool and QGemm, which Kiln imports as DequantizeLinear -> op ->
     # QuantizeLinear functions. Both of Kiln's paths agree with onnxruntime's run of the file
     # to a few output steps (each runtime rounds its own way at every quantized op).
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.sets = [{"x": inputs([1, 8, 12, 12], seed=s)} for s in range(4)]
-
-        def get_next(self):
-            return self.sets.pop() if self.sets else None
-
     src = float_contrib_model(tmp_path / "contrib.onnx")
-    path = str(tmp_path / "contrib_int8.onnx")
-    quantize_static(src, path, Reader(), quant_format=QuantFormat.QOperator,
-                    per_channel=per_channel, weight_type=getattr(QuantType, weight_type),
-                    activation_type=QuantType.QUInt8)
+    path = quantize_with_onnxruntime(src, tmp_path / "contrib_int8.onnx", "QOperator",
+                                     weight_type, per_channel)
     written = {(n.domain, n.op_type) for n in onnx.load(path).graph.node}
     for op in ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
                "QLinearAveragePool", "QLinearConcat", "QLinearGlobalAveragePool", "QGemm"):

@@ -128,7 +128,7 @@ class QLinearConv final : public Kernel {
           memory::desc({1}, memory::data_type::s32, memory::format_tag::x), engine(), &run_x_zero_);
     }
     if (widened()) {
-      run_widened(e, s, in, src, dst, dst_last, args);
+      run_widened(e, s, in, src, dst, dst_last, y, args);
     } else {
       run_fused(e, s, in, src, dst, dst_last, y, args);
     }
@@ -141,6 +141,20 @@ class QLinearConv final : public Kernel {
  private:
   struct Entry;
 
+  // FusedQLinearConv's residual Z, checked against the result y.
+  const DeviceTensor& residual_of(std::span<const DeviceTensor> in, const Entry& e,
+                                  const DeviceTensor& y) const {
+    const DeviceTensor& z = in[kResidualSlot];
+    KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == params_.residual_type,
+                   "node {}: the residual is {} {}, the result {} {}", node_.label(),
+                   dtype_name(z.dtype), dims_to_string(z.dims), dtype_name(params_.y_type),
+                   dims_to_string(e.out_dims));
+    KILN_CHECK(z.layout == y.layout, ErrorCode::Internal,
+               "node {}: the residual in layout {}, the result in {}", node_.label(),
+               z.layout.to_string(), y.layout.to_string());
+    return z;
+  }
+
   // The product with its requantization, bias, residual and activation in oneDNN's attributes;
   // ConvInteger's int32 result corrected after it where its weight's zero points leave int8.
   void run_fused(const Entry& e, dnnl::stream& s, std::span<const DeviceTensor> in, memory& src,
@@ -149,14 +163,7 @@ class QLinearConv final : public Kernel {
     if (params_.residual) {
       // The sum post-op adds the product to what dst holds: the residual first (nothing to
       // copy when the result took its space).
-      const DeviceTensor& z = in[kResidualSlot];
-      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == params_.residual_type,
-                     "node {}: the residual is {} {}, the result {} {}", node_.label(),
-                     dtype_name(z.dtype), dims_to_string(z.dims), dtype_name(params_.y_type),
-                     dims_to_string(e.out_dims));
-      KILN_CHECK(z.layout == y.layout, ErrorCode::Internal,
-                 "node {}: the residual in layout {}, the result in {}", node_.label(),
-                 z.layout.to_string(), y.layout.to_string());
+      const DeviceTensor& z = residual_of(in, e, y);
       if (!dst_last) {
         memory plain_z = wrap(plain_desc(e.out_dims, e.dst_dt), z.data);
         e.residual_reorder.execute(s, plain_z, dst);
@@ -173,14 +180,11 @@ class QLinearConv final : public Kernel {
   // window sums, then finish_widened_product into dst (which holds the residual first when the
   // result is row-major).
   void run_widened(const Entry& e, dnnl::stream& s, std::span<const DeviceTensor> in, memory& src,
-                   memory& dst, bool dst_last, std::unordered_map<int, memory>& args) const {
+                   memory& dst, bool dst_last, const DeviceTensor& y,
+                   std::unordered_map<int, memory>& args) const {
     const void* residual = nullptr;
     if (params_.residual) {
-      const DeviceTensor& z = in[kResidualSlot];
-      KILN_CHECK_ARG(z.dims == e.out_dims && z.dtype == params_.residual_type,
-                     "node {}: the residual is {} {}, the result {} {}", node_.label(),
-                     dtype_name(z.dtype), dims_to_string(z.dims), dtype_name(params_.y_type),
-                     dims_to_string(e.out_dims));
+      const DeviceTensor& z = residual_of(in, e, y);
       if (dst_last) {
         residual = z.data;
       } else {
