@@ -321,6 +321,29 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   return true;
 }
 
+// QuantizeLinear(DequantizeLinear(q)) with the same scale and zero point is q itself (q is on the
+// grid: (q - z) * s / s rounds back to q - z): onnxruntime's files have such a pair where a
+// MaxPool keeps its input's parameters and its QuantizeLinear moved before it.
+bool requantize_round_trip(Rewriter& rw, ir::Node& n) {
+  if (!is_op(&n, "QuantizeLinear") || !plain_qdq_attributes(n) || n.inputs().size() < 2 ||
+      n.outputs().size() != 1 || !n.output(0)) {
+    return false;
+  }
+  const std::optional<TensorQuant> dq =
+      per_tensor_input(rw.producer(n.input(0), "DequantizeLinear"));
+  if (!dq || dq->q->type().dtype != n.output(0)->type().dtype || !float_scale(n.input(1), 1) ||
+      n.input(1)->constant().numel() != 1 ||
+      n.input(1)->constant().data<float>()[0] != dq->scale->constant().data<float>()[0]) {
+    return false;
+  }
+  const ir::Value* zero = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  const int64_t z = zero && zero->is_constant() ? zero->constant().int_at(0) : 0;
+  const int64_t dq_z = dq->zero ? dq->zero->constant().int_at(0) : 0;
+  if ((zero && !zero->is_constant()) || z != dq_z) return false;
+  rw.replace(n.output(0), dq->q, {&n});
+  return true;
+}
+
 // ONNX QLinearConv (onnxruntime's QOperator format) whose result is only dequantized again for
 // a residual Add with a dequantized skip: a FusedQLinearConv with a float32 result (QLinearConv's
 // slots, y_scale and y_zero_point left out, its int32 bias as it is), which fuse_conv_residual
@@ -363,7 +386,7 @@ bool FuseQuantizedOps::apply(ir::Graph& root) const {
            quantize_before_max_pool(rw, n) || quantize_before_concat(rw, n);
   });
   const bool fused = rewrite_graph(root, [](Rewriter& rw, ir::Node& n) {
-    return fuse(rw, n) || qlinear_conv_before_residual(rw, n);
+    return requantize_round_trip(rw, n) || fuse(rw, n) || qlinear_conv_before_residual(rw, n);
   });
   // The weights' DequantizeLinear nodes whose readers did not fuse: folded to float32 now, as
   // FoldConstants would have done without keep_int8_weights.

@@ -616,3 +616,28 @@ def test_contrib_channels_last_pooling_is_refused_by_name(tmp_path):
     onnx.save(model, path)
     with pytest.raises(Exception, match="gap.*channels_last=1 is not supported"):
         session(path)
+
+
+def test_requantize_round_trip_is_dropped(tmp_path):
+    # Q -> DQ -> MaxPool -> Q (the MaxPool keeping its input's scale and zero point, as
+    # onnxruntime's quantizer writes it) -> DQ: the QuantizeLinear moves before the MaxPool,
+    # where it requantizes with the parameters it was dequantized with, which is exact: it goes.
+    s, z = np.float32(0.05), np.uint8(7)
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"]),
+             helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+             helper.make_node("MaxPool", ["d0"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["q1"]),
+             helper.make_node("DequantizeLinear", ["q1", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = str(tmp_path / "pool.onnx")
+    onnx.save(model, path)
+    x = inputs([1, 4, 8, 8], seed=3)
+    fast = session(path)
+    np.testing.assert_array_equal(run(fast, x), run(session(path, optimize=False), x))
+    kinds = [e["op_type"] for e in fast.get_profile()]
+    assert kinds.count("QuantizeLinear") == 1 and kinds.count("DequantizeLinear") == 1, kinds
