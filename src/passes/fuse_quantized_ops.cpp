@@ -103,16 +103,16 @@ Tensor transposed(const Tensor& w) {
   return t;
 }
 
-// onnxruntime's QDQ residual block: a convolution's result quantized by `q` and dequantized
-// again by the DequantizeLinear returned, whose only reader is the Add that ends the block with
-// a dequantized skip (Q -> DQ -> Add(DQ(skip))). nullptr for anything else.
-ir::Node* residual_round_trip(const Rewriter& rw, ir::Node* q) {
-  ir::Value* quantized = q->output(0);
+// The DequantizeLinear (scale and zero point the values given) that alone reads `quantized`
+// for the Add ending a residual block with a dequantized skip, itself read by that Add alone:
+// onnxruntime's QDQ and QOperator files dequantize a convolution's quantized result again
+// there (Q -> DQ -> Add(DQ(skip)), QLinearConv -> DQ -> Add). nullptr for anything else.
+ir::Node* dequantized_for_residual_add(const Rewriter& rw, ir::Value* quantized,
+                                       const ir::Value* scale, const ir::Value* zero) {
   if (!rw.single_use(quantized)) return nullptr;
   ir::Node* dq = rw.readers(quantized)[0];
   const std::optional<TensorQuant> back = per_tensor_input(dq);
-  if (!back || back->q != quantized || back->scale != q->input(1) ||
-      back->zero != (q->inputs().size() > 2 ? q->input(2) : nullptr) ||
+  if (!back || back->q != quantized || back->scale != scale || back->zero != zero ||
       !rw.single_use(dq->output(0))) {
     return nullptr;
   }
@@ -288,7 +288,11 @@ bool fuse(Rewriter& rw, ir::Node& n) {
   // the Add (and the block's QuantizeLinear) to it. Not exact: the sum reads the product
   // unrounded, one rounding fewer than the file asks (as OpenVINO's low-precision
   // transformations do); the difference stays within a step of the dropped quantization.
-  ir::Node* round_trip = *kind == Kind::Conv && q ? residual_round_trip(rw, q) : nullptr;
+  ir::Node* round_trip =
+      *kind == Kind::Conv && q
+          ? dequantized_for_residual_add(rw, q->output(0), q->input(1),
+                                         q->inputs().size() > 2 ? q->input(2) : nullptr)
+          : nullptr;
   std::vector<ir::Node*> dead = {&n};
   if (round_trip) {
     dead.insert(dead.begin(), {round_trip, q});
@@ -347,22 +351,14 @@ bool requantize_round_trip(Rewriter& rw, ir::Node& n) {
 // ONNX QLinearConv (onnxruntime's QOperator format) whose result is only dequantized again for
 // a residual Add with a dequantized skip: a FusedQLinearConv with a float32 result (QLinearConv's
 // slots, y_scale and y_zero_point left out, its int32 bias as it is), which fuse_conv_residual
-// then joins to the Add; the same rounding dropped as residual_round_trip's.
+// then joins to the Add; the same rounding dropped as in fuse's round trip.
 bool qlinear_conv_before_residual(Rewriter& rw, ir::Node& n) {
   if (!is_op(&n, "QLinearConv") || n.inputs().size() < 8 || n.outputs().size() != 1 ||
-      !n.output(0) || !rw.single_use(n.output(0))) {
+      !n.output(0)) {
     return false;
   }
-  ir::Node* dq = rw.readers(n.output(0))[0];
-  const std::optional<TensorQuant> back = per_tensor_input(dq);
-  if (!back || back->q != n.output(0) || back->scale != n.input(6) || back->zero != n.input(7) ||
-      !rw.single_use(dq->output(0))) {
-    return false;
-  }
-  ir::Node* add = rw.readers(dq->output(0))[0];
-  if (!is_op(add, "Add") || add->inputs().size() != 2) return false;
-  const ir::Value* skip = add->input(0) == dq->output(0) ? add->input(1) : add->input(0);
-  if (!per_tensor_input(rw.producer(skip, "DequantizeLinear"))) return false;
+  ir::Node* dq = dequantized_for_residual_add(rw, n.output(0), n.input(6), n.input(7));
+  if (!dq) return false;
   std::vector<ir::Value*> inputs(n.inputs().begin(), n.inputs().begin() + 6);
   inputs.insert(inputs.end(), {nullptr, nullptr});
   if (n.inputs().size() > 8 && n.input(8)) inputs.push_back(n.input(8));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "backends/cpu/int8_window_sums.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_params.hpp"
 #include "backends/cpu/work_threads.hpp"
@@ -156,16 +157,14 @@ class Int8MatMul final : public Kernel {
         in.size() > 2 && in[2].defined() ? *static_cast<const uint8_t*>(in[2].data) : 0;
     const std::vector<int32_t>& d = weight_.correction();
     if (za == 0 && d.empty()) return;
-    const auto* pa = static_cast<const uint8_t*>(a.data);
+    if (!d.empty()) int8_row_sums(a.data, true, rows, k, 1, za, e.sums.data(), e.threads);
     for (int64_t r = 0; r < rows; ++r) {
       int32_t* row = py + r * n;
       if (za != 0) {
         for (int64_t c = 0; c < n; ++c) row[c] -= za * colsum_[static_cast<size_t>(c)];
       }
       if (!d.empty()) {
-        int32_t sum = 0;
-        for (int64_t i = 0; i < k; ++i) sum += pa[r * k + i];
-        const int32_t centred = sum - static_cast<int32_t>(k) * za;
+        const int32_t centred = e.sums[static_cast<size_t>(r)];
         for (int64_t c = 0; c < n; ++c) row[c] -= d[static_cast<size_t>(c)] * centred;
       }
     }
@@ -178,6 +177,7 @@ class Int8MatMul final : public Kernel {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
     mutable memory scratch;
+    mutable std::vector<int32_t> sums;  // the rows' sums of a - a_zero (int8_row_sums)
   };
 
   const Entry& prepared(int64_t rows) {
@@ -201,6 +201,7 @@ class Int8MatMul final : public Kernel {
           attr, engine());
       e.prim = dnnl::matmul(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
+      if (!weight_.correction().empty()) e.sums.resize(static_cast<size_t>(rows));
       note_implementation(node_, e.pd.impl_info_str());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",

@@ -7,6 +7,7 @@
 // channels to a block: it had cost as much as the product itself on ResNet-50's 1x1 layers.
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace kiln::backends::cpu {
 
@@ -19,8 +20,15 @@ struct WindowSumGeometry {
 };
 
 // x: channels-last [batch, in..., channels] of uint8 (`is_u8`) or int8; sums: channels-last
-// [batch, out..., groups].
+// [batch, out..., groups]; `pixel_sums`: the caller's scratch, resized to the input pixels
+// times the groups.
 void int8_window_sums(const WindowSumGeometry& g, const void* x, bool is_u8, int32_t x_zero,
-                      int32_t* sums, int threads);
+                      int32_t* sums, std::vector<int32_t>& pixel_sums, int threads);
+
+// sums[r * groups + g] = the sum of x - x_zero over the g-th of `groups` equal parts of row r
+// of x ([rows, length], uint8 or int8): the row sums the int8 products' zero-point corrections
+// take (groups 1), and each input pixel's channel sums of the window sums.
+void int8_row_sums(const void* x, bool is_u8, int64_t rows, int64_t length, int64_t groups,
+                   int32_t x_zero, int32_t* sums, int threads);
 
 }  // namespace kiln::backends::cpu

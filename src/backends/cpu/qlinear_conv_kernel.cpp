@@ -225,8 +225,8 @@ class QLinearConv final : public Kernel {
     PackedConstant packed_w;
     // The window sums for the correction (int8_window_sums).
     WindowSumGeometry sum_geometry;
-    mutable std::vector<int32_t> sums;
-    mutable memory acc;  // the int32 product of the widened path
+    mutable std::vector<int32_t> sums, pixel_sums;  // pixel_sums: int8_window_sums' scratch
+    mutable memory acc;                             // the int32 product of the widened path
   };
 
   // A ConvInteger weight whose zero points leave int8 (Int8Weight::correction): the product ran
@@ -374,7 +374,7 @@ void QLinearConv::window_sums(const Entry& e, dnnl::stream& s, memory& src) cons
   s.wait();  // src may be the reorder's buffer
   const int32_t zero = params_.x_zero_at_run ? run_x_zero_ : params_.x_zero;
   int8_window_sums(e.sum_geometry, src.get_data_handle(), params_.x_type == DataType::UInt8, zero,
-                   e.sums.data(), e.threads);
+                   e.sums.data(), e.pixel_sums, e.threads);
 }
 
 void QLinearConv::correct(const Entry& e, dnnl::stream& s, memory& src, memory& dst) const {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "backends/cpu/int8_window_sums.hpp"
 #include "backends/cpu/onednn_common.hpp"
 #include "backends/cpu/qlinear_epilogue.hpp"
 #include "backends/cpu/qlinear_params.hpp"
@@ -106,26 +107,12 @@ class QLinearMatMul final : public Kernel {
 
   void finish_widened(const Entry& e, const DeviceTensor& a, void* y, Stream& stream) const {
     dnnl_stream(stream).wait();
-    const int64_t rows = e.rows, k = k_;
-    const int32_t zero = params_.x_zero;
-    const bool u8 = params_.x_type == DataType::UInt8;
-    int32_t* sums = e.sums.data();
-#pragma omp parallel for schedule(static) num_threads(e.threads) if (e.threads > 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t total = 0;
-      if (u8) {
-        const auto* row = static_cast<const uint8_t*>(a.data) + r * k;
-        for (int64_t i = 0; i < k; ++i) total += row[i];
-      } else {
-        const auto* row = static_cast<const int8_t*>(a.data) + r * k;
-        for (int64_t i = 0; i < k; ++i) total += row[i];
-      }
-      sums[r] = total - zero * static_cast<int32_t>(k);
-    }
+    int8_row_sums(a.data, params_.x_type == DataType::UInt8, e.rows, k_, 1, params_.x_zero,
+                  e.sums.data(), e.threads);
     finish_widened_product(params_, {.acc = static_cast<const int32_t*>(e.acc.get_data_handle()),
-                                     .rows = rows,
+                                     .rows = e.rows,
                                      .channels = n_,
-                                     .sums = sums,
+                                     .sums = e.sums.data(),
                                      .groups = 1,
                                      .d = weight_.correction(),
                                      .y = y,
