@@ -1,5 +1,6 @@
 #include "onnx/contrib_functions.hpp"
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -19,13 +20,22 @@ const onnx::AttributeProto* attribute(const onnx::NodeProto& call, const std::st
   return nullptr;
 }
 
+std::string label(const onnx::NodeProto& call) {
+  return call.name().empty() ? call.op_type() : call.op_type() + " '" + call.name() + "'";
+}
+
 int64_t int_attribute(const onnx::NodeProto& call, const std::string& name, int64_t fallback) {
   const onnx::AttributeProto* a = attribute(call, name);
+  KILN_CHECK_ARG(!a || a->type() == onnx::AttributeProto::INT,
+                 "node {}: attribute '{}' must be an int", label(call), name);
   return a ? a->i() : fallback;
 }
 
-std::string label(const onnx::NodeProto& call) {
-  return call.name().empty() ? call.op_type() : call.op_type() + " '" + call.name() + "'";
+float float_attribute(const onnx::NodeProto& call, const std::string& name, float fallback) {
+  const onnx::AttributeProto* a = attribute(call, name);
+  KILN_CHECK_ARG(!a || a->type() == onnx::AttributeProto::FLOAT,
+                 "node {}: attribute '{}' must be a float", label(call), name);
+  return a ? a->f() : fallback;
 }
 
 // A body under construction: formal inputs named in slot order, nodes added in order.
@@ -73,6 +83,13 @@ void copy_attributes(const onnx::NodeProto& call, onnx::NodeProto& to,
   }
 }
 
+// The inputs in `slots` (the data and their scales) must be present.
+void require_inputs(const onnx::NodeProto& call, std::initializer_list<int> slots) {
+  for (int slot : slots) {
+    KILN_CHECK_ARG(present(call, slot), "node {}: input {} is required, absent", label(call), slot);
+  }
+}
+
 void require_output_zero_point(const onnx::NodeProto& call, int slot) {
   KILN_CHECK_ARG(present(call, slot),
                  "node {}: its output zero point (input {}) is absent; Kiln takes this op with "
@@ -87,6 +104,7 @@ void refuse_channels_last(const onnx::NodeProto& call) {
 
 // A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point -> C.
 onnx::FunctionProto binary(const onnx::NodeProto& call, const std::string& op) {
+  require_inputs(call, {0, 1, 3, 4, 6});
   require_output_zero_point(call, 7);
   Body b(call, {"A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "Y_scale",
                 "Y_zero_point"});
@@ -99,6 +117,7 @@ onnx::FunctionProto binary(const onnx::NodeProto& call, const std::string& op) {
 // X, X_scale, X_zero_point, Y_scale, Y_zero_point -> Y, with `op`'s attributes from the call.
 onnx::FunctionProto unary(const onnx::NodeProto& call, const std::string& op,
                           const std::vector<std::string>& attributes) {
+  require_inputs(call, {0, 1, 3});
   require_output_zero_point(call, 4);
   Body b(call, {"X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"});
   const std::string x = b.dequantize("X");
@@ -109,6 +128,7 @@ onnx::FunctionProto unary(const onnx::NodeProto& call, const std::string& op,
 
 // Y_scale, Y_zero_point, then X, X_scale, X_zero_point for each input -> Y.
 onnx::FunctionProto concat(const onnx::NodeProto& call) {
+  require_inputs(call, {0});
   require_output_zero_point(call, 1);
   KILN_CHECK_ARG(call.input_size() >= 5 && (call.input_size() - 2) % 3 == 0,
                  "node {}: takes Y_scale, Y_zero_point and triples (X, X_scale, X_zero_point), "
@@ -116,6 +136,7 @@ onnx::FunctionProto concat(const onnx::NodeProto& call) {
                  label(call), call.input_size());
   std::vector<std::string> formals = {"Y_scale", "Y_zero_point"}, parts;
   for (int i = 0; i < (call.input_size() - 2) / 3; ++i) {
+    require_inputs(call, {2 + 3 * i, 3 + 3 * i});
     const std::string x = "X" + std::to_string(i);
     formals.insert(formals.end(), {x, x + "_scale", x + "_zero_point"});
   }
@@ -131,11 +152,11 @@ onnx::FunctionProto concat(const onnx::NodeProto& call) {
 // A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point? -> Y: C is
 // int32 in the product's units (a_scale * b_scale); without y_scale the result is float32.
 onnx::FunctionProto qgemm(const onnx::NodeProto& call) {
+  require_inputs(call, {0, 1, 3, 4});
   const bool bias = present(call, 6), quantized = present(call, 7);
-  const onnx::AttributeProto* alpha = attribute(call, "alpha");
-  KILN_CHECK(!bias || !alpha || alpha->f() == 1.f, ErrorCode::Unsupported,
-             "node {}: alpha {} beside a bias C is not supported", label(call),
-             alpha ? alpha->f() : 1.f);
+  const float alpha = float_attribute(call, "alpha", 1.f);
+  KILN_CHECK(!bias || alpha == 1.f, ErrorCode::Unsupported,
+             "node {}: alpha {} beside a bias C is not supported", label(call), alpha);
   if (quantized) require_output_zero_point(call, 8);
   Body b(call, {"A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C", "Y_scale",
                 "Y_zero_point"});

@@ -584,38 +584,43 @@ def test_onnxruntime_qoperator_contrib_ops(tmp_path, weight_type, per_channel):
     assert "FusedQLinearConv" in ops and "Add" not in ops, ops
 
 
-def test_contrib_qlinear_without_output_zero_point_is_a_clear_error(tmp_path):
-    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [4])
-    y = helper.make_tensor_value_info("y", TensorProto.UINT8, [4])
-    inits = [numpy_helper.from_array(np.float32(0.1), "s"),
-             numpy_helper.from_array(np.uint8(3), "z")]
-    node = helper.make_node("QLinearAdd", ["a", "s", "z", "a", "s", "z", "s"], ["y"],
-                            domain="com.microsoft")
-    model = helper.make_model(helper.make_graph([node], "g", [a], [y], inits),
-                              opset_imports=[helper.make_opsetid("", 13),
-                                             helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    path = str(tmp_path / "add.onnx")
-    onnx.save(model, path)
-    with pytest.raises(Exception, match="output zero point"):
-        session(path)
-
-
-def test_contrib_channels_last_pooling_is_refused_by_name(tmp_path):
-    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 4, 4, 3])
+def one_contrib_node_model(tmp_path, node, x_shape):
+    """A model of one com.microsoft node reading x (uint8) with scale s and zero point z."""
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape)
     y = helper.make_tensor_value_info("y", TensorProto.UINT8, None)
     inits = [numpy_helper.from_array(np.float32(0.1), "s"),
              numpy_helper.from_array(np.uint8(3), "z")]
-    node = helper.make_node("QLinearGlobalAveragePool", ["x", "s", "z", "s", "z"], ["y"],
-                            domain="com.microsoft", name="gap", channels_last=1)
     model = helper.make_model(helper.make_graph([node], "g", [x], [y], inits),
                               opset_imports=[helper.make_opsetid("", 13),
                                              helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
-    path = str(tmp_path / "gap.onnx")
+    path = str(tmp_path / "contrib_node.onnx")
     onnx.save(model, path)
+    return path
+
+
+def test_contrib_qlinear_without_output_zero_point_is_a_clear_error(tmp_path):
+    node = helper.make_node("QLinearAdd", ["x", "s", "z", "x", "s", "z", "s"], ["y"],
+                            domain="com.microsoft")
+    with pytest.raises(Exception, match="output zero point"):
+        session(one_contrib_node_model(tmp_path, node, [4]))
+
+
+@pytest.mark.parametrize("node, why", [
+    (helper.make_node("QGemm", ["x", "s"], ["y"], domain="com.microsoft"), "input 3 is required"),
+    (helper.make_node("QLinearAveragePool", ["x", "s", "z", "s", "z"], ["y"],
+                      domain="com.microsoft", channels_last=1.5), "'channels_last' must be an int"),
+])
+def test_contrib_malformed_nodes_are_clear_errors(tmp_path, node, why):
+    with pytest.raises(Exception, match=why):
+        session(one_contrib_node_model(tmp_path, node, [1, 4, 4, 4]))
+
+
+def test_contrib_channels_last_pooling_is_refused_by_name(tmp_path):
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "s", "z", "s", "z"], ["y"],
+                            domain="com.microsoft", name="gap", channels_last=1)
     with pytest.raises(Exception, match="gap.*channels_last=1 is not supported"):
-        session(path)
+        session(one_contrib_node_model(tmp_path, node, [1, 4, 4, 3]))
 
 
 def test_requantize_round_trip_is_dropped(tmp_path):
