@@ -313,5 +313,41 @@ TEST_F(PackedWeights, ThreeByThreeConvolutionsRunWinogradAndKeepTheirPlainWeight
   }
 }
 
+TEST_F(PackedWeights, StridedConvolutionsWithSmallOutputsRunChannelsLastFromThePackedBytes) {
+  // A float32 3x3 convolution of stride 2 with 64+ channels and an output of 14x14 or less
+  // runs oneDNN's brgemm convolution on channels-last copies of its blocked input and output;
+  // the engine stores its weights in that kernel's layout and the session computes from them.
+  std::mt19937 rng(8);
+  auto g = std::make_shared<ir::Graph>();
+  g->opsets()[""] = 17;
+  ir::Value* x = g->add_input(
+      "x", TypeInfo::tensor(DataType::Float32, Shape({Dim(1), Dim(64), Dim(14), Dim(14)})));
+  ir::Value* w = g->add_initializer("w", random_tensor({96, 64, 3, 3}, rng));
+  ir::Value* b = g->add_initializer("b", random_tensor({96}, rng));
+  ir::Value* y = g->add_value("y");
+  ir::Node* n = g->add_node("Conv", "", "strided", {x, w, b}, {y});
+  n->set_opset(17);
+  n->set_attribute("pads", ir::Attribute(std::vector<int64_t>(4, 1)));
+  n->set_attribute("strides", ir::Attribute(std::vector<int64_t>{2, 2}));
+  ir::Value* r = g->add_value("r");
+  g->add_node("Relu", "", "relu", {y}, {r})->set_opset(17);
+  ir::Value* w2 = g->add_initializer("w2", random_tensor({16, 96, 1, 1}, rng));
+  ir::Value* out = g->add_value("out");
+  g->add_node("Conv", "", "project", {r, w2}, {out})->set_opset(17);
+  g->add_output(out);
+  passes::InferShapes{}.apply(*g);
+
+  Tensor xt = random_tensor({1, 64, 14, 14}, rng);
+  Tensor want = runtime::Interpreter(g).run({RtValue(xt)})[0].tensor();
+  engine::ExecutionPlan plan = compile_plan(g);
+  ASSERT_EQ(plan.packed.size(), 2u);
+  scramble_plain_weights(*g, rng);
+  Session s(write(g, plan), {.threads = 1});
+  for (int run = 0; run < 2; ++run) {
+    Tensor got = s.run({{"x", RtValue(xt)}}).at(s.outputs()[0].name).tensor();
+    EXPECT_LT(max_diff(got, want), 2e-4) << "run " << run;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -338,6 +338,25 @@ class OnednnConv final : public Kernel {
            std::all_of(dil.begin(), dil.end(), [](auto v) { return v == 0; });
   }
 
+  // A float32 strided convolution with a kernel wider than 1x1 whose output is small (14x14 or
+  // less) runs on oneDNN 2.6's brgemm convolution, which takes only channels-last tensors: the
+  // kernel reorders its blocked input and output around it. On Zen 5 at batch 1 (`kiln profile`,
+  // 1 thread) ResNet-50's layer4.0 3x3 of stride 2 took 1817 -> 1250 us and layer3.0's 1216 ->
+  // 1022 in the model; the direct kernel reads its 9.4 MB of weights less well. Larger outputs
+  // lose the gain to the reorders (layer2.0's, 56x56 in: 1085 -> 1142). KILN_CPU_NHWC_CONV=0
+  // keeps the direct kernels.
+  bool channels_last_fits(const std::vector<int64_t>& wd, const dnnl::memory::dims& strides,
+                          const std::vector<int64_t>& out_dims) const {
+    static const bool off = [] {
+      const char* v = std::getenv("KILN_CPU_NHWC_CONV");
+      return v && std::string_view(v) == "0";
+    }();
+    if (off || type_ != DataType::Float32 || wd.size() != 4) return false;
+    if ((wd[2] == 1 && wd[3] == 1) || wd[0] < 64 || wd[1] < 64) return false;
+    const bool strided = std::any_of(strides.begin(), strides.end(), [](auto v) { return v > 1; });
+    return strided && out_dims.size() == 4 && out_dims[2] * out_dims[3] <= 14 * 14;
+  }
+
   // The primitive for the blocked way, weights packed from the constant when there is one.
   void prepare_blocked(Entry& e, const DeviceTensor& x, const dnnl::memory::desc& bias_md,
                        const dnnl::memory::dims& strides, const dnnl::memory::dims& dil,
@@ -362,15 +381,28 @@ class OnednnConv final : public Kernel {
                                           bias_md, dst_md, strides, dil, pad_l, pad_r),
           attr, engine());
     };
-    if (winograd_fits(wd, strides, dil)) {
+    bool made = false;
+    if (channels_last_fits(wd, strides, e.out_dims)) {
+      const dnnl::memory::desc blocked_src = src_md, blocked_dst = dst_md;
+      src_md = dnnl::memory::desc(dnnl::memory::dims(x.dims), dt_, tag::nhwc);
+      dst_md = dnnl::memory::desc(dnnl::memory::dims(e.out_dims), dt_, tag::nhwc);
+      e.pd = make();
+      made = std::string_view(e.pd.impl_info_str()).rfind("brg", 0) == 0;
+      if (!made) {
+        // No brgemm convolution on this CPU (it wants AVX-512): the blocked direct one.
+        src_md = blocked_src;
+        dst_md = blocked_dst;
+      }
+    } else if (winograd_fits(wd, strides, dil)) {
       try {
         alg = dnnl::algorithm::convolution_winograd;
         e.pd = make();
+        made = true;
       } catch (const dnnl::error&) {
         alg = dnnl::algorithm::convolution_direct;  // not for these layouts or post-ops
       }
     }
-    if (alg == dnnl::algorithm::convolution_direct) e.pd = make();
+    if (!made) e.pd = make();
     if (std::string_view(e.pd.impl_info_str()).rfind("ref", 0) == 0) {
       // Left free, the row-major side can lead oneDNN to its reference kernel (a depthwise
       // convolution writing `any` picks channels-last there): blocked on both sides instead,
