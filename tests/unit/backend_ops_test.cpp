@@ -400,6 +400,30 @@ std::vector<Case> cases() {
     bf.reference_roundings = 2;
     c.push_back(std::move(bf));
   }
+  // bfloat16 convolutions wider than 1x1 with 64 channels and a 7x7 output take oneDNN's
+  // brgemm convolution on channels-last copies (conv_kernels.cpp channels_last_fits): plain,
+  // strided, and with the residual Z its sum post-op reads in that layout.
+  for (Case bf : {Case{"conv_3x3_64ch_7x7_bf16",
+                       "Conv",
+                       {x({1, 64, 7, 7}), w({64, 64, 3, 3}), w({64})},
+                       pad1,
+                       conv},
+                  Case{"conv_3x3_s2_64ch_to_7x7_bf16",
+                       "Conv",
+                       {x({1, 64, 14, 14}), w({80, 64, 3, 3})},
+                       pad1 + std::vector<Attr>{ints("strides", {2, 2})},
+                       conv},
+                  Case{"fused_conv_residual_relu_64ch_7x7_bf16",
+                       "FusedConv",
+                       {x({2, 64, 7, 7}), w({64, 64, 3, 3}), w({64}), x({2, 64, 7, 7})},
+                       pad1 + act("Relu"),
+                       conv,
+                       kKiln,
+                       1}}) {
+    bf.dtype = DataType::BFloat16;
+    bf.reference_roundings = 2;
+    c.push_back(std::move(bf));
+  }
   // LSTM: forward with both initial states and biases, reverse without, bidirectional; all three
   // outputs compared.
   c.push_back(

@@ -338,23 +338,29 @@ class OnednnConv final : public Kernel {
            std::all_of(dil.begin(), dil.end(), [](auto v) { return v == 0; });
   }
 
-  // A float32 strided convolution with a kernel wider than 1x1 whose output is small (14x14 or
-  // less) runs on oneDNN 2.6's brgemm convolution, which takes only channels-last tensors: the
-  // kernel reorders its blocked input and output around it. On Zen 5 at batch 1 (`kiln profile`,
-  // 1 thread) ResNet-50's layer4.0 3x3 of stride 2 took 1817 -> 1250 us and layer3.0's 1216 ->
-  // 1022 in the model; the direct kernel reads its 9.4 MB of weights less well. Larger outputs
-  // lose the gain to the reorders (layer2.0's, 56x56 in: 1085 -> 1142). KILN_CPU_NHWC_CONV=0
-  // keeps the direct kernels.
+  // Convolutions wider than 1x1 with 64+ channels and small outputs run on oneDNN 2.6's brgemm
+  // convolution, which takes only channels-last tensors: the kernel reorders its blocked input
+  // and output around it. The direct kernels read weights less well where few pixels share
+  // them. On Zen 5 at batch 1 (`kiln profile`, 1 thread, in the model):
+  // - float32, strided, output 14x14 or less: ResNet-50's layer4.0 3x3 of stride 2 1817 -> 1250
+  //   us, layer3.0's 1216 -> 1022; larger outputs lose the gain to the reorders (layer2.0's,
+  //   56x56 in: 1085 -> 1142); stride 1 stays on Winograd (level with brgemm at 7x7, far ahead
+  //   above);
+  // - bfloat16 (no Winograd), output 7x7 or less: layer4's 3x3 718-760 -> 575-660 us; at 14x14
+  //   no gain (522-544 -> 531-598).
+  // KILN_CPU_NHWC_CONV=0 keeps the direct kernels.
   bool channels_last_fits(const std::vector<int64_t>& wd, const dnnl::memory::dims& strides,
                           const std::vector<int64_t>& out_dims) const {
     static const bool off = [] {
       const char* v = std::getenv("KILN_CPU_NHWC_CONV");
       return v && std::string_view(v) == "0";
     }();
-    if (off || type_ != DataType::Float32 || wd.size() != 4) return false;
+    if (off || wd.size() != 4 || out_dims.size() != 4) return false;
     if ((wd[2] == 1 && wd[3] == 1) || wd[0] < 64 || wd[1] < 64) return false;
+    const int64_t pixels = out_dims[2] * out_dims[3];
+    if (type_ == DataType::BFloat16) return pixels <= 7 * 7;
     const bool strided = std::any_of(strides.begin(), strides.end(), [](auto v) { return v > 1; });
-    return strided && out_dims.size() == 4 && out_dims[2] * out_dims[3] <= 14 * 14;
+    return type_ == DataType::Float32 && strided && pixels <= 14 * 14;
   }
 
   // The primitive for the blocked way, weights packed from the constant when there is one.
