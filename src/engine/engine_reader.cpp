@@ -253,12 +253,12 @@ class Reader {
     } catch (const Error& e) {
       corrupt(fmt::format("{}: tensor dims {}: {}", ctx, dims_to_string(dims), e.message()));
     }
-    if ((type != DataType::Float32 && type != DataType::Int8) || numel == 0 || t.size() != 0 ||
-        t.offset() != 0) {
-      corrupt(
-          fmt::format("{}: {}{} stored packed only must be a non-empty float32 or int8 tensor "
-                      "with no plain bytes",
-                      ctx, dtype_name(type), dims_to_string(dims)));
+    if ((type != DataType::Float32 && type != DataType::Int8 && type != DataType::UInt8) ||
+        numel == 0 || t.size() != 0 || t.offset() != 0) {
+      corrupt(fmt::format(
+          "{}: {}{} stored packed only must be a non-empty float32, int8 or uint8 tensor "
+          "with no plain bytes",
+          ctx, dtype_name(type), dims_to_string(dims)));
     }
     const size_t element_bytes = dtype_size(type);
     // Bounded by the packed form, which lies in the file, once the plan is read (resolve).
@@ -512,12 +512,14 @@ void resolve_packed_only(std::vector<Reader::PackedOnly>& pending, LoadedEngine&
     if (layout) {
       for (int64_t d : layout->dims) numel *= d;
     }
-    if (!layout || layout->dtype != p.plain.dtype() || numel != p.plain.numel() ||
+    if (!layout || layout->plain_type() != p.plain.dtype() || numel != p.plain.numel() ||
         p.plain.nbytes() > w.data.nbytes())
       corrupt(fmt::format("{}: its layout '{}' does not decode into {}", ctx, w.format,
                           p.plain.describe()));
     DeferredWeight d{p.value, p.plain, w.data, w.format};
-    if (options.defer_unpacking) {
+    // A shifted plain form (an int8 kernel's w - z) is filled now: the kernel reads the
+    // constant's values to decide how it folds the zero points.
+    if (options.defer_unpacking && layout->shift.empty()) {
       out.deferred.push_back(std::move(d));
       continue;
     }
@@ -677,7 +679,7 @@ LoadedEngine read_engine_bytes(std::string_view bytes, const ReadOptions& option
 void unpack_deferred(DeferredWeight& w) {
   std::optional<BlockedLayout> layout = parse_blocked_layout(w.format);
   KILN_CHECK_ARG(layout, "packed weight of '{}': layout '{}' cannot be decoded", w.value, w.format);
-  unpack_blocked(*layout, w.packed, w.plain.raw_data(), w.plain.nbytes());
+  unpack_plain(*layout, w.packed, w.plain.raw_data(), w.plain.nbytes());
 }
 
 bool has_engine_magic(std::string_view bytes) {

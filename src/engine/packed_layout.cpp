@@ -42,9 +42,15 @@ std::optional<std::vector<int64_t>> numbers(std::string_view s) {
 }  // namespace
 
 std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
-  const std::vector<std::string_view> w = split(format, ' ');
+  std::vector<std::string_view> w = split(format, ' ');
   // int8 weights may carry " extra FLAGS MASK ASYMMETRIC_MASK": per-channel compensations
   // after the blocked elements, which decoding the elements does not read.
+  // A shifted plain form: " plain u8|s8 shift EVERY V[,V...]" after the rest.
+  std::vector<std::string_view> plain_words;
+  if (w.size() == 20 || w.size() == 24) {
+    plain_words.assign(w.end() - 5, w.end());
+    w.resize(w.size() - 5);
+  }
   if ((w.size() != 15 && w.size() != 19) || w[0] != "onednn" || w[1] != "blocked" ||
       (w[2] != "f32" && w[2] != "s8") || w[3] != "dims" || w[5] != "padded" || w[7] != "offsets" ||
       w[9] != "offset0" || w[11] != "strides" || w[13] != "inner") {
@@ -91,6 +97,21 @@ std::optional<BlockedLayout> parse_blocked_layout(std::string_view format) {
     }
     if (l.inner.size() > kMaxRank) return std::nullopt;
   }
+  if (!plain_words.empty()) {
+    const std::vector<std::string_view>& p = plain_words;
+    auto every = number(p[3]);
+    if (p[0] != "plain" || (p[1] != "u8" && p[1] != "s8") || p[2] != "shift" || !every ||
+        l.dtype != DataType::Int8 || *every < 1 || *every > numel)
+      return std::nullopt;
+    l.plain = p[1] == "u8" ? DataType::UInt8 : DataType::Int8;
+    l.shift_every = *every;
+    for (std::string_view v : split(p[4], ',')) {
+      auto value = number(v);
+      if (!value || *value < -255 || *value > 255) return std::nullopt;
+      l.shift.push_back(*value);
+    }
+    if (static_cast<int64_t>(l.shift.size()) > numel) return std::nullopt;
+  }
   return l;
 }
 
@@ -131,6 +152,30 @@ void unpack_blocked(const BlockedLayout& l, const Tensor& packed, void* out, siz
   }
 }
 
+void unpack_plain(const BlockedLayout& l, const Tensor& packed, void* out, size_t out_bytes) {
+  if (l.shift.empty()) {
+    unpack_blocked(l, packed, out, out_bytes);
+    return;
+  }
+  int64_t n = 1;
+  for (int64_t d : l.dims) n *= d;
+  KILN_CHECK_ARG(out_bytes == static_cast<size_t>(n),
+                 "packed weight: {} bytes asked of a shifted 8-bit layout of {} elements",
+                 out_bytes, n);
+  std::vector<int8_t> elements(static_cast<size_t>(n));
+  unpack_blocked(l, packed, elements.data(), elements.size());
+  const auto count = static_cast<int64_t>(l.shift.size());
+  const int lo = l.plain == DataType::UInt8 ? 0 : -128, hi = l.plain == DataType::UInt8 ? 255 : 127;
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t m = (i / l.shift_every) % count;
+    const int64_t v = elements[static_cast<size_t>(i)] + l.shift[static_cast<size_t>(m)];
+    KILN_CHECK_ARG(v >= lo && v <= hi, "packed weight: element {} plus its shift is {}, outside {}",
+                   i, v, dtype_name(l.plain));
+    dst[i] = static_cast<uint8_t>(v & 0xff);  // the byte of an int8 or a uint8
+  }
+}
+
 bool unpacks_to(std::string_view format, const Tensor& packed, const Tensor& plain) {
   std::optional<BlockedLayout> l = parse_blocked_layout(format);
   // A grouped convolution's weights are 5-D to oneDNN and 4-D in the graph: the same row-major
@@ -139,13 +184,13 @@ bool unpacks_to(std::string_view format, const Tensor& packed, const Tensor& pla
   if (l) {
     for (int64_t d : l->dims) numel *= d;
   }
-  if (!l || plain.dtype() != l->dtype || numel != plain.numel() ||
+  if (!l || plain.dtype() != l->plain_type() || numel != plain.numel() ||
       plain.nbytes() > packed.nbytes()) {
     return false;
   }
   std::unique_ptr<uint8_t[]> buf(new uint8_t[plain.nbytes()]);
   try {
-    unpack_blocked(*l, packed, buf.get(), plain.nbytes());
+    unpack_plain(*l, packed, buf.get(), plain.nbytes());
   } catch (const Error&) {
     return false;
   }

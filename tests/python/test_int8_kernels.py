@@ -282,6 +282,34 @@ def test_uint8_weights_beyond_int8_run_on_the_int8_matmul(tmp_path, model):
     check_against_reference(path, shape, "FusedQLinearMatMul")
 
 
+@pytest.mark.parametrize("kind", ["uint8_per_tensor", "uint8_per_channel", "int8_zero_point"])
+@pytest.mark.parametrize("model", ["conv", "grouped_conv", "matmul"])
+def test_engine_stores_shifted_int8_weights_once(tmp_path, kind, model):
+    # The int8 kernels pack w - z (or w - 128 for uint8 over 0..255); the engine stores that
+    # packed form only, with the shift that gives the constant back, and computes as the ONNX
+    # session does.
+    # Weights of 64-256 KiB, so that a second copy would show in the file's size.
+    if model == "matmul":
+        path, shape = qdq.matmul(tmp_path / "m.onnx", k=256, n=256), [2, 5, 256]
+    else:
+        grouped = dict(group=4) if model == "grouped_conv" else {}
+        path = qdq.conv(tmp_path / "m.onnx", c=128, m=128, hw=6, **grouped)
+        shape = [2, 128, 6, 6]
+    if kind == "int8_zero_point":
+        rewrite_weights(path, lambda w, z: ((np.clip(w.astype(np.int16), -100, 100) - 9)
+                                            .astype(np.int8), np.full(z.shape, -9, np.int8)))
+    else:
+        rewrite_weights(path, uint8_weights_over_0_255(kind == "uint8_per_channel"))
+    engine = str(tmp_path / "m.kiln")
+    kiln.compile(path, engine, verify=False)
+    weight = max(numpy_helper.to_array(i).nbytes for i in onnx.load(path).graph.initializer)
+    with_plain = str(tmp_path / "plain.kiln")
+    kiln.compile(path, with_plain, verify=False, prepack=False)
+    assert os.path.getsize(engine) < os.path.getsize(with_plain) + weight // 2
+    x = inputs(shape, seed=7)
+    np.testing.assert_array_equal(run(session(engine), x), run(session(path), x))
+
+
 def test_int8_weight_zero_point_beyond_int8_runs_on_the_int8_convolution(tmp_path):
     # int8 weights over [-127, 127] with zero point 2: w - 2 reaches -129.
     path = qdq.conv(tmp_path / "conv.onnx", w_zero=2)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "expect_error.hpp"
@@ -111,6 +112,62 @@ TEST(PackedLayout, UnpacksToComparesEveryByte) {
   EXPECT_TRUE(engine::unpacks_to(key, bytes_of({0, 1, 2, 3, 4, 5}), plain));
   EXPECT_FALSE(engine::unpacks_to(key, bytes_of({0, 1, 2, 3, 4, 6}), plain));
   EXPECT_FALSE(engine::unpacks_to(key, bytes_of({0, 1, 2}), plain));
+}
+
+Tensor s8_bytes(const std::vector<int8_t>& v) {
+  Tensor t(DataType::UInt8, {static_cast<int64_t>(v.size())});
+  std::memcpy(t.raw_data(), v.data(), v.size());
+  return t;
+}
+
+TEST(PackedLayout, AShiftedPlainFormAddsItsZeroPointsBack) {
+  // An int8 kernel's w - z: uint8 weights over 0..255 packed as w - 128 (one value), and int8
+  // weights with a zero point a row of 3 (per output channel).
+  const std::string base =
+      "onednn blocked s8 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none";
+  auto u8 = engine::parse_blocked_layout(base + " plain u8 shift 1 128");
+  ASSERT_TRUE(u8);
+  EXPECT_EQ(u8->dtype, DataType::Int8);
+  EXPECT_EQ(u8->plain_type(), DataType::UInt8);
+  Tensor plain_u8(DataType::UInt8, {2, 3});
+  const std::vector<uint8_t> want_u8 = {0, 1, 127, 128, 200, 255};
+  std::memcpy(plain_u8.raw_data(), want_u8.data(), 6);
+  const Tensor packed_u8 = s8_bytes({-128, -127, -1, 0, 72, 127});
+  std::vector<uint8_t> out(6);
+  engine::unpack_plain(*u8, packed_u8, out.data(), out.size());
+  EXPECT_EQ(out, want_u8);
+  EXPECT_TRUE(engine::unpacks_to(base + " plain u8 shift 1 128", packed_u8, plain_u8));
+  EXPECT_FALSE(engine::unpacks_to(base + " plain u8 shift 1 127", packed_u8, plain_u8));
+  EXPECT_FALSE(engine::unpacks_to(base, packed_u8, plain_u8));  // the type differs
+
+  auto rows = engine::parse_blocked_layout(base + " plain s8 shift 3 -9,5");
+  ASSERT_TRUE(rows);
+  std::vector<int8_t> got(6);
+  engine::unpack_plain(*rows, s8_bytes({1, 2, 3, 4, 5, 6}), got.data(), got.size());
+  EXPECT_EQ(got, (std::vector<int8_t>{-8, -7, -6, 9, 10, 11}));
+  // A shift that leaves the plain type is an error, not a wrapped byte.
+  expect_error(
+      [&] {
+        engine::unpack_plain(*rows, s8_bytes({1, 2, 3, 127, 5, 6}), got.data(), 6);
+      },
+      ErrorCode::InvalidArgument, "outside int8");
+}
+
+TEST(PackedLayout, MalformedShiftsAreRefused) {
+  const std::string base =
+      "onednn blocked s8 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 inner none";
+  for (const std::string& bad : {
+           base + " plain u16 shift 1 128",           // not an 8-bit plain type
+           base + " plain u8 shift 0 128",            // EVERY below 1
+           base + " plain u8 shift 7 128",            // EVERY beyond the elements
+           base + " plain u8 shift 1 300",            // a value no 8-bit shift takes
+           base + " plain u8 shift 1 1,2,3,4,5,6,7",  // more values than elements
+           base + " plain u8 shift 1 x", base + " plain u8 move 1 128",
+           std::string("onednn blocked f32 dims 2x3 padded 2x3 offsets 0x0 offset0 0 strides 3x1 "
+                       "inner none plain u8 shift 1 128"),  // only int8 layouts shift
+       }) {
+    EXPECT_FALSE(engine::parse_blocked_layout(bad)) << bad;
+  }
 }
 
 }  // namespace

@@ -135,18 +135,20 @@ std::string layout_key(const dnnl::memory::desc& md) {
       inner.empty() ? "none" : inner, extra);
 }
 
-std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed) {
+std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed,
+                                          std::string_view plain_suffix) {
   const dnnl::memory::desc md = packed.get_desc();
   std::string format = layout_key(md);
   if (format.empty()) return {};
+  format += plain_suffix;
   Tensor bytes(DataType::UInt8, {static_cast<int64_t>(md.get_size())});
   std::memcpy(bytes.raw_data(), packed.get_data_handle(), md.get_size());
   return {{input, std::move(format), std::move(bytes)}};
 }
 
 dnnl::memory stored_in_layout(const std::optional<PackedWeight>& stored,
-                              const dnnl::memory::desc& layout) {
-  if (!stored || stored->format != layout_key(layout) ||
+                              const dnnl::memory::desc& layout, std::string_view plain_suffix) {
+  if (!stored || stored->format != layout_key(layout) + std::string(plain_suffix) ||
       stored->data.nbytes() != layout.get_size()) {
     return {};
   }

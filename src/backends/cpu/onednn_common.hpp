@@ -93,11 +93,14 @@ PackedConstant pack_once_per_layout(const Cache& cache, PackedOf packed_of,
 
 // A kernel's packed weight (input slot `input`) as the engine stores it: its layout_key and
 // bytes; none when layout_key cannot describe the layout (kiln compile's pack_weights).
-std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed);
+// `plain_suffix`: how the packed elements map back to the node's constant when the kernel packed
+// it shifted (Int8Weight::plain_suffix; engine/packed_layout.hpp).
+std::vector<PackedWeight> weight_to_store(size_t input, const dnnl::memory& packed,
+                                          std::string_view plain_suffix = {});
 // The engine's packed weight mapped in `layout` when it was packed into exactly that layout
 // (no copy); a null memory otherwise (another CPU's layout: the kernel packs again).
 dnnl::memory stored_in_layout(const std::optional<PackedWeight>& stored,
-                              const dnnl::memory::desc& layout);
+                              const dnnl::memory::desc& layout, std::string_view plain_suffix = {});
 
 // Appends `act` as eltwise post-ops (HardSigmoid takes two); false when oneDNN has no match.
 bool append_activation(dnnl::post_ops& ops, const ops::FusedActivation& act);

@@ -81,7 +81,7 @@ class QLinearConv final : public Kernel {
     const Entry* e = cache_.find([](const Entry& c) { return static_cast<bool>(c.packed_w); });
     if (!e) e = prepare_declared(/*any_batch=*/true);
     if (!e || !e->packed_w) return {};
-    return weight_to_store(weight_slot_, e->packed_w.mem);
+    return weight_to_store(weight_slot_, e->packed_w.mem, weight_.plain_suffix());
   }
   void use_packed_weight(PackedWeight packed) override {
     if (packed.input == weight_slot_) stored_w_ = std::move(packed);
@@ -321,8 +321,8 @@ class QLinearConv final : public Kernel {
       // oneDNN keeps one in them): an entry of another input shape whose primitive took the
       // same layout lends its bytes.
       e.packed_w = int8_weights_in(
-          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, stored_w_, w_,
-          gw, e.pd.weights_desc(), node_);
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_w; }, stored_w_,
+          weight_, gw, e.pd.weights_desc(), node_);
       if (!weight_.correction().empty()) {
         // The window sums' geometry, spatial dims right-aligned into (D, H, W).
         WindowSumGeometry& w = e.sum_geometry;

@@ -48,7 +48,7 @@ class QLinearMatMul final : public Kernel {
   std::vector<PackedWeight> pack_weights() override {
     const Entry* e = prepare_declared(/*any_dim=*/true);
     if (!e || !e->packed_b) return {};
-    return weight_to_store(ops::qlinear::kW, e->packed_b.mem);
+    return weight_to_store(ops::qlinear::kW, e->packed_b.mem, weight_.plain_suffix());
   }
   // Opening an engine: its packed weights, then the primitive of the declared shape (built on
   // the first run otherwise: the plain constant may not be filled before this).
@@ -158,8 +158,8 @@ class QLinearMatMul final : public Kernel {
       // One packing per layout: an entry of another row count whose primitive took the same
       // one lends its bytes.
       e.packed_b = int8_weights_in(
-          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; }, stored_b_, b_,
-          {k_, n_}, e.pd.weights_desc(), node_);
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; }, stored_b_,
+          weight_, {k_, n_}, e.pd.weights_desc(), node_);
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_.dims()), err.what());

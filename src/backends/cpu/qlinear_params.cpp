@@ -1,5 +1,6 @@
 #include "backends/cpu/qlinear_params.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/log.hpp"
@@ -60,6 +61,19 @@ DataType output_type(const ir::Node& node, DataType x_type) {
   return node.domain() == ops::kKilnDomain ? DataType::UInt8 : x_type;
 }
 
+// " plain u8|s8 shift EVERY V[,V...]": row-major element i of the constant is packed element i
+// plus V[(i / EVERY) % count]; per channel along `axis` of `w`, or one value
+// (engine/packed_layout.hpp).
+std::string shift_suffix(const Tensor& w, int64_t axis, const std::vector<int64_t>& values) {
+  const bool uniform =
+      std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values.front(); });
+  int64_t every = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) every *= w.dim(d);
+  return fmt::format(
+      " plain {} shift {} {}", w.dtype() == DataType::UInt8 ? "u8" : "s8", uniform ? 1 : every,
+      uniform ? fmt::format("{}", values.front()) : fmt::format("{}", fmt::join(values, ",")));
+}
+
 int32_t scalar_int(const Tensor* t) {
   if (!t) return 0;
   return t->dtype() == DataType::UInt8 ? t->data<uint8_t>()[0] : t->data<int8_t>()[0];
@@ -73,7 +87,14 @@ Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int6
   const Tensor* zero = slot_constant(node, zero_slot);
   if (ops::symmetric_int8(*original_, zero)) return;
   shifted_ = ops::int8_minus_zero_point(*original_, zero, axis);
-  if (shifted_) return;
+  if (shifted_) {
+    std::vector<int64_t> z;
+    if (zero) {
+      for (int64_t i = 0; i < zero->numel(); ++i) z.push_back(zero->int_at(i));
+    }
+    plain_suffix_ = shift_suffix(*original_, axis, z.empty() ? std::vector<int64_t>{0} : z);
+    return;
+  }
   KILN_CHECK(correctable, ErrorCode::Internal,
              "node {}: a weight whose zero points leave int8 reached the int8 kernel",
              node.label());
@@ -83,6 +104,7 @@ Int8Weight::Int8Weight(const ir::Node& node, size_t slot, size_t zero_slot, int6
   shifted_ = ops::int8_minus_zero_point(*original_, &c, axis);
   KILN_CHECK(shifted_.has_value(), ErrorCode::Internal, "node {}: w - {} leaves int8", node.label(),
              u8 ? 128 : 0);
+  plain_suffix_ = shift_suffix(*original_, axis, {u8 ? 128 : 0});
   const int64_t channels = original_->dim(static_cast<size_t>(axis));
   for (int64_t m = 0; m < channels; ++m) {
     const int64_t z = zero ? zero->int_at(zero->numel() == 1 ? 0 : m) : 0;

@@ -74,11 +74,16 @@ class Int8Weight {
   const Tensor& get() const { return shifted_ ? *shifted_ : *original_; }
   // d[m] per output channel along `axis`; empty when the weight needs no correction.
   const std::vector<int32_t>& correction() const { return correction_; }
+  // How get()'s elements map back to the node's constant, for the engine's packed layout
+  // (" plain u8 shift AXIS V,...": engine/packed_layout.hpp), so that it stores the weight
+  // once; empty when get() is the constant itself.
+  const std::string& plain_suffix() const { return plain_suffix_; }
 
  private:
   const Tensor* original_;
   std::optional<Tensor> shifted_;
   std::vector<int32_t> correction_;
+  std::string plain_suffix_;
 };
 
 // An int8 kernel's weight `w` (row-major `dims`) in `layout`, for the kernel's ShapeCache: the
@@ -87,7 +92,7 @@ class Int8Weight {
 // constant may not be filled) or from `w`. Stored bytes pack `w` itself (zero points folded).
 template <typename Cache, typename PackedOf>
 PackedConstant int8_weights_in(const Cache& cache, PackedOf packed_of,
-                               const std::optional<PackedWeight>& stored, const Tensor& w,
+                               const std::optional<PackedWeight>& stored, const Int8Weight& w,
                                const dnnl::memory::dims& dims, const dnnl::memory::desc& layout,
                                const ir::Node& node);
 // `stored` (an int8 layout) decoded row-major into a tensor of `w`'s dims, with a log line
@@ -97,10 +102,13 @@ Tensor decode_stored_int8(const PackedWeight& stored, const Tensor& w,
 
 template <typename Cache, typename PackedOf>
 PackedConstant int8_weights_in(const Cache& cache, PackedOf packed_of,
-                               const std::optional<PackedWeight>& stored, const Tensor& w,
+                               const std::optional<PackedWeight>& stored, const Int8Weight& weight,
                                const dnnl::memory::dims& dims, const dnnl::memory::desc& layout,
                                const ir::Node& node) {
-  if (dnnl::memory mapped = stored_in_layout(stored, layout)) return {mapped, nullptr};
+  if (dnnl::memory mapped = stored_in_layout(stored, layout, weight.plain_suffix())) {
+    return {mapped, nullptr};
+  }
+  const Tensor& w = weight.get();
   const Tensor decoded = stored ? decode_stored_int8(*stored, w, layout, node) : Tensor();
   const Tensor& from = decoded.numel() > 0 ? decoded : w;
   return pack_once_per_layout(cache, packed_of,
