@@ -75,7 +75,7 @@ class Int8Weight {
   // d[m] per output channel along `axis`; empty when the weight needs no correction.
   const std::vector<int32_t>& correction() const { return correction_; }
   // How get()'s elements map back to the node's constant, for the engine's packed layout
-  // (" plain u8 shift AXIS V,...": engine/packed_layout.hpp), so that it stores the weight
+  // (" plain u8 shift EVERY V,...": engine/packed_layout.hpp), so that it stores the weight
   // once; empty when get() is the constant itself.
   const std::string& plain_suffix() const { return plain_suffix_; }
 
