@@ -136,6 +136,9 @@ struct DeviceTensor {
 struct BlockedLayouts {
   bool input0 = false;   // input 0 may be blocked, independently of the output
   bool output0 = false;  // output 0 may be written blocked, independently of input 0
+  // With input0: input 0 may come in whichever non-row-major layout its producer writes (a
+  // reduction that reads each), not only this kernel's own.
+  bool input0_any = false;
   // Element-wise style: every tensor input and output 0 share one layout (all blocked or none).
   bool uniform = false;
   // Broadcast style: input `follows` and output 0 share one layout; the other inputs are

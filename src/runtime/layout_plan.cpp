@@ -107,7 +107,7 @@ std::vector<backends::Layout> plan_layouts(const std::vector<LayoutStep>& steps,
         if (is_group_step(s) && in_group(s, k)) {
           ok = group_takes(s, *want[v]);
         } else {
-          ok = k == 0 && s.layouts.input0 && kernel_layout(s) == *want[v];
+          ok = k == 0 && s.layouts.input0 && (s.layouts.input0_any || kernel_layout(s) == *want[v]);
         }
         if (is_8bit(values[v]->type().dtype)) ok = ok && takes_8bit(s);
       }

@@ -194,6 +194,28 @@ TEST(Int8Layout, RowMajorUint8MaxPoolRunsThroughChannelsLastCopies) {
   });
 }
 
+TEST(Int8Layout, GlobalPoolingReadsTheLastConvolutionChannelsLast) {
+  // A static QDQ ResNet's end: the last int8 convolution writes float32 with its residual (the
+  // block before, dequantized), and GlobalAveragePool / GlobalMaxPool reduce it. They read it
+  // channels-last, so the residual chain stays channels-last too (row-major there had every
+  // uint8 tensor of ResNet-50's last stage reordered: 9 reorders a run).
+  for (const char* pool : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    Int8Graph g;
+    ir::Value* q = g.quantize(g.input({2, 16, 5, 4}), 1.f);
+    ir::Value* a = g.conv(q, 16, 32, 8.f);  // uint8
+    ir::Value* b = g.conv(a, 32, 32, 8.f);  // uint8
+    ir::Value* da = g.op("DequantizeLinear", {a, g.scalar(8.f), g.zero_u8()});
+    ir::Value* r = g.conv(b, 32, 32, 0.f, da);  // float32 with the residual
+    ir::Value* y = g.op(pool, {r});
+    g.compare(y, [&](const runtime::Executor& ex) {
+      for (ir::Value* v : {a, b, da, r}) {
+        EXPECT_EQ(g.layout(ex, v), Layout::channels_last()) << pool << " " << v->name();
+      }
+      EXPECT_EQ(ex.kernel_choices().back().kernel, "cpu.global_pool") << pool;
+    });
+  }
+}
+
 TEST(Int8Layout, AFloatKernelBesideKeepsRowMajor) {
   // The float32 result also read by Relu (the CPU's element-wise kernels take their backend's
   // channel-blocked layout only): no layout suits every reader, so it is row-major, and so is

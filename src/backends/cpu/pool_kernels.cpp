@@ -225,8 +225,11 @@ class GlobalPool final : public Kernel {
   explicit GlobalPool(const ir::Node& node)
       : max_(node.op_type() == "GlobalMaxPool"), type_(global_pool_type(node)) {}
   std::string_view name() const override { return "cpu.global_pool"; }
-  // Reads a blocked input (the end of a convolution stack); writes row-major.
-  BlockedLayouts blocked_layouts() const override { return {.input0 = true}; }
+  // Reads a channel-blocked or channels-last input (the end of a float32 or an int8
+  // convolution stack: an int8 ResNet-50's last convolution writes channels-last float32, and a
+  // row-major input there made its whole residual chain row-major, 9 reorders a run); writes
+  // row-major.
+  BlockedLayouts blocked_layouts() const override { return {.input0 = true, .input0_any = true}; }
 
   void run(std::span<const DeviceTensor> in, KernelOutputs& out, Stream&) override {
     const DeviceTensor& x = in[0];
@@ -235,6 +238,10 @@ class GlobalPool final : public Kernel {
     DeviceTensor y = out.allocate(0, type_, dims);
     if (type_ == DataType::BFloat16) {
       run_bf16(x, y);
+      return;
+    }
+    if (x.layout.kind == Layout::Kind::ChannelsLast) {
+      run_channels_last(x, y);
       return;
     }
     if (!x.layout.is_row_major()) {
@@ -260,6 +267,30 @@ class GlobalPool final : public Kernel {
   }
 
  private:
+  // x is (N, H, W, C): each (n, run of channels) adds or takes the maximum of H*W rows.
+  void run_channels_last(const DeviceTensor& x, const DeviceTensor& y) {
+    const int64_t n = x.dims[0], c = x.dims[1];
+    const int64_t hw = n > 0 && c > 0 ? shape_numel(x.dims) / (n * c) : 0;
+    constexpr int64_t kRun = 256;
+    const int64_t runs = (c + kRun - 1) / kRun;
+    const auto* px = static_cast<const float*>(x.data);
+    auto* py = static_cast<float*>(y.data);
+    const bool max = max_;
+#pragma omp parallel for schedule(static) if (n * c * hw > 65536)
+    for (int64_t i = 0; i < n * runs; ++i) {
+      const int64_t nn = i / runs, c0 = (i % runs) * kRun, len = std::min(kRun, c - c0);
+      float* out = py + nn * c + c0;
+      std::fill(out, out + len, max ? -std::numeric_limits<float>::infinity() : 0.f);
+      for (int64_t r = 0; r < hw; ++r) {
+        const float* row = px + (nn * hw + r) * c + c0;
+        for (int64_t k = 0; k < len; ++k) out[k] = max ? std::max(out[k], row[k]) : out[k] + row[k];
+      }
+      if (!max) {
+        for (int64_t k = 0; k < len; ++k) out[k] /= static_cast<float>(hw);
+      }
+    }
+  }
+
   // x is (N, C/b, H, W, b): each (n, channel block) reduces H*W rows of b lanes.
   void run_blocked(const DeviceTensor& x, const DeviceTensor& y) {
     const int64_t n = x.dims[0], c = x.dims[1], hw = x.dims[2] * x.dims[3], b = x.layout.block;
