@@ -558,6 +558,13 @@ std::vector<Case> cases() {
                .inputs = {x({3, 37})},
                .kernel = "cpu.dynamic_quantize",
                .outputs = 3});
+  // All positive (the range still holds 0), a length of whole vectors and a tail.
+  c.push_back({.name = "dynamic_quantize_linear_positive_long",
+               .op = "DynamicQuantizeLinear",
+               .inputs = {x({5, 301})},
+               .kernel = "cpu.dynamic_quantize",
+               .positive = true,
+               .outputs = 3});
   std::vector<int64_t> weight(24 * 9);
   for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<int64_t>(i * 37 % 255) - 127;
   c.push_back(

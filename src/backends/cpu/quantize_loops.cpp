@@ -90,6 +90,32 @@ __attribute__((target("avx512f"))) void dequantize_avx512(const Q* x, float* y, 
 }
 #endif
 
+// NaN leaves the range as it is (the comparison is false), as std::min / std::max keep it.
+void range_portable(const float* x, int64_t n, float& lo, float& hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+}
+
+#ifdef KILN_X86_SIMD
+// vminps / vmaxps return their second operand when either is NaN: the range's lanes stay.
+__attribute__((target("avx512f"))) void range_avx512(const float* x, int64_t n, float& lo,
+                                                     float& hi) {
+  __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    vlo = _mm512_min_ps(v, vlo);
+    vhi = _mm512_max_ps(v, vhi);
+  }
+  lo = _mm512_reduce_min_ps(vlo);
+  hi = _mm512_reduce_max_ps(vhi);
+  clean_upper_state();
+  range_portable(x + i, n - i, lo, hi);
+}
+#endif
+
 template <typename X, typename Q>
 void quantize_any(const X* x, Q* y, int64_t n, float scale, float zero) {
 #ifdef KILN_X86_SIMD
@@ -110,6 +136,14 @@ void dequantize_any(const Q* x, float* y, int64_t n, float scale, int32_t zero) 
 
 void quantize_to_u8(const float* x, uint8_t* y, int64_t n, float scale, float zero) {
   quantize_any(x, y, n, scale, zero);
+}
+void range_with_zero(const float* x, int64_t n, float& lo, float& hi) {
+  lo = 0.f;
+  hi = 0.f;
+#ifdef KILN_X86_SIMD
+  if (simd::has_avx512f()) return range_avx512(x, n, lo, hi);
+#endif
+  range_portable(x, n, lo, hi);
 }
 void quantize_to_s8(const float* x, int8_t* y, int64_t n, float scale, float zero) {
   quantize_any(x, y, n, scale, zero);

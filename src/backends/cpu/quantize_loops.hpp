@@ -17,6 +17,8 @@ void quantize_to_u8(const BFloat16* x, uint8_t* y, int64_t n, float scale, float
 void quantize_to_s8(const BFloat16* x, int8_t* y, int64_t n, float scale, float zero);
 void quantize_to_u8(const Float16* x, uint8_t* y, int64_t n, float scale, float zero);
 void quantize_to_s8(const Float16* x, int8_t* y, int64_t n, float scale, float zero);
+// The smallest and largest of x[0..n) and 0 (DynamicQuantizeLinear's range); NaN is skipped.
+void range_with_zero(const float* x, int64_t n, float& lo, float& hi);
 // y[i] = (x[i] - zero) * scale in float32.
 void dequantize_from_u8(const uint8_t* x, float* y, int64_t n, float scale, int32_t zero);
 void dequantize_from_s8(const int8_t* x, float* y, int64_t n, float scale, int32_t zero);
