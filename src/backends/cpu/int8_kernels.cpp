@@ -129,11 +129,10 @@ class Int8MatMul final : public Kernel {
       return;
     }
     const Entry& e = prepared(rows);
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
-        {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), const_cast<int8_t*>(b_))},
-        {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
-        {DNNL_ARG_SCRATCHPAD, e.scratch}};
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), a.data)},
+                                            {DNNL_ARG_WEIGHTS, e.packed_b.mem},
+                                            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), y.data)},
+                                            {DNNL_ARG_SCRATCHPAD, e.scratch}};
     {
       ThreadLimit limit(e.threads);
       e.prim.execute(dnnl_stream(stream), args);
@@ -165,6 +164,9 @@ class Int8MatMul final : public Kernel {
     dnnl::matmul prim;
     mutable memory scratch;
     mutable std::vector<int32_t> sums;  // the rows' sums of a - a_zero (int8_row_sums)
+    // B in the layout the primitive picked, packed once (per layout, shared between row
+    // counts): passed row-major, oneDNN re-blocked it at every run.
+    PackedConstant packed_b;
   };
 
   const Entry& prepared(int64_t rows) {
@@ -183,13 +185,17 @@ class Int8MatMul final : public Kernel {
     try {
       e.pd = dnnl::matmul::primitive_desc(
           dnnl::matmul::desc(memory::desc({rows, k}, dt::u8, memory::format_tag::ab),
-                             memory::desc({k, n}, dt::s8, memory::format_tag::ab),
+                             memory::desc({k, n}, dt::s8, memory::format_tag::any),
                              memory::desc({rows, n}, dt::s32, memory::format_tag::ab)),
           attr, engine());
       e.prim = dnnl::matmul(e.pd);
       e.scratch = memory(e.pd.scratchpad_desc(), engine());
       if (!weight_.correction().empty()) e.sums.resize(static_cast<size_t>(rows));
       note_implementation(node_, e.pd.impl_info_str());
+      e.packed_b = pack_once_per_layout(
+          cache_, [](const Entry& c) -> const PackedConstant& { return c.packed_b; },
+          wrap(memory::desc({k, n}, dt::s8, memory::format_tag::ab), const_cast<int8_t*>(b_)),
+          e.pd.weights_desc());
     } catch (const dnnl::error& err) {
       fail(ErrorCode::Unsupported, "node {}: oneDNN has no int8 matmul for {} x {}: {}",
            node_.label(), rows, dims_to_string(b_dims_), err.what());
