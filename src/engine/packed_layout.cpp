@@ -162,14 +162,14 @@ void unpack_plain(const BlockedLayout& l, const Tensor& packed, void* out, size_
   KILN_CHECK_ARG(out_bytes == static_cast<size_t>(n),
                  "packed weight: {} bytes asked of a shifted 8-bit layout of {} elements",
                  out_bytes, n);
-  std::vector<int8_t> elements(static_cast<size_t>(n));
-  unpack_blocked(l, packed, elements.data(), elements.size());
+  // The packed int8 elements into `out` (one byte each, as the plain form), then shifted there.
+  unpack_blocked(l, packed, out, out_bytes);
   const auto count = static_cast<int64_t>(l.shift.size());
   const int lo = l.plain == DataType::UInt8 ? 0 : -128, hi = l.plain == DataType::UInt8 ? 255 : 127;
   auto* dst = static_cast<uint8_t*>(out);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t m = (i / l.shift_every) % count;
-    const int64_t v = elements[static_cast<size_t>(i)] + l.shift[static_cast<size_t>(m)];
+    const int64_t v = static_cast<int8_t>(dst[i]) + l.shift[static_cast<size_t>(m)];
     KILN_CHECK_ARG(v >= lo && v <= hi, "packed weight: element {} plus its shift is {}, outside {}",
                    i, v, dtype_name(l.plain));
     dst[i] = static_cast<uint8_t>(v & 0xff);  // the byte of an int8 or a uint8

@@ -40,7 +40,7 @@ class DynamicQuantize final : public Kernel {
     const float* px = static_cast<const float*>(x.data);
     const int64_t n = x.numel();
     // The range always holds 0 (as the reference's), so that 0 is exactly representable.
-    float lo = 0.f, hi = 0.f;
+    float lo, hi;
     range_with_zero(px, n, lo, hi);
     const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
     const float zp = std::clamp(std::nearbyint(0.0f - lo / scale), 0.0f, 255.0f);
